@@ -1,0 +1,120 @@
+"""ESCA (stochastic EM) for LDA: `init` and `step` over the PDOW chunks (paper Algorithm 1).
+
+E-step: every token draws a new topic from (A_dk + alpha) B-hat_vk with the current counts.
+M-step: A rebuilt per chunk by shuffle and segmented count, B counted, B-hat and the sampling
+trees recomputed.  `step(state, chunks, hyper)` is pure and jit-able; the trainer instead jits
+`chunk_step` (one chunk's E-step and A rebuild, adding its tokens into B) and `finish_step`
+(B-hat and trees), so compile time does not grow with the number of chunks and chunks can be
+streamed through the device one at a time.
+
+`hyper.backend` chooses the implementation of the hot operations: "xla" (the plain-JAX
+reference, runs anywhere) or "pallas" (the GPU kernels in saberjax.pallas).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from saberjax import rng, sampler, segmented_count
+from saberjax.layout import Chunk
+from saberjax.state import ChunkState, Hyperparams, Model, TrainState
+from saberjax.tree import build_tree, tree_totals
+
+
+def _kernels(backend: str):
+    """(sample_chunk, rebuild_doc_topic) of a backend."""
+    if backend == "pallas":
+        from saberjax.pallas import kernels  # noqa: PLC0415 (GPU-only import)
+
+        return kernels.sample_chunk, kernels.rebuild_doc_topic
+    return sampler.sample_chunk, segmented_count.rebuild_doc_topic
+
+
+def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> jax.Array:
+    """B plus the (word, topic) counts of the chunk's real tokens."""
+    real = jnp.arange(chunk.padded_tokens) < chunk.num_tokens
+    return word_topic.at[chunk.word, topics.astype(jnp.int32)].add(real.astype(jnp.int32))
+
+
+def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
+    """B-hat = (B + beta) / (topic totals + V beta) and its sampling trees."""
+    num_words = word_topic.shape[0]
+    totals = word_topic.sum(axis=0)
+    real_topic = jnp.arange(word_topic.shape[1]) < hyper.num_topics
+    denominator = totals.astype(jnp.float32) + num_words * hyper.beta
+    bhat = jnp.where(real_topic, (word_topic + hyper.beta) / denominator, 0.0).astype(jnp.float32)
+    tree = build_tree(bhat)
+    return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
+
+
+def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, backend: str) -> ChunkState:
+    """A chunk's state for given word-major topics (A rebuilt by shuffle and segmented count)."""
+    _, rebuild_doc_topic = _kernels(backend)
+    return ChunkState(topics, *rebuild_doc_topic(chunk, topics))
+
+
+@functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
+def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_topic,
+               hyper: Hyperparams):
+    """One chunk's E-step and A rebuild; returns (new chunk state, B with its tokens added)."""
+    sample_chunk, _ = _kernels(hyper.backend)
+    topics = sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
+    return (chunk_state_from_topics(chunk, topics, hyper.backend),
+            count_word_topic(chunk, topics, word_topic))
+
+
+finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))
+
+
+@functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
+def _init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
+    """Uniformly random initial topics of a chunk, keyed like every other draw."""
+    positions = jnp.arange(chunk.padded_tokens)
+    lo, hi = rng.global_token_ids(chunk.token_base[0], chunk.token_base[1], chunk.doc_major_pos)
+    state = rng.token_hash(rng.iteration_key(seed, 0), lo, hi)
+    draw = (rng.uniform(state, rng.STREAM_INIT) * hyper.num_topics).astype(jnp.int32)
+    topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1), 0)
+    topics = topics.astype(hyper.topic_dtype)
+    return (chunk_state_from_topics(chunk, topics, hyper.backend),
+            count_word_topic(chunk, topics, word_topic))
+
+
+def empty_word_topic(num_words: int, hyper: Hyperparams) -> jax.Array:
+    return jnp.zeros((num_words, hyper.padded_topics), jnp.int32)
+
+
+def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: int) -> TrainState:
+    """The state after random initialisation (iteration 0)."""
+    seed = jnp.uint32(seed)
+    word_topic = empty_word_topic(num_words, hyper)
+    chunk_states = []
+    for chunk in chunks:
+        chunk_state, word_topic = _init_chunk(chunk, seed, word_topic, hyper)
+        chunk_states.append(chunk_state)
+    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), jnp.int32(0), seed)
+
+
+def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
+    """One ESCA iteration over all chunks: new_state = step(state, chunks, hyper)."""
+    key = rng.iteration_key(state.seed, state.iteration + 1)
+    word_topic = empty_word_topic(state.model.bhat.shape[0], hyper)
+    chunk_states = []
+    for chunk, chunk_state in zip(chunks, state.chunks):
+        chunk_state, word_topic = chunk_step(chunk, chunk_state, state.model, key, word_topic,
+                                             hyper)
+        chunk_states.append(chunk_state)
+    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), state.iteration + 1,
+                      state.seed)
+
+
+def corpus_order_topics(chunks: tuple[Chunk, ...], state: TrainState) -> np.ndarray:
+    """Every token's topic in corpus (document) order, gathered from all chunks to the host."""
+    parts = []
+    for chunk, chunk_state in zip(chunks, state.chunks):
+        doc_major = segmented_count.shuffle_to_doc_major(chunk_state.topics, chunk.doc_major_pos)
+        parts.append(np.asarray(doc_major[: int(chunk.num_tokens)]))
+    return np.concatenate(parts).astype(np.int32)

@@ -1,0 +1,150 @@
+"""PDOW: partition by document, order by word (paper section 3.1).
+
+The corpus is cut into chunks of whole documents under a token budget.  Inside a chunk the
+tokens are stored twice over, once in each order the algorithm needs::
+
+    documents of the chunk   d0: [a b a]   d1: [c a]   d2: [b]         (doc-major, T = 6)
+    doc-major position        0 1 2         3 4         5
+    doc_start                 0             3           5   6 (pad doc) ...
+
+    word-major order (words by decreasing corpus frequency: a, b, c; ties by doc-major position)
+    word                      a a a b b c
+    doc                       0 0 1 0 2 1
+    doc_major_pos             0 2 4 1 5 3      <- the shuffle pointers
+
+The sampler walks the word-major arrays (one word's B-hat row and tree stay hot while its
+tokens are sampled); the doc-topic matrix A lives in doc-major order, where document d owns the
+segment doc_start[d] .. doc_start[d+1] and keeps its (topic, count) pairs compacted at the front;
+`doc_major_pos` moves each token's new topic from word-major to doc-major position when A is
+rebuilt (shuffle and segmented count).  A token's global id, which keys its random numbers, is
+`token_base + doc_major_pos`: the position of the token in the corpus, whatever the chunking.
+
+Sizes are padded to a few buckets so that a run compiles a handful of shapes, not one per
+chunk.  Padding tokens sit at the end of the word-major arrays (word 0) and form one padding
+document at the end of the doc-major arrays; every count masks them out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from saberjax.corpus import Corpus
+from saberjax.rng import split_token_id
+
+DEFAULT_CHUNK_TOKENS = 1 << 26
+
+
+def bucket_size(n: int, minimum: int = 256) -> int:
+    """n rounded up to one of 8 sizes per power of two (at most 1/8 padding)."""
+    n = max(int(n), minimum)
+    step = 1 << max(n.bit_length() - 4, 0)
+    return -(-n // step) * step
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One PDOW chunk as arrays (numpy on the host, jax on a device); see the module docstring."""
+
+    word: np.ndarray  # int32 [T_pad] word id of each word-major token
+    doc: np.ndarray  # int32 [T_pad] chunk-local document of each word-major token
+    doc_major_pos: np.ndarray  # int32 [T_pad] doc-major position of each word-major token
+    doc_start: np.ndarray  # int32 [D_pad + 1] start of each document's doc-major segment
+    num_tokens: np.ndarray  # int32 scalar: real tokens (the rest is padding)
+    token_base: np.ndarray  # uint32 [2]: (low, high) words of the first token's global id
+    max_doc_length: int = dataclasses.field(metadata=dict(static=True))  # power of two
+
+    @property
+    def padded_tokens(self) -> int:
+        return self.word.shape[0]
+
+    @property
+    def padded_docs(self) -> int:
+        return self.doc_start.shape[0] - 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Layout:
+    """The whole corpus in PDOW chunks, plus what was used to build them."""
+
+    chunks: tuple[Chunk, ...]
+    chunk_docs: tuple[tuple[int, int], ...]  # [first, last) corpus documents of each chunk
+    num_words: int
+    num_docs: int
+    num_tokens: int
+    word_order: np.ndarray  # int32 [V] word ids by decreasing corpus frequency
+
+    def chunk_doc_lengths(self, index: int) -> np.ndarray:
+        """Real document lengths of one chunk."""
+        chunk = self.chunks[index]
+        first, last = self.chunk_docs[index]
+        return np.diff(chunk.doc_start[: last - first + 1]).astype(np.int64)
+
+
+def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int) -> np.ndarray:
+    """Document indices cutting the corpus into the fewest chunks of about chunk_tokens each.
+
+    The number of chunks is ceil(T / chunk_tokens); cuts are placed at the document boundaries
+    nearest to equal token shares, so chunks are balanced and land in the same size bucket.
+    """
+    num_docs = len(doc_offsets) - 1
+    total = int(doc_offsets[-1])
+    num_chunks = max(1, min(num_docs, -(-total // max(int(chunk_tokens), 1))))
+    targets = np.arange(1, num_chunks, dtype=np.float64) * total / num_chunks
+    cuts = np.searchsorted(doc_offsets, targets, side="left")
+    cuts = np.unique(np.clip(cuts, 1, num_docs - 1)) if num_docs > 1 else cuts[:0]
+    return np.concatenate([[0], cuts, [num_docs]]).astype(np.int64)
+
+
+def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray) -> Chunk:
+    """The PDOW arrays of documents [first_doc, last_doc) of the corpus."""
+    offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
+    token_base = int(offsets[0])
+    words = np.asarray(corpus.word_ids[offsets[0] : offsets[-1]], dtype=np.int32)
+    lengths = np.diff(offsets)
+    num_tokens, num_docs = len(words), last_doc - first_doc
+    padded_tokens = bucket_size(num_tokens)
+    padded_docs = bucket_size(num_docs + 1)  # room for the padding document
+
+    order = np.argsort(word_rank[words], kind="stable").astype(np.int32)
+    local_doc = np.repeat(np.arange(num_docs, dtype=np.int32), lengths)
+    pad = padded_tokens - num_tokens
+    doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
+    doc_start[: num_docs + 1] = offsets - token_base
+    longest = int(lengths.max()) if num_docs else 1
+    return Chunk(
+        word=np.concatenate([words[order], np.zeros(pad, np.int32)]),
+        doc=np.concatenate([local_doc[order], np.full(pad, num_docs, np.int32)]),
+        doc_major_pos=np.concatenate([order, np.arange(num_tokens, padded_tokens, dtype=np.int32)]),
+        doc_start=doc_start,
+        num_tokens=np.int32(num_tokens),
+        token_base=np.array(split_token_id(token_base), dtype=np.uint32),
+        max_doc_length=1 << max(longest - 1, 0).bit_length(),
+    )
+
+
+def build_layout(corpus: Corpus, chunk_tokens: int | None = None) -> Layout:
+    """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens."""
+    if corpus.num_tokens == 0:
+        raise ValueError(f"corpus {corpus.name!r} has no tokens to train on")
+    if corpus.num_tokens >= 2**31 and chunk_tokens is None:
+        chunk_tokens = DEFAULT_CHUNK_TOKENS
+    chunk_tokens = int(chunk_tokens or corpus.num_tokens)
+    if not 0 < chunk_tokens < 2**31 - 2**20:
+        raise ValueError(f"chunk_tokens must be in [1, 2**31 - 2**20), got {chunk_tokens}")
+    word_order = np.argsort(-corpus.word_counts(), kind="stable").astype(np.int32)
+    word_rank = np.empty_like(word_order)
+    word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
+    cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens)
+    spans = tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
+    return Layout(
+        chunks=tuple(build_chunk(corpus, a, b, word_rank) for a, b in spans),
+        chunk_docs=spans,
+        num_words=corpus.num_words,
+        num_docs=corpus.num_docs,
+        num_tokens=corpus.num_tokens,
+        word_order=word_order,
+    )

@@ -1,0 +1,120 @@
+"""The trained model as an artifact: a directory with model.npz, vocab.txt and config.json.
+
+    model.npz    topic_word (K x V float32, rows sum to 1), word_topic_counts (V x K int32),
+                 alpha, beta, format_version
+    vocab.txt    one word per line, line i = word id i
+    config.json  every training setting, the corpus fingerprint, the format version
+
+Every file is written to a temporary name and renamed into place, so a reader never sees a
+half-written model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any, Callable
+
+import numpy as np
+
+FORMAT_VERSION = 1
+
+
+def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Call write(file) on a temporary file beside `path`, then rename it over `path`."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, mode) as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.ndarray:
+    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32."""
+    counts = np.asarray(word_topic_counts, np.float64)
+    totals = counts.sum(axis=0)
+    return ((counts + beta) / (totals + counts.shape[0] * beta)).T.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TopicModel:
+    """Topics learned by LDA: word-topic counts, priors and vocabulary."""
+
+    word_topic_counts: np.ndarray  # int32 [V, K]
+    alpha: float
+    beta: float
+    vocab: tuple[str, ...]
+    config: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.word_topic_counts.shape[0] != len(self.vocab):
+            raise ValueError(f"model has {self.word_topic_counts.shape[0]} word rows but "
+                             f"{len(self.vocab)} vocabulary words")
+
+    @property
+    def num_topics(self) -> int:
+        return self.word_topic_counts.shape[1]
+
+    @property
+    def num_words(self) -> int:
+        return self.word_topic_counts.shape[0]
+
+    @property
+    def topic_word(self) -> np.ndarray:
+        """K x V topic-word distributions, each row summing to 1."""
+        return topic_word_from_counts(self.word_topic_counts, self.beta)
+
+    def topic_shares(self) -> np.ndarray:
+        """Fraction of training tokens assigned to each topic."""
+        totals = self.word_topic_counts.sum(axis=0).astype(np.float64)
+        return totals / max(totals.sum(), 1.0)
+
+    def top_words(self, n: int = 10) -> list[list[str]]:
+        """The n most probable words of every topic."""
+        order = np.argsort(-self.word_topic_counts, axis=0, kind="stable")[:n].T
+        return [[self.vocab[v] for v in row] for row in order]
+
+    def save(self, directory) -> pathlib.Path:
+        """Write model.npz, vocab.txt and config.json into `directory` (each atomically)."""
+        directory = pathlib.Path(directory)
+        arrays = dict(topic_word=self.topic_word,
+                      word_topic_counts=self.word_topic_counts.astype(np.int32),
+                      alpha=np.float64(self.alpha), beta=np.float64(self.beta),
+                      format_version=np.int32(FORMAT_VERSION))
+        atomic_write(directory / "model.npz", lambda f: np.savez(f, **arrays))
+        atomic_write(directory / "vocab.txt",
+                     lambda f: f.write("".join(w + "\n" for w in self.vocab)), mode="w")
+        config = dict(self.config, format_version=FORMAT_VERSION, num_topics=self.num_topics,
+                      num_words=self.num_words, alpha=self.alpha, beta=self.beta)
+        atomic_write(directory / "config.json",
+                     lambda f: json.dump(config, f, indent=2, sort_keys=True), mode="w")
+        return directory
+
+    @classmethod
+    def load(cls, directory) -> "TopicModel":
+        """Read a model directory written by `save` (any format version up to this one)."""
+        directory = pathlib.Path(directory)
+        path = directory / "model.npz"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no model here (expected model.npz from training)")
+        with np.load(path) as arrays:
+            version = int(arrays["format_version"]) if "format_version" in arrays else 1
+            if version > FORMAT_VERSION:
+                raise ValueError(f"{path}: format version {version} is newer than this saberjax "
+                                 f"reads ({FORMAT_VERSION}); upgrade saberjax")
+            counts = np.asarray(arrays["word_topic_counts"], np.int32)
+            alpha, beta = float(arrays["alpha"]), float(arrays["beta"])
+        vocab = tuple((directory / "vocab.txt").read_text(encoding="utf-8").splitlines())
+        config_path = directory / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+        return cls(counts, alpha, beta, vocab, config)

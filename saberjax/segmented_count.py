@@ -1,0 +1,45 @@
+"""Shuffle and segmented count (SSC, paper section 3.3): rebuild the sparse A of a chunk.
+
+Shuffle: each token's new topic moves from its word-major position to its doc-major position
+through the precomputed pointers.  Segmented count: inside each document's segment count the
+topics and write the (topic, count) pairs, in increasing topic order, at the segment's front.
+This is the plain-JAX reference; it sorts (document, topic) pairs, which the Pallas kernel
+avoids by counting inside each segment.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from saberjax.layout import Chunk
+
+
+def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array) -> jax.Array:
+    """Place word-major values at their doc-major positions (the pointers are a permutation)."""
+    return jnp.zeros_like(values).at[doc_major_pos].set(values, unique_indices=True)
+
+
+def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array):
+    """Per-document (topic, count) pairs of doc-major (doc, topic) arrays.
+
+    Returns (a_topics, a_counts, a_nnz): document d's pairs are at doc_start[d] + j for
+    j < a_nnz[d], topics increasing; the rest of its segment holds topic 0 with count 0.
+    """
+    size = topics.shape[0]
+    doc, topics = jax.lax.sort((doc, topics), num_keys=2)
+    position = jnp.arange(size)
+    new_pair = (position == 0) | (doc != jnp.roll(doc, 1)) | (topics != jnp.roll(topics, 1))
+    pair_index = jnp.cumsum(new_pair.astype(jnp.int32)) - 1
+    segment_start = doc_start[doc]
+    slot = segment_start + pair_index - pair_index[segment_start]
+    a_topics = jnp.zeros_like(topics).at[jnp.where(new_pair, slot, size)].set(topics, mode="drop")
+    a_counts = jnp.zeros(size, jnp.int32).at[slot].add(1)
+    a_nnz = jnp.zeros(doc_start.shape[0] - 1, jnp.int32).at[doc].add(new_pair.astype(jnp.int32))
+    return a_topics, a_counts, a_nnz
+
+
+def rebuild_doc_topic(chunk: Chunk, topics: jax.Array):
+    """SSC reference: the chunk's A from its word-major topics."""
+    doc = shuffle_to_doc_major(chunk.doc, chunk.doc_major_pos)
+    return segmented_count(doc, shuffle_to_doc_major(topics, chunk.doc_major_pos), chunk.doc_start)

@@ -1,0 +1,108 @@
+"""The training loop: corpus -> PDOW layout -> ESCA iterations -> TopicModel, with metrics.
+
+A thin shell around `esca.init` and `esca.step`: it places the chunks on the device, compiles
+once (a warm-up of initialisation plus one iteration, timed apart), runs the iterations, scores the held-out documents
+every `eval_every` iterations and hands per-iteration metrics to an optional callback, which
+may stop training early by returning True.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+
+from saberjax import esca
+from saberjax.corpus import Corpus
+from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
+from saberjax.layout import build_layout
+from saberjax.model import TopicModel
+from saberjax.state import Hyperparams, TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of a training run (saved with the model)."""
+
+    num_topics: int = 100
+    alpha: float | None = None  # None: 50 / num_topics
+    beta: float = 0.01
+    iterations: int = 100
+    seed: int = 0
+    backend: str = "auto"  # "auto", "xla" or "pallas"
+    chunk_tokens: int | None = None  # None: the whole corpus in one chunk
+    eval_every: int = 0  # 0: only after the last iteration (when held-out data is given)
+    em_iterations: int = DEFAULT_EM_ITERATIONS
+
+
+@dataclasses.dataclass
+class TrainResult:
+    model: TopicModel
+    state: TrainState
+    metrics: list[dict]
+    warmup_seconds: float
+
+
+def pallas_available() -> bool:
+    """Whether the Pallas kernels are importable and a GPU is present."""
+    try:
+        from saberjax.pallas import kernels  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return jax.default_backend() == "gpu"
+
+
+def resolve_backend(name: str) -> str:
+    """'auto' becomes 'pallas' on a GPU with the kernels available, else 'xla'."""
+    if name == "auto":
+        return "pallas" if pallas_available() else "xla"
+    if name == "pallas" and not pallas_available():
+        raise ValueError("backend 'pallas' is not yet available here (needs a GPU and the "
+                         "saberjax.pallas kernels); use --backend=xla or auto")
+    if name not in ("xla", "pallas"):
+        raise ValueError(f"backend must be 'auto', 'xla' or 'pallas', got {name!r}")
+    return name
+
+
+def train(corpus: Corpus, config: TrainConfig,
+          heldout: tuple[Corpus, Corpus] | None = None,
+          callback: Callable[[int, dict, TrainState], bool | None] | None = None) -> TrainResult:
+    """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents."""
+    hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
+                               resolve_backend(config.backend))
+    layout = build_layout(corpus, config.chunk_tokens)
+    chunks = jax.device_put(layout.chunks)
+
+    start = time.perf_counter()
+    state = jax.block_until_ready(esca.init(chunks, corpus.num_words, hyper, config.seed))
+    state = jax.block_until_ready(esca.step(state, chunks, hyper))  # compiles every shape
+    warmup_seconds = time.perf_counter() - start
+    state = esca.init(chunks, corpus.num_words, hyper, config.seed)
+
+    metrics = []
+    for iteration in range(1, config.iterations + 1):
+        start = time.perf_counter()
+        state = jax.block_until_ready(esca.step(state, chunks, hyper))
+        seconds = time.perf_counter() - start
+        record = dict(iteration=iteration, seconds=seconds,
+                      tokens_per_second=corpus.num_tokens / seconds)
+        due = config.eval_every and iteration % config.eval_every == 0
+        if heldout is not None and (due or iteration == config.iterations):
+            score = heldout_loglik(np.asarray(state.model.bhat[:, :hyper.num_topics]).T,
+                                   *heldout, hyper.alpha, config.em_iterations)
+            record.update(heldout_loglik_per_token=score.loglik_per_token,
+                          perplexity=score.perplexity)
+        metrics.append(record)
+        if callback is not None and callback(iteration, record, state):
+            break
+
+    counts = np.asarray(state.model.word_topic[:, :hyper.num_topics])
+    model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
+                        corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
+                        corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
+                        num_chunks=len(layout.chunks), iterations_run=len(metrics))
+    model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
+    return TrainResult(model, state, metrics, warmup_seconds)

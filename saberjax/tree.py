@@ -1,0 +1,111 @@
+"""The W-ary sampling tree (W = 32): draw k with probability proportional to B-hat[v, k].
+
+Layout for one word v (paper section 3.2, "W-ary sampling tree"), drawn for K = 1,000::
+
+    level 0 (top)     [ s0  s1 ... s31 ]                 32 node sums (one row per word)
+                         |   \\
+    leaves (B-hat)    [ b0 ... b31 | b32 ... b63 | ... ]  ceil32(K) = 1,024 columns
+
+Every level is a multiple of 32 wide and node i of a level is the sum of children
+32*i .. 32*i+31 of the level below; the leaves are B-hat itself, so the tree costs only
+about K/31 extra floats per word.  Levels are padded with zeros (zero-weight nodes are never
+chosen), so any K from 2 to 65,536 and beyond works; depth = ceil(log32(ceil32(K))).
+
+Sampling walks from the top: at each level load the node's 32 children, prefix-sum them, pick
+the first child whose running sum exceeds the remaining mass x, subtract what lies before it,
+and descend.  Storing subtree sums rather than global prefix sums (the paper's variant) keeps
+float32 rounding local to 32 numbers, so large K loses no precision.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+WIDTH = 32
+
+
+def padded_width(n: int) -> int:
+    """n rounded up to a multiple of WIDTH."""
+    return -(-n // WIDTH) * WIDTH
+
+
+def level_widths(num_leaves: int) -> tuple[int, ...]:
+    """Widths of the levels above the leaves, top first ((), for 32 leaves or fewer)."""
+    widths = []
+    width = padded_width(num_leaves)
+    while width > WIDTH:
+        width = padded_width(-(-width // WIDTH))
+        widths.append(width)
+    return tuple(reversed(widths))
+
+
+def build_tree(leaves: jax.Array) -> tuple[jax.Array, ...]:
+    """Upper levels (top first) of the trees of every row of `leaves` [V, multiple of 32]."""
+    num_rows, num_leaves = leaves.shape
+    levels = []
+    below = leaves
+    for width in reversed(level_widths(num_leaves)):
+        sums = lane_sums(below.reshape(num_rows, -1, WIDTH))[-1][..., 0]
+        below = jnp.pad(sums, ((0, 0), (0, width - sums.shape[1])))
+        levels.append(below)
+    return tuple(reversed(levels))
+
+
+def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array) -> jax.Array:
+    """Total mass of every row's tree: the sum of its top level."""
+    top = tree[0] if tree else leaves
+    return lane_sums(top)[-1][..., 0]
+
+
+def lane_sums(values: jax.Array) -> list[jax.Array]:
+    """Pairwise sums of the last axis (width 32): [values, 16 pair sums, 8, 4, 2, total].
+
+    A fixed butterfly order, like a warp reduction, so every token's sums are the same floats
+    however tokens are batched.
+    """
+    levels = [values]
+    while levels[-1].shape[-1] > 1:
+        half = levels[-1].shape[-1] // 2
+        levels.append(levels[-1][..., :half] + levels[-1][..., half:])
+    return levels
+
+
+def search_block(values: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Along the last axis of `values` [..., 32] find the lane where mass x falls.
+
+    Walks the pairwise-sum tree of `lane_sums` from its root: go to the upper half when x is at
+    least the lower half's mass and the upper half has mass.  Returns (lane, mass before the
+    lane).  Zero-weight lanes are never chosen, even if rounding leaves x at the total.
+    """
+    levels = lane_sums(values)
+    lane = jnp.zeros(x.shape, jnp.int32)
+    before = jnp.zeros_like(x)
+    for level in reversed(levels[:-1]):
+        half = level.shape[-1] // 2
+        low = jnp.take_along_axis(level[..., :half], lane[..., None], axis=-1)[..., 0]
+        high = jnp.take_along_axis(level[..., half:], lane[..., None], axis=-1)[..., 0]
+        upper = (x - before >= low) & (high > 0)
+        before = jnp.where(upper, before + low, before)
+        lane = jnp.where(upper, lane + half, lane)
+    return lane, before
+
+
+def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,
+                uniforms: jax.Array) -> jax.Array:
+    """Draw one leaf per (row, uniform) pair with probability proportional to leaves[row].
+
+    `rows` and `uniforms` have any (equal) shape; so does the result.
+    """
+    levels = tuple(tree) + (leaves,)
+    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
+    x = uniforms * tree_totals(tree, leaves)[rows]
+    node = jnp.zeros_like(rows)
+    for level in levels:
+        children = node[..., None] * WIDTH + lanes
+        inside = children < level.shape[1]
+        values = jnp.where(inside, level[rows[..., None], jnp.where(inside, children, 0)], 0)
+        lane, before = search_block(values, x)
+        x = x - before
+        node = node * WIDTH + lane
+    return node

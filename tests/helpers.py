@@ -1,0 +1,50 @@
+"""Shared test fixtures: small random corpora and the location of the shared real corpora."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+
+def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40,
+                  seed: int = 0):
+    """A corpus of random documents with Zipf-like word frequencies (lengths >= 1)."""
+    from saberjax.corpus import Corpus
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 2 * mean_length, num_docs)
+    weights = 1.0 / np.arange(1, num_words + 1)
+    words = rng.choice(num_words, size=int(lengths.sum()), p=weights / weights.sum())
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)),
+                  name=f"random{seed}")
+
+
+def shared_data(name: str) -> pathlib.Path:
+    """Folder of a shared real corpus; skips the test when the shared data is absent."""
+    root = os.environ.get("SABERJAX_SHARED_DATA")
+    root = pathlib.Path(root) if root else pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
+    folder = root / name
+    if not (folder / "docword.txt.gz").is_file():
+        pytest.skip(f"shared corpus {folder} not available")
+    return folder
+
+
+def goodness_of_fit_pvalue(samples: np.ndarray, probabilities: np.ndarray) -> float:
+    """Chi-square p-value of integer samples against `probabilities` (sparse bins pooled)."""
+    from scipy import stats
+
+    probabilities = np.asarray(probabilities, np.float64)
+    probabilities = probabilities / probabilities.sum()
+    observed = np.bincount(np.asarray(samples).ravel(), minlength=len(probabilities))
+    assert len(observed) == len(probabilities), "a sample fell outside the support"
+    expected = probabilities * observed.sum()
+    large = expected >= 5
+    pooled_observed = np.append(observed[large], observed[~large].sum())
+    pooled_expected = np.append(expected[large], expected[~large].sum())
+    keep = pooled_expected > 0
+    assert np.all(pooled_observed[~keep] == 0), "a zero-probability outcome was sampled"
+    return float(stats.chisquare(pooled_observed[keep], pooled_expected[keep]).pvalue)

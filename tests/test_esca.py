@@ -1,0 +1,89 @@
+"""ESCA iterations keep A and B equal to a recount of z, and one seed gives one model."""
+
+import collections
+
+import jax
+import numpy as np
+import pytest
+from helpers import random_corpus
+
+from saberjax import esca
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
+
+
+def run(corpus, hyper, iterations, chunk_tokens=None, seed=7):
+    layout = build_layout(corpus, chunk_tokens)
+    chunks = jax.device_put(layout.chunks)
+    state = esca.init(chunks, corpus.num_words, hyper, seed)
+    states = [state]
+    for _ in range(iterations):
+        state = esca.step(state, chunks, hyper)
+        states.append(state)
+    return layout, chunks, states
+
+
+def assert_counts_match_recount(corpus, layout, chunks, state, hyper):
+    z = esca.corpus_order_topics(chunks, state)
+    words = np.asarray(corpus.word_ids)
+    recount_b = np.zeros((corpus.num_words, hyper.padded_topics), np.int64)
+    np.add.at(recount_b, (words, z), 1)
+    np.testing.assert_array_equal(np.asarray(state.model.word_topic), recount_b)
+    np.testing.assert_array_equal(np.asarray(state.model.topic_totals), recount_b.sum(axis=0))
+    total_a = 0
+    offsets = np.asarray(corpus.doc_offsets)
+    for chunk, chunk_state, (first, last) in zip(chunks, state.chunks, layout.chunk_docs):
+        a_topics, a_counts = np.asarray(chunk_state.a_topics), np.asarray(chunk_state.a_counts)
+        a_nnz, doc_start = np.asarray(chunk_state.a_nnz), np.asarray(chunk.doc_start)
+        for local, doc in enumerate(range(first, last)):
+            expected = collections.Counter(z[offsets[doc]:offsets[doc + 1]].tolist())
+            start, nnz = doc_start[local], a_nnz[local]
+            assert nnz == len(expected)
+            assert list(a_topics[start:start + nnz]) == sorted(expected)  # compacted, increasing
+            assert [expected[k] for k in a_topics[start:start + nnz]] == list(
+                a_counts[start:start + nnz])
+            total_a += a_counts[start:start + nnz].sum()
+    assert total_a == recount_b.sum() == corpus.num_tokens
+
+
+@pytest.mark.parametrize("num_topics", [5, 40, 300])
+def test_counts_equal_recount_after_every_step(num_topics):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=30, seed=num_topics)
+    hyper = Hyperparams.create(num_topics)
+    layout, chunks, states = run(corpus, hyper, iterations=3, chunk_tokens=500)
+    assert len(chunks) > 1
+    for state in states:
+        assert_counts_match_recount(corpus, layout, chunks, state, hyper)
+
+
+def test_chunking_does_not_change_result():
+    corpus = random_corpus(num_docs=90, num_words=60, mean_length=50, seed=1)
+    hyper = Hyperparams.create(20)
+    _, chunks_one, one = run(corpus, hyper, iterations=5)
+    _, chunks_three, three = run(corpus, hyper, iterations=5,
+                                 chunk_tokens=corpus.num_tokens // 3 + 1)
+    assert len(chunks_one) == 1 and len(chunks_three) == 3
+    z_one = esca.corpus_order_topics(chunks_one, one[-1])
+    np.testing.assert_array_equal(z_one, esca.corpus_order_topics(chunks_three, three[-1]))
+    np.testing.assert_array_equal(np.asarray(one[-1].model.word_topic),
+                                  np.asarray(three[-1].model.word_topic))
+    assert not np.array_equal(z_one, esca.corpus_order_topics(chunks_one, one[1]))
+
+
+def test_different_seeds_give_different_models():
+    corpus = random_corpus(seed=2)
+    hyper = Hyperparams.create(10)
+    _, chunks, a = run(corpus, hyper, iterations=2, seed=1)
+    _, _, b = run(corpus, hyper, iterations=2, seed=2)
+    assert not np.array_equal(esca.corpus_order_topics(chunks, a[-1]),
+                              esca.corpus_order_topics(chunks, b[-1]))
+
+
+def test_step_is_jittable_and_matches_eager_step():
+    corpus = random_corpus(seed=3)
+    hyper = Hyperparams.create(8)
+    layout, chunks, states = run(corpus, hyper, iterations=1, chunk_tokens=800)
+    jitted = jax.jit(esca.step, static_argnames="hyper")(states[0], chunks, hyper)
+    np.testing.assert_array_equal(esca.corpus_order_topics(chunks, jitted),
+                                  esca.corpus_order_topics(chunks, states[1]))
+    assert int(jitted.iteration) == 1

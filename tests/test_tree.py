@@ -1,0 +1,57 @@
+"""The W-ary sampling tree draws exactly from its leaves' distribution, for any K."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import goodness_of_fit_pvalue
+
+from saberjax import tree
+
+DRAWS = 200_000
+
+
+def draw(weights: np.ndarray, draws: int, seed: int = 0) -> np.ndarray:
+    leaves = jnp.asarray(np.pad(weights, (0, tree.padded_width(len(weights)) - len(weights))))[None]
+    levels = tree.build_tree(leaves)
+    uniforms = jax.random.uniform(jax.random.key(seed), (draws,))
+    rows = jnp.zeros(draws, jnp.int32)
+    return np.asarray(jax.jit(tree.tree_sample)(levels, leaves, rows, uniforms))
+
+
+@pytest.mark.parametrize("num_topics", [2, 31, 100, 1000, 2000])
+def test_tree_sample_matches_exact_distribution(num_topics):
+    weights = np.random.default_rng(num_topics).gamma(0.3, size=num_topics).astype(np.float32)
+    weights[3::7] = 0.0  # zero-weight leaves must never be drawn
+    samples = draw(weights, DRAWS)
+    assert goodness_of_fit_pvalue(samples, weights) > 1e-4
+    wrong = weights.copy()
+    wrong[np.argmax(weights)] *= 0.5
+    assert goodness_of_fit_pvalue(samples, wrong) < 1e-6
+
+
+def test_tree_handles_65536_topics():
+    num_topics = 65_536
+    weights = np.random.default_rng(1).gamma(0.5, size=num_topics).astype(np.float32)
+    assert tree.level_widths(num_topics) == (32, 64, 2048)
+    samples = draw(weights, DRAWS)
+    groups = 64  # pool leaves so that every bin expects many draws
+    assert goodness_of_fit_pvalue(samples // (num_topics // groups),
+                                  weights.reshape(groups, -1).sum(axis=1)) > 1e-4
+    assert np.all(weights[samples] > 0)
+
+
+def test_level_widths_are_padded_multiples_of_32():
+    assert tree.level_widths(2) == ()
+    assert tree.level_widths(32) == ()
+    assert tree.level_widths(33) == (32,)
+    assert tree.level_widths(1024) == (32,)
+    assert tree.level_widths(1056) == (32, 64)
+
+
+def test_search_block_never_picks_zero_weight_lane_even_past_the_total():
+    values = jnp.asarray([[0.0, 1.0, 0.0, 2.0] + [0.0] * 28])
+    lane, before = tree.search_block(values, jnp.asarray([3.5]))
+    assert int(lane[0]) == 3 and float(before[0]) == 1.0
+    lane, _ = tree.search_block(values, jnp.asarray([0.0]))
+    assert int(lane[0]) == 1
