@@ -14,6 +14,7 @@ reference, runs anywhere) or "pallas" (the GPU kernels in saberjax.pallas).
 from __future__ import annotations
 
 import functools
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,15 +24,6 @@ from saberjax import rng, sampler, segmented_count
 from saberjax.layout import Chunk
 from saberjax.state import ChunkState, Hyperparams, Model, TrainState
 from saberjax.tree import build_tree, tree_totals
-
-
-def _kernels(backend: str):
-    """(sample_chunk, rebuild_doc_topic) of a backend."""
-    if backend == "pallas":
-        from saberjax.pallas import kernels  # noqa: PLC0415 (GPU-only import)
-
-        return kernels.sample_chunk, kernels.rebuild_doc_topic
-    return sampler.sample_chunk, segmented_count.rebuild_doc_topic
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> jax.Array:
@@ -47,24 +39,44 @@ def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
     real_topic = jnp.arange(word_topic.shape[1]) < hyper.num_topics
     denominator = totals.astype(jnp.float32) + num_words * hyper.beta
     bhat = jnp.where(real_topic, (word_topic + hyper.beta) / denominator, 0.0).astype(jnp.float32)
-    tree = build_tree(bhat)
+    tree = backend_ops(hyper.backend).build_tree(bhat)
     return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
+
+
+class Backend(NamedTuple):
+    """The hot operations of one backend; the XLA set is the reference for every other."""
+
+    sample_chunk: Callable  # (chunk, chunk_state, model, key, alpha) -> word-major topics
+    rebuild_doc_topic: Callable  # (chunk, topics) -> (a_topics, a_counts, a_nnz)
+    count_word_topic: Callable  # (chunk, topics, word_topic) -> word_topic plus the chunk
+    build_tree: Callable  # (bhat) -> upper tree levels, top first
+
+
+XLA = Backend(sampler.sample_chunk, segmented_count.rebuild_doc_topic, count_word_topic, build_tree)
+
+
+def backend_ops(name: str) -> Backend:
+    """The operations of backend "xla" or "pallas" (the latter imported only when asked for)."""
+    if name == "pallas":
+        from saberjax.pallas import kernels  # noqa: PLC0415 (GPU kernels, imported on demand)
+
+        return kernels.BACKEND
+    return XLA
 
 
 def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, backend: str) -> ChunkState:
     """A chunk's state for given word-major topics (A rebuilt by shuffle and segmented count)."""
-    _, rebuild_doc_topic = _kernels(backend)
-    return ChunkState(topics, *rebuild_doc_topic(chunk, topics))
+    return ChunkState(topics, *backend_ops(backend).rebuild_doc_topic(chunk, topics))
 
 
 @functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
 def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_topic,
                hyper: Hyperparams):
     """One chunk's E-step and A rebuild; returns (new chunk state, B with its tokens added)."""
-    sample_chunk, _ = _kernels(hyper.backend)
-    topics = sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
+    ops = backend_ops(hyper.backend)
+    topics = ops.sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
     return (chunk_state_from_topics(chunk, topics, hyper.backend),
-            count_word_topic(chunk, topics, word_topic))
+            ops.count_word_topic(chunk, topics, word_topic))
 
 
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))
@@ -80,7 +92,7 @@ def _init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
     topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1), 0)
     topics = topics.astype(hyper.topic_dtype)
     return (chunk_state_from_topics(chunk, topics, hyper.backend),
-            count_word_topic(chunk, topics, word_topic))
+            backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic))
 
 
 def empty_word_topic(num_words: int, hyper: Hyperparams) -> jax.Array:
