@@ -183,6 +183,30 @@ class Corpus:
         return doc, word.astype(np.int32), counts.astype(np.int32)
 
 
+def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
+    """The corpus re-expressed in another vocabulary, matching words by their strings.
+
+    Tokens of words missing from `vocab` are dropped (with a warning saying how many), and
+    documents keep their order, so that test documents with their own vocabulary file can be
+    scored against a trained model.  Returns the corpus itself when the vocabularies are equal.
+    """
+    vocab = tuple(vocab)
+    if corpus.vocab == vocab:
+        return corpus
+    index = {word: i for i, word in enumerate(vocab)}
+    mapping = np.array([index.get(word, -1) for word in corpus.vocab], dtype=np.int64)
+    mapped = mapping[corpus.word_ids]
+    known = mapped >= 0
+    if not known.all():
+        warnings.warn(f"{corpus.name or 'corpus'}: dropped {int((~known).sum())} of "
+                      f"{corpus.num_tokens} tokens whose words are not in the model vocabulary",
+                      stacklevel=2)
+    docs = np.repeat(np.arange(corpus.num_docs), corpus.doc_lengths())[known]
+    lengths = np.bincount(docs, minlength=corpus.num_docs)
+    return Corpus(_offsets_from_lengths(lengths), mapped[known].astype(np.int32), vocab,
+                  name=corpus.name)
+
+
 def _int_vector(values, what: str) -> np.ndarray:
     """values as a 1-D integer array (an empty sequence counts as integer)."""
     array = np.asarray(values)

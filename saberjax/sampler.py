@@ -23,7 +23,7 @@ from saberjax.state import ChunkState, Model
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
 
 # Tokens sampled per vectorised batch: bounds the [batch, blocks] working set.
-BATCH_ELEMENTS = 1 << 23
+BATCH_ELEMENTS = 1 << 18
 
 
 def nonzero_blocks(chunk: Chunk, padded_topics: int) -> int:
@@ -39,9 +39,28 @@ def token_uniforms(chunk: Chunk, key, positions):
     return rng.uniform(state, rng.STREAM_BRANCH), rng.uniform(state, rng.STREAM_POSITION)
 
 
+def _map_in_order(fn, order: jax.Array, batch: int):
+    """fn applied to batches of token positions taken in `order`, results put back in place.
+
+    Processing order only groups similar tokens into batches (so loop bounds and branches
+    are shared within a batch); each token's result depends on nothing but the token.
+    """
+    size = order.shape[0]
+    num_batches = -(-size // batch)
+    padded = order[jnp.arange(num_batches * batch) % size]
+    results = jax.lax.map(fn, padded.reshape(num_batches, batch))
+    return jax.tree_util.tree_map(
+        lambda r: jnp.zeros(size, r.dtype).at[padded].set(r.reshape(-1)), results)
+
+
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha: float):
-    """New topic of every word-major token of a chunk (padding tokens get topic 0)."""
-    num_words, padded_topics = model.bhat.shape
+    """New topic of every word-major token of a chunk (padding tokens get topic 0).
+
+    Pass one (tokens batched by their number of 32-blocks of nonzeros) computes the sparse
+    mass S, flips the branch coin and, for sparse-branch tokens, finds the topic; pass two runs
+    the tree search for the dense-branch tokens only.
+    """
+    padded_topics = model.bhat.shape[1]
     max_blocks = nonzero_blocks(chunk, padded_topics)
     lanes = jnp.arange(WIDTH, dtype=jnp.int32)
     flat_bhat = model.bhat.reshape(-1)
@@ -50,14 +69,16 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     a_counts = jnp.pad(chunk_state.a_counts, (0, WIDTH)).astype(jnp.float32)
     slice_block = jax.vmap(lambda array, start: jax.lax.dynamic_slice(array, (start,), (WIDTH,)),
                            in_axes=(None, 0))
+    positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)
+    doc_nnz = chunk_state.a_nnz[chunk.doc]
+    token_blocks = (doc_nnz + WIDTH - 1) // WIDTH
+    u_branch, u_position = token_uniforms(chunk, key, positions)
 
-    def sample_batch(positions):
-        word = chunk.word[positions]
-        doc = chunk.doc[positions]
-        start = chunk.doc_start[doc]
-        nnz = chunk_state.a_nnz[doc]
-        num_blocks = (nnz + WIDTH - 1) // WIDTH
-        u_branch, u_position = token_uniforms(chunk, key, positions)
+    def sparse_pass(batch):
+        word = chunk.word[batch]
+        start = chunk.doc_start[chunk.doc[batch]]
+        nnz = doc_nnz[batch]
+        num_blocks = token_blocks[batch]
 
         def block_products(block):
             """Products and topics of nonzeros 32*block .. 32*block+31 (block: scalar or [N])."""
@@ -76,11 +97,10 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
         batch_blocks = jnp.max(num_blocks)
         block_sums, sparse_total = jax.lax.fori_loop(
             0, batch_blocks, add_block,
-            (jnp.zeros((positions.shape[0], max_blocks), jnp.float32), jnp.zeros_like(u_branch)))
+            (jnp.zeros((batch.shape[0], max_blocks), jnp.float32), jnp.zeros(batch.shape, jnp.float32)))
         dense_total = alpha * model.tree_total[word]
-        take_sparse = u_branch * (sparse_total + dense_total) < sparse_total
-
-        x = u_position * sparse_total
+        take_sparse = u_branch[batch] * (sparse_total + dense_total) < sparse_total
+        x = u_position[batch] * sparse_total
 
         def find_block(block, carry):
             before, chosen, remainder, found = carry
@@ -94,13 +114,17 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
             (jnp.zeros_like(x), jnp.zeros_like(nnz), x, jnp.zeros(x.shape, jnp.bool_)))
         products, topics = block_products(block)
         lane, _ = search_block(products, remainder)
-        sparse_topic = jnp.take_along_axis(topics, lane[:, None], axis=1)[:, 0]
-        dense_topic = tree_sample(model.tree, model.bhat, word, u_position)
-        topic = jnp.where(take_sparse, sparse_topic, dense_topic)
-        return jnp.where(positions < chunk.num_tokens, topic, 0).astype(chunk_state.topics.dtype)
+        return take_sparse, jnp.take_along_axis(topics, lane[:, None], axis=1)[:, 0]
 
-    batch = min(chunk.padded_tokens, max(1024, BATCH_ELEMENTS // (max_blocks + 4 * WIDTH)))
-    num_batches = -(-chunk.padded_tokens // batch)
-    positions = jnp.arange(num_batches * batch, dtype=jnp.int32) % chunk.padded_tokens
-    topics = jax.lax.map(sample_batch, positions.reshape(num_batches, batch))
-    return topics.reshape(-1)[: chunk.padded_tokens]
+    def dense_pass(batch):
+        dense = ~take_sparse[batch]
+        return jax.lax.cond(
+            jnp.any(dense),
+            lambda: tree_sample(model.tree, model.bhat, chunk.word[batch], u_position[batch]),
+            lambda: jnp.zeros(batch.shape, jnp.int32))
+
+    batch = min(chunk.padded_tokens, max(256, BATCH_ELEMENTS // (max_blocks + 2 * WIDTH)))
+    take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(token_blocks), batch)
+    dense_topics = _map_in_order(dense_pass, jnp.argsort(take_sparse), batch)
+    topics = jnp.where(take_sparse, sparse_topics, dense_topics)
+    return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)

@@ -16,6 +16,7 @@ import scipy.sparse
 
 from saberjax.corpus import (
     Corpus,
+    align_vocabulary,
     CorpusFormatError,
     NativeCorpusWriter,
     bundled_corpus_path,
@@ -702,3 +703,13 @@ def test_bundled_kos_readme_states_source_and_license():
 def test_unknown_bundled_corpus_lists_the_available_ones():
     with pytest.raises(ValueError, match="no bundled corpus 'nope'; available: kos"):
         bundled_corpus_path("nope")
+
+
+def test_align_vocabulary_maps_words_by_string_and_drops_unknown_ones():
+    source = Corpus(np.array([0, 3, 5]), np.array([0, 1, 2, 2, 1]), ("a", "b", "c"))
+    with pytest.warns(UserWarning, match="dropped 2 of 5 tokens"):
+        aligned = align_vocabulary(source, ("c", "a", "z"))
+    assert aligned.vocab == ("c", "a", "z")
+    np.testing.assert_array_equal(aligned.doc_offsets, [0, 2, 3])
+    np.testing.assert_array_equal(aligned.word_ids, [1, 0, 0])
+    assert align_vocabulary(source, source.vocab) is source
