@@ -87,13 +87,13 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     num_topics = topics_of_word.shape[1]
     obs_doc, obs_word, obs_count = _pairs(observed)
     held_doc, held_word, held_count = _pairs(heldout)
-    max_pairs = max(1024, BATCH_ELEMENTS // num_topics)
-    max_docs = max(64, min(observed.num_docs, max_pairs // 8))
+    max_pairs = max(1, BATCH_ELEMENTS // num_topics)
+    max_docs = max(1, min(observed.num_docs, max_pairs // 8))
     held_offsets = np.searchsorted(held_doc, np.arange(heldout.num_docs + 1))
     total = 0.0
     for first, last, lo, hi in _batches(obs_doc, observed.num_docs, max_pairs, max_docs):
-        held = slice(held_offsets[first], held_offsets[last])
-        size = 1 << max(hi - lo, held.stop - held.start, 1).bit_length()
+        held = slice(int(held_offsets[first]), int(held_offsets[last]))
+        size = 1 << (max(hi - lo, held.stop - held.start, 1) - 1).bit_length()
         total += float(_batch_loglik(
             topics_of_word,
             _padded(obs_doc[lo:hi] - first, size), _padded(obs_word[lo:hi], size),
