@@ -1,0 +1,21 @@
+"""saberjax: SaberLDA in JAX, sparsity-aware LDA topic models on GPUs.
+
+Data flows one way: files -> Corpus (corpus) -> PDOW chunks (layout) -> TrainState (state,
+esca) -> TopicModel (model); `trainer.train` runs that chain, `evaluate.heldout_loglik` scores
+a model on held-out documents.
+"""
+
+from saberjax.corpus import (Corpus, load_bundled, load_corpus, split_document_halves,
+                             train_test_split)
+from saberjax.esca import init, step
+from saberjax.evaluate import heldout_loglik
+from saberjax.layout import build_layout
+from saberjax.model import TopicModel
+from saberjax.state import Hyperparams, TrainState
+from saberjax.trainer import TrainConfig, train
+
+__version__ = "0.1.0"
+
+__all__ = ["Corpus", "Hyperparams", "TopicModel", "TrainConfig", "TrainState", "build_layout",
+           "heldout_loglik", "init", "load_bundled", "load_corpus", "split_document_halves",
+           "step", "train", "train_test_split"]
