@@ -25,6 +25,7 @@ _UNIFORM_SCALE = np.float32(2.0**-24)
 STREAM_BRANCH = 0  # sparse part or tree part
 STREAM_POSITION = 1  # where in the chosen part
 STREAM_INIT = 2  # initial topic
+STREAM_BLOCK = 3  # block b of a document's nonzeros uses stream STREAM_BLOCK + b
 
 
 def mix32(x):
@@ -48,9 +49,9 @@ def token_hash(key, token_lo, token_hi):
     return mix32(key ^ mix32(token_lo ^ mix32(token_hi + _HIGH_WORD_SALT)))
 
 
-def uniform(state, stream: int):
+def uniform(state, stream):
     """A float32 uniform in [0, 1) for one stream of a token's hash state (24 random bits)."""
-    bits = mix32(state + np.uint32((stream * int(_STREAM_SALT)) & 0xFFFFFFFF))
+    bits = mix32(state + jnp.asarray(stream, jnp.uint32) * _STREAM_SALT)
     return (bits >> 8).astype(jnp.float32) * _UNIFORM_SCALE
 
 

@@ -7,9 +7,12 @@ For a token of word v in document d, p(k) is proportional to (A_dk + alpha) B-ha
 
 A first uniform picks the sparse part with probability S / (S + Q); a second locates the
 draw inside the chosen part.  The nonzeros of A_d are visited 32 at a time, like the paper's
-warp: pass one adds up each 32-block (keeping the block sums), pass two walks the block sums to
-the block holding the draw and searches inside it.  All float sums run in a fixed order per
-token, so a token's draw does not depend on how the corpus is chunked or batched.
+warp, in a single pass: each block's products are summed (butterfly order) and the block
+replaces the one kept so far with probability block mass / mass so far (weighted reservoir
+sampling, one uniform per block), so the block holding the draw is known when the pass ends
+and only its 32 products are searched; nothing is stored per block and nothing is read twice.
+All float sums run in a fixed order per token, so a token's draw does not depend on how the
+corpus is chunked or batched.
 """
 
 from __future__ import annotations
@@ -22,35 +25,36 @@ from saberjax.layout import Chunk
 from saberjax.state import ChunkState, Model
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
 
-# Tokens sampled per vectorised batch: bounds the [batch, blocks] working set.
-BATCH_ELEMENTS = 1 << 18
+# Tokens sampled per vectorised batch (their [batch, 32] blocks stay in cache).
+BATCH = 8192
 
 
-def nonzero_blocks(chunk: Chunk, padded_topics: int) -> int:
-    """Static bound on the 32-blocks of nonzeros a document of this chunk can have."""
-    return -(-min(chunk.max_doc_length, padded_topics) // WIDTH)
-
-
-def token_uniforms(chunk: Chunk, key, positions):
-    """The (branch, position) uniforms of word-major tokens at `positions` of a chunk."""
+def token_hash_state(chunk: Chunk, key, positions):
+    """The per-iteration random state of word-major tokens at `positions` of a chunk."""
     lo, hi = rng.global_token_ids(chunk.token_base[0], chunk.token_base[1],
                                   chunk.doc_major_pos[positions])
-    state = rng.token_hash(key, lo, hi)
-    return rng.uniform(state, rng.STREAM_BRANCH), rng.uniform(state, rng.STREAM_POSITION)
+    return rng.token_hash(key, lo, hi)
 
 
-def _map_in_order(fn, order: jax.Array, batch: int):
+def _map_in_order(fn, order: jax.Array, batch: int, with_index: bool = False):
     """fn applied to batches of token positions taken in `order`, results put back in place.
 
     Processing order only groups similar tokens into batches (so loop bounds and branches
     are shared within a batch); each token's result depends on nothing but the token.
+    With `with_index`, fn also receives the batch's index.  `order` may hold the out-of-range
+    position `size` (it also pads the last batch): fn's reads of it clamp, its result is dropped.
     """
     size = order.shape[0]
     num_batches = -(-size // batch)
-    padded = order[jnp.arange(num_batches * batch) % size]
-    results = jax.lax.map(fn, padded.reshape(num_batches, batch))
+    padded = jnp.pad(order, (0, num_batches * batch - size), constant_values=size)
+    padded = padded.reshape(num_batches, batch)
+    if with_index:
+        results = jax.lax.map(lambda xs: fn(*xs), (jnp.arange(num_batches), padded))
+    else:
+        results = jax.lax.map(fn, padded)
     return jax.tree_util.tree_map(
-        lambda r: jnp.zeros(size, r.dtype).at[padded].set(r.reshape(-1)), results)
+        lambda r: jnp.zeros(size, r.dtype).at[padded.reshape(-1)].set(r.reshape(-1), mode="drop"),
+        results)
 
 
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha: float):
@@ -61,7 +65,6 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     the tree search for the dense-branch tokens only.
     """
     padded_topics = model.bhat.shape[1]
-    max_blocks = nonzero_blocks(chunk, padded_topics)
     lanes = jnp.arange(WIDTH, dtype=jnp.int32)
     flat_bhat = model.bhat.reshape(-1)
     # One spare block of padding so that a 32-wide slice never runs off the end.
@@ -72,59 +75,51 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)
     doc_nnz = chunk_state.a_nnz[chunk.doc]
     token_blocks = (doc_nnz + WIDTH - 1) // WIDTH
-    u_branch, u_position = token_uniforms(chunk, key, positions)
+    token_state = token_hash_state(chunk, key, positions)
+    u_branch = rng.uniform(token_state, rng.STREAM_BRANCH)
+    u_position = rng.uniform(token_state, rng.STREAM_POSITION)
 
     def sparse_pass(batch):
         word = chunk.word[batch]
         start = chunk.doc_start[chunk.doc[batch]]
         nnz = doc_nnz[batch]
-        num_blocks = token_blocks[batch]
+        state = token_state[batch]
 
-        def block_products(block):
-            """Products and topics of nonzeros 32*block .. 32*block+31 (block: scalar or [N])."""
-            offset = jnp.broadcast_to(block * WIDTH, start.shape)
-            first = start + offset
-            inside = offset[:, None] + lanes < nnz[:, None]
-            topics = slice_block(a_topics, first)
-            products = slice_block(a_counts, first) * flat_bhat[word[:, None] * padded_topics + topics]
-            return jnp.where(inside, products, 0.0), topics
+        def visit_block(block, carry):
+            total, kept_products, kept_topics, kept_mass = carry
+            offset = block * WIDTH
+            topics = slice_block(a_topics, start + offset)
+            products = slice_block(a_counts, start + offset) * flat_bhat[
+                word[:, None] * padded_topics + topics]
+            products = jnp.where(offset + lanes < nnz[:, None], products, 0.0)
+            mass = lane_sums(products)[-1][:, 0]
+            total = total + mass
+            keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
+            return (total, jnp.where(keep[:, None], products, kept_products),
+                    jnp.where(keep[:, None], topics, kept_topics), jnp.where(keep, mass, kept_mass))
 
-        def add_block(block, carry):
-            sums, total = carry
-            block_sum = lane_sums(block_products(block)[0])[-1][:, 0]
-            return jax.lax.dynamic_update_slice(sums, block_sum[:, None], (0, block)), total + block_sum
-
-        batch_blocks = jnp.max(num_blocks)
-        block_sums, sparse_total = jax.lax.fori_loop(
-            0, batch_blocks, add_block,
-            (jnp.zeros((batch.shape[0], max_blocks), jnp.float32), jnp.zeros(batch.shape, jnp.float32)))
+        zeros = jnp.zeros(batch.shape, jnp.float32)
+        total, products, topics, mass = jax.lax.fori_loop(
+            0, jnp.max(token_blocks[batch]), visit_block,
+            (zeros, jnp.zeros((*batch.shape, WIDTH), jnp.float32),
+             jnp.zeros((*batch.shape, WIDTH), jnp.int32), zeros))
         dense_total = alpha * model.tree_total[word]
-        take_sparse = u_branch[batch] * (sparse_total + dense_total) < sparse_total
-        x = u_position[batch] * sparse_total
-
-        def find_block(block, carry):
-            before, chosen, remainder, found = carry
-            block_sum = block_sums[:, block]
-            take = ~found & ((before + block_sum > x) | (block == num_blocks - 1))
-            return (before + block_sum, jnp.where(take, block, chosen),
-                    jnp.where(take, x - before, remainder), found | take)
-
-        _, block, remainder, _ = jax.lax.fori_loop(
-            0, batch_blocks, find_block,
-            (jnp.zeros_like(x), jnp.zeros_like(nnz), x, jnp.zeros(x.shape, jnp.bool_)))
-        products, topics = block_products(block)
-        lane, _ = search_block(products, remainder)
+        take_sparse = u_branch[batch] * (total + dense_total) < total
+        lane, _ = search_block(products, u_position[batch] * mass)
         return take_sparse, jnp.take_along_axis(topics, lane[:, None], axis=1)[:, 0]
 
-    def dense_pass(batch):
-        dense = ~take_sparse[batch]
+    take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(token_blocks), BATCH)
+    # The dense-branch tokens, gathered to the front; batches past them are skipped.
+    num_dense = jnp.sum(~take_sparse)
+    dense_order = jnp.nonzero(~take_sparse, size=chunk.padded_tokens,
+                              fill_value=chunk.padded_tokens)[0]
+
+    def dense_pass(batch_index, batch):
         return jax.lax.cond(
-            jnp.any(dense),
+            batch_index * BATCH < num_dense,
             lambda: tree_sample(model.tree, model.bhat, chunk.word[batch], u_position[batch]),
             lambda: jnp.zeros(batch.shape, jnp.int32))
 
-    batch = min(chunk.padded_tokens, max(256, BATCH_ELEMENTS // (max_blocks + 2 * WIDTH)))
-    take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(token_blocks), batch)
-    dense_topics = _map_in_order(dense_pass, jnp.argsort(take_sparse), batch)
+    dense_topics = _map_in_order(dense_pass, dense_order, BATCH, with_index=True)
     topics = jnp.where(take_sparse, sparse_topics, dense_topics)
     return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)
