@@ -97,7 +97,8 @@ def main(argv):
         print(f"topic {topic:4d}: {' '.join(words)}")
     final = result.metrics[-1]
     summary = dict(output=str(output), iterations=len(result.metrics),
-                   warmup_seconds=round(result.warmup_seconds, 3),
+                   init_seconds=round(result.init_seconds, 3),
+                   compile_seconds=round(result.compile_seconds, 3),
                    mean_tokens_per_second=sum(m["tokens_per_second"] for m in result.metrics)
                    / len(result.metrics))
     if "heldout_loglik_per_token" in final:

@@ -14,6 +14,7 @@ reference, runs anywhere) or "pallas" (the GPU kernels in saberjax.pallas).
 from __future__ import annotations
 
 import functools
+import time
 from typing import Callable, NamedTuple
 
 import jax
@@ -110,17 +111,56 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: in
     return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), jnp.int32(0), seed)
 
 
-def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
-    """One ESCA iteration over all chunks: new_state = step(state, chunks, hyper)."""
+def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -> TrainState:
+    """One ESCA iteration given the per-chunk step and the model update to run it with."""
     key = rng.iteration_key(state.seed, state.iteration + 1)
-    word_topic = empty_word_topic(state.model.bhat.shape[0], hyper)
+    word_topic = jnp.zeros_like(state.model.word_topic)
     chunk_states = []
     for chunk, chunk_state in zip(chunks, state.chunks):
-        chunk_state, word_topic = chunk_step(chunk, chunk_state, state.model, key, word_topic,
-                                             hyper)
+        chunk_state, word_topic = run_chunk(chunk, chunk_state, state.model, key, word_topic)
         chunk_states.append(chunk_state)
-    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), state.iteration + 1,
-                      state.seed)
+    return TrainState(tuple(chunk_states), finish(word_topic), state.iteration + 1, state.seed)
+
+
+def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
+    """One ESCA iteration over all chunks: new_state = step(state, chunks, hyper)."""
+    return _iterate(state, chunks, functools.partial(chunk_step, hyper=hyper),
+                    functools.partial(finish_step, hyper=hyper))
+
+
+def _shape_signature(*trees):
+    return tuple((jax.tree.structure(tree),
+                  tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(tree)))
+                 for tree in trees)
+
+
+class CompiledStep:
+    """`step` through ahead-of-time compiled executables (one per distinct chunk shape).
+
+    Same computation and results as `step`, but calling it never compiles, so training and
+    benchmark loops time iterations apart from compilation (`compile_seconds`).
+    """
+
+    def __init__(self, chunks: tuple[Chunk, ...], state: TrainState, hyper: Hyperparams):
+        key = rng.iteration_key(state.seed, state.iteration + 1)
+        word_topic = jnp.zeros_like(state.model.word_topic)
+        start = time.perf_counter()
+        self._chunk_step = {}
+        for chunk, chunk_state in zip(chunks, state.chunks):
+            signature = _shape_signature(chunk, chunk_state)
+            if signature not in self._chunk_step:
+                self._chunk_step[signature] = chunk_step.lower(
+                    chunk, chunk_state, state.model, key, word_topic, hyper=hyper).compile()
+        self._finish = finish_step.lower(word_topic, hyper=hyper).compile()
+        self.compile_seconds = time.perf_counter() - start
+        self.num_executables = len(self._chunk_step) + 1
+
+    def _run_chunk(self, chunk, chunk_state, model, key, word_topic):
+        executable = self._chunk_step[_shape_signature(chunk, chunk_state)]
+        return executable(chunk, chunk_state, model, key, word_topic)
+
+    def __call__(self, state: TrainState, chunks: tuple[Chunk, ...]) -> TrainState:
+        return _iterate(state, chunks, self._run_chunk, self._finish)
 
 
 def corpus_order_topics(chunks: tuple[Chunk, ...], state: TrainState) -> np.ndarray:

@@ -1,0 +1,486 @@
+r"""Performance benchmark of the ESCA trainer: Mtoken/s per K and backend, phase by phase.
+
+For one corpus and each (K, backend) it times full ESCA iterations (E-step and A rebuild of
+every chunk, B counted, then the M-step: B-hat and the sampling trees), and prints one JSON
+object per (K, backend) line, then one summary line.
+
+Reproduce (from the repo root; no install needed):
+
+  CPU (2 cores), bundled kos, K = 100:
+    .venv/bin/python launch/bench.py --num_topics=100 --iterations=5
+
+  GPU (one H100 / H200), wiki25k at K = 1024, XLA reference against the Pallas kernels
+  (the shared corpora are in shared/data/ of the checkout, ../shared/data/ beside /work/main):
+    python launch/bench.py --corpus=shared/data/wiki25k --num_topics=1024 \
+        --backends=xla,pallas --iterations=10 --output=runs/bench.jsonl
+
+  GPU, NYTimes-shaped synthetic corpus (27,000 documents, about 9M tokens, V = 102,660,
+  generated in memory, nothing written to disk) at K = 1000 and 10000:
+    python launch/bench.py --synth_preset=nytimes --synth_scale=0.09 --num_topics=1000,10000 \
+        --backends=xla,pallas --iterations=10 --output=runs/bench.jsonl
+
+What is measured (field names of the per-(K, backend) line, "type": "result"):
+  Mtoken_per_s_mean     tokens x timed iterations / their seconds (`--iterations` of them, run
+                        after `--warmup` untimed ones, which start from the random init).
+  Mtoken_per_s_steady   the same without the first timed iteration.
+  Mtoken_per_s_best     tokens / the fastest timed iteration (the least disturbed figure when
+                        other processes share the machine).
+  iteration_seconds     wall time of each timed iteration (block_until_ready on the new state).
+  compile_seconds       lower + compile of every jitted function one iteration runs (esca.chunk_step
+                        for each distinct chunk shape and esca.finish_step), done explicitly with
+                        jax.jit(f).lower(...).compile(); the timed iterations call those compiled
+                        executables, so they never compile.  init_seconds: esca.init, compile included.
+  phases                each phase as its own jitted function over all chunks, block_until_ready
+                        between phases, median of `--phase_repeats` passes after one compiling pass:
+                        sample (backend.sample_chunk), rebuild_a (backend.rebuild_doc_topic),
+                        count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
+                        (esca.model_from_counts); each with seconds, Mtoken_per_s, share of the
+                        steady iteration and compile_seconds; plus transfer (host -> device
+                        device_put of all chunk arrays, measured once per run: seconds, GB_per_s;
+                        on CPU device_put may alias host memory, so that figure is not a copy).
+  copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
+                        `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
+                        bytes) / seconds, best of several runs.
+  *_bytes_per_token     chunk arrays (Chunk), chunk state (ChunkState) and their sum, over real tokens;
+                        model_bytes: B, totals, B-hat, trees.
+  min_traffic_bytes     a crude lower bound of the memory traffic of one iteration: chunk arrays
+                        read once, chunk state read and written once, model read and written once.
+                        bandwidth_floor_seconds = min_traffic_bytes / copy bandwidth,
+                        bandwidth_bound_Mtoken_per_s = tokens / that floor, achieved_GB_per_s =
+                        min_traffic_bytes / steady iteration seconds (compare with copy_GB_per_s).
+  speedup_vs_xla        steady Mtoken/s over the xla backend's at the same K in the same run
+                        (only when several backends run and xla is one of them).
+Every line also carries the run's environment: device (jax.devices()[0].device_kind), platform,
+num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, git_commit,
+source_digest (of the saberjax sources that ran: git_commit misses uncommitted edits),
+load_average (1, 5, 15 min: other processes sharing the CPU slow the figures down) and date (UTC).
+A backend that cannot run here (Pallas without a GPU or without its kernels: ImportError,
+NotImplementedError) gives a line with "type": "skipped" and the reason instead.  The summary line
+("type": "summary") repeats the environment and lists every result's steady Mtoken/s.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import saberjax  # noqa: F401
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from saberjax import esca, rng, synth
+from saberjax.corpus import Corpus, load_bundled, load_corpus
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams, TrainState
+
+BACKENDS = ("xla", "pallas")
+PHASES = ("sample", "rebuild_a", "count_b", "bhat_trees")
+
+# Run as a script, the flags live in absl's global registry (so --help and app.run work as in
+# the other launchers); imported (by the tests), they live in a registry of their own, so that
+# importing this module never clashes with another launcher's flags of the same name.
+FLAGS = flags.FLAGS if __name__ == "__main__" else flags.FlagValues()
+_flag = dict(flag_values=FLAGS)
+
+flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads); default: the "
+                    "bundled kos corpus, unless --synth_preset is given.", **_flag)
+flags.DEFINE_enum("synth_preset", None, sorted(synth.PRESETS),
+                  "Benchmark a synthetic corpus of this shape, generated in memory.", **_flag)
+flags.DEFINE_float("synth_scale", 1.0, "Multiplies the synthetic preset's number of documents.",
+                   **_flag)
+flags.DEFINE_list("num_topics", ["100"], "Comma list of K values, e.g. 1000,10000.", **_flag)
+flags.DEFINE_list("backends", ["xla"], f"Comma list of backends out of {', '.join(BACKENDS)}.",
+                  **_flag)
+flags.DEFINE_integer("iterations", 10, "Timed ESCA iterations per (K, backend).", lower_bound=1,
+                     **_flag)
+flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.", lower_bound=0,
+                     **_flag)
+flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one chunk).",
+                     lower_bound=1, **_flag)
+flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus).", **_flag)
+flags.DEFINE_string("output", None, "Also append the JSON lines to this file (atomically).",
+                    **_flag)
+flags.DEFINE_bool("phases", True, "Measure the per-phase breakdown.", **_flag)
+flags.DEFINE_integer("phase_repeats", 3, "Timed passes per phase (the median is reported).",
+                     lower_bound=1, **_flag)
+flags.DEFINE_integer("copy_mib", 0, "Array size of the copy-bandwidth test in MiB "
+                     "(0: 1024 on GPU, 256 elsewhere).", lower_bound=0, **_flag)
+flags.mark_flags_as_mutual_exclusive(["corpus", "synth_preset"], **_flag)
+
+
+@flags.validator("backends", f"--backends: each must be one of {', '.join(BACKENDS)}", **_flag)
+def _check_backends(values):
+    unknown = [v for v in values if v not in BACKENDS]
+    if unknown:
+        raise flags.ValidationError(
+            f"--backends: unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+    return bool(values)
+
+
+@flags.validator("num_topics", "--num_topics: a comma list of integers >= 2", **_flag)
+def _check_num_topics(values):
+    try:
+        return bool(values) and all(int(v) >= 2 for v in values)
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+
+def _sig(x: float, digits: int = 5) -> float:
+    """x rounded to a few significant digits (for readable JSON)."""
+    return float(f"{x:.{digits}g}")
+
+
+def _nbytes(tree) -> int:
+    return int(sum(leaf.nbytes if hasattr(leaf, "nbytes") else np.asarray(leaf).nbytes
+                   for leaf in jax.tree.leaves(tree)))
+
+
+def _timed(fn):
+    """(result, seconds) of fn() with the result ready on the device."""
+    start = time.perf_counter()
+    result = jax.block_until_ready(fn())
+    return result, time.perf_counter() - start
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def _source_digest() -> str:
+    """Short SHA-256 of the saberjax sources that ran (git_commit misses uncommitted edits)."""
+    root = os.path.dirname(os.path.abspath(esca.__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _host_cpu() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> dict:
+    """Device, software and date of this run."""
+    device = jax.devices()[0]
+    try:
+        jaxlib_version = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib_version = None
+    return dict(
+        device=device.device_kind,
+        platform=device.platform,
+        num_devices=jax.device_count(),
+        host_cpu=_host_cpu(),
+        cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        jax_version=jax.__version__,
+        jaxlib_version=jaxlib_version,
+        python_version=platform.python_version(),
+        git_commit=_git_commit(),
+        source_digest=_source_digest(),
+        load_average=[round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def append_lines(path: str, lines: list[str]) -> None:
+    """Append lines to a file atomically: the old content plus the lines go to a temporary file
+    in the same folder, which then replaces the file (readers never see a half-written line)."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    old = b""
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            old = f.read()
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+    fd, tmp = tempfile.mkstemp(prefix=".bench-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(old + "".join(line + "\n" for line in lines).encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
+    """A synthetic corpus of a paper data set's shape, generated in memory."""
+    cfg = synth.make_config(preset, scale=scale, seed=seed)
+    lengths, words = synth.generate(cfg, num_threads=None)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    return Corpus(offsets, words.astype(np.int32), tuple(synth.vocab_words(cfg.num_words)),
+                  name=f"synth-{preset}-x{scale:g}-seed{seed}")
+
+
+def corpus_from_flags() -> Corpus:
+    if FLAGS.corpus:
+        return load_corpus(FLAGS.corpus)
+    if FLAGS.synth_preset:
+        return synthetic_corpus(FLAGS.synth_preset, FLAGS.synth_scale, FLAGS.seed)
+    return load_bundled("kos")
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
+    """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
+    n = max(num_bytes // 4, 1)
+    x = jax.block_until_ready(jnp.ones((n,), jnp.float32))
+    copy = jax.jit(lambda v: v + 1.0).lower(x).compile()
+    jax.block_until_ready(copy(x))
+    best = min(_timed(lambda: copy(x))[1] for _ in range(repeats))
+    del x
+    moved = 2 * 4 * n
+    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
+
+
+def measure_transfer(host_chunks) -> tuple[tuple, dict]:
+    """(device chunks, transfer record): host -> device device_put of all chunk arrays."""
+    jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
+    chunks, seconds = _timed(lambda: jax.device_put(host_chunks))
+    moved = _nbytes(host_chunks)
+    return chunks, dict(bytes=moved, seconds=_sig(seconds),
+                        GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
+
+
+def measure_phases(chunks, state: TrainState, hyper: Hyperparams, num_tokens: int,
+                   repeats: int) -> dict:
+    """Each phase of an iteration as its own jitted function over all chunks."""
+    ops = esca.backend_ops(hyper.backend)
+    key = rng.iteration_key(state.seed, state.iteration + 1)
+    sample = jax.jit(functools.partial(ops.sample_chunk, alpha=hyper.alpha))
+    rebuild = jax.jit(ops.rebuild_doc_topic)
+    count = jax.jit(ops.count_word_topic, donate_argnums=2)
+    bhat_trees = jax.jit(functools.partial(esca.model_from_counts, hyper=hyper))
+    num_words = state.model.bhat.shape[0]
+
+    def run_sample():
+        return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
+
+    topics = None
+
+    def run_rebuild():
+        return [rebuild(c, t) for c, t in zip(chunks, topics)]
+
+    def run_count(word_topic):
+        for c, t in zip(chunks, topics):
+            word_topic = count(c, t, word_topic)
+        return word_topic
+
+    def phase(fn, prepare=lambda: ()):
+        """(result, median seconds, first-pass seconds) of fn(*prepare())."""
+        times, result = [], None
+        for _ in range(repeats + 1):
+            args = jax.block_until_ready(prepare())
+            result = None  # free the previous pass's output first
+            result, seconds = _timed(lambda: fn(*args))
+            times.append(seconds)
+        return result, statistics.median(times[1:]), times[0]
+
+    empty = lambda: (esca.empty_word_topic(num_words, hyper),)  # noqa: E731
+    out = {}
+    topics, out["sample"], first_sample = phase(run_sample)
+    _, out["rebuild_a"], first_rebuild = phase(run_rebuild)
+    word_topic, out["count_b"], first_count = phase(run_count, empty)
+    _, out["bhat_trees"], first_bhat = phase(lambda: bhat_trees(word_topic))
+    firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
+                  bhat_trees=first_bhat)
+    return {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
+                       compile_seconds=_sig(max(firsts[name] - seconds, 0.0)))
+            for name, seconds in out.items()}
+
+
+def backend_unavailable(name: str) -> str | None:
+    """Why a backend cannot run here, or None."""
+    try:
+        esca.backend_ops(name)
+    except (ImportError, NotImplementedError) as e:
+        return f"{type(e).__name__}: {e}"
+    if name == "pallas" and jax.default_backend() != "gpu":
+        return f"the pallas kernels need a GPU; this platform is {jax.default_backend()}"
+    return None
+
+
+def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iterations: int,
+              warmup: int, seed: int, phases: bool, phase_repeats: int) -> dict:
+    """The record of one (K, backend)."""
+    hyper = Hyperparams.create(num_topics, backend=backend)
+    tokens = corpus.num_tokens
+    init = lambda: esca.init(chunks, corpus.num_words, hyper, seed)  # noqa: E731
+    state, init_seconds = _timed(init)
+    step = esca.CompiledStep(chunks, state, hyper)
+    warmup_seconds = []
+    for _ in range(warmup):
+        state, seconds = _timed(lambda: step(state, chunks))
+        warmup_seconds.append(seconds)
+    times = []
+    for _ in range(iterations):
+        state, seconds = _timed(lambda: step(state, chunks))
+        times.append(seconds)
+    steady = times[1:] or times
+    steady_seconds = sum(steady) / len(steady)
+
+    chunk_bytes = _nbytes(chunks)
+    state_bytes = _nbytes(state.chunks)
+    model_bytes = _nbytes(state.model)
+    record = dict(
+        type="result", K=num_topics, padded_K=hyper.padded_topics, backend=backend,
+        alpha=_sig(hyper.alpha), beta=hyper.beta, iterations=iterations, warmup=warmup,
+        Mtoken_per_s_mean=_sig(tokens * len(times) / sum(times) / 1e6),
+        Mtoken_per_s_steady=_sig(tokens * len(steady) / sum(steady) / 1e6),
+        Mtoken_per_s_best=_sig(tokens / min(times) / 1e6),
+        steady_iteration_seconds=_sig(steady_seconds),
+        iteration_seconds=[_sig(t) for t in times],
+        warmup_seconds=[_sig(t) for t in warmup_seconds],
+        compile_seconds=_sig(step.compile_seconds),
+        compiled_executables=step.num_executables,
+        init_seconds=_sig(init_seconds),
+        chunk_bytes_per_token=_sig(chunk_bytes / tokens),
+        chunk_state_bytes_per_token=_sig(state_bytes / tokens),
+        state_bytes_per_token=_sig((chunk_bytes + state_bytes) / tokens),
+        model_bytes=model_bytes,
+        model_bytes_per_token=_sig(model_bytes / tokens),
+        min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
+    )
+    if phases:
+        record["phases"] = measure_phases(chunks, state, hyper, tokens, phase_repeats)
+        for entry in record["phases"].values():
+            entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
+        record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
+    return record
+
+
+def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
+                  iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
+                  seed: int = 0, phases: bool = True, phase_repeats: int = 3,
+                  copy_mib: int = 0, emit=print) -> list[dict]:
+    """Benchmark every (K, backend); emit(json_line) for each record and the summary."""
+    wall_start = time.perf_counter()
+    env = environment()
+    layout = build_layout(corpus, chunk_tokens)
+    corpus_info = dict(
+        corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,
+        num_chunks=len(layout.chunks), chunk_tokens=chunk_tokens,
+        padded_tokens=int(sum(c.padded_tokens for c in layout.chunks)))
+    chunks, transfer = measure_transfer(layout.chunks)
+    copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
+    bandwidth = copy_bandwidth(copy_mib << 20)
+    copy_bps = bandwidth["copy_GB_per_s"] * 1e9
+    # xla first, so that every other backend's line can carry its ratio to xla.
+    order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
+    records = []
+
+    def put(record):
+        record = {**{key: record[key] for key in ("type", "K", "backend") if key in record},
+                  **record}
+        records.append(record)
+        emit(json.dumps(record))
+
+    for k in num_topics:
+        xla_steady = None
+        for backend in order:
+            head = dict(K=k, backend=backend, **corpus_info)
+            reason = backend_unavailable(backend)
+            if reason is None:
+                try:
+                    result = bench_one(chunks, corpus, k, backend, iterations=iterations,
+                                       warmup=warmup, seed=seed, phases=phases,
+                                       phase_repeats=phase_repeats)
+                except (ImportError, NotImplementedError) as e:
+                    reason = f"{type(e).__name__}: {e}"
+            if reason is not None:
+                put(dict(type="skipped", **head, reason=reason, **env))
+                continue
+            traffic = result["min_traffic_bytes"]
+            result.update(
+                transfer=transfer,
+                **bandwidth,
+                bandwidth_floor_seconds=_sig(traffic / copy_bps),
+                bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
+                achieved_GB_per_s=_sig(traffic / result["steady_iteration_seconds"] / 1e9),
+            )
+            if "phases" in result:
+                result["phases"]["transfer"] = transfer
+            if backend == "xla":
+                xla_steady = result["Mtoken_per_s_steady"]
+            if len(order) > 1 and xla_steady:
+                result["speedup_vs_xla"] = _sig(result["Mtoken_per_s_steady"] / xla_steady, 4)
+            put(dict({**head, **result}, **env))
+    summary = dict(
+        type="summary", **corpus_info, **env, **bandwidth, transfer=transfer,
+        iterations=iterations, warmup=warmup, seed=seed,
+        results=[{key: r[key] for key in ("K", "backend", "Mtoken_per_s_steady",
+                                          "Mtoken_per_s_mean", "Mtoken_per_s_best", "compile_seconds",
+                                          "speedup_vs_xla") if key in r}
+                 for r in records if r["type"] == "result"],
+        skipped=[{key: r[key] for key in ("K", "backend", "reason")}
+                 for r in records if r["type"] == "skipped"],
+        wall_seconds=_sig(time.perf_counter() - wall_start))
+    put(summary)
+    return records
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    corpus = corpus_from_flags()
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        if FLAGS.output:
+            append_lines(FLAGS.output, [line])
+
+    run_benchmark(corpus, [int(k) for k in FLAGS.num_topics], list(FLAGS.backends),
+                  iterations=FLAGS.iterations, warmup=FLAGS.warmup,
+                  chunk_tokens=FLAGS.chunk_tokens, seed=FLAGS.seed, phases=FLAGS.phases,
+                  phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, emit=emit)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,135 @@
+"""Tests of the performance benchmark launcher (launch/bench.py), run in-process on tiny corpora."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+from absl import flags
+
+from helpers import random_corpus
+from saberjax import esca
+from saberjax.corpus import save_native
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """launch/bench.py imported as a module (its flags in a registry of their own)."""
+    spec = importlib.util.spec_from_file_location("saberjax_launch_bench",
+                                                  REPO / "launch" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def parse(bench):
+    """Parses bench flags from a list of arguments; flags go back to defaults afterwards."""
+
+    def parse_args(*args):
+        bench.FLAGS.unparse_flags()
+        return bench.FLAGS(["bench", *args])
+
+    yield parse_args
+    bench.FLAGS.unparse_flags()
+
+
+def run_main(bench, parse, capsys, *args) -> list[dict]:
+    parse(*args)
+    bench.main(["bench"])
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+
+
+def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_backend(
+        bench, parse, capsys, tmp_path):
+    corpus_dir = tmp_path / "tiny"
+    save_native(random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1), corpus_dir)
+    output = tmp_path / "runs" / "bench.jsonl"
+    output.parent.mkdir()
+    output.write_text('{"earlier": "line"}')  # no trailing newline: appending must add one
+    lines = run_main(bench, parse, capsys, f"--corpus={corpus_dir}", "--num_topics=8",
+                     "--iterations=2", "--warmup=1", "--backends=pallas,xla", "--copy_mib=4",
+                     "--phase_repeats=1", f"--output={output}")
+
+    assert [line["backend"] for line in lines[:2]] == ["xla", "pallas"]  # xla first: the ratios
+    result, pallas, summary = lines
+    assert result["type"] == "result" and summary["type"] == "summary"
+    assert (result["K"], result["backend"]) == (8, "xla")
+    for key in ("Mtoken_per_s_mean", "Mtoken_per_s_steady", "Mtoken_per_s_best",
+                "steady_iteration_seconds",
+                "compile_seconds", "init_seconds", "copy_GB_per_s", "achieved_GB_per_s",
+                "bandwidth_floor_seconds", "bandwidth_bound_Mtoken_per_s",
+                "chunk_bytes_per_token", "chunk_state_bytes_per_token", "state_bytes_per_token",
+                "model_bytes", "model_bytes_per_token", "min_traffic_bytes", "T", "D", "V"):
+        assert result[key] > 0, key
+    assert len(result["iteration_seconds"]) == 2 and len(result["warmup_seconds"]) == 1
+    assert all(t > 0 for t in result["iteration_seconds"])
+    assert result["state_bytes_per_token"] == pytest.approx(
+        result["chunk_bytes_per_token"] + result["chunk_state_bytes_per_token"], rel=1e-3)
+    assert result["speedup_vs_xla"] == 1.0  # several backends asked for: ratio reported
+    for key in ("device", "platform", "jax_version", "date"):
+        assert result[key], key
+    assert result["device"] == jax.devices()[0].device_kind
+    assert result["jax_version"] == jax.__version__
+
+    phases = result["phases"]
+    assert set(phases) == {"sample", "rebuild_a", "count_b", "bhat_trees", "transfer"}
+    for name in ("sample", "rebuild_a", "count_b", "bhat_trees"):
+        assert phases[name]["seconds"] > 0 and phases[name]["Mtoken_per_s"] > 0, name
+    assert phases["transfer"]["bytes"] > 0 and phases["transfer"]["seconds"] > 0
+
+    assert pallas["K"] == 8
+    if jax.default_backend() != "gpu":  # the Pallas kernels need a GPU: reported, not a crash
+        assert pallas["type"] == "skipped" and pallas["reason"]
+        assert summary["skipped"] == [dict(K=8, backend="pallas", reason=pallas["reason"])]
+    else:
+        assert pallas["type"] in ("result", "skipped")
+    assert summary["results"][0]["backend"] == "xla"
+    assert summary["copy_GB_per_s"] > 0 and summary["wall_seconds"] > 0
+
+    written = output.read_text().splitlines()
+    assert json.loads(written[0]) == {"earlier": "line"}
+    assert [json.loads(line) for line in written[1:]] == lines
+    assert sorted(os.listdir(output.parent)) == ["bench.jsonl"]  # no temporary file left
+
+
+def test_unknown_backend_or_bad_k_is_a_flag_error(parse):
+    with pytest.raises(flags.IllegalFlagValueError, match="cuda"):
+        parse("--backends=xla,cuda")
+    with pytest.raises(flags.IllegalFlagValueError):
+        parse("--num_topics=100,abc")
+    with pytest.raises(flags.IllegalFlagValueError):
+        parse("--corpus=/tmp/x", "--synth_preset=nytimes")
+
+
+def test_compiled_step_gives_the_same_state_as_esca_step(bench):
+    corpus = random_corpus(num_docs=50, num_words=40, mean_length=30, seed=2)
+    hyper = Hyperparams.create(8)
+    chunks = jax.device_put(build_layout(corpus, chunk_tokens=800).chunks)
+    assert len(chunks) > 1
+    state = esca.init(chunks, corpus.num_words, hyper, seed=3)
+    compiled = esca.CompiledStep(chunks, state, hyper)
+    assert compiled.compile_seconds > 0
+    ours, reference = state, state
+    for _ in range(2):
+        ours = compiled(ours, chunks)
+        reference = esca.step(reference, chunks, hyper)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(reference)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_append_lines_is_atomic_and_keeps_earlier_lines(bench, tmp_path):
+    path = tmp_path / "out" / "bench.jsonl"
+    bench.append_lines(str(path), ["a"])
+    bench.append_lines(str(path), ["b", "c"])
+    assert path.read_text() == "a\nb\nc\n"
+    assert os.listdir(path.parent) == ["bench.jsonl"]
