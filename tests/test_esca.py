@@ -46,7 +46,7 @@ def assert_counts_match_recount(corpus, layout, chunks, state, hyper):
     assert total_a == recount_b.sum() == corpus.num_tokens
 
 
-@pytest.mark.parametrize("num_topics", [5, 40, 300])
+@pytest.mark.parametrize("num_topics", [5, 40, 300, 65_536])
 def test_counts_equal_recount_after_every_step(num_topics):
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=30, seed=num_topics)
     hyper = Hyperparams.create(num_topics)
