@@ -18,6 +18,9 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+
+use_every_cpu_core()
 
 from absl import app, flags, logging
 
@@ -40,7 +43,9 @@ flags.DEFINE_enum("backend", "auto", ["auto", "xla", "pallas"],
 flags.DEFINE_integer("eval_every", 0, "Score held-out documents every N iterations "
                      "(0: only at the end).")
 flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation.")
-flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one chunk).")
+flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).")
+flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
+                     "on a CPU, one per core).")
 flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.")
 flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>).")
 flags.DEFINE_integer("top_words", 10, "Top words printed per topic.")
@@ -68,7 +73,7 @@ def main(argv):
     config = trainer.TrainConfig(
         num_topics=FLAGS.num_topics, alpha=FLAGS.alpha, beta=FLAGS.beta,
         iterations=FLAGS.iterations, seed=FLAGS.seed, backend=FLAGS.backend,
-        chunk_tokens=FLAGS.chunk_tokens, eval_every=FLAGS.eval_every,
+        chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices, eval_every=FLAGS.eval_every,
         em_iterations=FLAGS.em_iterations)
     output = pathlib.Path(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}")
     output.mkdir(parents=True, exist_ok=True)

@@ -103,23 +103,59 @@ def empty_word_topic(num_words: int, hyper: Hyperparams) -> jax.Array:
 def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: int) -> TrainState:
     """The state after random initialisation (iteration 0)."""
     seed = jnp.uint32(seed)
-    word_topic = empty_word_topic(num_words, hyper)
-    chunk_states = []
-    for chunk in chunks:
-        chunk_state, word_topic = _init_chunk(chunk, seed, word_topic, hyper)
+    home = device_of(chunks[0])
+    chunk_states, word_topic = _over_chunks(
+        chunks, home, jax.ShapeDtypeStruct((num_words, hyper.padded_topics), jnp.int32),
+        lambda index, chunk, device, counts: _init_chunk(chunk, seed, counts, hyper))
+    return TrainState(chunk_states, finish_step(word_topic, hyper), _put(jnp.int32(0), home),
+                      _put(seed, home))
+
+
+def device_of(tree):
+    """The one device holding a pytree's arrays (None while tracing or when not committed)."""
+    leaf = jax.tree.leaves(tree)[0]
+    if isinstance(leaf, jax.core.Tracer) or not getattr(leaf, "committed", False):
+        return None
+    (device,) = leaf.devices()
+    return device
+
+
+def _put(tree, device):
+    return jax.device_put(tree, device) if device is not None else tree
+
+
+def _over_chunks(chunks, home, counts_like: jax.Array, run_chunk: Callable):
+    """run_chunk(index, chunk, device, counts) -> (chunk state, counts) over all chunks.
+
+    Chunks may live on several devices: each device accumulates the word-topic counts of its
+    own chunks and the integer partial counts are summed on `home`, so the result is the same
+    on any number of devices.  Returns (chunk states, total counts).
+    """
+    partial_counts, chunk_states = {}, []
+    for index, chunk in enumerate(chunks):
+        device = device_of(chunk) or home
+        if device not in partial_counts:
+            partial_counts[device] = jnp.zeros_like(counts_like, device=device)
+        chunk_state, partial_counts[device] = run_chunk(index, chunk, device,
+                                                        partial_counts[device])
         chunk_states.append(chunk_state)
-    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), jnp.int32(0), seed)
+    partials = [_put(counts, home) for counts in partial_counts.values()]
+    return tuple(chunk_states), sum(partials[1:], partials[0])
 
 
 def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -> TrainState:
     """One ESCA iteration given the per-chunk step and the model update to run it with."""
     key = rng.iteration_key(state.seed, state.iteration + 1)
-    word_topic = jnp.zeros_like(state.model.word_topic)
-    chunk_states = []
-    for chunk, chunk_state in zip(chunks, state.chunks):
-        chunk_state, word_topic = run_chunk(chunk, chunk_state, state.model, key, word_topic)
-        chunk_states.append(chunk_state)
-    return TrainState(tuple(chunk_states), finish(word_topic), state.iteration + 1, state.seed)
+    home = device_of(state.model)
+    models = {}
+
+    def visit(index, chunk, device, counts):
+        if device not in models:  # this device's copies of the model and the key
+            models[device] = _put((state.model, key), device)
+        return run_chunk(chunk, state.chunks[index], *models[device], counts)
+
+    chunk_states, word_topic = _over_chunks(chunks, home, state.model.word_topic, visit)
+    return TrainState(chunk_states, finish(word_topic), state.iteration + 1, state.seed)
 
 
 def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
@@ -128,8 +164,9 @@ def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> Tr
                     functools.partial(finish_step, hyper=hyper))
 
 
-def _shape_signature(*trees):
-    return tuple((jax.tree.structure(tree),
+def _signature(*trees):
+    """What an executable is specialised on: structure, shapes, dtypes and device."""
+    return tuple((jax.tree.structure(tree), device_of(tree),
                   tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(tree)))
                  for tree in trees)
 
@@ -143,20 +180,21 @@ class CompiledStep:
 
     def __init__(self, chunks: tuple[Chunk, ...], state: TrainState, hyper: Hyperparams):
         key = rng.iteration_key(state.seed, state.iteration + 1)
-        word_topic = jnp.zeros_like(state.model.word_topic)
         start = time.perf_counter()
         self._chunk_step = {}
         for chunk, chunk_state in zip(chunks, state.chunks):
-            signature = _shape_signature(chunk, chunk_state)
+            signature = _signature(chunk, chunk_state)
             if signature not in self._chunk_step:
+                model, key_here = _put((state.model, key), device_of(chunk))
                 self._chunk_step[signature] = chunk_step.lower(
-                    chunk, chunk_state, state.model, key, word_topic, hyper=hyper).compile()
-        self._finish = finish_step.lower(word_topic, hyper=hyper).compile()
+                    chunk, chunk_state, model, key_here, jnp.zeros_like(model.word_topic),
+                    hyper=hyper).compile()
+        self._finish = finish_step.lower(state.model.word_topic, hyper=hyper).compile()
         self.compile_seconds = time.perf_counter() - start
         self.num_executables = len(self._chunk_step) + 1
 
     def _run_chunk(self, chunk, chunk_state, model, key, word_topic):
-        executable = self._chunk_step[_shape_signature(chunk, chunk_state)]
+        executable = self._chunk_step[_signature(chunk, chunk_state)]
         return executable(chunk, chunk_state, model, key, word_topic)
 
     def __call__(self, state: TrainState, chunks: tuple[Chunk, ...]) -> TrainState:

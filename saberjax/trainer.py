@@ -1,6 +1,7 @@
 """The training loop: corpus -> PDOW layout -> ESCA iterations -> TopicModel, with metrics.
 
-A thin shell around `esca.init` and `esca.step`: it places the chunks on the device, compiles
+A thin shell around `esca.init` and `esca.step`: it spreads the chunks over the local devices
+(one chunk per device unless chunk_tokens asks for more; results do not depend on it), compiles
 once ahead of time (timed apart from the iterations), runs the iterations, scores the held-out documents
 every `eval_every` iterations and hands per-iteration metrics to an optional callback, which
 may stop training early by returning True.
@@ -33,7 +34,8 @@ class TrainConfig:
     iterations: int = 100
     seed: int = 0
     backend: str = "auto"  # "auto", "xla" or "pallas"
-    chunk_tokens: int | None = None  # None: the whole corpus in one chunk
+    chunk_tokens: int | None = None  # None: one chunk per device
+    num_devices: int = 0  # 0: every local device (chunks are spread over them)
     eval_every: int = 0  # 0: only after the last iteration (when held-out data is given)
     em_iterations: int = DEFAULT_EM_ITERATIONS
 
@@ -74,8 +76,10 @@ def train(corpus: Corpus, config: TrainConfig,
     """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents."""
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
-    layout = build_layout(corpus, config.chunk_tokens)
-    chunks = jax.device_put(layout.chunks)
+    devices = jax.local_devices()[: config.num_devices or None]
+    layout = build_layout(corpus, config.chunk_tokens or -(-corpus.num_tokens // len(devices)))
+    chunks = tuple(jax.device_put(chunk, devices[index % len(devices)])
+                   for index, chunk in enumerate(layout.chunks))
 
     start = time.perf_counter()
     state = jax.block_until_ready(esca.init(chunks, corpus.num_words, hyper, config.seed))
@@ -103,6 +107,7 @@ def train(corpus: Corpus, config: TrainConfig,
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
-                        num_chunks=len(layout.chunks), iterations_run=len(metrics))
+                        num_chunks=len(layout.chunks), devices=len(devices),
+                        iterations_run=len(metrics))
     model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
     return TrainResult(model, state, metrics, init_seconds, step.compile_seconds)

@@ -63,3 +63,15 @@ def test_pallas_backend_without_gpu_raises_a_clear_error():
         pytest.skip("a GPU with the Pallas kernels is present")
     with pytest.raises(ValueError, match="not yet available here"):
         trainer.resolve_backend("pallas")
+
+
+def test_device_count_does_not_change_the_model():
+    import jax
+
+    assert len(jax.local_devices()) >= 2, "tests run with two host devices (see conftest.py)"
+    corpus = random_corpus(num_docs=80, seed=8)
+    models = [trainer.train(corpus, trainer.TrainConfig(num_topics=6, iterations=4,
+                                                        num_devices=n)).model
+              for n in (1, 2)]
+    assert models[1].config["devices"] == 2 and models[1].config["num_chunks"] == 2
+    np.testing.assert_array_equal(models[0].word_topic_counts, models[1].word_topic_counts)

@@ -22,6 +22,9 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+
+use_every_cpu_core()
 
 import numpy as np
 from absl import app, flags
