@@ -74,19 +74,20 @@ import sys
 import tempfile
 import time
 
-try:
-    import saberjax  # noqa: F401
-except ImportError:  # running from a checkout without installing
+if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+
+if __name__ == "__main__":
+    use_every_cpu_core()
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from saberjax import esca, rng, synth
+from saberjax import esca, rng, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
-from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, TrainState
 
 BACKENDS = ("xla", "pallas")
@@ -111,7 +112,9 @@ flags.DEFINE_integer("iterations", 10, "Timed ESCA iterations per (K, backend)."
                      **_flag)
 flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.", lower_bound=0,
                      **_flag)
-flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one chunk).",
+flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
+                     "on a CPU one per core).", **_flag)
+flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
                      lower_bound=1, **_flag)
 flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus).", **_flag)
 flags.DEFINE_string("output", None, "Also append the JSON lines to this file (atomically).",
@@ -280,18 +283,23 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
 
 
-def measure_transfer(host_chunks) -> tuple[tuple, dict]:
-    """(device chunks, transfer record): host -> device device_put of all chunk arrays."""
+def measure_transfer(host_chunks, devices) -> tuple[tuple, dict]:
+    """(device chunks, transfer record): host -> device placement of all chunk arrays."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
-    chunks, seconds = _timed(lambda: jax.device_put(host_chunks))
+    chunks, seconds = _timed(lambda: trainer.spread_over_devices(host_chunks, devices))
     moved = _nbytes(host_chunks)
     return chunks, dict(bytes=moved, seconds=_sig(seconds),
                         GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
 
 
-def measure_phases(chunks, state: TrainState, hyper: Hyperparams, num_tokens: int,
-                   repeats: int) -> dict:
-    """Each phase of an iteration as its own jitted function over all chunks."""
+def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) -> dict:
+    """Each phase of an iteration as its own jitted function over the chunks of the model's
+    device (one device's share of the work; Mtoken/s counts that device's tokens)."""
+    home = esca.device_of(state.model)
+    here = [index for index, chunk in enumerate(chunks) if esca.device_of(chunk) in (home, None)]
+    state = state._replace(chunks=tuple(state.chunks[index] for index in here))
+    chunks = tuple(chunks[index] for index in here)
+    num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = esca.backend_ops(hyper.backend)
     key = rng.iteration_key(state.seed, state.iteration + 1)
     sample = jax.jit(functools.partial(ops.sample_chunk, alpha=hyper.alpha))
@@ -389,7 +397,7 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if phases:
-        record["phases"] = measure_phases(chunks, state, hyper, tokens, phase_repeats)
+        record["phases"] = measure_phases(chunks, state, hyper, phase_repeats)
         for entry in record["phases"].values():
             entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
         record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
@@ -398,17 +406,19 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
 
 def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
+                  num_devices: int = 0,
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
                   copy_mib: int = 0, emit=print) -> list[dict]:
     """Benchmark every (K, backend); emit(json_line) for each record and the summary."""
     wall_start = time.perf_counter()
     env = environment()
-    layout = build_layout(corpus, chunk_tokens)
+    devices = trainer.local_devices(num_devices)
+    layout = trainer.layout_for_devices(corpus, chunk_tokens, devices)
     corpus_info = dict(
         corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,
-        num_chunks=len(layout.chunks), chunk_tokens=chunk_tokens,
+        num_chunks=len(layout.chunks), chunk_tokens=chunk_tokens, devices=len(devices),
         padded_tokens=int(sum(c.padded_tokens for c in layout.chunks)))
-    chunks, transfer = measure_transfer(layout.chunks)
+    chunks, transfer = measure_transfer(layout.chunks, devices)
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
     bandwidth = copy_bandwidth(copy_mib << 20)
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
@@ -478,7 +488,8 @@ def main(argv):
 
     run_benchmark(corpus, [int(k) for k in FLAGS.num_topics], list(FLAGS.backends),
                   iterations=FLAGS.iterations, warmup=FLAGS.warmup,
-                  chunk_tokens=FLAGS.chunk_tokens, seed=FLAGS.seed, phases=FLAGS.phases,
+                  chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
+                  seed=FLAGS.seed, phases=FLAGS.phases,
                   phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, emit=emit)
 
 

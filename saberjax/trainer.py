@@ -19,7 +19,7 @@ import numpy as np
 from saberjax import esca
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
-from saberjax.layout import build_layout
+from saberjax.layout import Layout, build_layout
 from saberjax.model import TopicModel
 from saberjax.state import Hyperparams, TrainState
 
@@ -70,16 +70,31 @@ def resolve_backend(name: str) -> str:
     return name
 
 
+def local_devices(num_devices: int = 0) -> list:
+    """The first num_devices local devices of the default backend (0: all of them)."""
+    return jax.local_devices()[: num_devices or None]
+
+
+def spread_over_devices(chunks, devices) -> tuple:
+    """Chunk i placed on devices[i % len(devices)]."""
+    return tuple(jax.device_put(chunk, devices[index % len(devices)])
+                 for index, chunk in enumerate(chunks))
+
+
+def layout_for_devices(corpus: Corpus, chunk_tokens: int | None, devices) -> Layout:
+    """The PDOW layout with at least one chunk per device (unless chunk_tokens is given)."""
+    return build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // len(devices)))
+
+
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
           callback: Callable[[int, dict, TrainState], bool | None] | None = None) -> TrainResult:
     """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents."""
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
-    devices = jax.local_devices()[: config.num_devices or None]
-    layout = build_layout(corpus, config.chunk_tokens or -(-corpus.num_tokens // len(devices)))
-    chunks = tuple(jax.device_put(chunk, devices[index % len(devices)])
-                   for index, chunk in enumerate(layout.chunks))
+    devices = local_devices(config.num_devices)
+    layout = layout_for_devices(corpus, config.chunk_tokens, devices)
+    chunks = spread_over_devices(layout.chunks, devices)
 
     start = time.perf_counter()
     state = jax.block_until_ready(esca.init(chunks, corpus.num_words, hyper, config.seed))
