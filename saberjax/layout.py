@@ -55,7 +55,6 @@ class Chunk:
     doc_start: np.ndarray  # int32 [D_pad + 1] start of each document's doc-major segment
     num_tokens: np.ndarray  # int32 scalar: real tokens (the rest is padding)
     token_base: np.ndarray  # uint32 [2]: (low, high) words of the first token's global id
-    max_doc_length: int = dataclasses.field(metadata=dict(static=True))  # power of two
 
     @property
     def padded_tokens(self) -> int:
@@ -76,12 +75,6 @@ class Layout:
     num_docs: int
     num_tokens: int
     word_order: np.ndarray  # int32 [V] word ids by decreasing corpus frequency
-
-    def chunk_doc_lengths(self, index: int) -> np.ndarray:
-        """Real document lengths of one chunk."""
-        chunk = self.chunks[index]
-        first, last = self.chunk_docs[index]
-        return np.diff(chunk.doc_start[: last - first + 1]).astype(np.int64)
 
 
 def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int) -> np.ndarray:
@@ -114,7 +107,6 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     pad = padded_tokens - num_tokens
     doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
     doc_start[: num_docs + 1] = offsets - token_base
-    longest = int(lengths.max()) if num_docs else 1
     return Chunk(
         word=np.concatenate([words[order], np.zeros(pad, np.int32)]),
         doc=np.concatenate([local_doc[order], np.full(pad, num_docs, np.int32)]),
@@ -122,7 +114,6 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
         doc_start=doc_start,
         num_tokens=np.int32(num_tokens),
         token_base=np.array(split_token_id(token_base), dtype=np.uint32),
-        max_doc_length=1 << max(longest - 1, 0).bit_length(),
     )
 
 
