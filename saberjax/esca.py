@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import rng, sampler, segmented_count
+from saberjax import rng, sampler, segmented_count, streaming
 from saberjax.layout import Chunk
 from saberjax.state import ChunkState, Hyperparams, Model, TrainState
 from saberjax.tree import build_tree, tree_totals
@@ -101,12 +101,16 @@ def empty_word_topic(num_words: int, hyper: Hyperparams) -> jax.Array:
 
 
 def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: int) -> TrainState:
-    """The state after random initialisation (iteration 0)."""
+    """The state after random initialisation (iteration 0).
+
+    `chunks`: device chunks (a tuple, possibly spread over devices) or streaming.HostChunks,
+    whose states then stay in host memory.
+    """
     seed = jnp.uint32(seed)
     home = device_of(chunks[0])
     chunk_states, word_topic = _over_chunks(
-        chunks, home, jax.ShapeDtypeStruct((num_words, hyper.padded_topics), jnp.int32),
-        lambda index, chunk, device, counts: _init_chunk(chunk, seed, counts, hyper))
+        chunks, None, home, jax.ShapeDtypeStruct((num_words, hyper.padded_topics), jnp.int32),
+        lambda chunk, _, device, counts: _init_chunk(chunk, seed, counts, hyper))
     return TrainState(chunk_states, finish_step(word_topic, hyper), _put(jnp.int32(0), home),
                       _put(seed, home))
 
@@ -124,23 +128,28 @@ def _put(tree, device):
     return jax.device_put(tree, device) if device is not None else tree
 
 
-def _over_chunks(chunks, home, counts_like: jax.Array, run_chunk: Callable):
-    """run_chunk(index, chunk, device, counts) -> (chunk state, counts) over all chunks.
+def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
+    """run_chunk(chunk, chunk state, device, counts) -> (chunk state, counts) over all chunks.
 
-    Chunks may live on several devices: each device accumulates the word-topic counts of its
-    own chunks and the integer partial counts are summed on `home`, so the result is the same
-    on any number of devices.  Returns (chunk states, total counts).
+    Chunks on devices may live on several: each device accumulates the word-topic counts of
+    its own chunks and the integer partial counts are summed on `home`, so the result is the
+    same on any number of devices.  Host chunks (streaming.HostChunks) stream through the
+    default device.  `chunk_states` is None at initialisation.  Returns (chunk states, counts).
     """
-    partial_counts, chunk_states = {}, []
+    if isinstance(chunks, streaming.HostChunks):
+        return streaming.stream_over_chunks(chunks, chunk_states,
+                                            jnp.zeros_like(counts_like, device=home), run_chunk)
+    partial_counts, new_states = {}, []
     for index, chunk in enumerate(chunks):
         device = device_of(chunk) or home
         if device not in partial_counts:
             partial_counts[device] = jnp.zeros_like(counts_like, device=device)
-        chunk_state, partial_counts[device] = run_chunk(index, chunk, device,
+        chunk_state = None if chunk_states is None else chunk_states[index]
+        chunk_state, partial_counts[device] = run_chunk(chunk, chunk_state, device,
                                                         partial_counts[device])
-        chunk_states.append(chunk_state)
+        new_states.append(chunk_state)
     partials = [_put(counts, home) for counts in partial_counts.values()]
-    return tuple(chunk_states), sum(partials[1:], partials[0])
+    return tuple(new_states), sum(partials[1:], partials[0])
 
 
 def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -> TrainState:
@@ -149,12 +158,13 @@ def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -
     home = device_of(state.model)
     models = {}
 
-    def visit(index, chunk, device, counts):
+    def visit(chunk, chunk_state, device, counts):
         if device not in models:  # this device's copies of the model and the key
             models[device] = _put((state.model, key), device)
-        return run_chunk(chunk, state.chunks[index], *models[device], counts)
+        return run_chunk(chunk, chunk_state, *models[device], counts)
 
-    chunk_states, word_topic = _over_chunks(chunks, home, state.model.word_topic, visit)
+    chunk_states, word_topic = _over_chunks(chunks, state.chunks, home, state.model.word_topic,
+                                            visit)
     return TrainState(chunk_states, finish(word_topic), state.iteration + 1, state.seed)
 
 

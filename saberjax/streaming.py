@@ -1,0 +1,192 @@
+"""Streaming workflow (paper section 3.1): chunks live on the host and stream through the device.
+
+When the corpus does not fit the device, the token arrays of each PDOW chunk and its state
+(z and the sparse A) stay in host memory; B, B-hat and the trees stay on the device.  Every
+iteration walks the chunks in order:
+
+    producer thread    put chunk i+1, i+2 (up to `prefetch` ahead) on the device
+    main thread        sample chunk i and rebuild its A, adding its tokens into B
+    writer thread      copy chunk i-1's new state back to host memory
+
+so transfers hide behind compute, and device memory holds the model plus a few chunks.  The
+computation per chunk is exactly the in-memory one, so streaming does not change the model.
+A failure in either thread stops the iteration with an error naming the chunk; no thread is
+left running.
+
+Host memory per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12 bytes),
+z and A's topic (int16, 4 bytes), A's count (int32, 4 bytes): 20 bytes, plus 8 bytes per
+document (doc_start, nnz); 24 bytes per token when K > 32,767.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import queue
+import threading
+import time
+from typing import Callable
+
+import jax
+
+from saberjax.layout import Chunk
+
+DEFAULT_PREFETCH = 2
+# Device memory left free for XLA and the allocator when the budget comes from the device.
+HEADROOM_FRACTION = 0.1
+
+
+@dataclasses.dataclass
+class StreamCounters:
+    """Where streaming time goes, summed over iterations (seconds)."""
+
+    transfer: float = 0.0  # host -> device puts, in the producer thread
+    stalled: float = 0.0  # the main thread waiting for a chunk that was not there yet
+    write_back: float = 0.0  # device -> host copies, in the writer thread
+    chunks: int = 0
+
+    @property
+    def hidden_fraction(self) -> float:
+        """Share of the host -> device transfer time that overlapped with compute."""
+        return 1.0 - self.stalled / self.transfer if self.transfer else 1.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostChunks:
+    """PDOW chunks kept in host memory, streamed through the default device every iteration."""
+
+    chunks: tuple[Chunk, ...]
+    prefetch: int = DEFAULT_PREFETCH
+    counters: StreamCounters = dataclasses.field(default_factory=StreamCounters)
+
+    def __post_init__(self):
+        if self.prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, got {self.prefetch}")
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+    def __getitem__(self, index):
+        return self.chunks[index]
+
+
+def _put_in_order(chunks, chunk_states, slots: queue.Queue, stop: threading.Event,
+                  counters: StreamCounters) -> None:
+    """Producer: put each (chunk, state) on the device, in order, as slots free up."""
+    try:
+        for index, chunk in enumerate(chunks):
+            start = time.perf_counter()
+            item = jax.block_until_ready(jax.device_put(
+                (chunk, None if chunk_states is None else chunk_states[index])))
+            counters.transfer += time.perf_counter() - start
+            while not stop.is_set():
+                try:
+                    slots.put((index, item), timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+    except BaseException as error:  # handed to the main thread, which raises it
+        slots.put((None, error))
+
+
+def _write_back(chunk_state, counters: StreamCounters):
+    start = time.perf_counter()
+    host = jax.device_get(chunk_state)
+    counters.write_back += time.perf_counter() - start
+    return host
+
+
+def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
+                       run_chunk: Callable):
+    """run_chunk(chunk, state, device, counts) -> (state, counts) over host chunks, streamed.
+
+    `chunk_states` are host states (None at initialisation); returns (new host states, counts).
+    """
+    counters = host.counters
+    slots: queue.Queue = queue.Queue(maxsize=host.prefetch)
+    stop = threading.Event()
+    producer = threading.Thread(target=_put_in_order, name="saberjax-prefetch", daemon=True,
+                                args=(host.chunks, chunk_states, slots, stop, counters))
+    writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-write-back")
+    written = []
+    producer.start()
+    try:
+        for expected in range(len(host)):
+            start = time.perf_counter()
+            index, item = slots.get()
+            counters.stalled += time.perf_counter() - start
+            if index is None:
+                raise RuntimeError(f"putting chunk {expected} of {len(host)} on the device "
+                                   f"failed: {item}") from item
+            chunk, chunk_state = item
+            new_state, counts = run_chunk(chunk, chunk_state, None, counts)
+            if expected >= host.prefetch:  # bound the states waiting on the device
+                written[expected - host.prefetch].result()
+            written.append(writer.submit(_write_back, new_state, counters))
+            counters.chunks += 1
+        return tuple(future.result() for future in written), counts
+    finally:
+        stop.set()
+        while producer.is_alive():  # let a producer blocked on a full queue see the stop
+            try:
+                slots.get_nowait()
+            except queue.Empty:
+                producer.join(timeout=0.05)
+        writer.shutdown(wait=True, cancel_futures=True)
+
+
+def model_bytes(num_words: int, padded_topics: int) -> int:
+    """Device bytes of the model during an iteration: B, B-hat, the new counts and B-hat's
+    rebuild (4 V x K_pad arrays of 4 bytes), the trees (about 1/31 of B-hat)."""
+    return int(num_words * padded_topics * 4 * (4 + 1 / 31))
+
+
+def free_device_memory(device=None) -> int | None:
+    """Bytes the device can still allocate, less headroom; None when it does not say (CPU)."""
+    stats = (device or jax.devices()[0]).memory_stats()
+    if not stats or "bytes_limit" not in stats:
+        return None
+    free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+    return int(free * (1 - HEADROOM_FRACTION))
+
+
+def host_bytes_per_token(chunks) -> float:
+    """Host bytes per real token of the chunk arrays plus their states (see module docstring)."""
+    tokens = sum(int(chunk.num_tokens) for chunk in chunks)
+    arrays = sum(leaf.nbytes for leaf in jax.tree.leaves(tuple(chunks)))
+    return arrays / max(tokens, 1)
+
+
+def too_large_message(num_words: int, num_topics: int, padded_topics: int, budget: int) -> str:
+    need = model_bytes(num_words, padded_topics)
+    return (f"the model does not fit the device: K={num_topics} topics x V={num_words} words "
+            f"need {need / 1e9:.2f} GB for B, B-hat, the trees and their update, but the device "
+            f"budget is {budget / 1e9:.2f} GB; use fewer topics, a smaller vocabulary or a "
+            f"larger --device_memory_gb")
+
+
+def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
+                      budget: int, device_bytes_per_token: float,
+                      prefetch: int = DEFAULT_PREFETCH) -> int | None:
+    """Tokens per chunk for a device budget: None when every chunk can stay on the device.
+
+    Everything resident needs the model plus device_bytes_per_token for every token; otherwise
+    the fewest chunks such that the model, `prefetch` chunks in flight and the one being
+    worked on fit (the paper's rule: as few chunks as memory allows, for locality).
+    """
+    room = budget - model_bytes(num_words, padded_topics)
+    if room <= 0:
+        raise MemoryError(too_large_message(num_words, num_topics, padded_topics, budget))
+    if num_tokens * device_bytes_per_token <= room:
+        return None
+    chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))
+    if chunk_tokens < 1024:
+        raise MemoryError(f"a device budget of {budget / 1e9:.2f} GB leaves room for only "
+                          f"{chunk_tokens} tokens per chunk next to the model; raise "
+                          f"--device_memory_gb or lower K")
+    return chunk_tokens

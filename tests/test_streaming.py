@@ -1,0 +1,65 @@
+"""Streaming chunks through the device gives the in-memory model and fails cleanly."""
+
+import dataclasses
+import threading
+
+import jax
+import numpy as np
+import pytest
+from helpers import random_corpus
+
+from saberjax import esca, streaming
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
+
+
+def run(chunks, corpus, hyper, iterations, compiled=False):
+    state = esca.init(chunks, corpus.num_words, hyper, seed=11)
+    step = esca.CompiledStep(chunks, state, hyper) if compiled else (
+        lambda s, c: esca.step(s, c, hyper))
+    for _ in range(iterations):
+        state = step(state, chunks)
+    return state
+
+
+@pytest.mark.parametrize("prefetch,compiled", [(1, False), (3, True)])
+def test_streaming_gives_the_in_memory_model(prefetch, compiled):
+    corpus = random_corpus(num_docs=120, num_words=50, mean_length=30, seed=12)
+    hyper = Hyperparams.create(12)
+    resident = build_layout(corpus)
+    in_memory = run(jax.device_put(resident.chunks), corpus, hyper, 4)
+    layout = build_layout(corpus, chunk_tokens=400)
+    host = streaming.HostChunks(layout.chunks, prefetch=prefetch)
+    streamed = run(host, corpus, hyper, 4, compiled)
+    assert len(host) > 5
+    assert all(isinstance(leaf, np.ndarray) for leaf in jax.tree.leaves(streamed.chunks))
+    np.testing.assert_array_equal(esca.corpus_order_topics(host, streamed),
+                                  esca.corpus_order_topics(resident.chunks, in_memory))
+    np.testing.assert_array_equal(np.asarray(streamed.model.word_topic),
+                                  np.asarray(in_memory.model.word_topic))
+    assert host.counters.chunks == 5 * len(host) and host.counters.transfer > 0
+
+
+def test_a_failed_transfer_stops_training_with_a_clear_error_and_no_thread_left():
+    corpus = random_corpus(num_docs=60, seed=13)
+    hyper = Hyperparams.create(4)
+    layout = build_layout(corpus, chunk_tokens=300)
+    host = streaming.HostChunks(layout.chunks)
+    state = esca.init(host, corpus.num_words, hyper, seed=0)
+    broken = list(layout.chunks)
+    broken[2] = dataclasses.replace(broken[2], word=np.array(["not", "numbers"], dtype=object))
+    threads_before = threading.active_count()
+    with pytest.raises(RuntimeError, match=f"putting chunk 2 of {len(broken)} on the device"):
+        esca.step(state, streaming.HostChunks(tuple(broken)), hyper)
+    assert threading.active_count() == threads_before
+
+
+def test_plan_picks_the_fewest_chunks_that_fit_and_refuses_a_model_too_large():
+    args = dict(num_tokens=10_000_000, num_words=10_000, num_topics=1000, padded_topics=1024,
+                device_bytes_per_token=100.0, prefetch=2)
+    model = streaming.model_bytes(10_000, 1024)
+    assert streaming.plan_chunk_tokens(budget=model + 10**9 + 1, **args) is None
+    chunk_tokens = streaming.plan_chunk_tokens(budget=model + 300_000_000, **args)
+    assert chunk_tokens == 1_000_000
+    with pytest.raises(MemoryError, match="K=1000 topics x V=10000 words need"):
+        streaming.plan_chunk_tokens(budget=model // 2, **args)
