@@ -13,6 +13,7 @@ reference, runs anywhere) or "pallas" (the GPU kernels in saberjax.pallas).
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import time
 from typing import Callable, NamedTuple
@@ -131,36 +132,46 @@ def _put(tree, device):
 def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
     """run_chunk(chunk, chunk state, device, counts) -> (chunk state, counts) over all chunks.
 
-    Chunks on devices may live on several: each device accumulates the word-topic counts of
-    its own chunks and the integer partial counts are summed on `home`, so the result is the
-    same on any number of devices.  Host chunks (streaming.HostChunks) stream through the
-    default device.  `chunk_states` is None at initialisation.  Returns (chunk states, counts).
+    Chunks on devices may live on several: each device works through its own chunks in a
+    thread of its own (XLA:CPU runs a computation on the thread that calls it) and accumulates
+    their word-topic counts; the integer partial counts are then summed on `home`, so the
+    result is the same on any number of devices.  Host chunks (streaming.HostChunks) stream
+    through the default device.  `chunk_states` is None at initialisation.
+    Returns (chunk states, counts).
     """
     if isinstance(chunks, streaming.HostChunks):
         return streaming.stream_over_chunks(chunks, chunk_states,
                                             jnp.zeros_like(counts_like, device=home), run_chunk)
-    partial_counts, new_states = {}, []
+    by_device: dict = {}
     for index, chunk in enumerate(chunks):
-        device = device_of(chunk) or home
-        if device not in partial_counts:
-            partial_counts[device] = jnp.zeros_like(counts_like, device=device)
-        chunk_state = None if chunk_states is None else chunk_states[index]
-        chunk_state, partial_counts[device] = run_chunk(chunk, chunk_state, device,
-                                                        partial_counts[device])
-        new_states.append(chunk_state)
-    partials = [_put(counts, home) for counts in partial_counts.values()]
-    return tuple(new_states), sum(partials[1:], partials[0])
+        by_device.setdefault(device_of(chunk) or home, []).append(index)
+
+    def run_device(device, indices):
+        counts = jnp.zeros_like(counts_like, device=device)
+        states = {}
+        for index in indices:
+            chunk_state = None if chunk_states is None else chunk_states[index]
+            states[index], counts = run_chunk(chunks[index], chunk_state, device, counts)
+        return states, jax.block_until_ready(counts)
+
+    if len(by_device) == 1:
+        results = [run_device(*next(iter(by_device.items())))]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(len(by_device)) as pool:
+            results = list(pool.map(run_device, by_device, by_device.values()))
+    states = {index: state for device_states, _ in results for index, state in device_states.items()}
+    partials = [_put(counts, home) for _, counts in results]
+    return tuple(states[index] for index in range(len(chunks))), sum(partials[1:], partials[0])
 
 
 def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -> TrainState:
     """One ESCA iteration given the per-chunk step and the model update to run it with."""
     key = rng.iteration_key(state.seed, state.iteration + 1)
     home = device_of(state.model)
-    models = {}
+    devices = {device_of(chunk) or home for chunk in chunks}
+    models = {device: _put((state.model, key), device) for device in devices}
 
     def visit(chunk, chunk_state, device, counts):
-        if device not in models:  # this device's copies of the model and the key
-            models[device] = _put((state.model, key), device)
         return run_chunk(chunk, chunk_state, *models[device], counts)
 
     chunk_states, word_topic = _over_chunks(chunks, state.chunks, home, state.model.word_topic,
