@@ -6,7 +6,9 @@
 Each test document is split 50/50 into observed and held-out tokens (seeded), theta is fitted
 to the observed half by EM with the topics fixed, and the held-out half is scored.  Without
 --corpus, the test documents are the ones the training run held out: the same corpus,
---test_fraction and seed as recorded in the model's config.json.
+--test_fraction and seed as recorded in the model's config.json.  The mean topic coherence of
+every --coherence measure (saberjax.coherence) joins the output as coherence_<measure>,
+measured on --coherence_corpus (default: the model's training documents).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if __package__ in (None, ""):
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
+from saberjax.coherence import MEASURES, cooccurrence, default_reference
 from saberjax.evaluate import heldout_loglik
 from saberjax.model import TopicModel
 
@@ -32,6 +35,13 @@ flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format
 flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
                      "training seed).")
 flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta.")
+flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of {MEASURES}; "
+                  "empty: none).")
+flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
+                    "default: the training documents recorded in the model's config.json.")
+flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.")
+flags.register_validator("coherence", lambda measures: set(measures) <= set(MEASURES),
+                         f"--coherence takes a comma list of {MEASURES}")
 
 
 def test_documents(model: TopicModel) -> corpus_io.Corpus:
@@ -54,9 +64,15 @@ def main(argv):
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)
-    print(json.dumps(dict(model=FLAGS.model, documents=score.documents, tokens=score.tokens,
-                          heldout_loglik_per_token=score.loglik_per_token,
-                          perplexity=score.perplexity)))
+    result = dict(model=FLAGS.model, documents=score.documents, tokens=score.tokens,
+                  heldout_loglik_per_token=score.loglik_per_token, perplexity=score.perplexity)
+    if FLAGS.coherence:
+        reference = (corpus_io.load_corpus(FLAGS.coherence_corpus) if FLAGS.coherence_corpus
+                     else default_reference(model))
+        counts = cooccurrence(model, reference, FLAGS.top_n)
+        result.update({f"coherence_{measure}": counts.score(measure).mean
+                       for measure in FLAGS.coherence})
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

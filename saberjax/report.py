@@ -1,0 +1,264 @@
+"""A trained model's report: a convergence plot and its topics as Markdown and HTML pages.
+
+`write_report` writes into one folder, each file atomically:
+
+    convergence.png  held-out log-likelihood per token against training time and against
+                     iteration, and throughput per iteration (needs matplotlib, an optional
+                     dependency: pip install 'saberjax[report]')
+    topics.md        a summary of the model, then every topic's share of the tokens,
+                     coherence (NPMI, UMass) and top words, largest topics first
+    topics.html      the same as one self-contained page (inline CSS, the plot embedded)
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+import pathlib
+import re
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from saberjax.coherence import MEASURES, CoherenceScores, cooccurrence
+from saberjax.corpus import Corpus
+from saberjax.model import TopicModel, atomic_write
+
+PLOT_FILE, MARKDOWN_FILE, HTML_FILE = "convergence.png", "topics.md", "topics.html"
+MATPLOTLIB_HINT = "pip install 'saberjax[report]'"
+NPMI_COLOUR_RANGE = 0.25  # NPMI cells shade from red at -0.25 and below to green at +0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicRow:
+    """What the pages show of one topic."""
+
+    topic: int
+    share: float
+    words: list[str]
+    npmi: float
+    umass: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """The files written, the coherence scores shown in them, and why a plot is missing."""
+
+    files: list[pathlib.Path]
+    scores: dict[str, CoherenceScores]
+    plot_skipped: str | None  # None when convergence.png was written
+
+
+def read_metrics(path) -> list[dict]:
+    """The per-iteration records of a metrics.jsonl file ([] when there is none)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def convergence_png(metrics: Sequence[dict]) -> bytes:
+    """The convergence plot of training metrics as PNG bytes; ImportError without matplotlib."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 (optional dependency)
+
+    iterations = np.array([record["iteration"] for record in metrics])
+    training_seconds = np.cumsum([record["seconds"] for record in metrics])
+    scored = np.array([i for i, record in enumerate(metrics)
+                       if "heldout_loglik_per_token" in record], dtype=np.int64)
+    loglik = [metrics[i]["heldout_loglik_per_token"] for i in scored]
+
+    figure = Figure(figsize=(12, 3.5), dpi=100, layout="constrained")
+    by_time, by_iteration, throughput = figure.subplots(1, 3)
+    for axes, x, label in ((by_time, training_seconds[scored], "training time (s)"),
+                           (by_iteration, iterations[scored], "iteration")):
+        axes.plot(x, loglik, marker="o", markersize=3, color="tab:blue")
+        axes.set(xlabel=label, ylabel="held-out log-likelihood per token",
+                 title=f"held-out log-likelihood vs {label.split(' (')[0]}")
+        if not scored.size:
+            axes.text(0.5, 0.5, "no held-out scores recorded", ha="center", va="center",
+                      transform=axes.transAxes, color="gray")
+    speed = np.array([record["tokens_per_second"] for record in metrics]) / 1e6
+    throughput.plot(iterations, speed, color="tab:green")
+    throughput.axhline(np.median(speed), color="gray", linestyle="--", linewidth=1,
+                       label=f"median {np.median(speed):,.2f} Mtoken/s")
+    throughput.legend(loc="lower right")
+    throughput.set(xlabel="iteration", ylabel="Mtoken/s", title="training throughput")
+    throughput.set_ylim(bottom=0)
+    for axes in (by_time, by_iteration, throughput):
+        axes.grid(alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def write_report(model: TopicModel, directory, reference: Corpus,
+                 metrics: Sequence[dict] = (), top_n: int = 10) -> Report:
+    """Write the convergence plot and topic pages into `directory` (see the module doc).
+
+    reference: the documents coherence is measured on (the training corpus, usually).
+    metrics: the training run's per-iteration records; without them or without matplotlib the
+    plot is skipped with a warning saying why.
+    """
+    directory = pathlib.Path(directory)
+    counts = cooccurrence(model, reference, top_n)
+    scores = {measure: counts.score(measure) for measure in MEASURES}
+    shares = model.topic_shares()
+    rows = sorted((TopicRow(k, float(shares[k]), [model.vocab[v] for v in counts.top_word_ids[k]],
+                            float(scores["npmi"].per_topic[k]), float(scores["umass"].per_topic[k]))
+                   for k in range(model.num_topics)), key=lambda row: (-row.share, row.topic))
+    summary = model_summary(model, metrics, scores, reference)
+    title = f"Topics of {model.config.get('corpus_name') or 'a saberjax model'}"
+
+    files = []
+    plot, plot_skipped = _convergence_plot(metrics)
+    if plot_skipped:
+        warnings.warn(plot_skipped, stacklevel=2)
+    else:
+        files.append(_write_bytes(directory / PLOT_FILE, plot))
+    files.append(_write_bytes(directory / MARKDOWN_FILE,
+                              topics_markdown(title, summary, rows, plot is not None).encode()))
+    files.append(_write_bytes(directory / HTML_FILE,
+                              topics_html(title, summary, rows, plot).encode()))
+    return Report(files, scores, plot_skipped)
+
+
+def _convergence_plot(metrics: Sequence[dict]) -> tuple[bytes | None, str | None]:
+    """(PNG bytes, None), or (None, why there is no plot)."""
+    if not metrics:
+        return None, "no convergence plot: no training metrics (metrics.jsonl) were given"
+    try:
+        return convergence_png(metrics), None
+    except ImportError:
+        return None, f"no convergence plot: it needs matplotlib ({MATPLOTLIB_HINT})"
+
+
+def _write_bytes(path: pathlib.Path, content: bytes) -> pathlib.Path:
+    atomic_write(path, lambda file: file.write(content))
+    return path
+
+
+def model_summary(model: TopicModel, metrics: Sequence[dict],
+                  scores: dict[str, CoherenceScores], reference: Corpus) -> list[tuple[str, str]]:
+    """(label, text) lines describing the model, its training run and its mean coherence."""
+    config = model.config
+    lines = [("topics", f"{model.num_topics:,}"), ("alpha", f"{model.alpha:.4g}"),
+             ("beta", f"{model.beta:.4g}"), ("vocabulary", f"{model.num_words:,} words")]
+    if "corpus_docs" in config:
+        source = config.get("corpus_path") or "bundled"
+        lines.append(("training corpus", f"{config.get('corpus_name') or '?'} ({source}): "
+                      f"{config['corpus_docs']:,} documents, {config['corpus_tokens']:,} tokens"))
+    iterations = config.get("iterations_run", len(metrics))
+    if iterations:
+        lines.append(("iterations", f"{iterations:,}"))
+    scored = [record for record in metrics if "heldout_loglik_per_token" in record]
+    if scored:
+        final = scored[-1]
+        lines.append(("final held-out log-likelihood",
+                      f"{final['heldout_loglik_per_token']:.4f} per token (iteration "
+                      f"{final['iteration']}, perplexity {final['perplexity']:,.1f})"))
+    if metrics:
+        speed = np.median([record["tokens_per_second"] for record in metrics]) / 1e6
+        where = f", {config['backend']} backend" if "backend" in config else ""
+        lines.append(("throughput", f"{speed:,.2f} Mtoken/s (median over iterations{where})"))
+    top_n = scores["npmi"].top_n
+    lines.append(("coherence", f"NPMI {scores['npmi'].mean:.3f}, UMass {scores['umass'].mean:.2f} "
+                  f"(means over topics; top {top_n} words; documents of "
+                  f"{reference.name or 'the reference corpus'}: {reference.num_docs:,})"))
+    return lines
+
+
+def _number(value: float, digits: int) -> str:
+    return "n/a" if np.isnan(value) else f"{value:.{digits}f}"
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def _markdown_escape(text: str) -> str:
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def topics_markdown(title: str, summary: list[tuple[str, str]], rows: list[TopicRow],
+                    with_plot: bool) -> str:
+    """The topics page in Markdown."""
+    lines = [f"# {_markdown_escape(title)}", ""]
+    lines += [f"- **{label}**: {_markdown_escape(text)}" for label, text in summary]
+    if with_plot:
+        lines += ["", f"![convergence]({PLOT_FILE})"]
+    lines += ["", "| rank | topic | share | NPMI | UMass | top words |",
+              "|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {rank} | {row.topic} | {100 * row.share:.2f}% | {_number(row.npmi, 3)} | "
+              f"{_number(row.umass, 2)} | {' '.join(map(_markdown_escape, row.words))} |"
+              for rank, row in enumerate(rows, 1)]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2328;
+       margin: 2em auto; max-width: 1180px; padding: 0 1.5em; }
+h1 { font-size: 1.6em; margin-bottom: .4em; }
+dl.summary { display: grid; grid-template-columns: max-content auto; gap: .15em 1.2em;
+             background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 8px;
+             padding: .9em 1.2em; }
+dl.summary dt { font-weight: 600; color: #57606a; }
+dl.summary dd { margin: 0; }
+img.plot { width: 100%; margin: 1.2em 0 .4em; border: 1px solid #d0d7de; border-radius: 8px; }
+p.legend { color: #57606a; font-size: .9em; }
+table { border-collapse: collapse; width: 100%; }
+th { position: sticky; top: 0; background: #fff; border-bottom: 2px solid #d0d7de;
+     text-align: right; padding: .45em .6em; font-size: .85em; color: #57606a; }
+th.words { text-align: left; }
+td { padding: .35em .6em; border-bottom: 1px solid #eaeef2; text-align: right;
+     font-variant-numeric: tabular-nums; vertical-align: middle; white-space: nowrap; }
+tr:hover td { background: #f6f8fa; }
+td.share { width: 9em; }
+td.share .bar { display: block; height: 4px; background: #54aeff; border-radius: 2px;
+                margin-top: 2px; margin-left: auto; }
+td.npmi span { border-radius: 4px; padding: .05em .4em; }
+td.words { text-align: left; white-space: normal; }
+td.words span { display: inline-block; background: #eef2f6; border-radius: 4px;
+                padding: 0 .4em; margin: .1em .15em; }
+td.words span:first-child { font-weight: 600; }
+"""
+
+
+def _npmi_cell(npmi: float) -> str:
+    """An NPMI value on a red (incoherent) to green (coherent) background."""
+    if np.isnan(npmi):
+        return "<td class=npmi>n/a</td>"
+    hue = 60 * (1 + np.clip(npmi / NPMI_COLOUR_RANGE, -1, 1))
+    return f'<td class=npmi><span style="background:hsl({hue:.0f},70%,86%)">{npmi:.3f}</span></td>'
+
+
+def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow],
+                plot: bytes | None) -> str:
+    """The topics page as one self-contained HTML document (words and labels escaped)."""
+    escape = html.escape
+    largest = max((row.share for row in rows), default=0.0) or 1.0
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{escape(title)}</h1>", '<dl class="summary">']
+    parts += [f"<dt>{escape(label)}</dt><dd>{escape(text)}</dd>" for label, text in summary]
+    parts.append("</dl>")
+    if plot is not None:
+        parts.append(f'<img class="plot" alt="convergence plot" '
+                     f'src="data:image/png;base64,{base64.b64encode(plot).decode()}">')
+    parts.append(f'<p class="legend">Topics by share of training tokens. NPMI (in [-1, 1]) '
+                 f'shaded red at {-NPMI_COLOUR_RANGE} and below to green at '
+                 f'{NPMI_COLOUR_RANGE} and above; UMass sums its word pairs (higher is more '
+                 f'coherent).</p>')
+    parts.append('<table><thead><tr><th>rank</th><th>topic</th><th>share</th><th>NPMI</th>'
+                 '<th>UMass</th><th class="words">top words</th></tr></thead><tbody>')
+    for rank, row in enumerate(rows, 1):
+        words = "".join(f"<span>{escape(word)}</span>" for word in row.words)
+        parts.append(
+            f"<tr><td>{rank}</td><td>{row.topic}</td><td class=share>{100 * row.share:.2f}%"
+            f'<span class=bar style="width:{100 * row.share / largest:.1f}%"></span></td>'
+            f"{_npmi_cell(row.npmi)}<td>{_number(row.umass, 2)}</td>"
+            f"<td class=words>{words}</td></tr>")
+    parts.append("</tbody></table></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,107 @@
+"""Reports: topic pages list every topic with escaped words, the plot is optional, and the
+report launcher writes them for a trained model."""
+
+import dataclasses
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import random_corpus
+
+from saberjax import report, trainer
+from saberjax.corpus import (Corpus, load_bundled, save_native, split_document_halves,
+                             train_test_split)
+from saberjax.model import TopicModel
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORDS = ("<script>alert(1)</script>", "fish&chips", "left|right", "snake_case", "plain")
+METRICS = [dict(iteration=i, seconds=0.1, tokens_per_second=1e6 + i)
+           | (dict(heldout_loglik_per_token=-8 + 0.1 * i, perplexity=2000.0 - i) if i % 2 else {})
+           for i in range(1, 8)]
+
+
+@pytest.fixture(name="model_and_reference")
+def fixture_model_and_reference():
+    """A model over awkward words whose topics have distinct shares, and its documents."""
+    corpus = random_corpus(num_docs=40, num_words=30, seed=4)
+    corpus = Corpus(corpus.doc_offsets, corpus.word_ids, WORDS + corpus.vocab[len(WORDS):])
+    counts = np.random.default_rng(4).integers(0, 20, (corpus.num_words, 6)).astype(np.int32)
+    counts[:, 2] *= 5  # the largest topic
+    counts[: len(WORDS)] += 100  # the awkward words are on top
+    config = dict(corpus_name="random<4>", corpus_docs=40, corpus_tokens=corpus.num_tokens,
+                  iterations_run=len(METRICS), backend="xla")
+    return TopicModel(counts, 0.5, 0.01, corpus.vocab, config), corpus
+
+
+def table_topics(page: str, row_pattern: str) -> list[int]:
+    """Topic ids of a page's table rows, in order (row_pattern captures the id)."""
+    return [int(topic) for topic in re.findall(row_pattern, page)]
+
+
+def test_pages_list_every_topic_by_share_with_words_escaped(model_and_reference, tmp_path,
+                                                            monkeypatch):
+    for module in ("matplotlib", "matplotlib.figure"):  # as if not installed
+        monkeypatch.setitem(sys.modules, module, None)
+    model, reference = model_and_reference
+    with pytest.warns(UserWarning, match=re.escape(report.MATPLOTLIB_HINT)):
+        written = report.write_report(model, tmp_path, reference, METRICS, top_n=6)
+    assert written.files == [tmp_path / report.MARKDOWN_FILE, tmp_path / report.HTML_FILE]
+    assert "matplotlib" in written.plot_skipped
+
+    by_share = list(np.argsort(-model.topic_shares(), kind="stable"))
+    markdown = (tmp_path / report.MARKDOWN_FILE).read_text()
+    assert table_topics(markdown, r"\n\| \d+ \| (\d+) \|") == by_share
+    assert r"left\|right" in markdown and r"snake\_case" in markdown
+    assert f"{written.scores['npmi'].per_topic[2]:.3f}" in markdown
+
+    page = (tmp_path / report.HTML_FILE).read_text()
+    assert table_topics(page, r"<tr><td>\d+</td><td>(\d+)</td>") == by_share
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "fish&amp;chips" in page and "random&lt;4&gt;" in page
+    assert "-7.3000 per token (iteration 7" in page  # the last held-out score
+    assert "http" not in page  # self-contained
+
+
+def test_the_plot_is_written_and_embedded_when_matplotlib_is_installed(model_and_reference,
+                                                                      tmp_path):
+    pytest.importorskip("matplotlib")
+    model, reference = model_and_reference
+    written = report.write_report(model, tmp_path, reference, METRICS)
+    assert written.plot_skipped is None and written.files[0] == tmp_path / report.PLOT_FILE
+    png = (tmp_path / report.PLOT_FILE).read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert "data:image/png;base64," in (tmp_path / report.HTML_FILE).read_text()
+    assert f"]({report.PLOT_FILE})" in (tmp_path / report.MARKDOWN_FILE).read_text()
+
+
+def launch(script, *flags):
+    result = subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_report_launcher_on_a_tiny_trained_model(tmp_path):
+    corpus = load_bundled("kos").subset(np.arange(200))
+    save_native(corpus, tmp_path / "corpus")
+    train, test = train_test_split(corpus, 0.1, seed=0)
+    result = trainer.train(train, trainer.TrainConfig(num_topics=5, iterations=4, eval_every=2,
+                                                      backend="xla"),
+                           split_document_halves(test, seed=0))
+    model_dir = tmp_path / "model"
+    # What launch/train.py records, so that coherence defaults to the training documents.
+    dataclasses.replace(result.model, config=dict(
+        result.model.config, corpus_path=str(tmp_path / "corpus"), test_fraction=0.1)
+    ).save(model_dir)
+    (model_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in result.metrics))
+
+    stdout = launch("report.py", f"--model={model_dir}", "--top_n=8")
+    assert str(model_dir / "report" / report.HTML_FILE) in stdout
+    markdown = (model_dir / "report" / report.MARKDOWN_FILE).read_text()
+    assert sorted(table_topics(markdown, r"\n\| \d+ \| (\d+) \|")) == list(range(5))
+    assert "top 8 words" in markdown and "iterations**: 4" in markdown
+    assert "held-out log-likelihood**: -" in markdown
