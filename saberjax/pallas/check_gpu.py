@@ -1,0 +1,234 @@
+"""Check the Pallas kernels against the XLA path on a GPU, and time their tuning variants.
+
+Run on the device machine from the repo root (nothing is installed there), then launch/bench.py
+for the per-phase and whole-iteration timings of both backends:
+
+  python launch/synth.py --preset=nytimes --scale=0.1 --output=/tmp/nyt
+  PYTHONPATH=. python -m saberjax.pallas.check_gpu --corpus=/tmp/nyt --topics=1000,10000
+  python launch/bench.py --corpus=/tmp/nyt --num_topics=1000,10000 --backends=xla,pallas
+
+Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs and
+whether the segmented-count kernel rebuilds A exactly, on ragged documents at K = 2 and 65,536
+and on the corpus after a few iterations.  Timings (median of --repeats, Mtoken/s = corpus
+tokens / seconds): each kernel variant, XLA's tree build as B-hat bytes read per second, and the
+E-step's bandwidth floor (22 + 6 * nnz bytes a token, saberjax/pallas/sampler.py) at the
+measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from saberjax import esca, rng, sampler, segmented_count, tree
+from saberjax.corpus import Corpus, load_native
+from saberjax.layout import build_layout
+from saberjax.pallas import sampler as pallas_sampler
+from saberjax.pallas import segmented_count as pallas_ssc
+from saberjax.state import Hyperparams
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus", None, "Native corpus folder (launch/synth.py --output).")
+flags.DEFINE_list("topics", ["1000", "10000"], "Numbers of topics K to time.")
+flags.DEFINE_integer("warmup_iterations", 2, "ESCA iterations (Pallas) before timing.")
+flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up run (median "
+                     "reported; 0: the warm-up only, e.g. under a profiler).")
+flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
+flags.DEFINE_list("sampler_variants", ["32/4/1/sum", "32/4/1/butterfly", "16/2/1/sum",
+                                        "16/2/1/butterfly"],
+                  "E-step kernel variants: tokens_per_program/num_warps/num_stages/"
+                  "block_reduction.")
+flags.DEFINE_list("ssc_variants", ["128x4", "64x4", "128x3"],
+                  "Segmented-count variants, block_tokens x digit_bits.")
+flags.DEFINE_string("output", None, "Also write all results to this file (JSON lines).")
+flags.mark_flag_as_required("corpus")
+
+RESULTS: list[dict] = []
+
+
+def report(**result) -> None:
+    RESULTS.append(result)
+    print(json.dumps(result), flush=True)
+
+
+def median_seconds(function, *args, repeats: int) -> float:
+    """Median wall time of function(*args) after one warm-up call (which compiles)."""
+    jax.block_until_ready(function(*args))
+    times = [float("nan")]
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        jax.block_until_ready(function(*args))
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times[1:] or times)
+
+
+def guarded(name: str):
+    """Run a check; on failure report the error and carry on with the next one."""
+    def decorate(function):
+        @functools.wraps(function)
+        def run(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 (one broken variant must not stop the rest)
+                report(check=name, error=f"{type(error).__name__}: {error}"[:2000])
+                traceback.print_exc()
+                return None
+        return run
+    return decorate
+
+
+def copy_bandwidth() -> float:
+    """Device read + write bandwidth in bytes/s of a 1 GiB elementwise pass."""
+    x = jnp.ones(1 << 28, jnp.float32)
+    seconds = median_seconds(jax.jit(lambda v: v + 1.0), x, repeats=10)
+    bandwidth = 2 * x.nbytes / seconds
+    report(check="copy_bandwidth", gigabytes_per_s=bandwidth / 1e9)
+    return bandwidth
+
+
+def mean_doc_nonzeros(chunks, state) -> float:
+    """Nonzeros of A_d averaged over tokens (what the E-step reads per token)."""
+    total = tokens = 0
+    for chunk, chunk_state in zip(chunks, state.chunks):
+        lengths = np.diff(np.asarray(chunk.doc_start))
+        nnz = np.asarray(chunk_state.a_nnz)
+        real = np.cumsum(lengths) <= int(chunk.num_tokens)
+        total += float((lengths * nnz)[real].sum())
+        tokens += int(chunk.num_tokens)
+    return total / tokens
+
+
+@guarded("agreement")
+def check_agreement(label, chunk, chunk_state, model, key, alpha, num_docs):
+    """Pallas vs XLA on the same inputs: E-step mismatch fraction, A rebuilt exactly."""
+    expected = jax.jit(sampler.sample_chunk, static_argnums=4)(chunk, chunk_state, model, key,
+                                                               alpha)
+    got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, alpha)
+    real = int(chunk.num_tokens)
+    mismatch = float(jnp.mean((got != expected)[:real]))
+    a_expected = jax.jit(segmented_count.rebuild_doc_topic)(chunk, got)
+    a_got = pallas_ssc.rebuild_doc_topic(chunk, got)
+    a_equal = all(bool(jnp.array_equal(g[:real], e[:real]))
+                  for g, e in zip(a_got[:2], a_expected[:2]))
+    a_equal &= bool(jnp.array_equal(a_got[2][:num_docs], a_expected[2][:num_docs]))
+    report(check="agreement", case=label, sample_mismatch_fraction=mismatch,
+           rebuild_identical=a_equal)
+
+
+def ragged_corpus(num_words: int, seed: int) -> Corpus:
+    """Small random corpus with empty, one-token and long documents."""
+    rng_np = np.random.default_rng(seed)
+    lengths = np.concatenate([rng_np.integers(0, 400, 3000), [0, 1, 0, 1, 5000]])
+    words = rng_np.zipf(1.3, int(lengths.sum())) % num_words
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)))
+
+
+def check_ragged_agreement():
+    """Agreement on ragged documents at the extreme K (2 and 65,536, a 4-level tree)."""
+    for num_topics in (2, 65_536):
+        corpus = ragged_corpus(num_words=300, seed=num_topics)
+        chunks = jax.device_put(build_layout(corpus).chunks)
+        hyper = Hyperparams.create(num_topics)
+        state = esca.step(esca.init(chunks, corpus.num_words, hyper, 1), chunks, hyper)
+        key = rng.iteration_key(state.seed, 9)
+        check_agreement(f"ragged K={num_topics}", chunks[0], state.chunks[0], state.model, key,
+                        hyper.alpha, corpus.num_docs)
+
+
+def chunk_seconds(function, chunks, state) -> float:
+    """Median time of function over every chunk, summed."""
+    key = rng.iteration_key(state.seed, state.iteration + 1)
+    return sum(median_seconds(function, chunk, chunk_state, state.model, key,
+                              repeats=FLAGS.repeats)
+               for chunk, chunk_state in zip(chunks, state.chunks))
+
+
+def report_time(num_topics, num_tokens, seconds, **labels):
+    report(check="time", K=num_topics, **labels, seconds=seconds,
+           mtoken_per_s=num_tokens / seconds / 1e6)
+
+
+@guarded("variant")
+def time_variant(num_topics, num_tokens, backend, name, function, chunks, state):
+    report_time(num_topics, num_tokens, chunk_seconds(function, chunks, state),
+                backend=backend, phase=name)
+
+
+def time_variants(num_topics, chunks, state, num_tokens, alpha):
+    """The XLA E-step and A rebuild, the kernels' tuning variants, XLA's tree build."""
+    time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
+        functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
+    time_variant(num_topics, num_tokens, "xla", "rebuild", jax.jit(
+        lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics)), chunks, state)
+    for variant in FLAGS.sampler_variants:
+        tile, warps, stages, reduction = variant.split("/")
+        sample = jax.jit(functools.partial(
+            pallas_sampler.sample_chunk, alpha=alpha, tokens_per_program=int(tile),
+            num_warps=int(warps), num_stages=int(stages), block_reduction=reduction))
+        time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
+                     state)
+    for variant in FLAGS.ssc_variants:
+        block, bits = map(int, variant.split("x"))
+        rebuild = jax.jit(lambda c, s, m, k, block=block, bits=bits: pallas_ssc.rebuild_doc_topic(
+            c, s.topics, block_tokens=block, digit_bits=bits))
+        time_variant(num_topics, num_tokens, "pallas", f"rebuild {variant}", rebuild, chunks,
+                     state)
+    seconds = median_seconds(jax.jit(tree.build_tree), state.model.bhat, repeats=FLAGS.repeats)
+    report(check="build_tree", K=num_topics, seconds=seconds,
+           bhat_read_gigabytes_per_s=state.model.bhat.nbytes / seconds / 1e9)
+
+
+def summary_table(bandwidth: float) -> str:
+    rows = ["K      backend phase          Mtoken/s       ms"]
+    for result in RESULTS:
+        if result.get("check") == "time":
+            rows.append(f"{result['K']:<6} {result['backend']:<7} {result['phase']:<14} "
+                        f"{result['mtoken_per_s']:9.0f} {1e3 * result['seconds']:8.2f}")
+        elif result.get("check") in ("agreement", "floor", "build_tree"):
+            rows.append(json.dumps(result))
+        elif "error" in result:
+            rows.append(f"ERROR {result['check']}: {result['error'][:300]}")
+    rows.append(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s; device {jax.devices()[0].device_kind}")
+    return "\n".join(rows)
+
+
+def main(argv):
+    del argv
+    bandwidth = copy_bandwidth()
+    if FLAGS.checks:
+        check_ragged_agreement()
+    corpus = load_native(FLAGS.corpus)
+    layout = build_layout(corpus)
+    chunks = jax.device_put(layout.chunks)
+    report(check="corpus", D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,
+           chunks=len(chunks))
+    for num_topics in map(int, FLAGS.topics):
+        hyper = Hyperparams.create(num_topics, backend="pallas")
+        state = esca.init(chunks, corpus.num_words, hyper, seed=0)
+        for _ in range(FLAGS.warmup_iterations):
+            state = esca.step(state, chunks, hyper)
+        nonzeros = mean_doc_nonzeros(chunks, state)
+        report(check="floor", K=num_topics, mean_doc_nonzeros_per_token=nonzeros,
+               sample_floor_mtoken_per_s=bandwidth / (22 + 6 * nonzeros) / 1e6)
+        key = rng.iteration_key(state.seed, state.iteration + 1)
+        if FLAGS.checks:
+            check_agreement(f"corpus K={num_topics}", chunks[0], state.chunks[0], state.model,
+                            key, hyper.alpha, layout.chunk_docs[0][1] - layout.chunk_docs[0][0])
+        time_variants(num_topics, chunks, state, corpus.num_tokens, hyper.alpha)
+    if FLAGS.output:
+        with open(FLAGS.output, "w") as output:
+            output.writelines(json.dumps(result) + "\n" for result in RESULTS)
+    print(summary_table(bandwidth), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,26 @@
+"""The "pallas" backend of saberjax.esca: Pallas kernels where they beat XLA, XLA elsewhere.
+
+- sample_chunk: the E-step kernel (saberjax.pallas.sampler).
+- rebuild_doc_topic: sort-free shuffle and segmented count (saberjax.pallas.segmented_count).
+- count_word_topic: XLA's scatter-add into B (esca.count_word_topic).  It reads each token's
+  word and topic once and does one int32 atomic add in L2: about 10 bytes a token, 12 Gtoken/s
+  on an H200 (NOTES.md), 2-3% of an iteration.  A Pallas version would have to count in float32
+  (int32 vector atomics miscompile on jax 0.11.2) into a V x K scratch that then needs
+  converting, i.e. more bytes, not fewer.
+- build_tree: XLA (tree.build_tree).  It is one reduction over B-hat: XLA fuses each level's
+  reshape and butterfly sums into one pass that reads B-hat once (V * K_pad * 4 bytes) and writes
+  1/31 of that.  Measured at K = 10,000 (V = 102,660, 4.1 GB): 1.8 ms, 2.3 TB/s read, against a
+  3.0 TB/s copy; at K = 1,000 its 0.4 ms are mostly launch and tail.  A kernel could gain at most
+  a few tenths of a millisecond; what would pay is fusing it into the B-hat computation
+  (esca.model_from_counts), saving one read of B-hat.
+"""
+
+from saberjax import esca, tree
+from saberjax.pallas import sampler, segmented_count
+
+BACKEND = esca.Backend(
+    sample_chunk=sampler.sample_chunk,
+    rebuild_doc_topic=segmented_count.rebuild_doc_topic,
+    count_word_topic=esca.count_word_topic,
+    build_tree=tree.build_tree,
+)

@@ -1,0 +1,147 @@
+"""The Pallas kernels compute what their XLA references compute, and lower to Triton for an H100.
+
+Kernels run in interpret mode here (CPU); the lowering tests compile each kernel to Triton IR
+for an abstract H100, so an operation Triton cannot lower fails on this CPU-only machine too.
+"""
+
+import functools
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import test_sampler
+from helpers import random_corpus
+
+from saberjax import esca, rng
+from saberjax.corpus import Corpus
+from saberjax.layout import build_layout
+from saberjax.pallas import sampler as pallas_sampler
+from saberjax.pallas import segmented_count as pallas_ssc
+from saberjax.state import Hyperparams
+
+H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
+                                   platform="gpu")
+
+
+def ragged_corpus(num_words: int = 40, seed: int = 0) -> Corpus:
+    """Random documents plus empty and one-token ones; word 0 frequent, the last word once."""
+    rng_np = np.random.default_rng(seed)
+    lengths = np.concatenate([rng_np.integers(0, 90, 50), [0, 1, 0, 1, 200, 1]])
+    rng_np.shuffle(lengths)
+    weights = 1.0 / np.arange(1, num_words) ** 1.5
+    words = rng_np.choice(num_words - 1, size=int(lengths.sum()), p=weights / weights.sum())
+    words[rng_np.integers(len(words))] = num_words - 1
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)))
+
+
+def random_state(corpus: Corpus, num_topics: int, seed: int):
+    """(chunk, chunk state, model, key) with random topics and random, skewed counts in B."""
+    rng_np = np.random.default_rng(seed)
+    hyper = Hyperparams.create(num_topics)
+    chunk = jax.device_put(build_layout(corpus).chunks[0])
+    topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
+                      rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
+    topics = jnp.asarray(topics).astype(hyper.topic_dtype)
+    chunk_state = esca.chunk_state_from_topics(chunk, topics, "xla")
+    counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)
+    counts[:, :num_topics] = rng_np.geometric(0.3, (corpus.num_words, num_topics)) - 1
+    model = esca.model_from_counts(jnp.asarray(counts), hyper)
+    return chunk, chunk_state, model, rng.iteration_key(seed, 3), hyper
+
+
+@pytest.mark.parametrize("num_topics,block_reduction", [
+    (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
+def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction):
+    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics),
+                                                         num_topics, seed=num_topics)
+    expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
+        chunk, chunk_state, model, key, hyper.alpha)
+    got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, hyper.alpha,
+                                      tokens_per_program=16, block_reduction=block_reduction,
+                                      interpret=True)
+    assert got.dtype == expected.dtype
+    assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
+    assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
+
+
+@pytest.fixture
+def kernel_sampler(monkeypatch):
+    """Makes test_sampler draw its tokens with the Pallas kernel instead of the reference."""
+    kernel = functools.partial(pallas_sampler.sample_chunk, tokens_per_program=256,
+                               interpret=True)
+    monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(sample_chunk=kernel))
+
+
+@pytest.mark.parametrize("num_topics,nonzeros,alpha", [
+    (2, 1, 0.5), (100, 70, 0.5), (1000, 40, 0.05), (2000, 300, 1.0)])
+def test_sampler_kernel_matches_exact_distribution(kernel_sampler, num_topics, nonzeros, alpha):
+    test_sampler.test_sampler_matches_exact_distribution(num_topics, nonzeros, alpha)
+
+
+def test_sampler_kernel_uses_both_parts_in_the_right_proportion(kernel_sampler):
+    test_sampler.test_sampler_uses_both_parts_in_the_right_proportion()
+
+
+@pytest.mark.parametrize("num_topics,digit_bits", [(2, 4), (37, 3), (1000, 4), (65_536, 5)])
+def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, digit_bits):
+    corpus = ragged_corpus(seed=num_topics)
+    chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
+    got = pallas_ssc.rebuild_doc_topic(chunk, chunk_state.topics, block_tokens=32,
+                                       digit_bits=digit_bits, interpret=True)
+    expected = pallas_ssc.rebuild_doc_topic_reference(chunk, chunk_state.topics)
+    real_tokens, real_docs = int(chunk.num_tokens), corpus.num_docs
+    assert got[0].dtype == expected[0].dtype
+    for got_array, expected_array in zip(got[:2], expected[:2]):
+        np.testing.assert_array_equal(got_array[:real_tokens], expected_array[:real_tokens])
+        assert not np.any(got_array[real_tokens:])  # padding tokens are not counted
+    np.testing.assert_array_equal(got[2][:real_docs], expected[2][:real_docs])
+    assert not np.any(got[2][real_docs:])
+
+
+def test_pallas_backend_trains_the_same_model_as_xla():
+    corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
+    chunks = jax.device_put(build_layout(corpus, corpus.num_tokens // 2 + 1).chunks)
+    states = {}
+    for backend in ("xla", "pallas"):
+        hyper = Hyperparams.create(30, backend=backend)
+        state = esca.init(chunks, corpus.num_words, hyper, seed=11)
+        states[backend] = esca.step(esca.step(state, chunks, hyper), chunks, hyper)
+    np.testing.assert_array_equal(esca.corpus_order_topics(chunks, states["pallas"]),
+                                  esca.corpus_order_topics(chunks, states["xla"]))
+    np.testing.assert_array_equal(states["pallas"].model.word_topic,
+                                  states["xla"].model.word_topic)
+
+
+def lower_for_h100(function, *args) -> str:
+    """The text of `function` lowered for CUDA under an abstract H100 (Triton IR inside)."""
+    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",),
+                                                                  abstract_device=H100)):
+        return jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize("num_topics,block_reduction", [
+    (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
+def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
+    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), num_topics, seed=1)
+    sample = functools.partial(pallas_sampler.sample_chunk, block_reduction=block_reduction,
+                               interpret=False)
+    text = lower_for_h100(lambda *args: sample(*args, hyper.alpha),
+                          chunk, chunk_state, model, key)
+    assert "triton" in text.lower()
+    rebuild = functools.partial(pallas_ssc.rebuild_doc_topic, interpret=False)
+    assert "triton" in lower_for_h100(rebuild, chunk, chunk_state.topics).lower()
+
+
+def test_lowering_check_rejects_what_triton_cannot_lower():
+    from jax.experimental import pallas as pl  # noqa: PLC0415
+
+    def sort_kernel(x_ref, out_ref):
+        out_ref[...] = jnp.sort(x_ref[...])
+
+    sort = pl.pallas_call(sort_kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))
+    with pytest.raises(NotImplementedError, match="sort"):
+        lower_for_h100(sort, jnp.zeros(16, jnp.float32))
+
