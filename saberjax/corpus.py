@@ -51,7 +51,7 @@ __all__ = [
     "train_test_split",
 ]
 
-FORMATS = ("uci", "ldac", "native")
+FORMATS = ("uci", "ldac", "native", "text")
 MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -833,17 +833,25 @@ def _load_vector(path: Path, dtype, mmap_mode: str | None) -> np.ndarray:
 # ----------------------------------------------------------------------------- any format
 
 
-def load_corpus(path, format: str = "auto") -> Corpus:
+def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     """Loads a corpus in any supported format; format is "auto" or one of FORMATS.
 
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
     file named docword*.txt[.gz] -> uci; a file starting ``N id:count`` -> ldac, with the
-    vocabulary in ``vocab.txt`` beside it.
+    vocabulary in ``vocab.txt`` beside it; any other folder of .txt files or .txt file ->
+    text (plain text, tokenised by saberjax.text.load_text with `text_options`: min_df,
+    max_df, max_vocab).
     """
     path = Path(path)
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"unknown corpus format {format!r}; expected 'auto' or one of {FORMATS}")
     chosen = _detect_format(path) if format == "auto" else format
+    if chosen == "text":
+        from saberjax import text  # noqa: PLC0415 (text builds on this module)
+
+        return text.load_text(path, **text_options)
+    if text_options:
+        raise TypeError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":
         return load_native(path)
     if chosen == "uci":
@@ -857,11 +865,15 @@ def _detect_format(path: Path) -> str:
             ("native", (path / _META_FILE).is_file()),
             ("uci", any((path / name).is_file() for name in _UCI_DOCWORD_FILES)),
         ) if present]
+        if not matches and any(file.suffix == ".txt" for file in path.iterdir()):
+            matches = ["text"]
     elif path.is_file():
         if _UCI_DOCWORD_NAME.fullmatch(path.name):
             matches = ["uci"]
+        elif _starts_like_ldac(path):
+            matches = ["ldac"]
         else:
-            matches = ["ldac"] if _starts_like_ldac(path) else []
+            matches = ["text"] if path.suffix == ".txt" else []
     else:
         raise CorpusFormatError(f"{path}: no such file or directory")
     if len(matches) == 1:
@@ -869,8 +881,8 @@ def _detect_format(path: Path) -> str:
     verdict = f"matches several formats ({', '.join(matches)})" if matches else "format unknown"
     raise CorpusFormatError(
         f"{path}: {verdict}; tried native (folder with {_META_FILE}), uci (folder with "
-        f"docword.txt[.gz] or file docword*.txt[.gz]) and ldac (file starting 'N id:count'); "
-        f"pass format= to choose")
+        f"docword.txt[.gz] or file docword*.txt[.gz]), ldac (file starting 'N id:count') and "
+        f"text (folder of .txt files or .txt file); pass format= to choose")
 
 
 def _starts_like_ldac(path: Path) -> bool:

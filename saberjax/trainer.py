@@ -4,7 +4,9 @@ A thin shell around `esca.init` and `esca.step`: it spreads the chunks over the 
 (one chunk per device unless chunk_tokens asks for more; results do not depend on it), compiles
 once ahead of time (timed apart from the iterations), runs the iterations, scores the held-out documents
 every `eval_every` iterations and hands per-iteration metrics to an optional callback, which
-may stop training early by returning True.
+may stop training early by returning True.  With `checkpoint_every` it saves the whole state
+every so many iterations (saberjax.checkpoint), and `resume_from` continues from such a
+checkpoint, ending with the same model as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from saberjax import esca
+from saberjax import checkpoint, esca
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.layout import Layout, build_layout
@@ -38,6 +40,7 @@ class TrainConfig:
     num_devices: int = 0  # 0: every local device (chunks are spread over them)
     eval_every: int = 0  # 0: only after the last iteration (when held-out data is given)
     em_iterations: int = DEFAULT_EM_ITERATIONS
+    checkpoint_every: int = 0  # 0: never; else save the state every N iterations
 
 
 @dataclasses.dataclass
@@ -45,7 +48,7 @@ class TrainResult:
     model: TopicModel
     state: TrainState
     metrics: list[dict]
-    init_seconds: float  # initialisation, its compilation included
+    init_seconds: float  # initialisation or loading the checkpoint, compilation included
     compile_seconds: float  # compiling the iteration
 
 
@@ -88,8 +91,16 @@ def layout_for_devices(corpus: Corpus, chunk_tokens: int | None, devices) -> Lay
 
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
-          callback: Callable[[int, dict, TrainState], bool | None] | None = None) -> TrainResult:
-    """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents."""
+          callback: Callable[[int, dict, TrainState], bool | None] | None = None,
+          checkpoint_dir=None, resume_from=None) -> TrainResult:
+    """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents.
+
+    Checkpoints go to `checkpoint_dir` (needed when config.checkpoint_every is set);
+    `resume_from` is a checkpoint (e.g. checkpoint.latest_checkpoint(dir)) to continue from,
+    its metrics included, instead of initialising.
+    """
+    if config.checkpoint_every and checkpoint_dir is None:
+        raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
     devices = local_devices(config.num_devices)
@@ -97,12 +108,19 @@ def train(corpus: Corpus, config: TrainConfig,
     chunks = spread_over_devices(layout.chunks, devices)
 
     start = time.perf_counter()
-    state = jax.block_until_ready(esca.init(chunks, corpus.num_words, hyper, config.seed))
+    if resume_from is None:
+        state, metrics = esca.init(chunks, corpus.num_words, hyper, config.seed), []
+    else:
+        state, metrics = checkpoint.load_checkpoint(resume_from, chunks, hyper,
+                                                    corpus.fingerprint(), config)
+        if int(state.iteration) > config.iterations:
+            raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
+                             f"iterations={config.iterations}")
+    state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     step = esca.CompiledStep(chunks, state, hyper)
 
-    metrics = []
-    for iteration in range(1, config.iterations + 1):
+    for iteration in range(int(state.iteration) + 1, config.iterations + 1):
         start = time.perf_counter()
         state = jax.block_until_ready(step(state, chunks))
         seconds = time.perf_counter() - start
@@ -115,6 +133,9 @@ def train(corpus: Corpus, config: TrainConfig,
             record.update(heldout_loglik_per_token=score.loglik_per_token,
                           perplexity=score.perplexity)
         metrics.append(record)
+        if config.checkpoint_every and iteration % config.checkpoint_every == 0:
+            checkpoint.save_checkpoint(checkpoint_dir, state, chunks, config,
+                                       corpus.fingerprint(), metrics)
         if callback is not None and callback(iteration, record, state):
             break
 

@@ -1,0 +1,216 @@
+"""Checkpoints: the whole training state on disk, so that a killed run resumes bit-identically.
+
+The checkpoint of iteration N is a pair of files in the checkpoint folder::
+
+    checkpoint-0000000N.npz   the state arrays: per chunk i, z and A (chunk{i}.topics,
+                              chunk{i}.a_topics, chunk{i}.a_counts, chunk{i}.a_nnz), the
+                              word-topic counts B (word_topic), iteration and seed
+    checkpoint-0000000N.json  the manifest: format version, iteration, seed, training config,
+                              corpus fingerprint, chunking, metrics so far and the SHA-256 of
+                              the .npz
+
+B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
+with `esca.finish_step`, the computation every iteration ends with, so the restored state is
+the saved one bit for bit.  Since every random draw is keyed by (seed, iteration, token id), a
+run resumed from a checkpoint ends with the same model as an uninterrupted one.
+
+Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
+the .npz first: the manifest is the commit mark and names the digest of its .npz, so a
+checkpoint cut short or damaged is never taken as the latest.  Older checkpoints and leftovers
+of interrupted saves are deleted only after the new one is in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from saberjax import esca
+from saberjax.layout import Chunk
+from saberjax.model import atomic_write
+from saberjax.state import ChunkState, Hyperparams, TrainState
+
+FORMAT_VERSION = 1
+# Config fields that determine the model: a resumed run must share them with the checkpoint.
+MODEL_SETTINGS = ("num_topics", "alpha", "beta", "seed")
+
+_MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
+_OWN_FILE = re.compile(r"\.?checkpoint-\d+\.(?:npz|json)(?:\..+\.tmp)?")  # ours, temporaries too
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or that belongs to another corpus or setting."""
+
+
+def save_checkpoint(directory, state: TrainState, chunks: tuple[Chunk, ...], config,
+                    corpus_fingerprint: str, metrics: list[dict]) -> Path:
+    """Write the checkpoint of `state` into `directory`, then delete every older one.
+
+    `config` is the run's settings dataclass (trainer.TrainConfig), `chunks` the PDOW chunks
+    the state belongs to.  Returns the manifest path.
+    """
+    directory = Path(directory)
+    iteration = int(state.iteration)
+    manifest_path = directory / f"checkpoint-{iteration:08d}.json"
+    arrays_path = manifest_path.with_suffix(".npz")
+    arrays = _state_arrays(state)
+    atomic_write(arrays_path, lambda file: np.savez(file, **arrays))
+    manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
+                    config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
+                    chunking=chunking(chunks), arrays_sha256=_sha256(arrays_path),
+                    metrics=list(metrics))
+    atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
+    _fsync_directory(directory)
+    _delete_all_but(directory, (manifest_path, arrays_path))
+    return manifest_path
+
+
+def latest_checkpoint(directory) -> Path | None:
+    """Manifest path of the newest complete, undamaged checkpoint in `directory` (or None).
+
+    Damaged checkpoints are skipped with a warning; files of unfinished saves are ignored.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    found = [(int(match[1]), path) for path in directory.iterdir()
+             if (match := _MANIFEST_NAME.fullmatch(path.name))]
+    for _, path in sorted(found, reverse=True):
+        try:
+            _verify_arrays(path, read_manifest(path))
+        except CheckpointError as error:
+            warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
+            continue
+        return path
+    return None
+
+
+def read_manifest(path) -> dict:
+    """The manifest of a checkpoint: iteration, seed, config, corpus fingerprint, metrics, ..."""
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: unreadable manifest ({error})") from error
+    if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
+                              f"{FORMAT_VERSION}")
+    return manifest
+
+
+def load_checkpoint(path, chunks: tuple[Chunk, ...], hyper: Hyperparams,
+                    corpus_fingerprint: str, config) -> tuple[TrainState, list[dict]]:
+    """(state, metrics so far) of a checkpoint, each chunk's arrays on its chunk's device.
+
+    Raises CheckpointError when the checkpoint is damaged or was made for another corpus,
+    chunking, or model setting (MODEL_SETTINGS of `config`).
+    """
+    path = Path(path)
+    manifest = read_manifest(path)
+    _check_compatible(path, manifest, chunks, corpus_fingerprint, dataclasses.asdict(config))
+    arrays = _verify_arrays(path, manifest)
+    home = esca.device_of(chunks[0])
+    chunk_states = []
+    for index, chunk in enumerate(chunks):
+        chunk_state = ChunkState(*(arrays[f"chunk{index}.{field}"] for field in ChunkState._fields))
+        _check_shapes(path, index, chunk, chunk_state, hyper)
+        chunk_states.append(jax.device_put(chunk_state, esca.device_of(chunk)))
+    word_topic = arrays["word_topic"]
+    if word_topic.shape[1] != hyper.padded_topics:
+        raise CheckpointError(f"{path}: word_topic has {word_topic.shape[1]} topic columns, "
+                              f"this run needs {hyper.padded_topics}")
+    model = esca.finish_step(jax.device_put(word_topic, home), hyper=hyper)
+    iteration, seed = jax.device_put((arrays["iteration"], arrays["seed"]), home)
+    return TrainState(tuple(chunk_states), model, iteration, seed), manifest["metrics"]
+
+
+def chunking(chunks: tuple[Chunk, ...]) -> list[list[int]]:
+    """[first token id, number of tokens] of every chunk: what a state's arrays are laid out by."""
+    bases = [np.asarray(chunk.token_base, np.uint64) for chunk in chunks]
+    return [[int(low) | int(high) << 32, int(chunk.num_tokens)]
+            for (low, high), chunk in zip(bases, chunks)]
+
+
+def _state_arrays(state: TrainState) -> dict[str, np.ndarray]:
+    """Every array of the state that the rest is computed from, gathered to the host."""
+    arrays = {f"chunk{index}.{field}": np.asarray(value)
+              for index, chunk_state in enumerate(state.chunks)
+              for field, value in chunk_state._asdict().items()}
+    return dict(arrays, word_topic=np.asarray(state.model.word_topic),
+                iteration=np.asarray(state.iteration), seed=np.asarray(state.seed))
+
+
+def _check_compatible(path: Path, manifest: dict, chunks, corpus_fingerprint: str,
+                      config: dict) -> None:
+    if manifest["corpus_fingerprint"] != corpus_fingerprint:
+        raise CheckpointError(
+            f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
+            f"this corpus {corpus_fingerprint}); resume with the same corpus, test split and "
+            f"seed, or start afresh")
+    saved = manifest["config"]
+    differences = [f"{name}={saved.get(name)!r} (this run: {config[name]!r})"
+                   for name in MODEL_SETTINGS if saved.get(name) != config[name]]
+    if differences:
+        raise CheckpointError(f"{path} was trained with {', '.join(differences)}; resume with "
+                              f"the same settings, or start afresh")
+    if manifest["chunking"] != chunking(chunks):
+        raise CheckpointError(
+            f"{path} holds {len(manifest['chunking'])} chunk(s) [first token, tokens] "
+            f"{manifest['chunking']}, this run has {len(chunks)}: {chunking(chunks)}; resume "
+            f"with the checkpointed run's chunking (num_devices={saved.get('num_devices')}, "
+            f"chunk_tokens={saved.get('chunk_tokens')} on the same number of devices)")
+
+
+def _check_shapes(path: Path, index: int, chunk: Chunk, chunk_state: ChunkState,
+                  hyper: Hyperparams) -> None:
+    expected = ChunkState((chunk.padded_tokens,), (chunk.padded_tokens,), (chunk.padded_tokens,),
+                          (chunk.padded_docs,))
+    dtypes = ChunkState(hyper.topic_dtype, hyper.topic_dtype, np.int32, np.int32)
+    for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
+        if array.shape != shape or array.dtype != np.dtype(dtype):
+            raise CheckpointError(
+                f"{path}: chunk {index} {field} is {array.dtype}{list(array.shape)}, this run "
+                f"lays it out as {np.dtype(dtype)}{list(shape)}")
+
+
+def _verify_arrays(path: Path, manifest: dict) -> dict[str, np.ndarray]:
+    """The checkpoint's arrays, after checking the .npz against the manifest's digest."""
+    arrays_path = path.with_suffix(".npz")
+    if not arrays_path.is_file():
+        raise CheckpointError(f"{arrays_path}: missing")
+    if _sha256(arrays_path) != manifest.get("arrays_sha256"):
+        raise CheckpointError(f"{arrays_path}: content does not match its manifest (damaged)")
+    with np.load(arrays_path, allow_pickle=False) as npz:
+        return dict(npz)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the renames into `directory` durable before anything older is deleted."""
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def _delete_all_but(directory: Path, keep: tuple[Path, ...]) -> None:
+    """Delete the older checkpoints (manifests first) and temporaries of interrupted saves."""
+    stale = [path for path in directory.iterdir()
+             if _OWN_FILE.fullmatch(path.name) and path not in keep]
+    for path in sorted(stale, key=lambda path: path.suffix != ".json"):
+        path.unlink(missing_ok=True)

@@ -1,0 +1,155 @@
+"""Plain text input: raw documents -> tokens -> vocabulary -> Corpus.
+
+The rules are those the shared corpora were built with (shared/data/README.md), so a model
+trained on your own text is comparable to the benchmarks:
+
+1. Unicode NFKD, non-ASCII characters dropped ("café" -> "cafe"), lowercased.
+2. Tokens are maximal runs of ``[a-z]``, so digits and punctuation split words ("don't" ->
+   "don", "t"); tokens shorter than 3 letters and English stop words are dropped.
+3. Vocabulary: words in at least `min_df` documents and at most a `max_df` fraction of them;
+   if more than `max_vocab` remain, the most frequent (ties alphabetical).  Sorted
+   alphabetically, so word id i is the i-th word in alphabetical order.
+4. Documents left without a vocabulary word are dropped (counted in dropped_empty_docs).
+
+Input is a folder of ``.txt`` files (one document per file, in file name order) or a text file
+with one document per line; files are read as UTF-8, or Latin-1 when they are not valid UTF-8.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import unicodedata
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from saberjax.corpus import Corpus, CorpusFormatError, _offsets_from_lengths
+
+DEFAULT_MIN_DF = 5
+DEFAULT_MAX_DF = 0.5
+DEFAULT_MAX_VOCAB = 50_000
+
+_WORD = re.compile(r"[a-z]{3,}")  # maximal letter runs of length >= 3 (shorter runs never match)
+
+# scikit-learn's sklearn.feature_extraction.text.ENGLISH_STOP_WORDS (BSD-3-Clause; from the
+# Glasgow Information Retrieval Group list), the 318 words the shared corpora removed: the
+# spelling with "couldnt", "hasnt" and "noone" (none of the three is in their vocabularies).
+ENGLISH_STOP_WORDS = frozenset("""
+a about above across after afterwards again against all almost alone along already also
+although always am among amongst amoungst amount an and another any anyhow anyone anything
+anyway anywhere are around as at back be became because become becomes becoming been before
+beforehand behind being below beside besides between beyond bill both bottom but by call can
+cannot cant co con could couldnt cry de describe detail do done down due during each eg eight
+either eleven else elsewhere empty enough etc even ever every everyone everything everywhere
+except few fifteen fifty fill find fire first five for former formerly forty found four from
+front full further get give go had has hasnt have he hence her here hereafter hereby herein
+hereupon hers herself him himself his how however hundred i ie if in inc indeed interest into
+is it its itself keep last latter latterly least less ltd made many may me meanwhile might mill
+mine more moreover most mostly move much must my myself name namely neither never nevertheless
+next nine no nobody none noone nor not nothing now nowhere of off often on once one only onto
+or other others otherwise our ours ourselves out over own part per perhaps please put rather re
+same see seem seemed seeming seems serious several she should show side since sincere six sixty
+so some somehow someone something sometime sometimes somewhere still such system take ten than
+that the their them themselves then thence there thereafter thereby therefore therein thereupon
+these they thick thin third this those though three through throughout thru thus to together
+too top toward towards twelve twenty two un under until up upon us very via was we well were
+what whatever when whence whenever where whereafter whereas whereby wherein whereupon wherever
+whether which while whither who whoever whole whom whose why will with within without would yet
+you your yours yourself yourselves
+""".split())
+
+
+def tokenize(text: str) -> list[str]:
+    """The words of `text` after ASCII folding, lowercasing, length and stop-word filtering."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return [word for word in _WORD.findall(folded.lower()) if word not in ENGLISH_STOP_WORDS]
+
+
+def read_documents(path) -> Iterator[str]:
+    """The documents of a folder of .txt files (sorted by name) or of a one-per-line file."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(file for file in path.iterdir() if file.suffix == ".txt" and file.is_file())
+        if not files:
+            raise CorpusFormatError(f"{path}: no .txt files in this folder")
+        return (_read_text(file) for file in files)
+    lines = _read_text(path).split("\n")
+    return iter(lines[:-1] if lines[-1] == "" else lines)
+
+
+def load_text(path, min_df: int = DEFAULT_MIN_DF, max_df: float = DEFAULT_MAX_DF,
+              max_vocab: int = DEFAULT_MAX_VOCAB) -> Corpus:
+    """A corpus from plain text (see read_documents) under the module's tokenising rules."""
+    path = Path(path)
+    name = path.name if path.is_dir() else path.stem
+    return corpus_from_documents(read_documents(path), min_df, max_df, max_vocab, name=name,
+                                 source=str(path))
+
+
+def corpus_from_documents(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF,
+                          max_df: float = DEFAULT_MAX_DF, max_vocab: int = DEFAULT_MAX_VOCAB,
+                          name: str = "", source: str = "text") -> Corpus:
+    """A corpus from document strings: tokens in text order, vocabulary by the df rules.
+
+    `source` names the input in warnings and errors.
+    """
+    if min_df < 1 or not 0 < max_df <= 1 or max_vocab < 1:
+        raise ValueError(f"need min_df >= 1, 0 < max_df <= 1 and max_vocab >= 1, got "
+                         f"min_df={min_df}, max_df={max_df}, max_vocab={max_vocab}")
+    word_index = collections.defaultdict()  # every word seen -> its id, in order of appearance
+    word_index.default_factory = word_index.__len__  # a new word gets the next id
+    doc_tokens = []
+    for text in documents:
+        tokens = tokenize(text)
+        doc_tokens.append(np.fromiter(map(word_index.__getitem__, tokens), np.int64, len(tokens)))
+    lengths = np.array([tokens.size for tokens in doc_tokens], np.int64)
+    seen_ids = np.concatenate(doc_tokens) if doc_tokens else np.zeros(0, np.int64)
+    doc_of_token = np.repeat(np.arange(lengths.size), lengths)
+    words = np.array(list(word_index), dtype=str)
+
+    vocab_ids = _choose_vocabulary(words, seen_ids, doc_of_token, lengths.size, min_df, max_df,
+                                   max_vocab)
+    if vocab_ids.size == 0:
+        raise CorpusFormatError(
+            f"{source}: no word is in at least min_df={min_df} and at most max_df={max_df} of "
+            f"the {lengths.size} documents; lower min_df or give more documents")
+    new_id = np.full(words.size, -1, np.int64)
+    new_id[vocab_ids] = np.arange(vocab_ids.size)
+    word_ids = new_id[seen_ids]
+    kept = word_ids >= 0
+    kept_lengths = np.bincount(doc_of_token[kept], minlength=lengths.size)
+    dropped = int(np.count_nonzero(kept_lengths == 0))
+    if dropped:
+        warnings.warn(f"{source}: dropped {dropped} empty document(s)", stacklevel=2,
+                      skip_file_prefixes=(str(Path(__file__).parent),))
+    return Corpus(_offsets_from_lengths(kept_lengths[kept_lengths > 0]),
+                  word_ids[kept].astype(np.int32), tuple(words[vocab_ids].tolist()), name=name,
+                  dropped_empty_docs=dropped)
+
+
+def _choose_vocabulary(words: np.ndarray, token_ids: np.ndarray, doc_of_token: np.ndarray,
+                       num_docs: int, min_df: int, max_df: float, max_vocab: int) -> np.ndarray:
+    """Ids (into `words`) of the vocabulary, in alphabetical order of their words."""
+    num_words = words.size
+    doc_word_pairs = np.sort(doc_of_token * num_words + token_ids)
+    distinct_pairs = doc_word_pairs[np.diff(doc_word_pairs, prepend=-1) != 0]
+    doc_frequency = np.bincount(distinct_pairs % max(num_words, 1), minlength=num_words)
+    counts = np.bincount(token_ids, minlength=num_words)
+    candidates = np.flatnonzero((doc_frequency >= min_df) & (doc_frequency <= max_df * num_docs))
+    if candidates.size > max_vocab:  # the most frequent, ties alphabetical
+        candidates = candidates[np.lexsort((words[candidates], -counts[candidates]))[:max_vocab]]
+    return candidates[np.argsort(words[candidates], kind="stable")]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")

@@ -1,0 +1,144 @@
+"""Checkpoints: a killed run resumes to the bit-identical model; damaged ones are never used."""
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from helpers import random_corpus
+
+from saberjax import checkpoint, esca, trainer
+from saberjax.corpus import load_bundled, save_native
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2)
+
+
+def train_command(corpus, output, *flags):
+    return [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={corpus}",
+            f"--output={output}", "--num_topics=8", "--iterations=30", "--checkpoint_every=2",
+            "--backend=xla", "--test_fraction=0", "--num_devices=1", *flags]
+
+
+def word_topic_counts(output):
+    with np.load(output / "model.npz") as model:
+        return model["word_topic_counts"]
+
+
+def wait_for_checkpoint_beyond(directory, iteration, process, log, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if any(int(path.stem.split("-")[1]) > iteration
+               for path in directory.glob("checkpoint-*.json")):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint beyond iteration {iteration} appeared in {directory} "
+                         f"while training ran: {log.read_text()[-2000:]}")
+
+
+def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
+    corpus = tmp_path / "kos1000"
+    save_native(load_bundled("kos").subset(np.arange(1000)), corpus)
+    log = tmp_path / "killed.log"
+    uninterrupted = subprocess.Popen(train_command(corpus, tmp_path / "full"), cwd=ROOT,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log, "w") as log_file:
+        killed = subprocess.Popen(train_command(corpus, tmp_path / "killed"), cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=log_file)
+    wait_for_checkpoint_beyond(tmp_path / "killed" / "checkpoints", 4, killed, log)
+    assert killed.poll() is None, "training finished before it could be killed"
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert not (tmp_path / "killed" / "model.npz").exists()
+
+    resumed = subprocess.run(train_command(corpus, tmp_path / "killed", "--resume"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr
+    assert uninterrupted.wait(timeout=300) == 0
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "killed"),
+                                  word_topic_counts(tmp_path / "full"))
+    metrics = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iteration"] for line in metrics] == list(range(1, 31))
+    assert sorted(os.listdir(tmp_path / "killed" / "checkpoints")) == [
+        "checkpoint-00000030.json", "checkpoint-00000030.npz"]
+
+
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory):
+    """(corpus, folder) of a 4-iteration run checkpointed at 2 and 4, checkpoint 2 copied aside."""
+    directory = tmp_path_factory.mktemp("run")
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20)
+
+    def keep_first_checkpoint(iteration, record, state):
+        if iteration == 2:
+            shutil.copytree(directory / "checkpoints", directory / "at2")
+
+    trainer.train(corpus, CONFIG, callback=keep_first_checkpoint,
+                  checkpoint_dir=directory / "checkpoints")
+    return corpus, directory
+
+
+def test_only_the_newest_checkpoint_is_kept_with_no_temporary_files(checkpointed_run):
+    _, directory = checkpointed_run
+    assert sorted(os.listdir(directory / "checkpoints")) == [
+        "checkpoint-00000004.json", "checkpoint-00000004.npz"]
+    assert sorted(os.listdir(directory / "at2")) == [
+        "checkpoint-00000002.json", "checkpoint-00000002.npz"]
+
+
+def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
+    corpus, directory = checkpointed_run
+    longer = dataclasses.replace(CONFIG, iterations=6, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer,
+                            resume_from=directory / "at2" / "checkpoint-00000002.json")
+    uninterrupted = trainer.train(corpus, longer)
+    np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                  uninterrupted.model.word_topic_counts)
+    assert [record["iteration"] for record in resumed.metrics] == [1, 2, 3, 4, 5, 6]
+    for mine, theirs in zip(resumed.state.chunks, uninterrupted.state.chunks):
+        assert esca.device_of(mine) == esca.device_of(theirs)
+        np.testing.assert_array_equal(np.asarray(mine.a_counts), np.asarray(theirs.a_counts))
+
+
+def damage_newest(directory: pathlib.Path) -> None:
+    """Checkpoint 4 truncated, 6 with no manifest, 8 a garbage manifest, a stray temporary."""
+    npz = directory / "checkpoint-00000004.npz"
+    npz.write_bytes(npz.read_bytes()[:-100])
+    (directory / "checkpoint-00000006.npz").write_bytes(b"half")
+    (directory / "checkpoint-00000008.json").write_text('{"format_version": 1, "iter')
+    (directory / ".checkpoint-00000010.npz.x1y2.tmp").write_bytes(b"partial")
+
+
+def test_damaged_or_unfinished_checkpoints_are_never_taken_as_latest(checkpointed_run, tmp_path):
+    _, directory = checkpointed_run
+    shutil.copytree(directory / "checkpoints", tmp_path, dirs_exist_ok=True)
+    shutil.copytree(directory / "at2", tmp_path, dirs_exist_ok=True)
+    assert checkpoint.latest_checkpoint(tmp_path) == tmp_path / "checkpoint-00000004.json"
+    damage_newest(tmp_path)
+    with pytest.warns(UserWarning, match="skipping damaged checkpoint"):
+        assert checkpoint.latest_checkpoint(tmp_path) == tmp_path / "checkpoint-00000002.json"
+    assert checkpoint.latest_checkpoint(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("corpus_seed, change, message", [
+    (1, {}, "made for another corpus"),
+    (0, dict(num_topics=5), r"trained with num_topics=4 \(this run: 5\)"),
+    (0, dict(seed=3), r"trained with seed=0 \(this run: 3\)"),
+    (0, dict(num_devices=1), r"holds 2 chunk\(s\) .* this run has 1"),
+])
+def test_a_checkpoint_of_another_corpus_or_setting_is_refused(checkpointed_run, corpus_seed,
+                                                              change, message):
+    _, directory = checkpointed_run
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=corpus_seed)
+    with pytest.raises(checkpoint.CheckpointError, match=message):
+        trainer.train(corpus, dataclasses.replace(CONFIG, checkpoint_every=0, **change),
+                      resume_from=checkpoint.latest_checkpoint(directory / "checkpoints"))
