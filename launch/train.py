@@ -54,7 +54,11 @@ flags.DEFINE_enum("backend", "auto", ["auto", "xla", "pallas"],
 flags.DEFINE_integer("eval_every", 0, "Score held-out documents every N iterations "
                      "(0: only at the end).")
 flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation.")
-flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).")
+flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device, "
+                     "or, when the corpus does not fit the device, the fewest chunks that do).")
+flags.DEFINE_float("device_memory_gb", None, "Device memory budget; a corpus larger than it "
+                   "streams through the device in chunks (default: free memory less headroom).")
+flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streaming.")
 flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
                      "on a CPU, one per core).")
 flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.")
@@ -96,7 +100,9 @@ def main(argv):
     config = trainer.TrainConfig(
         num_topics=FLAGS.num_topics, alpha=FLAGS.alpha, beta=FLAGS.beta,
         iterations=FLAGS.iterations, seed=FLAGS.seed, backend=FLAGS.backend,
-        chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices, eval_every=FLAGS.eval_every,
+        chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
+        device_memory_gb=FLAGS.device_memory_gb, prefetch=FLAGS.prefetch,
+        eval_every=FLAGS.eval_every,
         em_iterations=FLAGS.em_iterations, checkpoint_every=FLAGS.checkpoint_every)
     output = pathlib.Path(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}")
     output.mkdir(parents=True, exist_ok=True)

@@ -124,7 +124,8 @@ def load_checkpoint(path, chunks: tuple[Chunk, ...], hyper: Hyperparams,
     for index, chunk in enumerate(chunks):
         chunk_state = ChunkState(*(arrays[f"chunk{index}.{field}"] for field in ChunkState._fields))
         _check_shapes(path, index, chunk, chunk_state, hyper)
-        chunk_states.append(jax.device_put(chunk_state, esca.device_of(chunk)))
+        device = esca.device_of(chunk)  # None: host chunks (streaming) keep host states
+        chunk_states.append(chunk_state if device is None else jax.device_put(chunk_state, device))
     word_topic = arrays["word_topic"]
     if word_topic.shape[1] != hyper.padded_topics:
         raise CheckpointError(f"{path}: word_topic has {word_topic.shape[1]} topic columns, "

@@ -50,6 +50,16 @@ class StreamCounters:
         """Share of the host -> device transfer time that overlapped with compute."""
         return 1.0 - self.stalled / self.transfer if self.transfer else 1.0
 
+    def since(self, before: "StreamCounters") -> "StreamCounters":
+        """The counts accumulated after `before` was copied."""
+        return StreamCounters(*(getattr(self, field.name) - getattr(before, field.name)
+                                for field in dataclasses.fields(self)))
+
+    def as_metrics(self) -> dict:
+        return dict(transfer_seconds=self.transfer, stalled_seconds=self.stalled,
+                    write_back_seconds=self.write_back,
+                    transfer_hidden_fraction=self.hidden_fraction)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostChunks:

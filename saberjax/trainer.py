@@ -18,7 +18,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from saberjax import checkpoint, esca
+from saberjax import checkpoint, esca, streaming
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.layout import Layout, build_layout
@@ -41,6 +41,8 @@ class TrainConfig:
     eval_every: int = 0  # 0: only after the last iteration (when held-out data is given)
     em_iterations: int = DEFAULT_EM_ITERATIONS
     checkpoint_every: int = 0  # 0: never; else save the state every N iterations
+    device_memory_gb: float | None = None  # None: what the device has free, less headroom
+    prefetch: int = streaming.DEFAULT_PREFETCH  # chunks in flight when streaming
 
 
 @dataclasses.dataclass
@@ -89,6 +91,56 @@ def layout_for_devices(corpus: Corpus, chunk_tokens: int | None, devices) -> Lay
     return build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // len(devices)))
 
 
+# Tokens of the probe chunk whose compiled step measures device bytes per token.
+PROBE_TOKENS = 1 << 16
+# Device bytes per token no chunk step exceeds (the XLA path measures about 100).
+BYTES_PER_TOKEN_BOUND = 512
+
+
+def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
+    """Device bytes per token while a chunk is worked on (its arrays, state in and out, and
+    temporaries), from XLA's memory analysis of the compiled step of a probe chunk."""
+    reach = np.searchsorted(np.asarray(corpus.doc_offsets), PROBE_TOKENS)
+    probe = build_layout(corpus.subset(np.arange(max(1, min(reach, corpus.num_docs))))).chunks[0]
+    probe = dataclasses.replace(probe, token_base=np.zeros(2, np.uint32))
+    state = jax.eval_shape(lambda chunk: esca.init((chunk,), corpus.num_words, hyper, 0), probe)
+    key = jax.ShapeDtypeStruct((), np.uint32)
+    compiled = esca.chunk_step.lower(probe, state.chunks[0], state.model, key,
+                                     state.model.word_topic, hyper=hyper).compile()
+    memory = compiled.memory_analysis()
+    model_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state.model))
+    word_topic_bytes = state.model.word_topic.size * 4
+    chunk_bytes = (memory.argument_size_in_bytes - model_bytes - word_topic_bytes
+                   + memory.output_size_in_bytes - word_topic_bytes + memory.temp_size_in_bytes)
+    return max(chunk_bytes, 0) / probe.padded_tokens
+
+
+def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):
+    """(layout, chunks, devices): chunks on the devices when they fit, else streamed.
+
+    The device budget is config.device_memory_gb, or what the first device has free less
+    headroom (none on a CPU: everything stays resident).  When the corpus does not fit, the
+    fewest chunks that fit are streamed through one device (streaming.HostChunks); a given
+    chunk_tokens overrides the chunk size.  The model alone not fitting is a clear error.
+    """
+    devices = local_devices(config.num_devices)
+    budget = (int(config.device_memory_gb * 1e9) if config.device_memory_gb
+              else streaming.free_device_memory(devices[0]))
+    model_bytes = streaming.model_bytes(corpus.num_words, hyper.padded_topics)
+    cheap_bound = model_bytes + corpus.num_tokens * BYTES_PER_TOKEN_BOUND
+    if budget is None or cheap_bound <= budget:
+        layout = layout_for_devices(corpus, config.chunk_tokens, devices)
+        return layout, spread_over_devices(layout.chunks, devices), devices
+    planned = streaming.plan_chunk_tokens(
+        corpus.num_tokens, corpus.num_words, hyper.num_topics, hyper.padded_topics, budget,
+        device_bytes_per_token(corpus, hyper), config.prefetch)
+    if planned is None:
+        layout = layout_for_devices(corpus, config.chunk_tokens, devices)
+        return layout, spread_over_devices(layout.chunks, devices), devices
+    layout = build_layout(corpus, config.chunk_tokens or planned)
+    return layout, streaming.HostChunks(layout.chunks, config.prefetch), devices[:1]
+
+
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
           callback: Callable[[int, dict, TrainState], bool | None] | None = None,
@@ -103,9 +155,8 @@ def train(corpus: Corpus, config: TrainConfig,
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
-    devices = local_devices(config.num_devices)
-    layout = layout_for_devices(corpus, config.chunk_tokens, devices)
-    chunks = spread_over_devices(layout.chunks, devices)
+    layout, chunks, devices = place_chunks(corpus, hyper, config)
+    streamed = isinstance(chunks, streaming.HostChunks)
 
     start = time.perf_counter()
     if resume_from is None:
@@ -119,6 +170,7 @@ def train(corpus: Corpus, config: TrainConfig,
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     step = esca.CompiledStep(chunks, state, hyper)
+    previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
     for iteration in range(int(state.iteration) + 1, config.iterations + 1):
         start = time.perf_counter()
@@ -126,6 +178,9 @@ def train(corpus: Corpus, config: TrainConfig,
         seconds = time.perf_counter() - start
         record = dict(iteration=iteration, seconds=seconds,
                       tokens_per_second=corpus.num_tokens / seconds)
+        if streamed:
+            record.update(chunks.counters.since(previous_counters).as_metrics())
+            previous_counters = dataclasses.replace(chunks.counters)
         due = config.eval_every and iteration % config.eval_every == 0
         if heldout is not None and (due or iteration == config.iterations):
             score = heldout_loglik(np.asarray(state.model.bhat[:, :hyper.num_topics]).T,
@@ -143,7 +198,7 @@ def train(corpus: Corpus, config: TrainConfig,
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
-                        num_chunks=len(layout.chunks), devices=len(devices),
+                        num_chunks=len(layout.chunks), devices=len(devices), streamed=streamed,
                         iterations_run=len(metrics))
     model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
     return TrainResult(model, state, metrics, init_seconds, step.compile_seconds)

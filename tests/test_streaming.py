@@ -63,3 +63,29 @@ def test_plan_picks_the_fewest_chunks_that_fit_and_refuses_a_model_too_large():
     assert chunk_tokens == 1_000_000
     with pytest.raises(MemoryError, match="K=1000 topics x V=10000 words need"):
         streaming.plan_chunk_tokens(budget=model // 2, **args)
+
+
+def test_training_under_a_tiny_device_budget_streams_and_gives_the_resident_model():
+    from saberjax import trainer
+
+    corpus = random_corpus(num_docs=400, num_words=60, mean_length=40, seed=14)
+    base = dict(num_topics=8, iterations=3, backend="xla", num_devices=1)
+    resident = trainer.train(corpus, trainer.TrainConfig(**base))
+    per_token = trainer.device_bytes_per_token(corpus, Hyperparams.create(8))
+    room_for_three_sixths = 3 * corpus.num_tokens / 6 * per_token  # prefetch 2 + 1 at work
+    budget_gb = (streaming.model_bytes(60, 32) + room_for_three_sixths) / 1e9
+    streamed = trainer.train(corpus, trainer.TrainConfig(**base, device_memory_gb=budget_gb))
+    assert streamed.model.config["streamed"] and streamed.model.config["num_chunks"] > 3
+    assert not resident.model.config["streamed"]
+    np.testing.assert_array_equal(streamed.model.word_topic_counts,
+                                  resident.model.word_topic_counts)
+    assert all(0.0 <= m["transfer_hidden_fraction"] <= 1.0 for m in streamed.metrics)
+
+
+def test_a_model_too_large_for_the_budget_is_a_clear_error():
+    from saberjax import trainer
+
+    corpus = random_corpus(seed=15)
+    with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
+        trainer.train(corpus, trainer.TrainConfig(num_topics=8, iterations=1,
+                                                  device_memory_gb=1e-6))
