@@ -26,7 +26,9 @@ document at the end of the doc-major arrays; every count masks them out.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 
 import jax
 import numpy as np
@@ -131,8 +133,11 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None) -> Layout:
     word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
     cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens)
     spans = tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
+    # numpy's sort releases the GIL, so chunks of a large corpus build in parallel.
+    with concurrent.futures.ThreadPoolExecutor(min(len(spans), os.cpu_count() or 1)) as pool:
+        chunks = tuple(pool.map(lambda span: build_chunk(corpus, *span, word_rank), spans))
     return Layout(
-        chunks=tuple(build_chunk(corpus, a, b, word_rank) for a, b in spans),
+        chunks=chunks,
         chunk_docs=spans,
         num_words=corpus.num_words,
         num_docs=corpus.num_docs,
