@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from saberjax import inference
+
 FORMAT_VERSION = 1
 
 
@@ -33,6 +35,7 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
             write(file)
             file.flush()
             os.fsync(file.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp creates owner-only files
         os.replace(temporary, path)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
@@ -83,6 +86,12 @@ class TopicModel:
         """The n most probable words of every topic."""
         order = np.argsort(-self.word_topic_counts, axis=0, kind="stable")[:n].T
         return [[self.vocab[v] for v in row] for row in order]
+
+    def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
+                  batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:
+        """Topic proportions [D, K] of new documents (a Corpus or a count matrix whose columns
+        are this model's vocabulary), the topics fixed; see inference.infer_topics."""
+        return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
     def save(self, directory) -> pathlib.Path:
         """Write model.npz, vocab.txt and config.json into `directory` (each atomically)."""

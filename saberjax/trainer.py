@@ -91,28 +91,36 @@ def layout_for_devices(corpus: Corpus, chunk_tokens: int | None, devices) -> Lay
     return build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // len(devices)))
 
 
-# Tokens of the probe chunk whose compiled step measures device bytes per token.
-PROBE_TOKENS = 1 << 16
-# Device bytes per token no chunk step exceeds (the XLA path measures about 100).
+# Tokens of the two probe chunks whose compiled steps measure device bytes per token.
+PROBE_TOKENS = (1 << 15, 1 << 16)
+# Device bytes per token no chunk step exceeds (the XLA path measures about 170).
 BYTES_PER_TOKEN_BOUND = 512
+
+
+def _chunk_step_bytes(corpus: Corpus, hyper: Hyperparams, tokens: int) -> tuple[int, int]:
+    """(padded tokens, device bytes of one chunk step beyond the model) for a probe chunk of
+    the corpus's first documents: the chunk, its state in and out, XLA's temporaries."""
+    reach = np.searchsorted(np.asarray(corpus.doc_offsets), tokens)
+    probe = build_layout(corpus.subset(np.arange(max(1, min(reach, corpus.num_docs))))).chunks[0]
+    state = jax.eval_shape(lambda chunk: esca.init((chunk,), corpus.num_words, hyper, 0), probe)
+    compiled = esca.chunk_step.lower(probe, state.chunks[0], state.model,
+                                     jax.ShapeDtypeStruct((), np.uint32), state.model.word_topic,
+                                     hyper=hyper).compile()
+    state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state.chunks))
+    chunk_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(probe))
+    return (probe.padded_tokens,
+            chunk_bytes + 2 * state_bytes + compiled.memory_analysis().temp_size_in_bytes)
 
 
 def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
     """Device bytes per token while a chunk is worked on (its arrays, state in and out, and
-    temporaries), from XLA's memory analysis of the compiled step of a probe chunk."""
-    reach = np.searchsorted(np.asarray(corpus.doc_offsets), PROBE_TOKENS)
-    probe = build_layout(corpus.subset(np.arange(max(1, min(reach, corpus.num_docs))))).chunks[0]
-    probe = dataclasses.replace(probe, token_base=np.zeros(2, np.uint32))
-    state = jax.eval_shape(lambda chunk: esca.init((chunk,), corpus.num_words, hyper, 0), probe)
-    key = jax.ShapeDtypeStruct((), np.uint32)
-    compiled = esca.chunk_step.lower(probe, state.chunks[0], state.model, key,
-                                     state.model.word_topic, hyper=hyper).compile()
-    memory = compiled.memory_analysis()
-    model_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state.model))
-    word_topic_bytes = state.model.word_topic.size * 4
-    chunk_bytes = (memory.argument_size_in_bytes - model_bytes - word_topic_bytes
-                   + memory.output_size_in_bytes - word_topic_bytes + memory.temp_size_in_bytes)
-    return max(chunk_bytes, 0) / probe.padded_tokens
+    temporaries): the slope between two probe chunks' compiled steps, so that temporaries
+    the size of the model do not count as per-token."""
+    (small_tokens, small), (large_tokens, large) = (
+        _chunk_step_bytes(corpus, hyper, tokens) for tokens in PROBE_TOKENS)
+    if large_tokens == small_tokens:  # a corpus smaller than the probes
+        return large / large_tokens
+    return max(large - small, 0) / (large_tokens - small_tokens)
 
 
 def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):

@@ -1,0 +1,137 @@
+"""Fold-in inference: right topics, the EM estimator exactly, any batching, any input form."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse
+from helpers import random_corpus
+
+from saberjax.corpus import Corpus, save_native
+from saberjax.inference import DocumentWords, infer_topics
+from saberjax.model import TopicModel
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NUM_TOPICS, BLOCK = 4, 10  # topic k owns words k*BLOCK .. (k+1)*BLOCK - 1
+
+
+def separated_model() -> TopicModel:
+    """Well-separated topics: each topic's training counts fall on its own block of words."""
+    counts = np.zeros((NUM_TOPICS * BLOCK, NUM_TOPICS), np.int32)
+    for k in range(NUM_TOPICS):
+        counts[k * BLOCK:(k + 1) * BLOCK, k] = 100
+    return TopicModel(counts, 0.1, 0.01, tuple(f"w{i}" for i in range(NUM_TOPICS * BLOCK)))
+
+
+def corpus_of(docs, vocab) -> Corpus:
+    lengths = [len(doc) for doc in docs]
+    return Corpus(np.append(0, np.cumsum(lengths)), np.concatenate(docs).astype(np.int32),
+                  tuple(vocab))
+
+
+def random_model(num_words=50, num_topics=6, seed=0) -> TopicModel:
+    counts = np.random.default_rng(seed).integers(0, 30, (num_words, num_topics)).astype(np.int32)
+    return TopicModel(counts, 0.3, 0.01, tuple(f"w{i}" for i in range(num_words)))
+
+
+def direct_em(model: TopicModel, corpus: Corpus, iterations: int) -> np.ndarray:
+    """The EM fold-in written as plain per-document numpy loops over tokens."""
+    topic_word = model.topic_word.astype(np.float64)
+    theta = np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics)
+    for d in range(corpus.num_docs):
+        tokens = corpus.word_ids[corpus.doc_offsets[d]:corpus.doc_offsets[d + 1]]
+        for _ in range(iterations):
+            responsibility = theta[d][:, None] * topic_word[:, tokens]
+            responsibility /= responsibility.sum(axis=0)
+            theta[d] = ((responsibility.sum(axis=1) + model.alpha)
+                        / (len(tokens) + model.num_topics * model.alpha))
+    return theta
+
+
+def test_recovers_the_generating_topics():
+    model = separated_model()
+    rng = np.random.default_rng(0)
+    pure = [k * BLOCK + rng.integers(0, BLOCK, 30) for k in range(NUM_TOPICS)]
+    mixed = np.concatenate([rng.integers(0, BLOCK, 45), 2 * BLOCK + rng.integers(0, BLOCK, 15)])
+    theta = infer_topics(model, corpus_of([*pure, mixed], model.vocab))
+    assert theta.shape == (NUM_TOPICS + 1, NUM_TOPICS) and theta.dtype == np.float32
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(theta[:NUM_TOPICS].argmax(axis=1), np.arange(NUM_TOPICS))
+    assert theta[np.arange(NUM_TOPICS), np.arange(NUM_TOPICS)].min() > 0.95
+    prior = model.alpha / (60 + NUM_TOPICS * model.alpha)
+    np.testing.assert_allclose(theta[NUM_TOPICS], [0.75, prior, 0.25, prior], atol=0.01)
+
+
+def test_equals_per_document_em():
+    model, corpus = random_model(), random_corpus(num_docs=25, num_words=50, seed=1)
+    expected = direct_em(model, corpus, iterations=20)
+    np.testing.assert_allclose(infer_topics(model, corpus, iterations=20), expected, atol=2e-5)
+
+
+def test_deterministic_and_independent_of_batching_devices_and_token_order():
+    model, corpus = random_model(), random_corpus(num_docs=60, num_words=50, seed=2)
+    theta = infer_topics(model, corpus)
+    np.testing.assert_array_equal(infer_topics(model, corpus), theta)
+    for batch_slots, num_devices in ((8, 1), (100, 2), (10_000, 0)):
+        rebatched = infer_topics(model, corpus, batch_slots=batch_slots, num_devices=num_devices)
+        np.testing.assert_allclose(rebatched, theta, atol=1e-6)
+    # Words sorted within each document merge into fewer slots; the estimate is the same.
+    lengths = corpus.doc_lengths()
+    order = np.lexsort((corpus.word_ids, np.repeat(np.arange(corpus.num_docs), lengths)))
+    grouped = Corpus(corpus.doc_offsets, corpus.word_ids[order], corpus.vocab)
+    assert DocumentWords.from_corpus(grouped).words.size < corpus.num_tokens
+    np.testing.assert_allclose(infer_topics(model, grouped), theta, atol=1e-6)
+    single = infer_topics(model, corpus.subset([7]))
+    np.testing.assert_allclose(single[0], theta[7], atol=1e-6)
+
+
+def test_words_match_by_string_and_documents_without_known_words_get_the_prior_mean():
+    model = separated_model()
+    reversed_vocab = model.vocab[::-1] + ("unknown",)
+    tokens = [np.array([39, 38, 37, 31]), np.array([], np.int64), np.array([40, 40])]
+    with pytest.warns(UserWarning, match="dropped 2 of 6 tokens"):
+        theta = infer_topics(model, corpus_of(tokens, reversed_vocab))
+    in_model_vocab = infer_topics(model, corpus_of([39 - tokens[0]], model.vocab))
+    np.testing.assert_array_equal(theta[0], in_model_vocab[0])
+    np.testing.assert_array_equal(theta[1:], np.full((2, NUM_TOPICS), 1 / NUM_TOPICS, np.float32))
+
+
+def test_count_matrices_give_the_corpus_result_row_for_row():
+    model, corpus = random_model(), random_corpus(num_docs=20, num_words=50, seed=3)
+    dense = np.zeros((corpus.num_docs + 1, model.num_words), np.int64)  # last row empty
+    np.add.at(dense, (np.repeat(np.arange(corpus.num_docs), corpus.doc_lengths()),
+                      corpus.word_ids), 1)
+    expected = np.vstack([infer_topics(model, corpus), np.full(model.num_topics, 1 / 6)])
+    for matrix in (dense, scipy.sparse.csr_matrix(dense), scipy.sparse.coo_array(dense)):
+        np.testing.assert_allclose(model.transform(matrix), expected, atol=1e-6)
+    with pytest.raises(ValueError, match="model's 50 words"):
+        model.transform(dense[:, :40])
+    with pytest.raises(ValueError, match="non-negative"):
+        model.transform(-dense)
+
+
+def test_saved_model_transforms_identically(tmp_path):
+    model, corpus = random_model(seed=4), random_corpus(num_docs=15, num_words=50, seed=4)
+    before = model.transform(corpus)
+    model.save(tmp_path / "model")
+    np.testing.assert_array_equal(TopicModel.load(tmp_path / "model").transform(corpus), before)
+
+
+def test_infer_launcher_writes_a_loadable_theta(tmp_path):
+    model, corpus = random_model(seed=5), random_corpus(num_docs=12, num_words=50, seed=5)
+    model.save(tmp_path / "model")
+    save_native(corpus, tmp_path / "docs")
+    output = tmp_path / "out" / "theta.npy"
+    result = subprocess.run([sys.executable, str(ROOT / "launch" / "infer.py"),
+                             f"--model={tmp_path / 'model'}", f"--corpus={tmp_path / 'docs'}",
+                             f"--output={output}", "--iterations=30"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["documents"] == 12 and summary["docs_per_second"] > 0
+    np.testing.assert_allclose(np.load(output), infer_topics(model, corpus, iterations=30),
+                               atol=1e-6)
+    assert [path.name for path in output.parent.iterdir()] == ["theta.npy"]
