@@ -126,7 +126,10 @@ def device_of(tree):
 
 
 def _put(tree, device):
-    return jax.device_put(tree, device) if device is not None else tree
+    """The tree in the device's own memory (from another device or pinned host memory)."""
+    if device is None:
+        return tree
+    return jax.device_put(tree, jax.sharding.SingleDeviceSharding(device, memory_kind="device"))
 
 
 def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
@@ -141,7 +144,8 @@ def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
     """
     if isinstance(chunks, streaming.HostChunks):
         return streaming.stream_over_chunks(chunks, chunk_states,
-                                            jnp.zeros_like(counts_like, device=home), run_chunk)
+                                            jnp.zeros_like(counts_like, device=chunks.device),
+                                            run_chunk)
     by_device: dict = {}
     for index, chunk in enumerate(chunks):
         by_device.setdefault(device_of(chunk) or home, []).append(index)
@@ -205,11 +209,10 @@ class CompiledStep:
         self._chunk_step = {}
         for chunk, chunk_state in zip(chunks, state.chunks):
             signature = _signature(chunk, chunk_state)
-            if signature not in self._chunk_step:
-                model, key_here = _put((state.model, key), device_of(chunk))
+            if signature not in self._chunk_step:  # (host chunks move to device memory)
+                example = _put((chunk, chunk_state, state.model, key), device_of(chunk))
                 self._chunk_step[signature] = chunk_step.lower(
-                    chunk, chunk_state, model, key_here, jnp.zeros_like(model.word_topic),
-                    hyper=hyper).compile()
+                    *example, jnp.zeros_like(example[2].word_topic), hyper=hyper).compile()
         self._finish = finish_step.lower(state.model.word_topic, hyper=hyper).compile()
         self.compile_seconds = time.perf_counter() - start
         self.num_executables = len(self._chunk_step) + 1
@@ -226,6 +229,8 @@ def corpus_order_topics(chunks: tuple[Chunk, ...], state: TrainState) -> np.ndar
     """Every token's topic in corpus (document) order, gathered from all chunks to the host."""
     parts = []
     for chunk, chunk_state in zip(chunks, state.chunks):
-        doc_major = segmented_count.shuffle_to_doc_major(chunk_state.topics, chunk.doc_major_pos)
-        parts.append(np.asarray(doc_major[: int(chunk.num_tokens)]))
-    return np.concatenate(parts).astype(np.int32)
+        num_tokens = int(chunk.num_tokens)
+        doc_major = np.empty(chunk.padded_tokens, np.int32)
+        doc_major[np.asarray(chunk.doc_major_pos)] = np.asarray(chunk_state.topics)
+        parts.append(doc_major[:num_tokens])
+    return np.concatenate(parts)

@@ -13,7 +13,7 @@ computation per chunk is exactly the in-memory one, so streaming does not change
 A failure in either thread stops the iteration with an error naming the chunk; no thread is
 left running.
 
-Host memory per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12 bytes),
+Host memory (pinned) per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12 bytes),
 z and A's topic (int16, 4 bytes), A's count (int32, 4 bytes): 20 bytes, plus 8 bytes per
 document (doc_start, nnz); 24 bytes per token when K > 32,767.
 """
@@ -63,15 +63,34 @@ class StreamCounters:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostChunks:
-    """PDOW chunks kept in host memory, streamed through the default device every iteration."""
+    """PDOW chunks kept in pinned host memory, streamed through one device every iteration.
+
+    Pinned (page-locked) host buffers let the copies to and from the device run as DMA
+    without a staging copy; the chunks' states are written back into pinned memory too.
+    """
 
     chunks: tuple[Chunk, ...]
     prefetch: int = DEFAULT_PREFETCH
+    device: jax.Device | None = None  # None: the default device
     counters: StreamCounters = dataclasses.field(default_factory=StreamCounters)
 
     def __post_init__(self):
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be at least 1, got {self.prefetch}")
+        object.__setattr__(self, "device", self.device or jax.devices()[0])
+        object.__setattr__(self, "chunks", tuple(self.to_host(chunk) for chunk in self.chunks))
+
+    def to_host(self, tree):
+        """Copy a pytree into this device's pinned host memory."""
+        return self._put(tree, "pinned_host")
+
+    def to_device(self, tree):
+        """Copy a pytree into the device's own memory."""
+        return self._put(tree, "device")
+
+    def _put(self, tree, memory_kind: str):
+        sharding = jax.sharding.SingleDeviceSharding(self.device, memory_kind=memory_kind)
+        return jax.device_put(tree, sharding)
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -83,13 +102,13 @@ class HostChunks:
         return self.chunks[index]
 
 
-def _put_in_order(chunks, chunk_states, slots: queue.Queue, stop: threading.Event,
+def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue, stop: threading.Event,
                   counters: StreamCounters) -> None:
     """Producer: put each (chunk, state) on the device, in order, as slots free up."""
     try:
-        for index, chunk in enumerate(chunks):
+        for index, chunk in enumerate(host.chunks):
             start = time.perf_counter()
-            item = jax.block_until_ready(jax.device_put(
+            item = jax.block_until_ready(host.to_device(
                 (chunk, None if chunk_states is None else chunk_states[index])))
             counters.transfer += time.perf_counter() - start
             while not stop.is_set():
@@ -104,11 +123,11 @@ def _put_in_order(chunks, chunk_states, slots: queue.Queue, stop: threading.Even
         slots.put((None, error))
 
 
-def _write_back(chunk_state, counters: StreamCounters):
+def _write_back(host: "HostChunks", chunk_state, counters: StreamCounters):
     start = time.perf_counter()
-    host = jax.device_get(chunk_state)
+    written = jax.block_until_ready(host.to_host(chunk_state))
     counters.write_back += time.perf_counter() - start
-    return host
+    return written
 
 
 def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
@@ -121,7 +140,7 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
     slots: queue.Queue = queue.Queue(maxsize=host.prefetch)
     stop = threading.Event()
     producer = threading.Thread(target=_put_in_order, name="saberjax-prefetch", daemon=True,
-                                args=(host.chunks, chunk_states, slots, stop, counters))
+                                args=(host, chunk_states, slots, stop, counters))
     writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-write-back")
     written = []
     producer.start()
@@ -134,10 +153,10 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
                 raise RuntimeError(f"putting chunk {expected} of {len(host)} on the device "
                                    f"failed: {item}") from item
             chunk, chunk_state = item
-            new_state, counts = run_chunk(chunk, chunk_state, None, counts)
+            new_state, counts = run_chunk(chunk, chunk_state, host.device, counts)
             if expected >= host.prefetch:  # bound the states waiting on the device
                 written[expected - host.prefetch].result()
-            written.append(writer.submit(_write_back, new_state, counters))
+            written.append(writer.submit(_write_back, host, new_state, counters))
             counters.chunks += 1
         return tuple(future.result() for future in written), counts
     finally:

@@ -1,6 +1,5 @@
 """Streaming chunks through the device gives the in-memory model and fails cleanly."""
 
-import dataclasses
 import threading
 
 import jax
@@ -32,7 +31,8 @@ def test_streaming_gives_the_in_memory_model(prefetch, compiled):
     host = streaming.HostChunks(layout.chunks, prefetch=prefetch)
     streamed = run(host, corpus, hyper, 4, compiled)
     assert len(host) > 5
-    assert all(isinstance(leaf, np.ndarray) for leaf in jax.tree.leaves(streamed.chunks))
+    assert all(leaf.sharding.memory_kind == "pinned_host"  # states stay in host memory
+               for leaf in jax.tree.leaves(streamed.chunks))
     np.testing.assert_array_equal(esca.corpus_order_topics(host, streamed),
                                   esca.corpus_order_topics(resident.chunks, in_memory))
     np.testing.assert_array_equal(np.asarray(streamed.model.word_topic),
@@ -40,17 +40,25 @@ def test_streaming_gives_the_in_memory_model(prefetch, compiled):
     assert host.counters.chunks == 5 * len(host) and host.counters.transfer > 0
 
 
-def test_a_failed_transfer_stops_training_with_a_clear_error_and_no_thread_left():
+def test_a_failed_transfer_stops_training_with_a_clear_error_and_no_thread_left(monkeypatch):
     corpus = random_corpus(num_docs=60, seed=13)
     hyper = Hyperparams.create(4)
-    layout = build_layout(corpus, chunk_tokens=300)
-    host = streaming.HostChunks(layout.chunks)
+    host = streaming.HostChunks(build_layout(corpus, chunk_tokens=300).chunks)
     state = esca.init(host, corpus.num_words, hyper, seed=0)
-    broken = list(layout.chunks)
-    broken[2] = dataclasses.replace(broken[2], word=np.array(["not", "numbers"], dtype=object))
+    real_to_device = streaming.HostChunks.to_device
+    calls = []
+
+    def failing_third_transfer(self, tree):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("DMA engine on fire")
+        return real_to_device(self, tree)
+
+    monkeypatch.setattr(streaming.HostChunks, "to_device", failing_third_transfer)
     threads_before = threading.active_count()
-    with pytest.raises(RuntimeError, match=f"putting chunk 2 of {len(broken)} on the device"):
-        esca.step(state, streaming.HostChunks(tuple(broken)), hyper)
+    with pytest.raises(RuntimeError, match=f"putting chunk 2 of {len(host)} on the device "
+                                           "failed: DMA engine on fire"):
+        esca.step(state, host, hyper)
     assert threading.active_count() == threads_before
 
 
