@@ -40,15 +40,11 @@ HEADROOM_FRACTION = 0.1
 class StreamCounters:
     """Where streaming time goes, summed over iterations (seconds)."""
 
-    transfer: float = 0.0  # host -> device puts, in the producer thread
-    stalled: float = 0.0  # the main thread waiting for a chunk that was not there yet
+    transfer: float = 0.0  # host -> device copies, in the producer thread
+    waited: float = 0.0  # the main thread waiting for the next chunk (the device may still be
+    # busy with queued work then, so this bounds the device's idle time from above)
     write_back: float = 0.0  # device -> host copies, in the writer thread
     chunks: int = 0
-
-    @property
-    def hidden_fraction(self) -> float:
-        """Share of the host -> device transfer time that overlapped with compute."""
-        return 1.0 - self.stalled / self.transfer if self.transfer else 1.0
 
     def since(self, before: "StreamCounters") -> "StreamCounters":
         """The counts accumulated after `before` was copied."""
@@ -56,9 +52,8 @@ class StreamCounters:
                                 for field in dataclasses.fields(self)))
 
     def as_metrics(self) -> dict:
-        return dict(transfer_seconds=self.transfer, stalled_seconds=self.stalled,
-                    write_back_seconds=self.write_back,
-                    transfer_hidden_fraction=self.hidden_fraction)
+        return dict(transfer_seconds=self.transfer, waited_seconds=self.waited,
+                    write_back_seconds=self.write_back)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -148,7 +143,7 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
         for expected in range(len(host)):
             start = time.perf_counter()
             index, item = slots.get()
-            counters.stalled += time.perf_counter() - start
+            counters.waited += time.perf_counter() - start
             if index is None:
                 raise RuntimeError(f"putting chunk {expected} of {len(host)} on the device "
                                    f"failed: {item}") from item

@@ -124,7 +124,7 @@ def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
 
 
 def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):
-    """(layout, chunks, devices): chunks on the devices when they fit, else streamed.
+    """(chunks, devices): chunks on the devices when they fit, else streamed.
 
     The device budget is config.device_memory_gb, or what the first device has free less
     headroom (none on a CPU: everything stays resident).  When the corpus does not fit, the
@@ -138,15 +138,16 @@ def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):
     cheap_bound = model_bytes + corpus.num_tokens * BYTES_PER_TOKEN_BOUND
     if budget is None or cheap_bound <= budget:
         layout = layout_for_devices(corpus, config.chunk_tokens, devices)
-        return layout, spread_over_devices(layout.chunks, devices), devices
+        return spread_over_devices(layout.chunks, devices), devices
     planned = streaming.plan_chunk_tokens(
         corpus.num_tokens, corpus.num_words, hyper.num_topics, hyper.padded_topics, budget,
         device_bytes_per_token(corpus, hyper), config.prefetch)
     if planned is None:
         layout = layout_for_devices(corpus, config.chunk_tokens, devices)
-        return layout, spread_over_devices(layout.chunks, devices), devices
-    layout = build_layout(corpus, config.chunk_tokens or planned)
-    return layout, streaming.HostChunks(layout.chunks, config.prefetch), devices[:1]
+        return spread_over_devices(layout.chunks, devices), devices
+    host_chunks = streaming.HostChunks(build_layout(corpus, config.chunk_tokens or planned).chunks,
+                                       config.prefetch, devices[0])
+    return host_chunks, devices[:1]  # the layout's numpy copies are freed here
 
 
 def train(corpus: Corpus, config: TrainConfig,
@@ -163,7 +164,7 @@ def train(corpus: Corpus, config: TrainConfig,
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
-    layout, chunks, devices = place_chunks(corpus, hyper, config)
+    chunks, devices = place_chunks(corpus, hyper, config)
     streamed = isinstance(chunks, streaming.HostChunks)
 
     start = time.perf_counter()
@@ -206,7 +207,7 @@ def train(corpus: Corpus, config: TrainConfig,
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
-                        num_chunks=len(layout.chunks), devices=len(devices), streamed=streamed,
+                        num_chunks=len(chunks), devices=len(devices), streamed=streamed,
                         iterations_run=len(metrics))
     model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
     return TrainResult(model, state, metrics, init_seconds, step.compile_seconds)
