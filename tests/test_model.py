@@ -75,3 +75,15 @@ def test_device_count_does_not_change_the_model():
               for n in (1, 2)]
     assert models[1].config["devices"] == 2 and models[1].config["num_chunks"] == 2
     np.testing.assert_array_equal(models[0].word_topic_counts, models[1].word_topic_counts)
+
+
+def test_a_model_from_before_format_versions_still_loads(tmp_path):
+    """Version-1 directories written before format_version and config.json existed."""
+    counts = np.arange(12, dtype=np.int32).reshape(6, 2)
+    np.savez(tmp_path / "model.npz", topic_word=np.zeros((2, 6), np.float32),
+             word_topic_counts=counts, alpha=0.25, beta=0.1)
+    (tmp_path / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(6)))
+    loaded = TopicModel.load(tmp_path)
+    np.testing.assert_array_equal(loaded.word_topic_counts, counts)
+    assert loaded.alpha == 0.25 and loaded.config == {}
+    assert loaded.top_words(1) == [["w5"], ["w5"]]
