@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +23,17 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)),
                   name=f"random{seed}")
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def launch(script: str, *flags: str) -> str:
+    """Run launch/<script> with flags as a user would; its stdout (fails on a non-zero exit)."""
+    result = subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
 
 
 def shared_data(name: str) -> pathlib.Path:

@@ -1,26 +1,17 @@
 """The launchers work as a user runs them: train writes a model directory, evaluate scores it."""
 
 import json
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def launch(script, *flags):
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+from helpers import ROOT, launch
 
 
 def test_train_then_evaluate_on_the_bundled_corpus(tmp_path):
     out = tmp_path / "model"
     stdout = launch("train.py", "--num_topics=6", "--iterations=3", "--backend=xla",
-                    f"--output={out}", "--top_words=4")
+                    f"--output={out}", "--top_words=4", "--report")
     assert stdout.count("topic ") == 6
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["iterations"] == 3 and summary["heldout_loglik_per_token"] < 0
@@ -35,6 +26,7 @@ def test_train_then_evaluate_on_the_bundled_corpus(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["num_topics"] == 6 and len(config["corpus_fingerprint"]) == 64
     assert len((out / "vocab.txt").read_text().splitlines()) == 6906
+    assert (out / "report" / "topics.html").read_text().count("<tr") >= 6
 
     scored = json.loads(launch("evaluate.py", f"--model={out}").strip().splitlines()[-1])
     assert abs(scored["heldout_loglik_per_token"] - summary["heldout_loglik_per_token"]) < 1e-6

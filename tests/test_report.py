@@ -3,21 +3,18 @@ report launcher writes them for a trained model."""
 
 import dataclasses
 import json
-import pathlib
 import re
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import launch, random_corpus
 
 from saberjax import report, trainer
 from saberjax.corpus import (Corpus, load_bundled, save_native, split_document_halves,
                              train_test_split)
 from saberjax.model import TopicModel
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS = ("<script>alert(1)</script>", "fish&chips", "left|right", "snake_case", "plain")
 METRICS = [dict(iteration=i, seconds=0.1, tokens_per_second=1e6 + i)
            | (dict(heldout_loglik_per_token=-8 + 0.1 * i, perplexity=2000.0 - i) if i % 2 else {})
@@ -76,13 +73,6 @@ def test_the_plot_is_written_and_embedded_when_matplotlib_is_installed(model_and
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert "data:image/png;base64," in (tmp_path / report.HTML_FILE).read_text()
     assert f"]({report.PLOT_FILE})" in (tmp_path / report.MARKDOWN_FILE).read_text()
-
-
-def launch(script, *flags):
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
 
 
 def test_report_launcher_on_a_tiny_trained_model(tmp_path):
