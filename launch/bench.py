@@ -278,7 +278,6 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     copy = jax.jit(lambda v: v + 1.0).lower(x).compile()
     jax.block_until_ready(copy(x))
     best = min(_timed(lambda: copy(x))[1] for _ in range(repeats))
-    del x
     moved = 2 * 4 * n
     return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
 

@@ -11,9 +11,7 @@ import json
 import os
 import sys
 
-try:
-    import saberjax  # noqa: F401
-except ImportError:  # running from a checkout without installing
+if __package__ in (None, ""):  # run as a script from a checkout
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags
