@@ -2,11 +2,12 @@
 
     python launch/infer.py --model=runs/kos_k50 --corpus=path/to/docs --output=theta.npy
 
-Row d of the output is document d's theta (rows sum to 1), fitted by EM fold-in with the
-model's topics fixed; words are matched to the model's vocabulary by string, and documents
-without known words get the uniform prior mean.  Rows follow the loaded corpus: the UCI and LDA-C
-loaders drop documents without tokens (counted in the JSON line), a native corpus keeps them.  Prints one JSON line (documents, seconds,
-docs_per_second); the output is written to a temporary name and renamed into place.
+Row d of the output is document d's theta (rows sum to 1), fitted with the model's topics
+fixed by EM fold-in (default) or by ESCA iterations (--method=esca, seeded); words are matched
+to the model's vocabulary by string, and documents without known words get the uniform prior
+mean.  Rows follow the loaded corpus: the UCI and LDA-C loaders drop documents without tokens
+(counted in the JSON line), a native corpus keeps them.  Prints one JSON line (documents,
+seconds, docs_per_second); the output is written to a temporary name and renamed into place.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax.inference import DEFAULT_EM_ITERATIONS, infer_topics
+from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, infer_topics
 from saberjax.model import TopicModel, atomic_write
 
 FLAGS = flags.FLAGS
@@ -34,7 +35,10 @@ flags.DEFINE_string("model", None, "Model directory written by launch/train.py."
 flags.DEFINE_string("corpus", None, "Documents to infer (UCI, LDA-C or native).", required=True)
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].", required=True)
-flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.")
+flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.")
+flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
+                  "training sampler with the topics fixed, theta averaged over the last half.")
+flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.")
 flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
                      "on a CPU, one per core).")
 
@@ -44,7 +48,8 @@ def main(argv):
     model = TopicModel.load(FLAGS.model)
     documents = corpus_io.load_corpus(FLAGS.corpus, FLAGS.format)
     start = time.perf_counter()
-    theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices)
+    theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
+                         method=FLAGS.method, seed=FLAGS.seed)
     seconds = time.perf_counter() - start
     atomic_write(pathlib.Path(FLAGS.output), lambda file: np.save(file, theta))
     print(json.dumps(dict(output=FLAGS.output, documents=documents.num_docs,

@@ -71,14 +71,25 @@ def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, backend: str) -> Ch
     return ChunkState(topics, *backend_ops(backend).rebuild_doc_topic(chunk, topics))
 
 
+def _resample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
+    """(new topics, new chunk state): one chunk's E-step and A rebuild."""
+    topics = backend_ops(hyper.backend).sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
+    return topics, chunk_state_from_topics(chunk, topics, hyper.backend)
+
+
 @functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
 def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_topic,
                hyper: Hyperparams):
     """One chunk's E-step and A rebuild; returns (new chunk state, B with its tokens added)."""
-    ops = backend_ops(hyper.backend)
-    topics = ops.sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
-    return (chunk_state_from_topics(chunk, topics, hyper.backend),
-            ops.count_word_topic(chunk, topics, word_topic))
+    topics, chunk_state = _resample(chunk, chunk_state, model, key, hyper)
+    return chunk_state, backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic)
+
+
+@functools.partial(jax.jit, static_argnames=("hyper",))
+def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
+                   hyper: Hyperparams) -> ChunkState:
+    """One chunk's E-step and A rebuild with the model held fixed (fold-in of new documents)."""
+    return _resample(chunk, chunk_state, model, key, hyper)[1]
 
 
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))

@@ -164,16 +164,26 @@ def fold_in(topics_of_word, words, counts, alpha, iterations: int):
     return theta / jnp.sum(theta, axis=1, keepdims=True)  # rows sum to 1 to float precision
 
 
+METHODS = ("em", "esca")
+
+
 def infer_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITERATIONS,
-                 batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:
+                 batch_slots: int | None = None, num_devices: int = 0, method: str = "em",
+                 seed: int = 0) -> np.ndarray:
     """Topic proportions theta [D, K] (float32, rows sum to 1) of new documents.
 
     documents: a Corpus (its words matched to the model's by string; unknown words are dropped)
     or a documents x words count matrix, dense or scipy.sparse, whose columns are the model's
     vocabulary.  Documents without (known) words get the prior mean, the uniform theta.
-    batch_slots: padded word slots per batch (default: BATCH_ELEMENTS // K); num_devices: local
-    devices to spread batches over (0: all).  Neither changes the result.
+    method "em" (default): EM fold-in, see the module docstring; batch_slots: padded word
+    slots per batch (default: BATCH_ELEMENTS // K); num_devices: local devices to spread
+    batches over (0: all).  Neither changes the result.  method "esca": ESCA iterations with
+    the topics fixed (`sample_topics`), keyed by `seed`.
     """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "esca":
+        return sample_topics(model, documents, iterations, seed)
     if isinstance(documents, Corpus):
         slots = DocumentWords.from_corpus(align_vocabulary(documents, model.vocab))
     else:
@@ -208,3 +218,59 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWo
     for rows, result in in_flight:
         theta[rows] = np.asarray(result)[:rows.size]
     return theta
+
+
+def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITERATIONS,
+                  seed: int = 0, backend: str = "auto") -> np.ndarray:
+    """theta [D, K] by ESCA fold-in: the training sampler with B-hat fixed.
+
+    Every token of the new documents starts from a random topic and is resampled from
+    (A_dk + alpha) B-hat_vk for `iterations` rounds (counter-based random numbers keyed by
+    seed, round and token, so the result is reproducible and independent of chunking); theta
+    is (A_dk + alpha) / (n_d + K alpha) averaged over the second half of the rounds.
+    """
+    from saberjax import esca, rng  # noqa: PLC0415 (esca imports evaluate, which imports us)
+    from saberjax.corpus import from_count_matrix  # noqa: PLC0415
+    from saberjax.layout import build_layout  # noqa: PLC0415
+    from saberjax.state import Hyperparams  # noqa: PLC0415
+    from saberjax.trainer import resolve_backend  # noqa: PLC0415
+
+    corpus = (align_vocabulary(documents, model.vocab) if isinstance(documents, Corpus)
+              else from_count_matrix(documents, model.vocab))
+    hyper = Hyperparams.create(model.num_topics, model.alpha, model.beta,
+                               resolve_backend(backend))
+    counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
+    counts[:, : model.num_topics] = model.word_topic_counts
+    topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
+    theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float64)
+    if corpus.num_tokens == 0:
+        return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
+    layout = build_layout(corpus)
+    chunks = jax.device_put(layout.chunks)
+    state = esca.init(chunks, model.num_words, hyper, seed)._replace(model=topics_fixed)
+    averaged = 0
+    for round_ in range(1, iterations + 1):
+        key = rng.iteration_key(state.seed, round_)
+        chunk_states = []
+        for chunk, chunk_state, (first, last) in zip(chunks, state.chunks, layout.chunk_docs):
+            chunk_state = esca.resample_chunk(chunk, chunk_state, topics_fixed, key, hyper)
+            chunk_states.append(chunk_state)
+            if round_ > iterations // 2:
+                theta_sum[first:last] += _dense_doc_topic(chunk, chunk_state, last - first,
+                                                          model.num_topics)
+        averaged += round_ > iterations // 2
+        state = state._replace(chunks=tuple(chunk_states))
+    lengths = corpus.doc_lengths()[:, None]
+    theta = (theta_sum / averaged + model.alpha) / (lengths + model.num_topics * model.alpha)
+    return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _dense_doc_topic(chunk, chunk_state, num_docs: int, num_topics: int) -> np.ndarray:
+    """The chunk's sparse A as a dense [documents, K] count matrix."""
+    starts = np.asarray(chunk.doc_start)[:num_docs]
+    nnz = np.asarray(chunk_state.a_nnz)[:num_docs]
+    docs = np.repeat(np.arange(num_docs), nnz)
+    slots = np.repeat(starts, nnz) + (np.arange(nnz.sum()) - np.repeat(np.cumsum(nnz) - nnz, nnz))
+    dense = np.zeros((num_docs, num_topics), np.float64)
+    dense[docs, np.asarray(chunk_state.a_topics)[slots]] = np.asarray(chunk_state.a_counts)[slots]
+    return dense

@@ -135,3 +135,20 @@ def test_infer_launcher_writes_a_loadable_theta(tmp_path):
     np.testing.assert_allclose(np.load(output), infer_topics(model, corpus, iterations=30),
                                atol=1e-6)
     assert [path.name for path in output.parent.iterdir()] == ["theta.npy"]
+
+
+def test_esca_fold_in_agrees_with_em_and_is_reproducible():
+    model = separated_model()
+    rng = np.random.default_rng(4)
+    docs = corpus_of([np.concatenate([rng.integers(0, BLOCK, 60),
+                                      3 * BLOCK + rng.integers(0, BLOCK, 20)]),
+                      BLOCK + rng.integers(0, BLOCK, 50)], model.vocab)
+    em = infer_topics(model, docs)
+    sampled = infer_topics(model, docs, method="esca", iterations=40, seed=3)
+    np.testing.assert_array_equal(sampled, infer_topics(model, docs, method="esca",
+                                                        iterations=40, seed=3))
+    np.testing.assert_allclose(sampled.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(sampled.argmax(axis=1), em.argmax(axis=1))
+    assert np.abs(sampled - em).max() < 0.05
+    with pytest.raises(ValueError, match="method must be one of"):
+        infer_topics(model, docs, method="gibbs")
