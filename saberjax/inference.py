@@ -242,7 +242,7 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
-    theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float64)
+    theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     layout = build_layout(corpus)
@@ -256,8 +256,7 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
             chunk_state = esca.resample_chunk(chunk, chunk_state, topics_fixed, key, hyper)
             chunk_states.append(chunk_state)
             if round_ > iterations // 2:
-                theta_sum[first:last] += _dense_doc_topic(chunk, chunk_state, last - first,
-                                                          model.num_topics)
+                _add_doc_topic(theta_sum[first:last], chunk, chunk_state)
         averaged += round_ > iterations // 2
         state = state._replace(chunks=tuple(chunk_states))
     lengths = corpus.doc_lengths()[:, None]
@@ -265,12 +264,12 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-def _dense_doc_topic(chunk, chunk_state, num_docs: int, num_topics: int) -> np.ndarray:
-    """The chunk's sparse A as a dense [documents, K] count matrix."""
+def _add_doc_topic(doc_topic: np.ndarray, chunk, chunk_state) -> None:
+    """Add the chunk's sparse A (its documents' (topic, count) pairs) into doc_topic [D, K]."""
+    num_docs = doc_topic.shape[0]
     starts = np.asarray(chunk.doc_start)[:num_docs]
     nnz = np.asarray(chunk_state.a_nnz)[:num_docs]
     docs = np.repeat(np.arange(num_docs), nnz)
     slots = np.repeat(starts, nnz) + (np.arange(nnz.sum()) - np.repeat(np.cumsum(nnz) - nnz, nnz))
-    dense = np.zeros((num_docs, num_topics), np.float64)
-    dense[docs, np.asarray(chunk_state.a_topics)[slots]] = np.asarray(chunk_state.a_counts)[slots]
-    return dense
+    # (document, topic) pairs are distinct, so a plain indexed add is exact
+    doc_topic[docs, np.asarray(chunk_state.a_topics)[slots]] += np.asarray(chunk_state.a_counts)[slots]
