@@ -64,9 +64,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     mass S, flips the branch coin and, for sparse-branch tokens, finds the topic; pass two runs
     the tree search for the dense-branch tokens only.
     """
-    padded_topics = model.bhat.shape[1]
     lanes = jnp.arange(WIDTH, dtype=jnp.int32)
-    flat_bhat = model.bhat.reshape(-1)
     # One spare block of padding so that a 32-wide slice never runs off the end.
     a_topics = jnp.pad(chunk_state.a_topics, (0, WIDTH)).astype(jnp.int32)
     a_counts = jnp.pad(chunk_state.a_counts, (0, WIDTH)).astype(jnp.float32)
@@ -89,8 +87,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
             total, kept_products, kept_topics, kept_mass = carry
             offset = block * WIDTH
             topics = slice_block(a_topics, start + offset)
-            products = slice_block(a_counts, start + offset) * flat_bhat[
-                word[:, None] * padded_topics + topics]
+            # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
+            products = slice_block(a_counts, start + offset) * model.bhat[word[:, None], topics]
             products = jnp.where(offset + lanes < nnz[:, None], products, 0.0)
             mass = lane_sums(products)[-1][:, 0]
             total = total + mass
