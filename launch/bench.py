@@ -305,7 +305,6 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     rebuild = jax.jit(ops.rebuild_doc_topic)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
     bhat_trees = jax.jit(functools.partial(esca.model_from_counts, hyper=hyper))
-    num_words = state.model.bhat.shape[0]
 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
@@ -330,7 +329,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
             times.append(seconds)
         return result, statistics.median(times[1:]), times[0]
 
-    empty = lambda: (esca.empty_word_topic(num_words, hyper),)  # noqa: E731
+    empty = lambda: (jnp.zeros_like(state.model.word_topic),)  # noqa: E731
     out = {}
     topics, out["sample"], first_sample = phase(run_sample)
     _, out["rebuild_a"], first_rebuild = phase(run_rebuild)

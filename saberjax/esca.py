@@ -71,25 +71,31 @@ def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, backend: str) -> Ch
     return ChunkState(topics, *backend_ops(backend).rebuild_doc_topic(chunk, topics))
 
 
-def _resample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
-    """(new topics, new chunk state): one chunk's E-step and A rebuild."""
-    topics = backend_ops(hyper.backend).sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
-    return topics, chunk_state_from_topics(chunk, topics, hyper.backend)
+def _sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
+    """One chunk's E-step: new word-major topics."""
+    return backend_ops(hyper.backend).sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
+
+
+def _state_and_counts(chunk: Chunk, topics: jax.Array, word_topic, hyper: Hyperparams):
+    """(the chunk's state for these topics, B with the chunk's tokens added)."""
+    return (chunk_state_from_topics(chunk, topics, hyper.backend),
+            backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic))
 
 
 @functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
 def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_topic,
                hyper: Hyperparams):
     """One chunk's E-step and A rebuild; returns (new chunk state, B with its tokens added)."""
-    topics, chunk_state = _resample(chunk, chunk_state, model, key, hyper)
-    return chunk_state, backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic)
+    return _state_and_counts(chunk, _sample(chunk, chunk_state, model, key, hyper), word_topic,
+                             hyper)
 
 
 @functools.partial(jax.jit, static_argnames=("hyper",))
 def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                    hyper: Hyperparams) -> ChunkState:
     """One chunk's E-step and A rebuild with the model held fixed (fold-in of new documents)."""
-    return _resample(chunk, chunk_state, model, key, hyper)[1]
+    return chunk_state_from_topics(chunk, _sample(chunk, chunk_state, model, key, hyper),
+                                   hyper.backend)
 
 
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))
@@ -103,13 +109,7 @@ def _init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
     state = rng.token_hash(rng.iteration_key(seed, 0), lo, hi)
     draw = (rng.uniform(state, rng.STREAM_INIT) * hyper.num_topics).astype(jnp.int32)
     topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1), 0)
-    topics = topics.astype(hyper.topic_dtype)
-    return (chunk_state_from_topics(chunk, topics, hyper.backend),
-            backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic))
-
-
-def empty_word_topic(num_words: int, hyper: Hyperparams) -> jax.Array:
-    return jnp.zeros((num_words, hyper.padded_topics), jnp.int32)
+    return _state_and_counts(chunk, topics.astype(hyper.topic_dtype), word_topic, hyper)
 
 
 def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: int) -> TrainState:

@@ -33,7 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import esca, rng
 from saberjax.corpus import Corpus, align_vocabulary
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
 
 if TYPE_CHECKING:
     from saberjax.model import TopicModel
@@ -229,22 +232,18 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     seed, round and token, so the result is reproducible and independent of chunking); theta
     is (A_dk + alpha) / (n_d + K alpha) averaged over the second half of the rounds.
     """
-    from saberjax import esca, rng  # noqa: PLC0415 (esca imports evaluate, which imports us)
-    from saberjax.corpus import from_count_matrix  # noqa: PLC0415
-    from saberjax.layout import build_layout  # noqa: PLC0415
-    from saberjax.state import Hyperparams  # noqa: PLC0415
-    from saberjax.trainer import resolve_backend  # noqa: PLC0415
+    from saberjax.trainer import resolve_backend  # noqa: PLC0415 (trainer -> evaluate -> us)
 
     corpus = (align_vocabulary(documents, model.vocab) if isinstance(documents, Corpus)
-              else from_count_matrix(documents, model.vocab))
+              else _corpus_of_matrix(documents, model.vocab))
+    if corpus.num_tokens == 0:
+        return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     hyper = Hyperparams.create(model.num_topics, model.alpha, model.beta,
                                resolve_backend(backend))
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
-    if corpus.num_tokens == 0:
-        return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
     state = esca.init(chunks, model.num_words, hyper, seed)._replace(model=topics_fixed)
@@ -262,6 +261,18 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     lengths = corpus.doc_lengths()[:, None]
     theta = (theta_sum / averaged + model.alpha) / (lengths + model.num_topics * model.alpha)
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _corpus_of_matrix(matrix, vocab) -> Corpus:
+    """The tokens of a documents x words count matrix, one document per row (empty rows too)."""
+    slots = DocumentWords.from_matrix(matrix)
+    counts = slots.counts.astype(np.int64)
+    if not np.array_equal(counts, slots.counts):
+        raise ValueError("ESCA fold-in samples tokens: the count matrix must hold integers")
+    doc_of_slot = np.repeat(np.arange(slots.num_docs), np.diff(slots.offsets))
+    lengths = np.bincount(doc_of_slot, weights=counts, minlength=slots.num_docs)
+    offsets = np.concatenate([[0], np.cumsum(lengths.astype(np.int64))])
+    return Corpus(offsets, np.repeat(slots.words, counts), tuple(vocab))
 
 
 def _add_doc_topic(doc_topic: np.ndarray, chunk, chunk_state) -> None:

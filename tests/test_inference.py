@@ -152,3 +152,14 @@ def test_esca_fold_in_agrees_with_em_and_is_reproducible():
     assert np.abs(sampled - em).max() < 0.05
     with pytest.raises(ValueError, match="method must be one of"):
         infer_topics(model, docs, method="gibbs")
+
+
+def test_esca_fold_in_keeps_every_row_of_a_count_matrix():
+    model = separated_model()
+    matrix = np.zeros((3, model.num_words), np.int64)
+    matrix[0, :BLOCK] = 3
+    matrix[2, 2 * BLOCK:3 * BLOCK] = 2
+    theta = infer_topics(model, scipy.sparse.csr_matrix(matrix), method="esca", iterations=10)
+    assert theta.shape == (3, NUM_TOPICS)
+    np.testing.assert_allclose(theta[1], 1.0 / NUM_TOPICS, rtol=1e-6)  # empty: the prior mean
+    np.testing.assert_array_equal(theta[[0, 2]].argmax(axis=1), [0, 2])
