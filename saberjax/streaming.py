@@ -97,15 +97,15 @@ class HostChunks:
         return self.chunks[index]
 
 
-def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue, stop: threading.Event,
-                  counters: StreamCounters) -> None:
+def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue,
+                  stop: threading.Event) -> None:
     """Producer: put each (chunk, state) on the device, in order, as slots free up."""
     try:
         for index, chunk in enumerate(host.chunks):
             start = time.perf_counter()
             item = jax.block_until_ready(host.to_device(
                 (chunk, None if chunk_states is None else chunk_states[index])))
-            counters.transfer += time.perf_counter() - start
+            host.counters.transfer += time.perf_counter() - start
             while not stop.is_set():
                 try:
                     slots.put((index, item), timeout=0.05)
@@ -118,10 +118,10 @@ def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue, stop: th
         slots.put((None, error))
 
 
-def _write_back(host: "HostChunks", chunk_state, counters: StreamCounters):
+def _write_back(host: "HostChunks", chunk_state):
     start = time.perf_counter()
     written = jax.block_until_ready(host.to_host(chunk_state))
-    counters.write_back += time.perf_counter() - start
+    host.counters.write_back += time.perf_counter() - start
     return written
 
 
@@ -131,11 +131,10 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
 
     `chunk_states` are host states (None at initialisation); returns (new host states, counts).
     """
-    counters = host.counters
     slots: queue.Queue = queue.Queue(maxsize=host.prefetch)
     stop = threading.Event()
     producer = threading.Thread(target=_put_in_order, name="saberjax-prefetch", daemon=True,
-                                args=(host, chunk_states, slots, stop, counters))
+                                args=(host, chunk_states, slots, stop))
     writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-write-back")
     written = []
     producer.start()
@@ -143,7 +142,7 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
         for expected in range(len(host)):
             start = time.perf_counter()
             index, item = slots.get()
-            counters.waited += time.perf_counter() - start
+            host.counters.waited += time.perf_counter() - start
             if index is None:
                 raise RuntimeError(f"putting chunk {expected} of {len(host)} on the device "
                                    f"failed: {item}") from item
@@ -151,8 +150,8 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
             new_state, counts = run_chunk(chunk, chunk_state, host.device, counts)
             if expected >= host.prefetch:  # bound the states waiting on the device
                 written[expected - host.prefetch].result()
-            written.append(writer.submit(_write_back, host, new_state, counters))
-            counters.chunks += 1
+            written.append(writer.submit(_write_back, host, new_state))
+            host.counters.chunks += 1
         return tuple(future.result() for future in written), counts
     finally:
         stop.set()
@@ -179,21 +178,6 @@ def free_device_memory(device=None) -> int | None:
     return int(free * (1 - HEADROOM_FRACTION))
 
 
-def host_bytes_per_token(chunks) -> float:
-    """Host bytes per real token of the chunk arrays plus their states (see module docstring)."""
-    tokens = sum(int(chunk.num_tokens) for chunk in chunks)
-    arrays = sum(leaf.nbytes for leaf in jax.tree.leaves(tuple(chunks)))
-    return arrays / max(tokens, 1)
-
-
-def too_large_message(num_words: int, num_topics: int, padded_topics: int, budget: int) -> str:
-    need = model_bytes(num_words, padded_topics)
-    return (f"the model does not fit the device: K={num_topics} topics x V={num_words} words "
-            f"need {need / 1e9:.2f} GB for B, B-hat, the trees and their update, but the device "
-            f"budget is {budget / 1e9:.2f} GB; use fewer topics, a smaller vocabulary or a "
-            f"larger --device_memory_gb")
-
-
 def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
                       budget: int, device_bytes_per_token: float,
                       prefetch: int = DEFAULT_PREFETCH) -> int | None:
@@ -205,7 +189,11 @@ def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_t
     """
     room = budget - model_bytes(num_words, padded_topics)
     if room <= 0:
-        raise MemoryError(too_large_message(num_words, num_topics, padded_topics, budget))
+        raise MemoryError(
+            f"the model does not fit the device: K={num_topics} topics x V={num_words} words "
+            f"need {model_bytes(num_words, padded_topics) / 1e9:.2f} GB for B, B-hat, the trees "
+            f"and their update, but the device budget is {budget / 1e9:.2f} GB; use fewer "
+            f"topics, a smaller vocabulary or a larger --device_memory_gb")
     if num_tokens * device_bytes_per_token <= room:
         return None
     chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))

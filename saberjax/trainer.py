@@ -93,7 +93,8 @@ def layout_for_devices(corpus: Corpus, chunk_tokens: int | None, devices) -> Lay
 
 # Tokens of the two probe chunks whose compiled steps measure device bytes per token.
 PROBE_TOKENS = (1 << 15, 1 << 16)
-# Device bytes per token no chunk step exceeds (the XLA path measures about 170).
+# Device bytes per token no chunk step exceeds (measured: 87 for the XLA path on a CPU,
+# 61 for the Pallas path on an H200).
 BYTES_PER_TOKEN_BOUND = 512
 
 
@@ -136,18 +137,15 @@ def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):
               else streaming.free_device_memory(devices[0]))
     model_bytes = streaming.model_bytes(corpus.num_words, hyper.padded_topics)
     cheap_bound = model_bytes + corpus.num_tokens * BYTES_PER_TOKEN_BOUND
-    if budget is None or cheap_bound <= budget:
-        layout = layout_for_devices(corpus, config.chunk_tokens, devices)
-        return spread_over_devices(layout.chunks, devices), devices
-    planned = streaming.plan_chunk_tokens(
-        corpus.num_tokens, corpus.num_words, hyper.num_topics, hyper.padded_topics, budget,
-        device_bytes_per_token(corpus, hyper), config.prefetch)
-    if planned is None:
-        layout = layout_for_devices(corpus, config.chunk_tokens, devices)
-        return spread_over_devices(layout.chunks, devices), devices
-    host_chunks = streaming.HostChunks(build_layout(corpus, config.chunk_tokens or planned).chunks,
-                                       config.prefetch, devices[0])
-    return host_chunks, devices[:1]  # the layout's numpy copies are freed here
+    if budget is not None and cheap_bound > budget:
+        planned = streaming.plan_chunk_tokens(
+            corpus.num_tokens, corpus.num_words, hyper.num_topics, hyper.padded_topics, budget,
+            device_bytes_per_token(corpus, hyper), config.prefetch)
+        if planned is not None:  # the layout's numpy copies are freed once pinned
+            layout = build_layout(corpus, config.chunk_tokens or planned)
+            return streaming.HostChunks(layout.chunks, config.prefetch, devices[0]), devices[:1]
+    layout = layout_for_devices(corpus, config.chunk_tokens, devices)
+    return spread_over_devices(layout.chunks, devices), devices
 
 
 def train(corpus: Corpus, config: TrainConfig,
