@@ -23,7 +23,7 @@ if __package__ in (None, ""):
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax.coherence import MEASURES, cooccurrence, default_reference
+from saberjax.coherence import MEASURES, cooccurrence, default_reference, recorded_split
 from saberjax.evaluate import heldout_loglik
 from saberjax.model import TopicModel
 
@@ -49,12 +49,9 @@ def test_documents(model: TopicModel) -> corpus_io.Corpus:
     if FLAGS.corpus:
         return corpus_io.align_vocabulary(corpus_io.load_corpus(FLAGS.corpus, FLAGS.format),
                                           model.vocab)
-    source = model.config.get("corpus_path")
-    fraction = model.config.get("test_fraction", 0)
-    if not fraction:
+    if not model.config.get("test_fraction"):
         raise app.UsageError(f"{FLAGS.model} was trained without a test split; pass --corpus")
-    corpus = (corpus_io.load_corpus(source) if source else corpus_io.load_bundled("kos"))
-    return corpus_io.train_test_split(corpus, fraction, model.config.get("seed", 0))[1]
+    return recorded_split(model)[1]
 
 
 def main(argv):

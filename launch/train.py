@@ -136,7 +136,8 @@ def main(argv):
                                checkpoint_dir=checkpoint_dir, resume_from=resume_from)
     model = dataclasses.replace(result.model, config=dict(
         result.model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
-        test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction))
+        test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
+        text_options=text_options()))
     model.save(output)
     if FLAGS.report:
         write_report(model, output / "report", corpus, read_metrics(output / "metrics.jsonl"))

@@ -171,21 +171,27 @@ def _add_batch_pair_counts(totals, incidence, slots):
     return totals + blocks.astype(jnp.int32)
 
 
-def default_reference(model: TopicModel) -> Corpus:
-    """The reference corpus for a model's coherence by default: its training documents.
+def recorded_split(model: TopicModel) -> tuple[Corpus, Corpus]:
+    """(training documents, held-out documents) of a model, rebuilt from its config.
 
-    They are the corpus at config["corpus_path"] (the bundled KOS corpus when absent) less the
-    test_fraction of documents held out with the training seed, as launch/train.py records them;
-    warns when they do not match the recorded corpus fingerprint.
+    The corpus at config["corpus_path"] (the bundled KOS corpus when absent), read with the
+    recorded plain-text options, split by test_fraction and seed as launch/train.py did (an
+    empty held-out part when there was no split).
     """
     config = model.config
     path = config.get("corpus_path")
-    corpus = load_corpus(path) if path else load_bundled("kos")
-    if config.get("test_fraction"):
-        corpus = train_test_split(corpus, config["test_fraction"], config.get("seed", 0))[0]
-    recorded = config.get("corpus_fingerprint")
+    corpus = (load_corpus(path, **config.get("text_options", {})) if path
+              else load_bundled("kos"))
+    return train_test_split(corpus, config.get("test_fraction") or 0, config.get("seed", 0))
+
+
+def default_reference(model: TopicModel) -> Corpus:
+    """The reference corpus for a model's coherence by default: its training documents
+    (`recorded_split`); warns when they do not match the recorded corpus fingerprint."""
+    corpus = recorded_split(model)[0]
+    recorded = model.config.get("corpus_fingerprint")
     if recorded and recorded != corpus.fingerprint():
-        warnings.warn(f"{path or 'the bundled kos corpus'} (less its test split) is not the "
-                      f"corpus the model was trained on (fingerprints differ); coherence is "
-                      f"measured on it anyway", stacklevel=2)
+        warnings.warn(f"{model.config.get('corpus_path') or 'the bundled kos corpus'} (less its "
+                      f"test split) is not the corpus the model was trained on (fingerprints "
+                      f"differ); coherence is measured on it anyway", stacklevel=2)
     return corpus
