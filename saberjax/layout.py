@@ -7,7 +7,8 @@ tokens are stored twice over, once in each order the algorithm needs::
     doc-major position        0 1 2         3 4         5
     doc_start                 0             3           5   6 (pad doc) ...
 
-    word-major order (words by decreasing corpus frequency: a, b, c; ties by doc-major position)
+    word-major order (words by decreasing corpus frequency: a, b, c; within a word, longer
+    documents first, then by doc-major position)
     word                      a a a b b c
     doc                       0 0 1 0 2 1
     doc_major_pos             0 2 4 1 5 3      <- the shuffle pointers
@@ -104,8 +105,12 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     padded_tokens = bucket_size(num_tokens)
     padded_docs = bucket_size(num_docs + 1)  # room for the padding document
 
-    order = np.argsort(word_rank[words], kind="stable").astype(np.int32)
     local_doc = np.repeat(np.arange(num_docs, dtype=np.int32), lengths)
+    # Within a word, tokens of longer documents first: a kernel tile then holds documents of
+    # similar length, hence A rows of similar length (its block loop runs to the longest).
+    shortness = (lengths.max(initial=0) - lengths)[local_doc].astype(np.int64)
+    order = np.argsort(word_rank[words].astype(np.int64) << 32 | shortness,
+                       kind="stable").astype(np.int32)
     pad = padded_tokens - num_tokens
     doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
     doc_start[: num_docs + 1] = offsets - token_base

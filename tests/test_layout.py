@@ -20,8 +20,12 @@ def test_chunks_hold_word_major_tokens_with_pointers_to_document_order(chunk_tok
         assert n == offsets[last] - offsets[first]
         words, docs, pointers = chunk.word[:n], chunk.doc[:n], chunk.doc_major_pos[:n]
         assert np.all(np.diff(rank[words]) >= 0)  # words by decreasing frequency
+        # within a word: longer documents first, then in document order
+        lengths = np.diff(chunk.doc_start)[docs]
         same_word = np.diff(rank[words]) == 0
-        assert np.all(np.diff(pointers)[same_word] > 0)  # ties in document order
+        assert np.all(np.diff(lengths)[same_word] <= 0)
+        same_length = same_word & (np.diff(lengths) == 0)
+        assert np.all(np.diff(pointers)[same_length] > 0)
         assert sorted(chunk.doc_major_pos.tolist()) == list(range(chunk.padded_tokens))
         doc_major = np.empty(n, np.int32)
         doc_major[pointers] = words

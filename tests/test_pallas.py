@@ -52,26 +52,63 @@ def random_state(corpus: Corpus, num_topics: int, seed: int):
     return chunk, chunk_state, model, rng.iteration_key(seed, 3), hyper
 
 
-@pytest.mark.parametrize("num_topics,block_reduction", [
-    (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
-def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction):
+@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens,shared_row_limit", [
+    (2, "sum", 4, 4096), (1000, "sum", 16, 4096), (1000, "butterfly", 8, 4096),
+    (1000, "sum", 8, 0), (65_536, "sum", 4, 4096)])
+def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens,
+                                                   shared_row_limit):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics),
                                                          num_topics, seed=num_topics)
     expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
         chunk, chunk_state, model, key, hyper.alpha)
     got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, hyper.alpha,
-                                      tokens_per_program=16, block_reduction=block_reduction,
-                                      interpret=True)
+                                      tile_tokens=tile_tokens, block_reduction=block_reduction,
+                                      shared_row_limit=shared_row_limit, interpret=True)
     assert got.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
 
+def test_take_from_row_gathers_inside_a_kernel_and_refuses_other_rows():
+    from jax.experimental import pallas as pl  # noqa: PLC0415
+
+    from saberjax.pallas.row_gather import take_from_row  # noqa: PLC0415
+    row = jax.random.normal(jax.random.key(1), (1024,))
+    indices = jax.random.randint(jax.random.key(2), (16, 32), 0, 1024)
+
+    def kernel(row_ref, indices_ref, out_ref):
+        out_ref[...] = take_from_row(row_ref[...], indices_ref[...])
+
+    got = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16, 32), jnp.float32),
+                         interpret=True)(row, indices)
+    np.testing.assert_array_equal(got, np.asarray(row)[np.asarray(indices)])
+    with pytest.raises(ValueError, match="power-of-two"):
+        take_from_row(jnp.zeros(1000), indices)
+
+
+@pytest.mark.parametrize("tile_tokens", [1, 4, 32])
+def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
+    corpus = ragged_corpus(seed=3)
+    chunk = jax.device_put(build_layout(corpus).chunks[0])
+    num_tiles, tile_start = pallas_sampler.word_tiles(chunk, corpus.num_words, tile_tokens)
+    num_tiles, tile_start = int(num_tiles), np.asarray(tile_start)
+    assert num_tiles <= pallas_sampler.max_tiles_of(chunk, corpus.num_words, tile_tokens)
+    n, word = int(chunk.num_tokens), np.asarray(chunk.word)
+    assert tile_start[0] == 0 and np.all(tile_start[num_tiles:] == n)
+    sizes = np.diff(tile_start[: num_tiles + 1])
+    assert np.all((sizes >= 1) & (sizes <= tile_tokens))
+    for first, size in zip(tile_start[:num_tiles], sizes):
+        assert np.all(word[first : first + size] == word[first])
+    # a tile is cut short only where its word ends
+    short = sizes < tile_tokens
+    ends = tile_start[1 : num_tiles + 1][short]
+    assert np.all((ends == n) | (word[np.minimum(ends, n - 1)] != word[ends - 1]))
+
+
 @pytest.fixture
 def kernel_sampler(monkeypatch):
     """Makes test_sampler draw its tokens with the Pallas kernel instead of the reference."""
-    kernel = functools.partial(pallas_sampler.sample_chunk, tokens_per_program=256,
-                               interpret=True)
+    kernel = functools.partial(pallas_sampler.sample_chunk, tile_tokens=256, interpret=True)
     monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(sample_chunk=kernel))
 
 
@@ -122,15 +159,19 @@ def lower_for_h100(function, *args) -> str:
         return jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
-@pytest.mark.parametrize("num_topics,block_reduction", [
-    (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
-def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
+@pytest.mark.parametrize("num_topics,block_reduction,shared_row", [
+    (2, "sum", True), (1000, "sum", True), (1000, "butterfly", True), (1000, "sum", False),
+    (65_536, "sum", False)])
+def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction, shared_row):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), num_topics, seed=1)
     sample = functools.partial(pallas_sampler.sample_chunk, block_reduction=block_reduction,
+                               shared_row_limit=4096 if num_topics < 4096 and shared_row else 0,
                                interpret=False)
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha),
                           chunk, chunk_state, model, key)
     assert "triton" in text.lower()
+    # The shared-memory row is read by tt.gather (named in the serialized Triton module).
+    assert ("\\00gather\\00" in text) == shared_row
     rebuild = functools.partial(pallas_ssc.rebuild_doc_topic, interpret=False)
     assert "triton" in lower_for_h100(rebuild, chunk, chunk_state.topics).lower()
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import statistics
 import time
 import traceback
@@ -29,23 +30,23 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import esca, rng, sampler, segmented_count, tree
-from saberjax.corpus import Corpus, load_native
+from saberjax.corpus import Corpus, load_native, load_uci
 from saberjax.layout import build_layout
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.state import Hyperparams
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Native corpus folder (launch/synth.py --output).")
+flags.DEFINE_string("corpus", None, "Native corpus folder (launch/synth.py --output) or a "
+                    "folder holding a UCI docword.txt.gz.")
 flags.DEFINE_list("topics", ["1000", "10000"], "Numbers of topics K to time.")
 flags.DEFINE_integer("warmup_iterations", 2, "ESCA iterations (Pallas) before timing.")
 flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up run (median "
                      "reported; 0: the warm-up only, e.g. under a profiler).")
 flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
-flags.DEFINE_list("sampler_variants", ["32/4/1/sum", "32/4/1/butterfly", "16/2/1/sum",
-                                        "16/2/1/butterfly"],
-                  "E-step kernel variants: tokens_per_program/num_warps/num_stages/"
-                  "block_reduction.")
+flags.DEFINE_list("sampler_variants", ["default", "8/2/4096", "16/2/4096", "4/1/0", "8/2/0"],
+                  "E-step kernel variants: tile_tokens/num_warps/shared_row_limit, or "
+                  "default (the kernel's defaults).")
 flags.DEFINE_list("ssc_variants", ["128x4", "64x4", "128x3"],
                   "Segmented-count variants, block_tokens x digit_bits.")
 flags.DEFINE_string("output", None, "Also write all results to this file (JSON lines).")
@@ -108,19 +109,22 @@ def mean_doc_nonzeros(chunks, state) -> float:
 
 @guarded("agreement")
 def check_agreement(label, chunk, chunk_state, model, key, alpha, num_docs):
-    """Pallas vs XLA on the same inputs: E-step mismatch fraction, A rebuilt exactly."""
+    """Pallas vs XLA on the same inputs: E-step mismatch fraction of every sampler variant,
+    A rebuilt exactly."""
     expected = jax.jit(sampler.sample_chunk, static_argnums=4)(chunk, chunk_state, model, key,
                                                                alpha)
-    got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, alpha)
     real = int(chunk.num_tokens)
-    mismatch = float(jnp.mean((got != expected)[:real]))
+    for variant in FLAGS.sampler_variants:
+        got = sampler_variant(variant)(chunk, chunk_state, model, key, alpha)
+        report(check="agreement", case=label, variant=variant,
+               sample_mismatch_fraction=float(jnp.mean((got != expected)[:real])),
+               padding_zero=bool(jnp.all(got[real:] == 0)))
     a_expected = jax.jit(segmented_count.rebuild_doc_topic)(chunk, got)
     a_got = pallas_ssc.rebuild_doc_topic(chunk, got)
     a_equal = all(bool(jnp.array_equal(g[:real], e[:real]))
                   for g, e in zip(a_got[:2], a_expected[:2]))
     a_equal &= bool(jnp.array_equal(a_got[2][:num_docs], a_expected[2][:num_docs]))
-    report(check="agreement", case=label, sample_mismatch_fraction=mismatch,
-           rebuild_identical=a_equal)
+    report(check="agreement", case=label, rebuild_identical=a_equal)
 
 
 def ragged_corpus(num_words: int, seed: int) -> Corpus:
@@ -163,6 +167,15 @@ def time_variant(num_topics, num_tokens, backend, name, function, chunks, state)
                 backend=backend, phase=name)
 
 
+def sampler_variant(variant: str):
+    """The E-step kernel with the parameters of one --sampler_variants entry."""
+    if variant == "default":
+        return pallas_sampler.sample_chunk
+    tile_tokens, warps, limit = map(int, variant.split("/"))
+    return functools.partial(pallas_sampler.sample_chunk, tile_tokens=tile_tokens,
+                             num_warps=warps, shared_row_limit=limit)
+
+
 def time_variants(num_topics, chunks, state, num_tokens, alpha):
     """The XLA E-step and A rebuild, the kernels' tuning variants, XLA's tree build."""
     time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
@@ -170,10 +183,7 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
     time_variant(num_topics, num_tokens, "xla", "rebuild", jax.jit(
         lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics)), chunks, state)
     for variant in FLAGS.sampler_variants:
-        tile, warps, stages, reduction = variant.split("/")
-        sample = jax.jit(functools.partial(
-            pallas_sampler.sample_chunk, alpha=alpha, tokens_per_program=int(tile),
-            num_warps=int(warps), num_stages=int(stages), block_reduction=reduction))
+        sample = jax.jit(functools.partial(sampler_variant(variant), alpha=alpha))
         time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
                      state)
     for variant in FLAGS.ssc_variants:
@@ -206,7 +216,8 @@ def main(argv):
     bandwidth = copy_bandwidth()
     if FLAGS.checks:
         check_ragged_agreement()
-    corpus = load_native(FLAGS.corpus)
+    uci = os.path.join(FLAGS.corpus, "docword.txt.gz")
+    corpus = load_uci(uci) if os.path.exists(uci) else load_native(FLAGS.corpus)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
     report(check="corpus", D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,

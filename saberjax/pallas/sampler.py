@@ -1,31 +1,31 @@
 """The sparsity-aware E-step as a Pallas (Triton) kernel; reference: saberjax.sampler.
 
-One program samples a tile of consecutive word-major tokens (mostly of one word, so its B-hat
-row and tree stay in L1/L2, loaded with eviction_policy="evict_last").  Token t of the tile is
-row t of [tile, 32] arrays: the nonzeros of its document row A_d are visited 32 lanes at a time,
-in one pass, as in the reference:
+One program samples a tile: up to `tile_tokens` consecutive word-major tokens of one word
+(word_tiles).  The word's B-hat row is loaded once into registers and read through shared
+memory (row_gather.take_from_row: one bank access per lane, the paper's shared-memory row)
+when its padded length is at most `shared_row_limit`; longer rows are gathered from global
+memory, hot in L1/L2.  Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
+document row A_d are visited 32 lanes at a time, in one pass, as in the reference:
 
     per block   products A_dk * B-hat_vk, block mass m (a 32-lane sum), running total S += m,
                 and the block replaces the kept one when u_block * S < m (weighted reservoir);
                 the next block's A entries are loaded before this block's B-hat gathers
     branch      sparse part with probability S / (S + alpha * tree_total_v)
-    sparse      search the kept block's 32 products for u_position * (its mass)
+    sparse      reload the kept block, search its 32 products for u_position * (its mass)
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
 The uniforms are the reference's (rng.token_hash of token_base + doc_major_pos, one stream per
 block) and the floats are added in the reference's butterfly order (warp.py; see sample_chunk's
 block_reduction for the block mass), so on the same inputs a token gets the same topic, up to
-float rounding differences between compilers.  Tiles follow the word-major order, which puts
-the most frequent words (the hottest rows) first; all tiles have the same number of tokens; the
-block loop runs to the tile's longest row, shorter rows masked (no memory traffic).
+float rounding differences between compilers.  The block loop runs to the tile's longest row
+(shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
+rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
 
-Bandwidth floor (H200, ~3.0-3.3 TB/s device copy): per token the kernel must read its 3
-word-major ints (12 B), 2 ints of doc metadata (8 B, scattered) and its A row once (6 B per
-nonzero: int16 topic, int32 count), and write its topic (2 B); B-hat and tree rows come from
-cache.  With nnz nonzeros in the token's document that is about 22 + 6 * nnz bytes, e.g.
-nnz = 100 -> 622 B -> 5 Gtoken/s; nnz = 230 (NYTimes shape, K = 1,000, two iterations after the
-random start) -> 1.4 KB -> 2.2 Gtoken/s.  What limits the kernel instead is L1: every B-hat
-gather of 32 lanes touches 15-32 different 32-byte sectors of the row (NOTES.md).
+Bandwidth floor: per token the kernel reads its 3 word-major ints (12 B), 2 ints of doc
+metadata (8 B) and its A row (6 B per nonzero: int16 topic, int32 count), and writes its topic
+(2 B): 22 + 6 * nnz bytes, e.g. 1.4 KB at nnz = 230 (NYTimes shape, K = 1,000, two iterations
+after the random start), 2.2 Gtoken/s at 3 TB/s.  A rows are shared by all tokens of a document
+and mostly come from L2, so the kernel is bound by issue and latency, not DRAM (NOTES.md).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax import rng
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, warp
+from saberjax.pallas.row_gather import take_from_row
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
 from saberjax.tree import WIDTH
@@ -47,124 +48,168 @@ from saberjax.tree import WIDTH
 __all__ = ["sample_chunk", "sample_chunk_reference"]
 
 
-def _sample_kernel(num_tokens_ref, token_base_ref, key_ref, alpha_ref, word_ref, doc_ref,
-                   doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref, a_counts_ref,
-                   tree_total_ref, *refs, tile: int, level_widths: tuple[int, ...],
-                   block_reduction: str):
-    """Sample the tokens program_id * tile .. + tile - 1 (see the module docstring)."""
-    level_refs, topics_ref = refs[:-1], refs[-1]
+def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
+                   doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref,
+                   a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
+                   level_widths: tuple[int, ...], row_size: int, block_reduction: str):
+    """Sample the tokens of tile program_id (see the module docstring)."""
+    level_refs, topics_ref = refs[:-2], refs[-1]  # refs[-2]: the zeroed topics, aliased to it
     bhat_ref, padded_topics = level_refs[-1], level_widths[-1]
     lanes = warp.lane_offsets()
-    positions = pl.program_id(0) * tile + jnp.arange(tile, dtype=jnp.int32)
-    real = positions < num_tokens_ref[0]
+    tile = pl.program_id(0)
 
-    def load_tokens(ref):
-        return plgpu.load(ref.at[positions], mask=real, other=0)
+    @pl.when(tile < num_tiles_ref[0])
+    def _():
+        first = tile_start_ref[tile]
+        positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
+        real = positions < tile_start_ref[tile + 1]
+        word = word_ref[first]
+        doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
+        doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
+        start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
+        nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
+        lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
+        state = rng.token_hash(key_ref[0], lo, hi)
+        if row_size:
+            row_lanes = jnp.arange(row_size, dtype=jnp.int32)
+            row = plgpu.load(bhat_ref.at[word * padded_topics + row_lanes],
+                             mask=row_lanes < padded_topics, other=0.0)
 
-    word, doc, doc_major_pos = map(load_tokens, (word_ref, doc_ref, doc_major_pos_ref))
-    start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
-    nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
-    tree_total = plgpu.load(tree_total_ref.at[word], mask=real, other=0.0,
-                            eviction_policy="evict_last")
-    lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
-    state = rng.token_hash(key_ref[0], lo, hi)
+        def weights_of(topics, inside):
+            """B-hat[word, topics]: from the row in shared memory, else from global memory."""
+            if row_size:
+                return take_from_row(row, topics)
+            return plgpu.load(bhat_ref.at[word * padded_topics + topics], mask=inside,
+                              other=0.0, eviction_policy="evict_last")
 
-    def inside_block(block):
-        """Which lanes of block (nonzeros 32*block .. 32*block+31) each token has."""
-        return (block * WIDTH + lanes)[None, :] < nnz[:, None]
+        def load_block(block):
+            """Lanes inside, topics, counts of block (nonzeros 32*block ..; one or per token)."""
+            offsets = jnp.reshape(block, (-1, 1)) * WIDTH + lanes[None, :]
+            inside = offsets < nnz[:, None]
+            index = start[:, None] + offsets
+            topics = plgpu.load(a_topics_ref.at[index], mask=inside, other=0).astype(jnp.int32)
+            counts = plgpu.load(a_counts_ref.at[index], mask=inside, other=0).astype(jnp.float32)
+            return inside, topics, counts
 
-    def load_block(block):
-        """Topics and counts of every token's nonzeros in block (masked lanes: 0)."""
-        inside, index = inside_block(block), start[:, None] + block * WIDTH + lanes[None, :]
-        topics = plgpu.load(a_topics_ref.at[index], mask=inside, other=0).astype(jnp.int32)
-        counts = plgpu.load(a_counts_ref.at[index], mask=inside, other=0).astype(jnp.float32)
-        return topics, counts
+        def products_of(inside, topics, counts):
+            return jnp.where(inside, counts * weights_of(topics, inside), 0.0)
 
-    def visit_block(block, carry):
-        """Add block's mass to the total; keep the block with probability mass / total.
+        def visit_block(block, carry):
+            """Add block's mass to each token's total; keep the block w.p. mass / total.
 
-        The next block's A entries are loaded first (they do not depend on this block), so
-        their DRAM latency overlaps this block's B-hat gathers and sums.
-        """
-        total, kept_products, kept_topics, kept_mass, topics, counts = carry
-        next_topics, next_counts = load_block(block + 1)
-        inside = inside_block(block)
-        weights = plgpu.load(bhat_ref.at[word[:, None] * padded_topics + topics], mask=inside,
-                             other=0.0, eviction_policy="evict_last")
-        products = jnp.where(inside, counts * weights, 0.0)
-        mass = (warp.lane_total(products) if block_reduction == "butterfly"
-                else jnp.sum(products, axis=1))
-        total = total + mass
-        keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
-        return (total, jnp.where(keep[:, None], products, kept_products),
-                jnp.where(keep[:, None], topics, kept_topics), jnp.where(keep, mass, kept_mass),
-                next_topics, next_counts)
+            The next block's A entries are loaded first (they do not depend on this block), so
+            their latency overlaps this block's gathers and sums.
+            """
+            total, kept_block, kept_mass, loaded = carry
+            following = load_block(block + 1)
+            products = products_of(*loaded)
+            mass = (warp.lane_total(products) if block_reduction == "butterfly"
+                    else jnp.sum(products, axis=1))
+            total = total + mass
+            keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
+            return (total, jnp.where(keep, block, kept_block), jnp.where(keep, mass, kept_mass),
+                    following)
 
-    zeros = jnp.zeros((tile,), jnp.float32)
-    total, products, topics, mass, *_ = jax.lax.fori_loop(
-        0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
-        (zeros, jnp.zeros((tile, WIDTH), jnp.float32), jnp.zeros((tile, WIDTH), jnp.int32), zeros,
-         *load_block(0)))
-    dense_total = alpha_ref[0] * tree_total
-    take_sparse = rng.uniform(state, rng.STREAM_BRANCH) * (total + dense_total) < total
-    u_position = rng.uniform(state, rng.STREAM_POSITION)
-    lane, _ = warp.search_block(products, u_position * mass)
-    sparse_topic = warp.pick_lane(topics, lane)
-    dense = real & ~take_sparse
+        zeros = jnp.zeros((tile_tokens,), jnp.float32)
+        total, kept_block, kept_mass, _ = jax.lax.fori_loop(
+            0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
+            (zeros, jnp.zeros((tile_tokens,), jnp.int32), zeros, load_block(0)))
+        tree_total = tree_total_ref[word]
+        take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
+                       * (total + alpha_ref[0] * tree_total) < total)
+        u_position = rng.uniform(state, rng.STREAM_POSITION)
+        # The kept block again (its products are recomputed, bit-identical, not carried).
+        kept = load_block(kept_block)
+        lane, _ = warp.search_block(products_of(*kept), u_position * kept_mass)
+        sparse_topic = warp.pick_lane(kept[1], lane)
+        dense = real & ~take_sparse
 
-    def tree_walk():
-        """Leaf of every dense token's tree, top level to B-hat."""
-        mass = u_position * tree_total
-        node = jnp.zeros((tile,), jnp.int32)
-        for level_ref, width in zip(level_refs, level_widths):
-            children = node[:, None] * WIDTH + lanes[None, :]
-            inside = dense[:, None] & (children < width)
-            values = plgpu.load(level_ref.at[word[:, None] * width + children], mask=inside,
-                                other=0.0, eviction_policy="evict_last")
-            lane, before = warp.search_block(values, mass)
-            mass = mass - before
-            node = node * WIDTH + lane
-        return node
+        def tree_walk():
+            """Leaf of every dense token's tree, top level to B-hat."""
+            mass = u_position * tree_total
+            node = jnp.zeros((tile_tokens,), jnp.int32)
+            for level_ref, width in zip(level_refs, level_widths):
+                children = node[:, None] * WIDTH + lanes[None, :]
+                inside = dense[:, None] & (children < width)
+                values = plgpu.load(level_ref.at[word * width + children], mask=inside,
+                                    other=0.0, eviction_policy="evict_last")
+                lane, before = warp.search_block(values, mass)
+                mass = mass - before
+                node = node * WIDTH + lane
+            return node
 
-    dense_topic = jax.lax.cond(jnp.max(dense.astype(jnp.int32)) > 0, tree_walk,
-                               lambda: jnp.zeros((tile,), jnp.int32))
-    topic = jnp.where(real, jnp.where(take_sparse, sparse_topic, dense_topic), 0)
-    plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype),
-                mask=positions < topics_ref.shape[0])
+        dense_topic = jax.lax.cond(jnp.max(dense.astype(jnp.int32)) > 0, tree_walk,
+                                   lambda: jnp.zeros((tile_tokens,), jnp.int32))
+        topic = jnp.where(take_sparse, sparse_topic, dense_topic)
+        plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
 
 
-@functools.partial(jax.jit, static_argnames=("tokens_per_program", "num_warps", "num_stages",
-                                             "block_reduction", "interpret"))
+def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int):
+    """The kernel's work list: tiles of up to tile_tokens consecutive tokens of one word.
+
+    Returns (num_tiles, tile_start [max_tiles + 1]): tile i holds the word-major tokens
+    tile_start[i] .. tile_start[i + 1] - 1; entries past the last tile hold num_tokens.
+    Computed by XLA in a few passes over the word array (about 1 ms for 30M tokens on an H200).
+    """
+    size = chunk.padded_tokens
+    positions = jnp.arange(size, dtype=jnp.int32)
+    new_word = jnp.concatenate([jnp.ones((1,), bool), chunk.word[1:] != chunk.word[:-1]])
+    word_first = jax.lax.cummax(jnp.where(new_word, positions, 0))
+    head = (positions < chunk.num_tokens) & ((positions - word_first) % tile_tokens == 0)
+    max_tiles = max_tiles_of(chunk, num_words, tile_tokens)
+    tile_index = jnp.where(head, jnp.cumsum(head) - 1, max_tiles + 1)
+    tile_start = jnp.full((max_tiles + 1,), chunk.num_tokens, jnp.int32).at[tile_index].set(
+        positions, mode="drop")
+    return jnp.sum(head, dtype=jnp.int32), tile_start
+
+
+def max_tiles_of(chunk: Chunk, num_words: int, tile_tokens: int) -> int:
+    """Most tiles a chunk can need: full tiles plus one partial tile per distinct word."""
+    return -(-chunk.padded_tokens // tile_tokens) + min(num_words, chunk.padded_tokens)
+
+
+@functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
+                                             "block_reduction", "shared_row_limit", "interpret"))
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
-                 tokens_per_program: int = 32, num_warps: int = 4, num_stages: int = 1,
-                 block_reduction: str = "sum", interpret: bool | None = None):
+                 tile_tokens: int | None = None, num_warps: int | None = None,
+                 num_stages: int = 1, block_reduction: str = "sum",
+                 shared_row_limit: int = 4096, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0).
 
-    Same contract as saberjax.sampler.sample_chunk.  tokens_per_program (a power of two) is the
-    tile; num_warps and num_stages are Triton's.  block_reduction: "sum" adds a block's 32
-    products with Triton's reduction, which for a row held one lane per thread of a warp is the
-    xor-shuffle butterfly of the reference (other layouts change only the rounding); "butterfly"
-    spells that order out with splits, exact whatever the layout, but its layout changes go
-    through shared memory.  interpret=None: interpret unless on a GPU.
+    Same contract as saberjax.sampler.sample_chunk.  The word's B-hat row is held in shared
+    memory when its padded length is at most shared_row_limit (0: never), else gathered from
+    global memory.  tile_tokens (a power of two) and num_warps (Triton's) default to what was
+    fastest on an H200 (NOTES.md): 8 tokens on 2 warps with the row in shared memory, 4 on 1
+    warp without (the row's store to shared memory, at every gather, favours more threads).
+    block_reduction: "sum" adds a block's 32 products with Triton's reduction, which for a row
+    held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
+    layouts change only the rounding); "butterfly" spells that order out with splits, exact
+    whatever the layout.  interpret=None: interpret unless on a GPU.
     """
     num_words, padded_topics = model.bhat.shape
     if num_words * padded_topics >= 2**31:
         raise ValueError(f"B-hat of {num_words} x {padded_topics} is too large for int32 offsets")
+    row_size = 1 << (padded_topics - 1).bit_length()
+    shared_row = row_size <= shared_row_limit
+    tile_tokens = tile_tokens or (8 if shared_row else 4)
+    num_warps = num_warps or (2 if shared_row else 1)
     levels = tuple(model.tree) + (model.bhat,)
-    kernel = functools.partial(_sample_kernel, tile=tokens_per_program,
+    num_tiles, tile_start = word_tiles(chunk, num_words, tile_tokens)
+    kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
+                               row_size=row_size if shared_row else 0,
                                block_reduction=block_reduction)
+    inputs = (jnp.reshape(num_tiles, (1,)), jnp.asarray(chunk.token_base, jnp.uint32),
+              jnp.reshape(key, (1,)).astype(jnp.uint32),
+              jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
+              chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_topics,
+              chunk_state.a_counts, model.tree_total, *(level.reshape(-1) for level in levels))
     return pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
-        grid=(pl.cdiv(chunk.padded_tokens, tokens_per_program),),
+        grid=(max_tiles_of(chunk, num_words, tile_tokens),),
+        input_output_aliases={len(inputs): 0},  # padding tokens keep the zeros
         name="saber_sample",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(jnp.reshape(chunk.num_tokens, (1,)).astype(jnp.int32),
-      jnp.asarray(chunk.token_base, jnp.uint32),
-      jnp.reshape(key, (1,)).astype(jnp.uint32),
-      jnp.reshape(alpha, (1,)).astype(jnp.float32),
-      chunk.word, chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
-      chunk_state.a_topics, chunk_state.a_counts, model.tree_total,
-      *(level.reshape(-1) for level in levels))
+    )(*inputs, jnp.zeros_like(chunk_state.topics))
