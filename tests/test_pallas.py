@@ -176,6 +176,20 @@ def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction, shared_ro
     assert "triton" in lower_for_h100(rebuild, chunk, chunk_state.topics).lower()
 
 
+def test_sampler_kernel_lowers_for_a_model_over_4_gib():
+    """V x K >= 2^31 (NYTimes shape at K = 30,000): offsets into B-hat need 64 bits."""
+    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), 30_000, seed=1)
+    num_words, small = 102_660, model.bhat.shape[0]
+    big = jax.tree_util.tree_map(  # every per-word array gets 102,660 rows (abstract: no memory)
+        lambda array: jax.ShapeDtypeStruct(
+            (num_words, *array.shape[1:]) if array.shape[:1] == (small,) else array.shape,
+            array.dtype), model)
+    sample = functools.partial(pallas_sampler.sample_chunk, interpret=False)
+    text = lower_for_h100(lambda *args: sample(*args, hyper.alpha), chunk, chunk_state, big,
+                          key)
+    assert "triton" in text.lower()
+
+
 def test_lowering_check_rejects_what_triton_cannot_lower():
     from jax.experimental import pallas as pl  # noqa: PLC0415
 

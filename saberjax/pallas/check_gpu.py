@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import statistics
 import time
 import traceback
@@ -30,15 +29,15 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import esca, rng, sampler, segmented_count, tree
-from saberjax.corpus import Corpus, load_native, load_uci
+from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.state import Hyperparams
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Native corpus folder (launch/synth.py --output) or a "
-                    "folder holding a UCI docword.txt.gz.")
+flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads, e.g. a "
+                    "launch/synth.py --output folder).")
 flags.DEFINE_list("topics", ["1000", "10000"], "Numbers of topics K to time.")
 flags.DEFINE_integer("warmup_iterations", 2, "ESCA iterations (Pallas) before timing.")
 flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up run (median "
@@ -216,8 +215,7 @@ def main(argv):
     bandwidth = copy_bandwidth()
     if FLAGS.checks:
         check_ragged_agreement()
-    uci = os.path.join(FLAGS.corpus, "docword.txt.gz")
-    corpus = load_uci(uci) if os.path.exists(uci) else load_native(FLAGS.corpus)
+    corpus = load_corpus(FLAGS.corpus)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
     report(check="corpus", D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,

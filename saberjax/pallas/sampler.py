@@ -4,7 +4,9 @@ One program samples a tile: up to `tile_tokens` consecutive word-major tokens of
 (word_tiles).  The word's B-hat row is loaded once into registers and read through shared
 memory (row_gather.take_from_row: one bank access per lane, the paper's shared-memory row)
 when its padded length is at most `shared_row_limit`; longer rows are gathered from global
-memory, hot in L1/L2.  Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
+memory, hot in L1/L2.  B-hat and the tree levels are 2-D refs indexed (word, column), so
+Pallas computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).
+Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
 document row A_d are visited 32 lanes at a time, in one pass, as in the reference:
 
     per block   products A_dk * B-hat_vk, block mass m (a 32-lane sum), running total S += m,
@@ -72,15 +74,15 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
         state = rng.token_hash(key_ref[0], lo, hi)
         if row_size:
             row_lanes = jnp.arange(row_size, dtype=jnp.int32)
-            row = plgpu.load(bhat_ref.at[word * padded_topics + row_lanes],
-                             mask=row_lanes < padded_topics, other=0.0)
+            row = plgpu.load(bhat_ref.at[word, row_lanes], mask=row_lanes < padded_topics,
+                             other=0.0)
 
         def weights_of(topics, inside):
             """B-hat[word, topics]: from the row in shared memory, else from global memory."""
             if row_size:
                 return take_from_row(row, topics)
-            return plgpu.load(bhat_ref.at[word * padded_topics + topics], mask=inside,
-                              other=0.0, eviction_policy="evict_last")
+            return plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+                              eviction_policy="evict_last")
 
         def load_block(block):
             """Lanes inside, topics, counts of block (nonzeros 32*block ..; one or per token)."""
@@ -131,8 +133,8 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
             for level_ref, width in zip(level_refs, level_widths):
                 children = node[:, None] * WIDTH + lanes[None, :]
                 inside = dense[:, None] & (children < width)
-                values = plgpu.load(level_ref.at[word * width + children], mask=inside,
-                                    other=0.0, eviction_policy="evict_last")
+                values = plgpu.load(level_ref.at[word, children], mask=inside, other=0.0,
+                                    eviction_policy="evict_last")
                 lane, before = warp.search_block(values, mass)
                 mass = mass - before
                 node = node * WIDTH + lane
@@ -187,8 +189,6 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     whatever the layout.  interpret=None: interpret unless on a GPU.
     """
     num_words, padded_topics = model.bhat.shape
-    if num_words * padded_topics >= 2**31:
-        raise ValueError(f"B-hat of {num_words} x {padded_topics} is too large for int32 offsets")
     row_size = 1 << (padded_topics - 1).bit_length()
     shared_row = row_size <= shared_row_limit
     tile_tokens = tile_tokens or (8 if shared_row else 4)
@@ -203,7 +203,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_topics,
-              chunk_state.a_counts, model.tree_total, *(level.reshape(-1) for level in levels))
+              chunk_state.a_counts, model.tree_total, *levels)
     return pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
