@@ -52,38 +52,19 @@ def random_state(corpus: Corpus, num_topics: int, seed: int):
     return chunk, chunk_state, model, rng.iteration_key(seed, 3), hyper
 
 
-@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens,shared_row_limit", [
-    (2, "sum", 4, 4096), (1000, "sum", 16, 4096), (1000, "butterfly", 8, 4096),
-    (1000, "sum", 8, 0), (65_536, "sum", 4, 4096)])
-def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens,
-                                                   shared_row_limit):
+@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens", [
+    (2, "sum", 4), (1000, "sum", 16), (1000, "butterfly", 8), (37, "sum", 1), (65_536, "sum", 4)])
+def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics),
                                                          num_topics, seed=num_topics)
     expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
         chunk, chunk_state, model, key, hyper.alpha)
     got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, hyper.alpha,
                                       tile_tokens=tile_tokens, block_reduction=block_reduction,
-                                      shared_row_limit=shared_row_limit, interpret=True)
+                                      interpret=True)
     assert got.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
-
-
-def test_take_from_row_gathers_inside_a_kernel_and_refuses_other_rows():
-    from jax.experimental import pallas as pl  # noqa: PLC0415
-
-    from saberjax.pallas.row_gather import take_from_row  # noqa: PLC0415
-    row = jax.random.normal(jax.random.key(1), (1024,))
-    indices = jax.random.randint(jax.random.key(2), (16, 32), 0, 1024)
-
-    def kernel(row_ref, indices_ref, out_ref):
-        out_ref[...] = take_from_row(row_ref[...], indices_ref[...])
-
-    got = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16, 32), jnp.float32),
-                         interpret=True)(row, indices)
-    np.testing.assert_array_equal(got, np.asarray(row)[np.asarray(indices)])
-    with pytest.raises(ValueError, match="power-of-two"):
-        take_from_row(jnp.zeros(1000), indices)
 
 
 @pytest.mark.parametrize("tile_tokens", [1, 4, 32])
@@ -159,19 +140,15 @@ def lower_for_h100(function, *args) -> str:
         return jax.jit(function).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
-@pytest.mark.parametrize("num_topics,block_reduction,shared_row", [
-    (2, "sum", True), (1000, "sum", True), (1000, "butterfly", True), (1000, "sum", False),
-    (65_536, "sum", False)])
-def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction, shared_row):
+@pytest.mark.parametrize("num_topics,block_reduction", [
+    (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
+def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), num_topics, seed=1)
     sample = functools.partial(pallas_sampler.sample_chunk, block_reduction=block_reduction,
-                               shared_row_limit=4096 if num_topics < 4096 and shared_row else 0,
                                interpret=False)
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha),
                           chunk, chunk_state, model, key)
     assert "triton" in text.lower()
-    # The shared-memory row is read by tt.gather (named in the serialized Triton module).
-    assert ("\\00gather\\00" in text) == shared_row
     rebuild = functools.partial(pallas_ssc.rebuild_doc_topic, interpret=False)
     assert "triton" in lower_for_h100(rebuild, chunk, chunk_state.topics).lower()
 

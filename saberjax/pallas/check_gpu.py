@@ -43,9 +43,9 @@ flags.DEFINE_integer("warmup_iterations", 2, "ESCA iterations (Pallas) before ti
 flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up run (median "
                      "reported; 0: the warm-up only, e.g. under a profiler).")
 flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
-flags.DEFINE_list("sampler_variants", ["default", "8/2/4096", "16/2/4096", "4/1/0", "8/2/0"],
-                  "E-step kernel variants: tile_tokens/num_warps/shared_row_limit[/num_stages], "
-                  "or default (the kernel's defaults).")
+flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
+                  "E-step kernel variants: tile_tokens/num_warps, or default (the kernel's "
+                  "defaults).")
 flags.DEFINE_list("ssc_variants", ["128x4", "64x4", "128x3"],
                   "Segmented-count variants, block_tokens x digit_bits.")
 flags.DEFINE_string("output", None, "Also write all results to this file (JSON lines).")
@@ -170,9 +170,9 @@ def sampler_variant(variant: str):
     """The E-step kernel with the parameters of one --sampler_variants entry."""
     if variant == "default":
         return pallas_sampler.sample_chunk
-    tile_tokens, warps, limit, stages = (list(map(int, variant.split("/"))) + [1])[:4]
+    tile_tokens, warps = map(int, variant.split("/"))
     return functools.partial(pallas_sampler.sample_chunk, tile_tokens=tile_tokens,
-                             num_warps=warps, shared_row_limit=limit, num_stages=stages)
+                             num_warps=warps)
 
 
 def time_variants(num_topics, chunks, state, num_tokens, alpha):

@@ -1,10 +1,9 @@
 """The sparsity-aware E-step as a Pallas (Triton) kernel; reference: saberjax.sampler.
 
 One program samples a tile: up to `tile_tokens` consecutive word-major tokens of one word
-(word_tiles).  The word's B-hat row is loaded once into registers and read through shared
-memory (row_gather.take_from_row: one bank access per lane, the paper's shared-memory row)
-when its padded length is at most `shared_row_limit`; longer rows are gathered from global
-memory, hot in L1/L2.  B-hat and the tree levels are 2-D refs indexed (word, column), so
+(word_tiles), so the word's B-hat row and tree stay hot in L1 while its tiles run (gathers with
+eviction_policy="evict_last"; reading the row through shared memory with tt.gather was slower,
+NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so
 Pallas computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).
 Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
 document row A_d are visited 32 lanes at a time, in one pass, as in the reference:
@@ -42,7 +41,6 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax import rng
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, warp
-from saberjax.pallas.row_gather import take_from_row
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
 from saberjax.tree import WIDTH
@@ -53,10 +51,10 @@ __all__ = ["sample_chunk", "sample_chunk_reference"]
 def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref,
                    a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
-                   level_widths: tuple[int, ...], row_size: int, block_reduction: str):
+                   level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     level_refs, topics_ref = refs[:-2], refs[-1]  # refs[-2]: the zeroed topics, aliased to it
-    bhat_ref, padded_topics = level_refs[-1], level_widths[-1]
+    bhat_ref = level_refs[-1]
     lanes = warp.lane_offsets()
     tile = pl.program_id(0)
 
@@ -72,17 +70,6 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
         lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
         state = rng.token_hash(key_ref[0], lo, hi)
-        if row_size:
-            row_lanes = jnp.arange(row_size, dtype=jnp.int32)
-            row = plgpu.load(bhat_ref.at[word, row_lanes], mask=row_lanes < padded_topics,
-                             other=0.0)
-
-        def weights_of(topics, inside):
-            """B-hat[word, topics]: from the row in shared memory, else from global memory."""
-            if row_size:
-                return take_from_row(row, topics)
-            return plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
-                              eviction_policy="evict_last")
 
         def load_block(block):
             """Lanes inside, topics, counts of block (nonzeros 32*block ..; one or per token)."""
@@ -94,7 +81,9 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
             return inside, topics, counts
 
         def products_of(inside, topics, counts):
-            return jnp.where(inside, counts * weights_of(topics, inside), 0.0)
+            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+                                 eviction_policy="evict_last")
+            return jnp.where(inside, counts * weights, 0.0)
 
         def visit_block(block, carry):
             """Add block's mass to each token's total; keep the block w.p. mass / total.
@@ -171,33 +160,24 @@ def max_tiles_of(chunk: Chunk, num_words: int, tile_tokens: int) -> int:
 
 
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
-                                             "block_reduction", "shared_row_limit", "interpret"))
+                                             "block_reduction", "interpret"))
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
-                 tile_tokens: int | None = None, num_warps: int | None = None,
-                 num_stages: int = 1, block_reduction: str = "sum",
-                 shared_row_limit: int = 4096, interpret: bool | None = None):
+                 tile_tokens: int = 4, num_warps: int = 1, num_stages: int = 1,
+                 block_reduction: str = "sum", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0).
 
-    Same contract as saberjax.sampler.sample_chunk.  The word's B-hat row is held in shared
-    memory when its padded length is at most shared_row_limit (0: never), else gathered from
-    global memory.  tile_tokens (a power of two) and num_warps (Triton's) default to what was
-    fastest on an H200 (NOTES.md): 8 tokens on 2 warps with the row in shared memory, 4 on 1
-    warp without (the row's store to shared memory, at every gather, favours more threads).
+    Same contract as saberjax.sampler.sample_chunk.  tile_tokens (a power of two) and num_warps
+    and num_stages (Triton's) default to the fastest measured on an H200 (NOTES.md).
     block_reduction: "sum" adds a block's 32 products with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
     whatever the layout.  interpret=None: interpret unless on a GPU.
     """
-    num_words, padded_topics = model.bhat.shape
-    row_size = 1 << (padded_topics - 1).bit_length()
-    shared_row = row_size <= shared_row_limit
-    tile_tokens = tile_tokens or (8 if shared_row else 4)
-    num_warps = num_warps or (2 if shared_row else 1)
+    num_words = model.bhat.shape[0]
     levels = tuple(model.tree) + (model.bhat,)
     num_tiles, tile_start = word_tiles(chunk, num_words, tile_tokens)
     kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               row_size=row_size if shared_row else 0,
                                block_reduction=block_reduction)
     inputs = (jnp.reshape(num_tiles, (1,)), jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
