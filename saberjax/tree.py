@@ -72,23 +72,20 @@ def lane_sums(values: jax.Array) -> list[jax.Array]:
 
 
 def search_block(values: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Along the last axis of `values` [..., 32] find the lane where mass x falls.
+    """Along the last axis of `values` [..., 32] (non-negative) find the lane where mass x falls.
 
-    Walks the pairwise-sum tree of `lane_sums` from its root: go to the upper half when x is at
-    least the lower half's mass and the upper half has mass.  Returns (lane, mass before the
-    lane).  Zero-weight lanes are never chosen, even if rounding leaves x at the total.
+    The first lane whose inclusive prefix sum exceeds x (a lane of weight zero never does), or,
+    when rounding leaves x at or past the total, the last lane with weight.  Returns (lane,
+    mass before the lane, at most x).  Only a scan, reductions and selects: the same code runs
+    inside the Pallas kernel (Triton lowers it; it replaced a butterfly-tree descent that cost
+    the kernel ten reductions a search, NOTES.md).
     """
-    levels = lane_sums(values)
-    lane = jnp.zeros(x.shape, jnp.int32)
-    before = jnp.zeros_like(x)
-    for level in reversed(levels[:-1]):
-        half = level.shape[-1] // 2
-        low = jnp.take_along_axis(level[..., :half], lane[..., None], axis=-1)[..., 0]
-        high = jnp.take_along_axis(level[..., half:], lane[..., None], axis=-1)[..., 0]
-        upper = (x - before >= low) & (high > 0)
-        before = jnp.where(upper, before + low, before)
-        lane = jnp.where(upper, lane + half, lane)
-    return lane, before
+    lanes = jnp.arange(values.shape[-1], dtype=jnp.int32)
+    prefix = jnp.cumsum(values, axis=-1)
+    lane = jnp.sum((prefix <= x[..., None]).astype(jnp.int32), axis=-1)
+    lane = jnp.minimum(lane, jnp.max(jnp.where(values > 0, lanes, 0), axis=-1))
+    before = jnp.sum(jnp.where(lanes == lane[..., None], prefix - values, 0.0), axis=-1)
+    return lane, jnp.minimum(before, x)
 
 
 def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,

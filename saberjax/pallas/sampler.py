@@ -43,7 +43,7 @@ from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
-from saberjax.tree import WIDTH
+from saberjax.tree import WIDTH, search_block
 
 __all__ = ["sample_chunk", "sample_chunk_reference"]
 
@@ -81,9 +81,10 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
             return inside, topics, counts
 
         def products_of(inside, topics, counts):
+            """A_dk * B-hat_vk; lanes outside the row are 0 (both factors load as 0 there)."""
             weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
                                  eviction_policy="evict_last")
-            return jnp.where(inside, counts * weights, 0.0)
+            return counts * weights
 
         def visit_block(block, carry):
             """Add block's mass to each token's total; keep the block w.p. mass / total.
@@ -111,7 +112,7 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
         u_position = rng.uniform(state, rng.STREAM_POSITION)
         # The kept block again (its products are recomputed, bit-identical, not carried).
         kept = load_block(kept_block)
-        lane, _ = warp.search_block(products_of(*kept), u_position * kept_mass)
+        lane, _ = search_block(products_of(*kept), u_position * kept_mass)
         sparse_topic = warp.pick_lane(kept[1], lane)
         dense = real & ~take_sparse
 
@@ -124,7 +125,7 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
                 inside = dense[:, None] & (children < width)
                 values = plgpu.load(level_ref.at[word, children], mask=inside, other=0.0,
                                     eviction_policy="evict_last")
-                lane, before = warp.search_block(values, mass)
+                lane, before = search_block(values, mass)
                 mass = mass - before
                 node = node * WIDTH + lane
             return node
