@@ -46,7 +46,7 @@ flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only 
 flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
                   "E-step kernel variants: tile_tokens/num_warps, or default (the kernel's "
                   "defaults).")
-flags.DEFINE_list("ssc_variants", ["128x4", "64x4", "128x3"],
+flags.DEFINE_list("ssc_variants", ["128x5", "128x4", "64x5"],
                   "Segmented-count variants, block_tokens x digit_bits.")
 flags.DEFINE_string("output", None, "Also write all results to this file (JSON lines).")
 flags.mark_flag_as_required("corpus")
