@@ -163,7 +163,7 @@ def max_tiles_of(chunk: Chunk, num_words: int, tile_tokens: int) -> int:
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
                                              "block_reduction", "interpret"))
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
-                 tile_tokens: int = 4, num_warps: int = 1, num_stages: int = 1,
+                 tile_tokens: int = 8, num_warps: int = 1, num_stages: int = 1,
                  block_reduction: str = "sum", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0).
 
