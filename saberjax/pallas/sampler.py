@@ -1,12 +1,12 @@
 """The sparsity-aware E-step as a Pallas (Triton) kernel; reference: saberjax.sampler.
 
-One program samples a tile: up to `tile_tokens` consecutive word-major tokens of one word
-(word_tiles), so the word's B-hat row and tree stay hot in L1 while its tiles run (gathers with
-eviction_policy="evict_last"; reading the row through shared memory with tt.gather was slower,
-NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so
-Pallas computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).
-Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
-document row A_d are visited 32 lanes at a time, in one pass, as in the reference:
+One program (one warp) samples a tile: up to `tile_tokens` consecutive word-major tokens of one
+word (word_tiles), so the word's B-hat row and tree stay hot in L1 while its tiles run (gathers
+with eviction_policy="evict_last"; reading the row through shared memory with tt.gather was
+slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
+computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token t
+of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d are visited 32
+lanes at a time, in one pass, as in the reference:
 
     per block   products A_dk * B-hat_vk, block mass m (a 32-lane sum), running total S += m,
                 and the block replaces the kept one when u_block * S < m (weighted reservoir);
@@ -16,9 +16,10 @@ document row A_d are visited 32 lanes at a time, in one pass, as in the referenc
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
 The uniforms are the reference's (rng.token_hash of token_base + doc_major_pos, one stream per
-block) and the floats are added in the reference's butterfly order (warp.py; see sample_chunk's
-block_reduction for the block mass), so on the same inputs a token gets the same topic, up to
-float rounding differences between compilers.  The block loop runs to the tile's longest row
+block), block masses are added in the reference's butterfly order (see sample_chunk's
+block_reduction) and the searches are the reference's own tree.search_block, so on the same
+inputs a token gets the same topic, up to the order in which Triton and XLA add a prefix sum
+(a few tokens in a million differ, NOTES.md).  The block loop runs to the tile's longest row
 (shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
 rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
 
