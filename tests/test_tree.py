@@ -55,3 +55,23 @@ def test_search_block_never_picks_zero_weight_lane_even_past_the_total():
     assert int(lane[0]) == 3 and float(before[0]) == 1.0
     lane, _ = tree.search_block(values, jnp.asarray([0.0]))
     assert int(lane[0]) == 1
+
+
+def test_search_block_finds_the_lane_whose_prefix_interval_holds_x():
+    rng_np = np.random.default_rng(4)
+    values = rng_np.exponential(size=(2000, 32)).astype(np.float32)
+    values[rng_np.random(values.shape) < 0.6] = 0.0  # many zero-weight lanes
+    values[0] = 0.0
+    values[0, 31] = 1.0
+    totals = values.astype(np.float64).sum(axis=1)
+    x = (rng_np.random(2000) * totals).astype(np.float32)
+    x[:50] = totals[:50]  # at the total: rounding must not pick a zero-weight lane
+    lane, before = (np.asarray(a) for a in tree.search_block(jnp.asarray(values), jnp.asarray(x)))
+    rows = np.arange(2000)
+    assert np.all(values[rows, lane] > 0)
+    assert np.all(before <= x)
+    prefix = np.cumsum(values.astype(np.float64), axis=1)
+    inside = x < totals * (1 - 1e-5)
+    low, high = (prefix - values)[rows, lane], prefix[rows, lane]
+    assert np.all((low[inside] <= x[inside] * (1 + 1e-5)) & (x[inside] < high[inside] * (1 + 1e-5)))
+    np.testing.assert_allclose(before[inside], low[inside], rtol=1e-5, atol=1e-6)
