@@ -14,6 +14,11 @@ Reproduce (from the repo root; no install needed):
     python launch/bench.py --corpus=shared/data/wiki25k --num_topics=1024 \
         --backends=xla,pallas --iterations=10 --output=runs/bench.jsonl
 
+  GPU, the issue's wiki25k protocol: 90/10 document split, 100 iterations from the random
+  start, Mtoken_per_s_mean and the held-out log-likelihood after them:
+    python launch/bench.py --corpus=shared/data/wiki25k --num_topics=1024 --backends=pallas \
+        --warmup=0 --iterations=100 --test_fraction=0.1
+
   GPU, NYTimes-shaped synthetic corpus (27,000 documents, about 9M tokens, V = 102,660,
   generated in memory, nothing written to disk) at K = 1000 and 10000:
     python launch/bench.py --synth_preset=nytimes --synth_scale=0.09 --num_topics=1000,10000 \
@@ -48,6 +53,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         bandwidth_floor_seconds = min_traffic_bytes / copy bandwidth,
                         bandwidth_bound_Mtoken_per_s = tokens / that floor, achieved_GB_per_s =
                         min_traffic_bytes / steady iteration seconds (compare with copy_GB_per_s).
+  heldout_loglik_per_token  with --test_fraction: document completion on the held-out documents
+                        after the timed iterations (saberjax.evaluate, 50 EM iterations).
   speedup_vs_xla        steady Mtoken/s over the xla backend's at the same K in the same run
                         (only when several backends run and xla is one of them).
 Every line also carries the run's environment: device (jax.devices()[0].device_kind), platform,
@@ -86,8 +93,11 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
+from saberjax import corpus as corpus_io
 from saberjax import esca, rng, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
+from saberjax.evaluate import heldout_loglik
+from saberjax.model import topic_word_from_counts
 from saberjax.state import Hyperparams, TrainState
 
 BACKENDS = ("xla", "pallas")
@@ -116,7 +126,12 @@ flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all lo
                      "on a CPU one per core).", **_flag)
 flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
                      lower_bound=1, **_flag)
-flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus).", **_flag)
+flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and the "
+                     "test split).", **_flag)
+flags.DEFINE_float("test_fraction", 0.0, "Hold out this fraction of documents (seeded), train "
+                   "on the rest and score the held-out ones by document completion after the "
+                   "timed iterations (heldout_loglik_per_token); 0: train on everything.",
+                   lower_bound=0.0, upper_bound=0.5, **_flag)
 flags.DEFINE_string("output", None, "Also append the JSON lines to this file (atomically).",
                     **_flag)
 flags.DEFINE_bool("phases", True, "Measure the per-phase breakdown.", **_flag)
@@ -354,8 +369,10 @@ def backend_unavailable(name: str) -> str | None:
 
 
 def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iterations: int,
-              warmup: int, seed: int, phases: bool, phase_repeats: int) -> dict:
-    """The record of one (K, backend)."""
+              warmup: int, seed: int, phases: bool, phase_repeats: int,
+              heldout: tuple[Corpus, Corpus] | None = None) -> dict:
+    """The record of one (K, backend); with heldout (observed, held-out halves of the test
+    documents) also the held-out log-likelihood per token after the timed iterations."""
     hyper = Hyperparams.create(num_topics, backend=backend)
     tokens = corpus.num_tokens
     init = lambda: esca.init(chunks, corpus.num_words, hyper, seed)  # noqa: E731
@@ -394,6 +411,10 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
         model_bytes_per_token=_sig(model_bytes / tokens),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
+    if heldout is not None:
+        counts = np.asarray(state.model.word_topic[:, :num_topics])
+        score = heldout_loglik(topic_word_from_counts(counts, hyper.beta), *heldout, hyper.alpha)
+        record["heldout_loglik_per_token"] = _sig(score.loglik_per_token)
     if phases:
         record["phases"] = measure_phases(chunks, state, hyper, phase_repeats)
         for entry in record["phases"].values():
@@ -406,8 +427,11 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
                   num_devices: int = 0,
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
-                  copy_mib: int = 0, emit=print) -> list[dict]:
-    """Benchmark every (K, backend); emit(json_line) for each record and the summary."""
+                  copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
+                  emit=print) -> list[dict]:
+    """Benchmark every (K, backend); emit(json_line) for each record and the summary.
+
+    heldout: (observed, held-out) halves of test documents to score each model on."""
     wall_start = time.perf_counter()
     env = environment()
     devices = trainer.local_devices(num_devices)
@@ -439,7 +463,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 try:
                     result = bench_one(chunks, corpus, k, backend, iterations=iterations,
                                        warmup=warmup, seed=seed, phases=phases,
-                                       phase_repeats=phase_repeats)
+                                       phase_repeats=phase_repeats, heldout=heldout)
                 except (ImportError, NotImplementedError) as e:
                     reason = f"{type(e).__name__}: {e}"
             if reason is not None:
@@ -465,7 +489,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         iterations=iterations, warmup=warmup, seed=seed,
         results=[{key: r[key] for key in ("K", "backend", "Mtoken_per_s_steady",
                                           "Mtoken_per_s_mean", "Mtoken_per_s_best", "compile_seconds",
-                                          "speedup_vs_xla") if key in r}
+                                          "speedup_vs_xla", "heldout_loglik_per_token") if key in r}
                  for r in records if r["type"] == "result"],
         skipped=[{key: r[key] for key in ("K", "backend", "reason")}
                  for r in records if r["type"] == "skipped"],
@@ -477,7 +501,10 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    corpus = corpus_from_flags()
+    corpus, heldout = corpus_from_flags(), None
+    if FLAGS.test_fraction > 0:
+        corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
+        heldout = corpus_io.split_document_halves(test, FLAGS.seed)
 
     def emit(line: str) -> None:
         print(line, flush=True)
@@ -488,7 +515,8 @@ def main(argv):
                   iterations=FLAGS.iterations, warmup=FLAGS.warmup,
                   chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
                   seed=FLAGS.seed, phases=FLAGS.phases,
-                  phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, emit=emit)
+                  phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
+                  emit=emit)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,19 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     assert sorted(os.listdir(output.parent)) == ["bench.jsonl"]  # no temporary file left
 
 
+def test_test_fraction_trains_on_the_rest_and_scores_the_held_out_documents(
+        bench, parse, capsys, tmp_path):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=2)
+    save_native(corpus, tmp_path / "tiny")
+    lines = run_main(bench, parse, capsys, f"--corpus={tmp_path / 'tiny'}", "--num_topics=4",
+                     "--iterations=2", "--warmup=0", "--phases=false", "--copy_mib=4",
+                     "--test_fraction=0.25")
+    result, summary = lines
+    assert result["D"] == 30  # 10 of the 40 documents held out
+    assert -np.log(30) - 1 < result["heldout_loglik_per_token"] < 0
+    assert summary["results"][0]["heldout_loglik_per_token"] == result["heldout_loglik_per_token"]
+
+
 def test_unknown_backend_or_bad_k_is_a_flag_error(parse):
     with pytest.raises(flags.IllegalFlagValueError, match="cuda"):
         parse("--backends=xla,cuda")
