@@ -88,6 +88,24 @@ def search_block(values: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]
     return lane, jnp.minimum(before, x)
 
 
+def descend(level_widths: tuple[int, ...], load_children, x: jax.Array) -> jax.Array:
+    """The leaf where mass x falls, walking a tree down from its top level.
+
+    level_widths: the widths of the levels, top first, leaves last.  load_children(level,
+    children, inside) returns the values [..., 32] of the node ids `children` of that level
+    (zeros where not `inside`, i.e. past the level's width), so the same walk serves arrays
+    (tree_sample) and a Pallas kernel's refs.
+    """
+    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
+    node = jnp.zeros(x.shape, jnp.int32)
+    for level, width in enumerate(level_widths):
+        children = node[..., None] * WIDTH + lanes
+        lane, before = search_block(load_children(level, children, children < width), x)
+        x = x - before
+        node = node * WIDTH + lane
+    return node
+
+
 def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,
                 uniforms: jax.Array) -> jax.Array:
     """Draw one leaf per (row, uniform) pair with probability proportional to leaves[row].
@@ -95,14 +113,10 @@ def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,
     `rows` and `uniforms` have any (equal) shape; so does the result.
     """
     levels = tuple(tree) + (leaves,)
-    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
-    x = uniforms * tree_totals(tree, leaves)[rows]
-    node = jnp.zeros_like(rows)
-    for level in levels:
-        children = node[..., None] * WIDTH + lanes
-        inside = children < level.shape[1]
-        values = jnp.where(inside, level[rows[..., None], jnp.where(inside, children, 0)], 0)
-        lane, before = search_block(values, x)
-        x = x - before
-        node = node * WIDTH + lane
-    return node
+
+    def load_children(level, children, inside):
+        values = levels[level][rows[..., None], jnp.where(inside, children, 0)]
+        return jnp.where(inside, values, 0)
+
+    return descend(tuple(level.shape[1] for level in levels), load_children,
+                   uniforms * tree_totals(tree, leaves)[rows])

@@ -44,7 +44,7 @@ from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
-from saberjax.tree import WIDTH, search_block
+from saberjax.tree import WIDTH, descend, search_block
 
 __all__ = ["sample_chunk", "sample_chunk_reference"]
 
@@ -117,22 +117,16 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
         sparse_topic = warp.pick_lane(kept[1], lane)
         dense = real & ~take_sparse
 
-        def tree_walk():
-            """Leaf of every dense token's tree, top level to B-hat."""
-            mass = u_position * tree_total
-            node = jnp.zeros((tile_tokens,), jnp.int32)
-            for level_ref, width in zip(level_refs, level_widths):
-                children = node[:, None] * WIDTH + lanes[None, :]
-                inside = dense[:, None] & (children < width)
-                values = plgpu.load(level_ref.at[word, children], mask=inside, other=0.0,
-                                    eviction_policy="evict_last")
-                lane, before = search_block(values, mass)
-                mass = mass - before
-                node = node * WIDTH + lane
-            return node
+        def load_children(level, children, inside):
+            """Children of word's tree nodes; only dense tokens' rows touch memory."""
+            return plgpu.load(level_refs[level].at[word, children],
+                              mask=dense[:, None] & inside, other=0.0,
+                              eviction_policy="evict_last")
 
-        dense_topic = jax.lax.cond(jnp.max(dense.astype(jnp.int32)) > 0, tree_walk,
-                                   lambda: jnp.zeros((tile_tokens,), jnp.int32))
+        dense_topic = jax.lax.cond(
+            jnp.max(dense.astype(jnp.int32)) > 0,
+            lambda: descend(level_widths, load_children, u_position * tree_total),
+            lambda: jnp.zeros((tile_tokens,), jnp.int32))
         topic = jnp.where(take_sparse, sparse_topic, dense_topic)
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
 
