@@ -124,8 +124,7 @@ def load_checkpoint(path, chunks: tuple[Chunk, ...], hyper: Hyperparams,
     for index, chunk in enumerate(chunks):
         chunk_state = ChunkState(*(arrays[f"chunk{index}.{field}"] for field in ChunkState._fields))
         _check_shapes(path, index, chunk, chunk_state, hyper)
-        device = esca.device_of(chunk)  # None: host chunks (streaming) keep host states
-        chunk_states.append(chunk_state if device is None else jax.device_put(chunk_state, device))
+        chunk_states.append(_placed_like(chunk, chunk_state))
     word_topic = arrays["word_topic"]
     if word_topic.shape[1] != hyper.padded_topics:
         raise CheckpointError(f"{path}: word_topic has {word_topic.shape[1]} topic columns, "
@@ -133,6 +132,14 @@ def load_checkpoint(path, chunks: tuple[Chunk, ...], hyper: Hyperparams,
     model = esca.finish_step(jax.device_put(word_topic, home), hyper=hyper)
     iteration, seed = jax.device_put((arrays["iteration"], arrays["seed"]), home)
     return TrainState(tuple(chunk_states), model, iteration, seed), manifest["metrics"]
+
+
+def _placed_like(chunk: Chunk, chunk_state: ChunkState) -> ChunkState:
+    """chunk_state in the memory its chunk is in: a device's own memory, or its pinned host
+    memory for streamed chunks; left on the host when the chunk is not committed anywhere."""
+    if esca.device_of(chunk) is None:
+        return chunk_state
+    return jax.device_put(chunk_state, jax.tree.leaves(chunk)[0].sharding)
 
 
 def chunking(chunks: tuple[Chunk, ...]) -> list[list[int]]:

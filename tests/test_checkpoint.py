@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import checkpoint, esca, trainer
+from saberjax import checkpoint, esca, streaming, trainer
 from saberjax.corpus import load_bundled, save_native
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2)
@@ -142,3 +144,18 @@ def test_a_checkpoint_of_another_corpus_or_setting_is_refused(checkpointed_run, 
     with pytest.raises(checkpoint.CheckpointError, match=message):
         trainer.train(corpus, dataclasses.replace(CONFIG, checkpoint_every=0, **change),
                       resume_from=checkpoint.latest_checkpoint(directory / "checkpoints"))
+
+
+def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path):
+    """Streamed chunks keep their states on the host; resuming must not move them all to the
+    device at once (that is what streaming exists to avoid)."""
+    corpus = random_corpus(num_docs=30, num_words=20, seed=3)
+    chunks = streaming.HostChunks(build_layout(corpus, corpus.num_tokens // 3 + 1).chunks)
+    hyper = Hyperparams.create(CONFIG.num_topics, backend="xla")
+    state = esca.init(chunks, corpus.num_words, hyper, seed=0)
+    path = checkpoint.save_checkpoint(tmp_path, state, chunks, CONFIG, corpus.fingerprint(), [])
+    loaded, _ = checkpoint.load_checkpoint(path, chunks, hyper, corpus.fingerprint(), CONFIG)
+    for saved, chunk_state in zip(state.chunks, loaded.chunks):
+        for leaf in chunk_state:
+            assert leaf.sharding.memory_kind == "pinned_host"
+        np.testing.assert_array_equal(np.asarray(chunk_state.a_counts), np.asarray(saved.a_counts))
