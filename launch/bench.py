@@ -61,8 +61,8 @@ Every line also carries the run's environment: device (jax.devices()[0].device_k
 num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, git_commit,
 source_digest (of the saberjax sources that ran: git_commit misses uncommitted edits),
 load_average (1, 5, 15 min: other processes sharing the CPU slow the figures down) and date (UTC).
-A backend that cannot run here (Pallas without a GPU or without its kernels: ImportError,
-NotImplementedError) gives a line with "type": "skipped" and the reason instead.  The summary line
+A backend that cannot run here (Pallas without a GPU or without its kernels,
+trainer.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.  The summary line
 ("type": "summary") repeats the environment and lists every result's steady Mtoken/s.
 """
 
@@ -78,12 +78,11 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+from saberjax.platform import cpu_cores, use_every_cpu_core  # noqa: E402 (before jax starts)
 
 if __name__ == "__main__":
     use_every_cpu_core()
@@ -96,12 +95,10 @@ from absl import app, flags
 from saberjax import corpus as corpus_io
 from saberjax import esca, rng, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
-from saberjax.evaluate import heldout_loglik
-from saberjax.model import topic_word_from_counts
+from saberjax.model import atomic_write
 from saberjax.state import Hyperparams, TrainState
 
 BACKENDS = ("xla", "pallas")
-PHASES = ("sample", "rebuild_a", "count_b", "bhat_trees")
 
 # Run as a script, the flags live in absl's global registry (so --help and app.run work as in
 # the other launchers); imported (by the tests), they live in a registry of their own, so that
@@ -227,7 +224,7 @@ def environment() -> dict:
         platform=device.platform,
         num_devices=jax.device_count(),
         host_cpu=_host_cpu(),
-        cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        cpu_cores=cpu_cores(),
         jax_version=jax.__version__,
         jaxlib_version=jaxlib_version,
         python_version=platform.python_version(),
@@ -241,26 +238,14 @@ def environment() -> dict:
 def append_lines(path: str, lines: list[str]) -> None:
     """Append lines to a file atomically: the old content plus the lines go to a temporary file
     in the same folder, which then replaces the file (readers never see a half-written line)."""
-    path = os.path.abspath(path)
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
     old = b""
     if os.path.exists(path):
         with open(path, "rb") as f:
             old = f.read()
         if old and not old.endswith(b"\n"):
             old += b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=".bench-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(old + "".join(line + "\n" for line in lines).encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    new = "".join(line + "\n" for line in lines).encode("utf-8")
+    atomic_write(path, lambda f: f.write(old + new))
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -359,13 +344,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
 
 def backend_unavailable(name: str) -> str | None:
     """Why a backend cannot run here, or None."""
-    try:
-        esca.backend_ops(name)
-    except (ImportError, NotImplementedError) as e:
-        return f"{type(e).__name__}: {e}"
-    if name == "pallas" and jax.default_backend() != "gpu":
-        return f"the pallas kernels need a GPU; this platform is {jax.default_backend()}"
-    return None
+    return trainer.pallas_unavailable_reason() if name == "pallas" else None
 
 
 def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iterations: int,
@@ -412,8 +391,7 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:
-        counts = np.asarray(state.model.word_topic[:, :num_topics])
-        score = heldout_loglik(topic_word_from_counts(counts, hyper.beta), *heldout, hyper.alpha)
+        score = trainer.heldout_score(state, hyper, heldout)
         record["heldout_loglik_per_token"] = _sig(score.loglik_per_token)
     if phases:
         record["phases"] = measure_phases(chunks, state, hyper, phase_repeats)
@@ -459,16 +437,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         for backend in order:
             head = dict(K=k, backend=backend, **corpus_info)
             reason = backend_unavailable(backend)
-            if reason is None:
-                try:
-                    result = bench_one(chunks, corpus, k, backend, iterations=iterations,
-                                       warmup=warmup, seed=seed, phases=phases,
-                                       phase_repeats=phase_repeats, heldout=heldout)
-                except (ImportError, NotImplementedError) as e:
-                    reason = f"{type(e).__name__}: {e}"
             if reason is not None:
                 put(dict(type="skipped", **head, reason=reason, **env))
                 continue
+            result = bench_one(chunks, corpus, k, backend, iterations=iterations, warmup=warmup,
+                               seed=seed, phases=phases, phase_repeats=phase_repeats,
+                               heldout=heldout)
             traffic = result["min_traffic_bytes"]
             result.update(
                 transfer=transfer,

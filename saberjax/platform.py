@@ -7,6 +7,12 @@ import os
 _HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
 def use_every_cpu_core() -> None:
     """Expose one XLA CPU device per core, so that CPU runs spread chunks over all cores.
 
@@ -16,5 +22,4 @@ def use_every_cpu_core() -> None:
     """
     flags = os.environ.get("XLA_FLAGS", "")
     if _HOST_DEVICES_FLAG not in flags:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        os.environ["XLA_FLAGS"] = f"{flags} {_HOST_DEVICES_FLAG}={cores or 1}".strip()
+        os.environ["XLA_FLAGS"] = f"{flags} {_HOST_DEVICES_FLAG}={cpu_cores()}".strip()

@@ -45,6 +45,8 @@ from typing import Iterator
 
 import numpy as np
 
+from saberjax.platform import cpu_cores
+
 __all__ = [
     "PRESETS",
     "Preset",
@@ -251,7 +253,7 @@ def build_topic_word(cfg: SynthConfig, *, num_threads: int | None = None) -> Top
         row[rank_to_word] = base_rank * _rng(cfg, 2, k).standard_gamma(cfg.word_shape, size=V)
         table[k * N:(k + 1) * N] = _alias_row(_quantise(row, N), bits)
 
-    nt = min(K, _default_threads() if num_threads is None else max(1, int(num_threads)))
+    nt = min(K, _threads(num_threads))
     if nt == 1:
         for k in range(K):
             build(k)
@@ -356,11 +358,9 @@ def generate_block(
     return n, words
 
 
-def _default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover
-        return max(1, os.cpu_count() or 1)
+def _threads(num_threads: int | None) -> int:
+    """num_threads, or every usable core when None (at least 1)."""
+    return cpu_cores() if num_threads is None else max(1, int(num_threads))
 
 
 def iter_blocks(
@@ -377,7 +377,7 @@ def iter_blocks(
     if tables is None:
         tables = build_topic_word(cfg, num_threads=num_threads)
     nb = num_blocks(cfg)
-    nt = _default_threads() if num_threads is None else max(1, int(num_threads))
+    nt = _threads(num_threads)
     if nt == 1:
         for b in range(nb):
             yield generate_block(cfg, tables, b, return_topics=return_topics)

@@ -54,13 +54,28 @@ class TrainResult:
     compile_seconds: float  # compiling the iteration
 
 
-def pallas_available() -> bool:
-    """Whether the Pallas kernels are importable and a GPU is present."""
+def pallas_unavailable_reason() -> str | None:
+    """Why the Pallas kernels cannot run here (not importable, or no GPU), or None."""
     try:
         from saberjax.pallas import kernels  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return jax.default_backend() == "gpu"
+    except ImportError as error:
+        return f"ImportError: {error}"
+    if jax.default_backend() != "gpu":
+        return f"the pallas kernels need a GPU; this platform is {jax.default_backend()}"
+    return None
+
+
+def pallas_available() -> bool:
+    """Whether the Pallas kernels are importable and a GPU is present."""
+    return pallas_unavailable_reason() is None
+
+
+def heldout_score(state: TrainState, hyper: Hyperparams, heldout,
+                  em_iterations: int = DEFAULT_EM_ITERATIONS):
+    """Document completion of the (observed, held-out) halves `heldout` under the state's
+    B-hat, as it is on the device (training's evaluation and the benchmark's)."""
+    return heldout_loglik(state.model.bhat[:, :hyper.num_topics].T, *heldout, hyper.alpha,
+                          em_iterations)
 
 
 def resolve_backend(name: str) -> str:
@@ -190,8 +205,7 @@ def train(corpus: Corpus, config: TrainConfig,
             previous_counters = dataclasses.replace(chunks.counters)
         due = config.eval_every and iteration % config.eval_every == 0
         if heldout is not None and (due or iteration == config.iterations):
-            score = heldout_loglik(np.asarray(state.model.bhat[:, :hyper.num_topics]).T,
-                                   *heldout, hyper.alpha, config.em_iterations)
+            score = heldout_score(state, hyper, heldout, config.em_iterations)
             record.update(heldout_loglik_per_token=score.loglik_per_token,
                           perplexity=score.perplexity)
         metrics.append(record)
