@@ -20,13 +20,12 @@ from __future__ import annotations
 import collections
 import re
 import unicodedata
-import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
-from saberjax.corpus import Corpus, CorpusFormatError, _offsets_from_lengths
+from saberjax.corpus import Corpus, CorpusFormatError, _corpus_from_entries
 
 DEFAULT_MIN_DF = 5
 DEFAULT_MAX_DF = 0.5
@@ -120,14 +119,10 @@ def corpus_from_documents(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF
     new_id[vocab_ids] = np.arange(vocab_ids.size)
     word_ids = new_id[seen_ids]
     kept = word_ids >= 0
-    kept_lengths = np.bincount(doc_of_token[kept], minlength=lengths.size)
-    dropped = int(np.count_nonzero(kept_lengths == 0))
-    if dropped:
-        warnings.warn(f"{source}: dropped {dropped} empty document(s)", stacklevel=2,
-                      skip_file_prefixes=(str(Path(__file__).parent),))
-    return Corpus(_offsets_from_lengths(kept_lengths[kept_lengths > 0]),
-                  word_ids[kept].astype(np.int32), tuple(words[vocab_ids].tolist()), name=name,
-                  dropped_empty_docs=dropped)
+    # one entry per kept token, so documents left empty are dropped and counted as for files
+    return _corpus_from_entries(doc_of_token[kept], word_ids[kept],
+                                np.ones(int(kept.sum()), np.int64), lengths.size,
+                                tuple(words[vocab_ids].tolist()), name, source)
 
 
 def _choose_vocabulary(words: np.ndarray, token_ids: np.ndarray, doc_of_token: np.ndarray,
