@@ -166,7 +166,6 @@ class TopicWordTables:
     num_words: int
     bits: int
     table: np.ndarray  # uint32 (K * N,)
-    base_weights: np.ndarray  # float64 (V,): Zipf base measure by word id, sums to 1
 
     def masses(self) -> np.ndarray:
         """Integer masses (K, V) int64 reconstructed from the tables (rows sum to 2**32)."""
@@ -183,10 +182,6 @@ class TopicWordTables:
     def probs(self) -> np.ndarray:
         """Exact (quantised) phi as float64 (K, V); for tests and diagnostics."""
         return self.masses() / float(_ONE)
-
-    @property
-    def nbytes(self) -> int:
-        return self.table.nbytes + self.base_weights.nbytes
 
 
 def _quantise(p: np.ndarray, n: int) -> np.ndarray:
@@ -241,8 +236,6 @@ def build_topic_word(cfg: SynthConfig, *, num_threads: int | None = None) -> Top
     base_rank = np.arange(1, V + 1, dtype=np.float64) ** -cfg.zipf_exponent
     base_rank /= base_rank.sum()
     rank_to_word = _rng(cfg, 0).permutation(V) if cfg.shuffle_vocab else np.arange(V)
-    base = np.empty(V)
-    base[rank_to_word] = base_rank
 
     bits = max(1, int(math.ceil(math.log2(V))))
     N = 1 << bits
@@ -260,7 +253,7 @@ def build_topic_word(cfg: SynthConfig, *, num_threads: int | None = None) -> Top
     else:
         with _futures.ThreadPoolExecutor(nt) as ex:
             list(ex.map(build, range(K)))
-    return TopicWordTables(K, V, bits, table, base)
+    return TopicWordTables(K, V, bits, table)
 
 
 def _sample_words(tables: TopicWordTables, zoff: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -453,15 +446,13 @@ def write_corpus(
     t0 = time.perf_counter()
     tables = build_topic_word(cfg, num_threads=num_threads)
     t_tables = time.perf_counter() - t0
-    D = T = 0
     with NativeCorpusWriter(output, vocab_words(cfg.num_words), name=name) as w:
         for lengths, words in iter_batches(cfg, tables, batch_tokens=batch_tokens, num_threads=num_threads):
             w.append(lengths, words)
-            D += lengths.size
-            T += words.size
     secs = time.perf_counter() - t0
+    T = w.num_tokens
     return {
-        "D": D,
+        "D": w.num_docs,
         "T": T,
         "V": cfg.num_words,
         "K_true": cfg.num_true_topics,

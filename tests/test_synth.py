@@ -119,7 +119,7 @@ def test_alias_tables_are_exact():
         p[0] += 1e-3
         m = synth._quantise(p, 1 << bits)
         assert m.sum() == 2**32 and m[:V].min() >= 1 and m[V:].sum() == 0
-        t = synth.TopicWordTables(1, V, bits, synth._alias_row(m, bits), np.ones(V) / V)
+        t = synth.TopicWordTables(1, V, bits, synth._alias_row(m, bits))
         np.testing.assert_array_equal(t.masses()[0], m[:V])
 
 
