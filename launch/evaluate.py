@@ -23,8 +23,8 @@ if __package__ in (None, ""):
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax.coherence import MEASURES, cooccurrence, default_reference, recorded_split
-from saberjax.evaluate import heldout_loglik
+from saberjax.coherence import MEASURES, cooccurrence, recorded_split, reference_corpus
+from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
@@ -34,7 +34,7 @@ flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); de
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
                      "training seed).")
-flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta.")
+flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.")
 flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of {MEASURES}; "
                   "empty: none).")
 flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
@@ -44,28 +44,29 @@ flags.register_validator("coherence", lambda measures: set(measures) <= set(MEAS
                          f"--coherence takes a comma list of {MEASURES}")
 
 
-def test_documents(model: TopicModel) -> corpus_io.Corpus:
-    """The documents to score, in the model's vocabulary."""
+def test_documents(model: TopicModel) -> tuple[corpus_io.Corpus, corpus_io.Corpus | None]:
+    """(the documents to score, in the model's vocabulary; the training documents when they
+    had to be rebuilt for that, so coherence need not read the corpus again)."""
     if FLAGS.corpus:
         return corpus_io.align_vocabulary(corpus_io.load_corpus(FLAGS.corpus, FLAGS.format),
-                                          model.vocab)
+                                          model.vocab), None
     if not model.config.get("test_fraction"):
         raise app.UsageError(f"{FLAGS.model} was trained without a test split; pass --corpus")
-    return recorded_split(model)[1]
+    training, test = recorded_split(model)
+    return test, training
 
 
 def main(argv):
     del argv
     model = TopicModel.load(FLAGS.model)
-    test = test_documents(model)
+    test, training = test_documents(model)
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)
     result = dict(model=FLAGS.model, documents=score.documents, tokens=score.tokens,
                   heldout_loglik_per_token=score.loglik_per_token, perplexity=score.perplexity)
     if FLAGS.coherence:
-        reference = (corpus_io.load_corpus(FLAGS.coherence_corpus) if FLAGS.coherence_corpus
-                     else default_reference(model))
+        reference = reference_corpus(model, FLAGS.coherence_corpus, training)
         counts = cooccurrence(model, reference, FLAGS.top_n)
         result.update({f"coherence_{measure}": counts.score(measure).mean
                        for measure in FLAGS.coherence})

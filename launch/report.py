@@ -21,9 +21,8 @@ if __package__ in (None, ""):
 
 from absl import app, flags
 
-from saberjax import corpus as corpus_io
 from saberjax import report
-from saberjax.coherence import default_reference
+from saberjax.coherence import reference_corpus
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
@@ -39,8 +38,7 @@ def main(argv):
     warnings.filterwarnings("ignore", message="no convergence plot")  # printed below instead
     model_dir = pathlib.Path(FLAGS.model)
     model = TopicModel.load(model_dir)
-    reference = (corpus_io.load_corpus(FLAGS.coherence_corpus) if FLAGS.coherence_corpus
-                 else default_reference(model))
+    reference = reference_corpus(model, FLAGS.coherence_corpus)
     written = report.write_report(model, FLAGS.output or model_dir / "report", reference,
                                   report.read_metrics(model_dir / "metrics.jsonl"), FLAGS.top_n)
     for path in written.files:

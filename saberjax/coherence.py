@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 from collections.abc import Sequence
 
 import jax
@@ -185,13 +186,20 @@ def recorded_split(model: TopicModel) -> tuple[Corpus, Corpus]:
     return train_test_split(corpus, config.get("test_fraction") or 0, config.get("seed", 0))
 
 
-def default_reference(model: TopicModel) -> Corpus:
+def reference_corpus(model: TopicModel, path=None, training: Corpus | None = None) -> Corpus:
+    """The coherence reference of the launchers: the corpus at `path`, else default_reference."""
+    return load_corpus(path) if path else default_reference(model, training)
+
+
+def default_reference(model: TopicModel, training: Corpus | None = None) -> Corpus:
     """The reference corpus for a model's coherence by default: its training documents
-    (`recorded_split`); warns when they do not match the recorded corpus fingerprint."""
-    corpus = recorded_split(model)[0]
+    (`training`, when the caller has already rebuilt them, else `recorded_split`); warns when
+    they do not match the recorded corpus fingerprint."""
+    corpus = recorded_split(model)[0] if training is None else training
     recorded = model.config.get("corpus_fingerprint")
     if recorded and recorded != corpus.fingerprint():
         warnings.warn(f"{model.config.get('corpus_path') or 'the bundled kos corpus'} (less its "
                       f"test split) is not the corpus the model was trained on (fingerprints "
-                      f"differ); coherence is measured on it anyway", stacklevel=2)
+                      f"differ); coherence is measured on it anyway", stacklevel=2,
+                      skip_file_prefixes=(str(Path(__file__).parent),))  # the caller's line
     return corpus
