@@ -85,7 +85,7 @@ def latest_checkpoint(directory) -> Path | None:
              if (match := _MANIFEST_NAME.fullmatch(path.name))]
     for _, path in sorted(found, reverse=True):
         try:
-            _verify_arrays(path, read_manifest(path))
+            _verified_arrays_path(path, read_manifest(path))
         except CheckpointError as error:
             warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
             continue
@@ -191,14 +191,19 @@ def _check_shapes(path: Path, index: int, chunk: Chunk, chunk_state: ChunkState,
                 f"lays it out as {np.dtype(dtype)}{list(shape)}")
 
 
-def _verify_arrays(path: Path, manifest: dict) -> dict[str, np.ndarray]:
-    """The checkpoint's arrays, after checking the .npz against the manifest's digest."""
+def _verified_arrays_path(path: Path, manifest: dict) -> Path:
+    """The checkpoint's .npz, after checking it against the manifest's digest."""
     arrays_path = path.with_suffix(".npz")
     if not arrays_path.is_file():
         raise CheckpointError(f"{arrays_path}: missing")
     if _sha256(arrays_path) != manifest.get("arrays_sha256"):
         raise CheckpointError(f"{arrays_path}: content does not match its manifest (damaged)")
-    with np.load(arrays_path, allow_pickle=False) as npz:
+    return arrays_path
+
+
+def _verify_arrays(path: Path, manifest: dict) -> dict[str, np.ndarray]:
+    """The checkpoint's arrays, after checking the .npz against the manifest's digest."""
+    with np.load(_verified_arrays_path(path, manifest), allow_pickle=False) as npz:
         return dict(npz)
 
 
