@@ -412,7 +412,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     heldout: (observed, held-out) halves of test documents to score each model on."""
     wall_start = time.perf_counter()
     env = environment()
-    devices = trainer.local_devices(num_devices)
+    devices = esca.local_devices(num_devices)
     layout = trainer.layout_for_devices(corpus, chunk_tokens, devices)
     corpus_info = dict(
         corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,

@@ -127,6 +127,11 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: in
                       _put(seed, home))
 
 
+def local_devices(num_devices: int = 0) -> list:
+    """The first num_devices local devices of the default backend (0: all of them)."""
+    return jax.local_devices()[: num_devices or None]
+
+
 def device_of(tree):
     """The one device holding a pytree's arrays (None while tracing or when not committed)."""
     leaf = jax.tree.leaves(tree)[0]

@@ -204,7 +204,7 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWo
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
     with one batch per device queued while the host pads the next."""
     num_topics = topic_word.shape[0]
-    devices = jax.local_devices()[: num_devices or None]
+    devices = esca.local_devices(num_devices)
     replicas = [jax.device_put(np.ascontiguousarray(topic_word.T, np.float32), device)
                 for device in devices]
     theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)

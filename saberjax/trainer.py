@@ -90,11 +90,6 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-def local_devices(num_devices: int = 0) -> list:
-    """The first num_devices local devices of the default backend (0: all of them)."""
-    return jax.local_devices()[: num_devices or None]
-
-
 def spread_over_devices(chunks, devices) -> tuple:
     """Chunk i placed on devices[i % len(devices)]."""
     return tuple(jax.device_put(chunk, devices[index % len(devices)])
@@ -147,7 +142,7 @@ def place_chunks(corpus: Corpus, hyper: Hyperparams, config: TrainConfig):
     fewest chunks that fit are streamed through one device (streaming.HostChunks); a given
     chunk_tokens overrides the chunk size.  The model alone not fitting is a clear error.
     """
-    devices = local_devices(config.num_devices)
+    devices = esca.local_devices(config.num_devices)
     budget = (int(config.device_memory_gb * 1e9) if config.device_memory_gb
               else streaming.free_device_memory(devices[0]))
     model_bytes = streaming.model_bytes(corpus.num_words, hyper.padded_topics)
