@@ -28,10 +28,15 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def launch(script: str, *flags: str) -> str:
+def run_launcher(script: str, *flags: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run launch/<script> with flags as a user would, from the repo root, whatever its exit."""
+    return subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+
+
+def launch(script: str, *flags: str, timeout: float = 600) -> str:
     """Run launch/<script> with flags as a user would; its stdout (fails on a non-zero exit)."""
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / script), *flags],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    result = run_launcher(script, *flags, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 

@@ -5,27 +5,25 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import pathlib
 
 import jax
 import numpy as np
 import pytest
 from absl import flags
 
-from helpers import random_corpus
+from helpers import ROOT, random_corpus
 from saberjax import esca
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
     """launch/bench.py imported as a module (its flags in a registry of their own)."""
     spec = importlib.util.spec_from_file_location("saberjax_launch_bench",
-                                                  REPO / "launch" / "bench.py")
+                                                  ROOT / "launch" / "bench.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -12,14 +12,13 @@ import time
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import ROOT, random_corpus
 
 from saberjax import checkpoint, esca, streaming, trainer
 from saberjax.corpus import load_bundled, save_native
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2)
 
 

@@ -4,19 +4,15 @@ not depend on batching or on how the reference spells its vocabulary order."""
 import itertools
 import json
 import math
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import launch, random_corpus
 
 from saberjax import coherence
 from saberjax.corpus import Corpus, load_bundled, save_native, train_test_split
 from saberjax.model import TopicModel
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def direct_scores(top_ids, corpus: Corpus) -> dict[str, list[float]]:
@@ -117,11 +113,8 @@ def test_evaluate_launcher_reports_coherence_on_the_training_documents(tmp_path)
 
     assert coherence.default_reference(TopicModel.load(tmp_path / "model")).fingerprint() == \
         train.fingerprint()
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / "evaluate.py"),
-                             f"--model={tmp_path / 'model'}", "--top_n=5"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    stdout = launch("evaluate.py", f"--model={tmp_path / 'model'}", "--top_n=5", timeout=300)
+    scores = json.loads(stdout.strip().splitlines()[-1])
     counted = coherence.cooccurrence(counts.T.astype(float), train, top_n=5)
     assert scores["coherence_umass"] == pytest.approx(counted.score("umass").mean)
     assert scores["coherence_npmi"] == pytest.approx(counted.score("npmi").mean)

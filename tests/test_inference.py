@@ -1,20 +1,16 @@
 """Fold-in inference: right topics, the EM estimator exactly, any batching, any input form."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse
-from helpers import random_corpus
+from helpers import launch, random_corpus
 
 from saberjax.corpus import Corpus, save_native
 from saberjax.inference import DocumentWords, infer_topics
 from saberjax.model import TopicModel
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 NUM_TOPICS, BLOCK = 4, 10  # topic k owns words k*BLOCK .. (k+1)*BLOCK - 1
 
 
@@ -125,12 +121,9 @@ def test_infer_launcher_writes_a_loadable_theta(tmp_path):
     model.save(tmp_path / "model")
     save_native(corpus, tmp_path / "docs")
     output = tmp_path / "out" / "theta.npy"
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / "infer.py"),
-                             f"--model={tmp_path / 'model'}", f"--corpus={tmp_path / 'docs'}",
-                             f"--output={output}", "--iterations=30"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    stdout = launch("infer.py", f"--model={tmp_path / 'model'}", f"--corpus={tmp_path / 'docs'}",
+                    f"--output={output}", "--iterations=30", timeout=300)
+    summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["documents"] == 12 and summary["docs_per_second"] > 0
     np.testing.assert_allclose(np.load(output), infer_topics(model, corpus, iterations=30),
                                atol=1e-6)

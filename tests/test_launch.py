@@ -1,11 +1,9 @@
 """The launchers work as a user runs them: train writes a model directory, evaluate scores it."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
-from helpers import ROOT, launch
+from helpers import launch, run_launcher
 
 
 def test_train_then_evaluate_on_the_bundled_corpus(tmp_path):
@@ -36,8 +34,6 @@ def test_train_rejects_a_malformed_corpus_with_a_clear_message(tmp_path):
     bad = tmp_path / "docword.txt"
     bad.write_text("2\n3\n1\n1 9 1\n")
     (tmp_path / "vocab.txt").write_text("a\nb\nc\n")
-    result = subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"),
-                             f"--corpus={bad}", "--iterations=1"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = run_launcher("train.py", f"--corpus={bad}", "--iterations=1", timeout=300)
     assert result.returncode != 0
     assert "docword.txt, line 4" in result.stderr

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
+from helpers import ROOT
 
 from saberjax import synth
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def small_config(**kw) -> synth.SynthConfig:
@@ -129,10 +128,10 @@ def test_launcher_writes_loadable_native_corpus(tmp_path):
     out = tmp_path / "nyt"
     env = dict(os.environ, PYTHONPATH="")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "launch" / "synth.py"), "--preset=nytimes", "--num_docs=300",
+        [sys.executable, str(ROOT / "launch" / "synth.py"), "--preset=nytimes", "--num_docs=300",
          "--num_words=2000", "--num_true_topics=10", "--seed=5", "--batch_tokens=20000",
          f"--output={out}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
     assert stats["D"] == 300 and stats["V"] == 2000 and stats["T"] > 0

@@ -1,17 +1,14 @@
 """Plain text input: the shared corpora's tokenising rules, vocabulary rules, and training on it."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import launch
 
 from saberjax.corpus import load_corpus
 from saberjax.text import ENGLISH_STOP_WORDS, corpus_from_documents, tokenize
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Two themes over 20 documents: each word is in 10 of them, within the default max_df of 50%.
 THEMED = ([f"Football match {i}: the striker scored; goalkeeper, referee and stadium."
@@ -92,13 +89,10 @@ def test_train_launcher_trains_on_a_folder_of_text_files(tmp_path):
     for index, document in enumerate(THEMED):
         (folder / f"{index:02d}.txt").write_text(document)
     output = tmp_path / "model"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={folder}",
-         "--num_topics=3", "--iterations=2", "--backend=xla", f"--output={output}",
-         "--num_devices=1"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("topic ") == 3
-    assert json.loads(result.stdout.strip().splitlines()[-1])["iterations"] == 2
+    stdout = launch("train.py", f"--corpus={folder}", "--num_topics=3", "--iterations=2",
+                    "--backend=xla", f"--output={output}", "--num_devices=1", timeout=300)
+    assert stdout.count("topic ") == 3
+    assert json.loads(stdout.strip().splitlines()[-1])["iterations"] == 2
     vocab = (output / "vocab.txt").read_text().splitlines()
     assert "goalkeeper" in vocab and "flour" in vocab
     with np.load(output / "model.npz") as model:
