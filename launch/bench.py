@@ -97,6 +97,7 @@ from saberjax import esca, rng, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
 from saberjax.state import Hyperparams, TrainState
+from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")
 
@@ -167,13 +168,6 @@ def _sig(x: float, digits: int = 5) -> float:
 def _nbytes(tree) -> int:
     return int(sum(leaf.nbytes if hasattr(leaf, "nbytes") else np.asarray(leaf).nbytes
                    for leaf in jax.tree.leaves(tree)))
-
-
-def _timed(fn):
-    """(result, seconds) of fn() with the result ready on the device."""
-    start = time.perf_counter()
-    result = jax.block_until_ready(fn())
-    return result, time.perf_counter() - start
 
 
 def _git_commit() -> str | None:
@@ -273,19 +267,14 @@ def corpus_from_flags() -> Corpus:
 
 def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
-    n = max(num_bytes // 4, 1)
-    x = jax.block_until_ready(jnp.ones((n,), jnp.float32))
-    copy = jax.jit(lambda v: v + 1.0).lower(x).compile()
-    jax.block_until_ready(copy(x))
-    best = min(_timed(lambda: copy(x))[1] for _ in range(repeats))
-    moved = 2 * 4 * n
+    moved, best = copy_seconds(num_bytes, repeats)
     return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
 
 
 def measure_transfer(host_chunks, devices) -> tuple[tuple, dict]:
     """(device chunks, transfer record): host -> device placement of all chunk arrays."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
-    chunks, seconds = _timed(lambda: trainer.spread_over_devices(host_chunks, devices))
+    chunks, seconds = timed(lambda: trainer.spread_over_devices(host_chunks, devices))
     moved = _nbytes(host_chunks)
     return chunks, dict(bytes=moved, seconds=_sig(seconds),
                         GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
@@ -325,7 +314,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
         for _ in range(repeats + 1):
             args = jax.block_until_ready(prepare())
             result = None  # free the previous pass's output first
-            result, seconds = _timed(lambda: fn(*args))
+            result, seconds = timed(lambda: fn(*args))
             times.append(seconds)
         return result, statistics.median(times[1:]), times[0]
 
@@ -355,15 +344,15 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
     hyper = Hyperparams.create(num_topics, backend=backend)
     tokens = corpus.num_tokens
     init = lambda: esca.init(chunks, corpus.num_words, hyper, seed)  # noqa: E731
-    state, init_seconds = _timed(init)
+    state, init_seconds = timed(init)
     step = esca.CompiledStep(chunks, state, hyper)
     warmup_seconds = []
     for _ in range(warmup):
-        state, seconds = _timed(lambda: step(state, chunks))
+        state, seconds = timed(lambda: step(state, chunks))
         warmup_seconds.append(seconds)
     times = []
     for _ in range(iterations):
-        state, seconds = _timed(lambda: step(state, chunks))
+        state, seconds = timed(lambda: step(state, chunks))
         times.append(seconds)
     steady = times[1:] or times
     steady_seconds = sum(steady) / len(steady)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import statistics
-import time
 import traceback
 
 import jax
@@ -34,6 +33,7 @@ from saberjax.layout import build_layout
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.state import Hyperparams
+from saberjax.timing import copy_seconds, timed
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads, e.g. a "
@@ -62,12 +62,8 @@ def report(**result) -> None:
 def median_seconds(function, *args, repeats: int) -> float:
     """Median wall time of function(*args) after one warm-up call (which compiles)."""
     jax.block_until_ready(function(*args))
-    times = [float("nan")]
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        jax.block_until_ready(function(*args))
-        times.append(time.perf_counter() - begin)
-    return statistics.median(times[1:] or times)
+    times = [timed(lambda: function(*args))[1] for _ in range(repeats)]
+    return statistics.median(times) if times else float("nan")
 
 
 def guarded(name: str):
@@ -87,9 +83,8 @@ def guarded(name: str):
 
 def copy_bandwidth() -> float:
     """Device read + write bandwidth in bytes/s of a 1 GiB elementwise pass."""
-    x = jnp.ones(1 << 28, jnp.float32)
-    seconds = median_seconds(jax.jit(lambda v: v + 1.0), x, repeats=10)
-    bandwidth = 2 * x.nbytes / seconds
+    moved, seconds = copy_seconds(1 << 30, repeats=10, reduce=statistics.median)
+    bandwidth = moved / seconds
     report(check="copy_bandwidth", gigabytes_per_s=bandwidth / 1e9)
     return bandwidth
 
