@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,7 @@ import numpy as np
 
 from saberjax.corpus import (Corpus, align_vocabulary, load_bundled, load_corpus,
                              train_test_split)
-from saberjax.model import TopicModel
+from saberjax.model import TopicModel, top_ids
 
 MEASURES = ("umass", "npmi")
 NPMI_EPSILON = 1e-12
@@ -94,12 +94,12 @@ class TopicCooccurrence:
 def top_word_ids(weights, top_n: int) -> np.ndarray:
     """Ids of the top_n largest entries of every row of `weights` (K x V), largest first.
 
-    Ties go to the lower id, as in TopicModel.top_words (lax.top_k guarantees that order).
+    Ties go to the lower id, as in TopicModel.top_words (both are model.top_ids).
     """
     if not 2 <= top_n <= weights.shape[1]:
         raise ValueError(f"top_n must be in [2, {weights.shape[1]}] (pairs of vocabulary words), "
                          f"got {top_n}")
-    return np.asarray(jax.lax.top_k(jnp.asarray(weights), top_n)[1])
+    return top_ids(weights, top_n)
 
 
 def cooccurrence(topics: TopicModel | np.ndarray, reference: Corpus, top_n: int = 10,

@@ -18,6 +18,8 @@ import pathlib
 import tempfile
 from typing import Any, Callable
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from saberjax import inference
@@ -40,6 +42,12 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def top_ids(weights, n: int) -> np.ndarray:
+    """Ids of the n largest entries of every row of `weights`, largest first, ties to the lower
+    id (lax.top_k's order)."""
+    return np.asarray(jax.lax.top_k(jnp.asarray(weights), n)[1])
 
 
 def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.ndarray:
@@ -84,7 +92,7 @@ class TopicModel:
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """The n most probable words of every topic."""
-        order = np.argsort(-self.word_topic_counts, axis=0, kind="stable")[:n].T
+        order = top_ids(self.word_topic_counts.T, min(n, self.word_topic_counts.shape[0]))
         return [[self.vocab[v] for v in row] for row in order]
 
     def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
