@@ -141,11 +141,24 @@ def device_of(tree):
     return device
 
 
+def _device_memory(device):
+    """The sharding of arrays in a device's own memory (None: not committed anywhere)."""
+    return None if device is None else jax.sharding.SingleDeviceSharding(device,
+                                                                          memory_kind="device")
+
+
 def _put(tree, device):
     """The tree in the device's own memory (from another device or pinned host memory)."""
     if device is None:
         return tree
-    return jax.device_put(tree, jax.sharding.SingleDeviceSharding(device, memory_kind="device"))
+    return jax.device_put(tree, _device_memory(device))
+
+
+def _abstract(tree, device):
+    """Shapes, dtypes and placement of the tree as `_put(tree, device)` would give them."""
+    sharding = _device_memory(device)
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding),
+                        tree)
 
 
 def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
@@ -226,9 +239,9 @@ class CompiledStep:
         for chunk, chunk_state in zip(chunks, state.chunks):
             signature = _signature(chunk, chunk_state)
             if signature not in self._chunk_step:  # (host chunks move to device memory)
-                example = _put((chunk, chunk_state, state.model, key), device_of(chunk))
-                self._chunk_step[signature] = chunk_step.lower(
-                    *example, jnp.zeros_like(example[2].word_topic), hyper=hyper).compile()
+                example = _abstract((chunk, chunk_state, state.model, key,
+                                     state.model.word_topic), device_of(chunk))
+                self._chunk_step[signature] = chunk_step.lower(*example, hyper=hyper).compile()
         self._finish = finish_step.lower(state.model.word_topic, hyper=hyper).compile()
         self.compile_seconds = time.perf_counter() - start
         self.num_executables = len(self._chunk_step) + 1
