@@ -246,18 +246,15 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
-    state = esca.init(chunks, model.num_words, hyper, seed)._replace(model=topics_fixed)
-    averaged = 0
+    chunk_states = esca.init(chunks, model.num_words, hyper, seed).chunks
     for round_ in range(1, iterations + 1):
-        key = rng.iteration_key(state.seed, round_)
-        chunk_states = []
-        for chunk, chunk_state, (first, last) in zip(chunks, state.chunks, layout.chunk_docs):
-            chunk_state = esca.resample_chunk(chunk, chunk_state, topics_fixed, key, hyper)
-            chunk_states.append(chunk_state)
-            if round_ > iterations // 2:
+        key = rng.iteration_key(seed, round_)
+        chunk_states = tuple(esca.resample_chunk(chunk, chunk_state, topics_fixed, key, hyper)
+                             for chunk, chunk_state in zip(chunks, chunk_states))
+        if round_ > iterations // 2:  # averaged over the second half of the rounds
+            for chunk, chunk_state, (first, last) in zip(chunks, chunk_states, layout.chunk_docs):
                 _add_doc_topic(theta_sum[first:last], chunk, chunk_state)
-        averaged += round_ > iterations // 2
-        state = state._replace(chunks=tuple(chunk_states))
+    averaged = iterations - iterations // 2
     lengths = corpus.doc_lengths()[:, None]
     theta = (theta_sum / averaged + model.alpha) / (lengths + model.num_topics * model.alpha)
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
