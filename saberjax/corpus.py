@@ -385,8 +385,13 @@ def load_uci(docword_path, vocab_path=None) -> Corpus:
     return _corpus_from_entries(doc - 1, word - 1, count, num_docs, vocab, name, str(docword))
 
 
+def _uci_docwords(directory: Path) -> list[Path]:
+    """The UCI docword files (docword.txt, docword.txt.gz) present in a folder."""
+    return [directory / name for name in _UCI_DOCWORD_FILES if (directory / name).is_file()]
+
+
 def _uci_docword_in(directory: Path) -> Path:
-    found = [directory / name for name in _UCI_DOCWORD_FILES if (directory / name).is_file()]
+    found = _uci_docwords(directory)
     if len(found) != 1:
         raise CorpusFormatError(
             f"{directory}: expected exactly one of {', '.join(_UCI_DOCWORD_FILES)}, "
@@ -863,7 +868,7 @@ def _detect_format(path: Path) -> str:
     if path.is_dir():
         matches = [fmt for fmt, present in (
             ("native", (path / _META_FILE).is_file()),
-            ("uci", any((path / name).is_file() for name in _UCI_DOCWORD_FILES)),
+            ("uci", bool(_uci_docwords(path))),
         ) if present]
         if not matches and any(file.suffix == ".txt" for file in path.iterdir()):
             matches = ["text"]
@@ -956,8 +961,7 @@ def split_document_halves(corpus: Corpus, seed: int = 0) -> tuple[Corpus, Corpus
 def bundled_corpus_path(name: str = "kos") -> Path:
     """Folder of a corpus shipped in ``saberjax/data`` (UCI format)."""
     root = Path(os.fspath(importlib.resources.files("saberjax.data")))
-    available = sorted(p.name for p in root.iterdir() if any(
-        (p / file).is_file() for file in _UCI_DOCWORD_FILES))
+    available = sorted(p.name for p in root.iterdir() if p.is_dir() and _uci_docwords(p))
     if name not in available:
         raise ValueError(f"no bundled corpus {name!r}; available: {', '.join(available)}")
     return root / name
