@@ -291,7 +291,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     ops = esca.backend_ops(hyper.backend)
     key = rng.iteration_key(state.seed, state.iteration + 1)
     sample = jax.jit(functools.partial(ops.sample_chunk, alpha=hyper.alpha))
-    rebuild = jax.jit(ops.rebuild_doc_topic)
+    rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
     bhat_trees = jax.jit(functools.partial(esca.model_from_counts, hyper=hyper))
 
@@ -301,7 +301,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     topics = None
 
     def run_rebuild():
-        return [rebuild(c, t) for c, t in zip(chunks, topics)]
+        return [rebuild(c, t, hyper.num_topics) for c, t in zip(chunks, topics)]
 
     def run_count(word_topic):
         for c, t in zip(chunks, topics):

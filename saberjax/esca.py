@@ -49,12 +49,13 @@ class Backend(NamedTuple):
     """The hot operations of one backend; the XLA set is the reference for every other."""
 
     sample_chunk: Callable  # (chunk, chunk_state, model, key, alpha) -> word-major topics
-    rebuild_doc_topic: Callable  # (chunk, topics) -> (a_topics, a_counts, a_nnz)
+    rebuild_doc_topic: Callable  # (chunk, topics, num_topics) -> (a_topics, a_counts, a_nnz)
     count_word_topic: Callable  # (chunk, topics, word_topic) -> word_topic plus the chunk
     build_tree: Callable  # (bhat) -> upper tree levels, top first
 
 
-XLA = Backend(sampler.sample_chunk, segmented_count.rebuild_doc_topic, count_word_topic, build_tree)
+XLA = Backend(sampler.sample_chunk, segmented_count.rebuild_doc_topic, count_word_topic,
+              build_tree)
 
 
 def backend_ops(name: str) -> Backend:
@@ -66,9 +67,10 @@ def backend_ops(name: str) -> Backend:
     return XLA
 
 
-def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, backend: str) -> ChunkState:
+def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, hyper: Hyperparams) -> ChunkState:
     """A chunk's state for given word-major topics (A rebuilt by shuffle and segmented count)."""
-    return ChunkState(topics, *backend_ops(backend).rebuild_doc_topic(chunk, topics))
+    return ChunkState(topics, *backend_ops(hyper.backend).rebuild_doc_topic(
+        chunk, topics, hyper.num_topics))
 
 
 def _sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
@@ -78,7 +80,7 @@ def _sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyp
 
 def _state_and_counts(chunk: Chunk, topics: jax.Array, word_topic, hyper: Hyperparams):
     """(the chunk's state for these topics, B with the chunk's tokens added)."""
-    return (chunk_state_from_topics(chunk, topics, hyper.backend),
+    return (chunk_state_from_topics(chunk, topics, hyper),
             backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic))
 
 
@@ -94,8 +96,7 @@ def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_to
 def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                    hyper: Hyperparams) -> ChunkState:
     """One chunk's E-step and A rebuild with the model held fixed (fold-in of new documents)."""
-    return chunk_state_from_topics(chunk, _sample(chunk, chunk_state, model, key, hyper),
-                                   hyper.backend)
+    return chunk_state_from_topics(chunk, _sample(chunk, chunk_state, model, key, hyper), hyper)
 
 
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))

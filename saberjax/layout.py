@@ -38,6 +38,7 @@ from saberjax.corpus import Corpus
 from saberjax.rng import split_token_id
 
 DEFAULT_CHUNK_TOKENS = 1 << 26
+TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
 
 
 def bucket_size(n: int, minimum: int = 256) -> int:
@@ -58,6 +59,10 @@ class Chunk:
     doc_start: np.ndarray  # int32 [D_pad + 1] start of each document's doc-major segment
     num_tokens: np.ndarray  # int32 scalar: real tokens (the rest is padding)
     token_base: np.ndarray  # uint32 [2]: (low, high) words of the first token's global id
+    # int32 [max_tiles(T_pad, V) + 1]: the E-step kernel's work list, tiles of up to
+    # TILE_TOKENS consecutive word-major tokens of one word; tile i is tile_start[i] ..
+    # tile_start[i + 1] - 1, and entries past the last tile hold num_tokens (empty tiles)
+    tile_start: np.ndarray
 
     @property
     def padded_tokens(self) -> int:
@@ -78,6 +83,24 @@ class Layout:
     num_docs: int
     num_tokens: int
     word_order: np.ndarray  # int32 [V] word ids by decreasing corpus frequency
+
+
+def max_tiles(padded_tokens: int, num_words: int, tile_tokens: int) -> int:
+    """Most word tiles a chunk can need: full tiles plus one partial tile per distinct word.
+    A bound from sizes alone, so chunks of one size bucket keep one shape."""
+    return -(-padded_tokens // tile_tokens) + min(num_words, padded_tokens)
+
+
+def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
+                    tile_tokens: int = TILE_TOKENS) -> np.ndarray:
+    """Chunk.tile_start for word-major words (real tokens only)."""
+    run_starts = np.flatnonzero(np.diff(words, prepend=-1))  # each word's first token
+    word_first = np.repeat(run_starts, np.diff(np.append(run_starts, len(words))))
+    heads = np.flatnonzero((np.arange(len(words)) - word_first) % tile_tokens == 0)
+    tile_start = np.full(max_tiles(padded_tokens, num_words, tile_tokens) + 1, len(words),
+                         np.int32)
+    tile_start[: len(heads)] = heads
+    return tile_start
 
 
 def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int) -> np.ndarray:
@@ -114,13 +137,15 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     pad = padded_tokens - num_tokens
     doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
     doc_start[: num_docs + 1] = offsets - token_base
+    word_major = words[order]
     return Chunk(
-        word=np.concatenate([words[order], np.zeros(pad, np.int32)]),
+        word=np.concatenate([word_major, np.zeros(pad, np.int32)]),
         doc=np.concatenate([local_doc[order], np.full(pad, num_docs, np.int32)]),
         doc_major_pos=np.concatenate([order, np.arange(num_tokens, padded_tokens, dtype=np.int32)]),
         doc_start=doc_start,
         num_tokens=np.int32(num_tokens),
         token_base=np.array(split_token_id(token_base), dtype=np.uint32),
+        tile_start=word_tile_start(word_major, corpus.num_words, padded_tokens),
     )
 
 

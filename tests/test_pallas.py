@@ -16,9 +16,10 @@ from helpers import random_corpus
 
 from saberjax import esca, rng
 from saberjax.corpus import Corpus
-from saberjax.layout import build_layout
+from saberjax.layout import TILE_TOKENS, build_layout, max_tiles
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
+from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.state import Hyperparams
 
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
@@ -45,7 +46,7 @@ def random_state(corpus: Corpus, num_topics: int, seed: int):
     topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
                       rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
     topics = jnp.asarray(topics).astype(hyper.topic_dtype)
-    chunk_state = esca.chunk_state_from_topics(chunk, topics, "xla")
+    chunk_state = esca.chunk_state_from_topics(chunk, topics, hyper)
     counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = rng_np.geometric(0.3, (corpus.num_words, num_topics)) - 1
     model = esca.model_from_counts(jnp.asarray(counts), hyper)
@@ -67,14 +68,17 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
 
-@pytest.mark.parametrize("tile_tokens", [1, 4, 32])
+@pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
+    """XLA's work list for any tile size, the layout's (Chunk.tile_start) for TILE_TOKENS."""
     corpus = ragged_corpus(seed=3)
     chunk = jax.device_put(build_layout(corpus).chunks[0])
-    num_tiles, tile_start = pallas_sampler.word_tiles(chunk, corpus.num_words, tile_tokens)
-    num_tiles, tile_start = int(num_tiles), np.asarray(tile_start)
-    assert num_tiles <= pallas_sampler.max_tiles_of(chunk, corpus.num_words, tile_tokens)
+    tile_start = np.asarray(pallas_sampler.word_tiles(chunk, corpus.num_words, tile_tokens))
+    if tile_tokens == TILE_TOKENS:
+        np.testing.assert_array_equal(tile_start, chunk.tile_start)
     n, word = int(chunk.num_tokens), np.asarray(chunk.word)
+    num_tiles = int(np.argmax(tile_start == n))
+    assert len(tile_start) == max_tiles(chunk.padded_tokens, corpus.num_words, tile_tokens) + 1
     assert tile_start[0] == 0 and np.all(tile_start[num_tiles:] == n)
     sizes = np.diff(tile_start[: num_tiles + 1])
     assert np.all((sizes >= 1) & (sizes <= tile_tokens))
@@ -103,13 +107,17 @@ def test_sampler_kernel_uses_both_parts_in_the_right_proportion(kernel_sampler):
     test_sampler.test_sampler_uses_both_parts_in_the_right_proportion()
 
 
-@pytest.mark.parametrize("num_topics,digit_bits", [(2, 4), (37, 3), (1000, 4), (65_536, 5)])
-def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, digit_bits):
+@pytest.mark.parametrize("num_topics,block_tokens,num_programs", [
+    (2, 32, 7), (37, 16, 64), (1000, 32, 5), (65_536, 64, 3)])
+def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, block_tokens,
+                                                                 num_programs):
+    """Programs reuse their scratch rows over several documents (num_programs < documents)."""
     corpus = ragged_corpus(seed=num_topics)
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
-    got = pallas_ssc.rebuild_doc_topic(chunk, chunk_state.topics, block_tokens=32,
-                                       digit_bits=digit_bits, interpret=True)
-    expected = pallas_ssc.rebuild_doc_topic_reference(chunk, chunk_state.topics)
+    got = pallas_ssc.rebuild_doc_topic(chunk, chunk_state.topics, num_topics,
+                                       block_tokens=block_tokens, num_programs=num_programs,
+                                       interpret=True)
+    expected = pallas_ssc.rebuild_doc_topic_reference(chunk, chunk_state.topics, num_topics)
     real_tokens, real_docs = int(chunk.num_tokens), corpus.num_docs
     assert got[0].dtype == expected[0].dtype
     for got_array, expected_array in zip(got[:2], expected[:2]):
@@ -117,6 +125,57 @@ def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, dig
         assert not np.any(got_array[real_tokens:])  # padding tokens are not counted
     np.testing.assert_array_equal(got[2][:real_docs], expected[2][:real_docs])
     assert not np.any(got[2][real_docs:])
+
+
+@pytest.mark.parametrize("operation", ["add", "swap"])
+def test_atomics_act_lane_by_lane_and_return_the_old_values(operation):
+    """Repeated indices within a vector, a mask, a 2-D ref indexed (program, column)."""
+    from jax.experimental import pallas as pl  # noqa: PLC0415
+
+    from saberjax.pallas import atomics  # noqa: PLC0415
+
+    atomic = getattr(atomics, f"atomic_{operation}")
+
+    rng_np = np.random.default_rng(3)
+    columns = jnp.asarray(rng_np.integers(0, 5, 64), jnp.int32)
+    values = jnp.asarray(rng_np.integers(-3, 9, 64), jnp.int32)
+    mask = jnp.asarray(rng_np.random(64) < 0.7)
+
+    def kernel(columns_ref, values_ref, mask_ref, totals_in_ref, totals_ref, old_ref):
+        del totals_in_ref
+        old_ref[...] = atomic(totals_ref, (pl.program_id(0), columns_ref[...]),
+                                  values_ref[...], mask=mask_ref[...])
+
+    full = pl.BlockSpec(memory_space=pl.ANY)
+    totals, old = pl.pallas_call(
+        kernel, grid=(2,), in_specs=[pl.BlockSpec((64,), lambda i: (0,))] * 3 + [full],
+        out_specs=(full, pl.BlockSpec((None, 64), lambda i: (i, 0))),
+        out_shape=(jax.ShapeDtypeStruct((2, 5), jnp.int32),
+                   jax.ShapeDtypeStruct((2, 64), jnp.int32)),
+        input_output_aliases={3: 0}, interpret=True,
+    )(columns, values, mask, jnp.full((2, 5), 100, jnp.int32))
+    expected_totals, expected_old = np.full(5, 100), np.zeros(64, np.int64)
+    for lane in range(64):
+        expected_old[lane] = expected_totals[columns[lane]]
+        if mask[lane]:
+            expected_totals[columns[lane]] = (expected_totals[columns[lane]] + int(values[lane])
+                                              if operation == "add" else int(values[lane]))
+    np.testing.assert_array_equal(totals, np.stack([expected_totals] * 2))
+    np.testing.assert_array_equal(old[:, mask], np.stack([expected_old[mask]] * 2))
+
+
+@pytest.mark.parametrize("num_topics,block_tokens", [(2, 8), (1000, 32), (37, 1), (65_536, 64)])
+def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_tokens):
+    """Against a recount, onto a B that is not zero; padding tokens are not counted."""
+    corpus = ragged_corpus(seed=num_topics + 7)
+    chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics)
+    start = np.random.default_rng(num_topics).integers(0, 5, (corpus.num_words, num_topics))
+    got = pallas_word_count.count_word_topic(chunk, chunk_state.topics,
+                                             jnp.asarray(start, jnp.int32),
+                                             block_tokens=block_tokens, interpret=True)
+    real = int(chunk.num_tokens)
+    np.add.at(start, (np.asarray(chunk.word)[:real], np.asarray(chunk_state.topics)[:real]), 1)
+    np.testing.assert_array_equal(got, start)
 
 
 def test_pallas_backend_trains_the_same_model_as_xla():
@@ -149,12 +208,16 @@ def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha),
                           chunk, chunk_state, model, key)
     assert "triton" in text.lower()
-    rebuild = functools.partial(pallas_ssc.rebuild_doc_topic, interpret=False)
+    rebuild = functools.partial(pallas_ssc.rebuild_doc_topic, num_topics=num_topics,
+                                interpret=False)
     assert "triton" in lower_for_h100(rebuild, chunk, chunk_state.topics).lower()
+    count = functools.partial(pallas_word_count.count_word_topic, interpret=False)
+    assert "triton" in lower_for_h100(count, chunk, chunk_state.topics,
+                                      model.word_topic).lower()
 
 
 def test_sampler_kernel_lowers_for_a_model_over_4_gib():
-    """V x K >= 2^31 (NYTimes shape at K = 30,000): offsets into B-hat need 64 bits."""
+    """V x K >= 2^31 (NYTimes shape at K = 30,000): offsets into B-hat and B need 64 bits."""
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), 30_000, seed=1)
     num_words, small = 102_660, model.bhat.shape[0]
     big = jax.tree_util.tree_map(  # every per-word array gets 102,660 rows (abstract: no memory)
@@ -165,6 +228,8 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha), chunk, chunk_state, big,
                           key)
     assert "triton" in text.lower()
+    count = functools.partial(pallas_word_count.count_word_topic, interpret=False)
+    assert "triton" in lower_for_h100(count, chunk, chunk_state.topics, big.word_topic).lower()
 
 
 def test_lowering_check_rejects_what_triton_cannot_lower():

@@ -8,7 +8,7 @@ for the per-phase and whole-iteration timings of both backends:
   python launch/bench.py --corpus=/tmp/nyt --num_topics=1000,10000 --backends=xla,pallas
 
 Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs and
-whether the segmented-count kernel rebuilds A exactly, on ragged documents at K = 2 and 65,536
+whether the segmented-count and B-count kernels rebuild A and B exactly, on ragged documents at K = 2 and 65,536
 and on the corpus after a few iterations.  Timings (median of --repeats, Mtoken/s = corpus
 tokens / seconds): each kernel variant, XLA's tree build as B-hat bytes read per second, and the
 E-step's bandwidth floor (22 + 6 * nnz bytes a token, saberjax/pallas/sampler.py) at the
@@ -32,6 +32,7 @@ from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
+from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.state import Hyperparams
 from saberjax.timing import copy_seconds, timed
 
@@ -46,8 +47,11 @@ flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only 
 flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
                   "E-step kernel variants: tile_tokens/num_warps, or default (the kernel's "
                   "defaults).")
-flags.DEFINE_list("ssc_variants", ["128x5", "128x4", "64x5"],
-                  "Segmented-count variants, block_tokens x digit_bits.")
+flags.DEFINE_list("ssc_variants", ["128x2048x4", "64x2048x2", "32x4096x1", "128x1024x4"],
+                  "Segmented-count variants, block_tokens x num_programs x num_warps "
+                  "[:semantic of its atomics]; each is also checked against XLA.")
+flags.DEFINE_list("count_variants", ["32/1", "16/1", "64/2", "128/4"],
+                  "B-count kernel variants, block_tokens/num_warps; each is also checked.")
 flags.DEFINE_string("output", None, "Also write all results to this file (JSON lines).")
 flags.mark_flag_as_required("corpus")
 
@@ -102,9 +106,9 @@ def mean_doc_nonzeros(chunks, state) -> float:
 
 
 @guarded("agreement")
-def check_agreement(label, chunk, chunk_state, model, key, alpha, num_docs):
+def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics, num_docs):
     """Pallas vs XLA on the same inputs: E-step mismatch fraction of every sampler variant,
-    A rebuilt exactly."""
+    A rebuilt and B counted exactly."""
     expected = jax.jit(sampler.sample_chunk, static_argnums=4)(chunk, chunk_state, model, key,
                                                                alpha)
     real = int(chunk.num_tokens)
@@ -113,12 +117,19 @@ def check_agreement(label, chunk, chunk_state, model, key, alpha, num_docs):
         report(check="agreement", case=label, variant=variant,
                sample_mismatch_fraction=float(jnp.mean((got != expected)[:real])),
                padding_zero=bool(jnp.all(got[real:] == 0)))
-    a_expected = jax.jit(segmented_count.rebuild_doc_topic)(chunk, got)
-    a_got = pallas_ssc.rebuild_doc_topic(chunk, got)
-    a_equal = all(bool(jnp.array_equal(g[:real], e[:real]))
-                  for g, e in zip(a_got[:2], a_expected[:2]))
-    a_equal &= bool(jnp.array_equal(a_got[2][:num_docs], a_expected[2][:num_docs]))
-    report(check="agreement", case=label, rebuild_identical=a_equal)
+    a_expected = jax.jit(segmented_count.rebuild_doc_topic, static_argnums=2)(chunk, got,
+                                                                              num_topics)
+    for variant in FLAGS.ssc_variants:
+        a_got = pallas_ssc.rebuild_doc_topic(chunk, got, num_topics, **ssc_knobs(variant))
+        a_equal = all(bool(jnp.array_equal(g[:real], e[:real]))
+                      for g, e in zip(a_got[:2], a_expected[:2]))
+        a_equal &= bool(jnp.array_equal(a_got[2][:num_docs], a_expected[2][:num_docs]))
+        report(check="agreement", case=label, variant=variant, rebuild_identical=a_equal)
+    counts_expected = esca.count_word_topic(chunk, got, jnp.ones_like(model.word_topic))
+    for variant in FLAGS.count_variants:
+        counts = count_variant(variant)(chunk, got, jnp.ones_like(model.word_topic))
+        report(check="agreement", case=label, variant=f"count {variant}",
+               count_identical=bool(jnp.array_equal(counts, counts_expected)))
 
 
 def ragged_corpus(num_words: int, seed: int) -> Corpus:
@@ -139,7 +150,7 @@ def check_ragged_agreement():
         state = esca.step(esca.init(chunks, corpus.num_words, hyper, 1), chunks, hyper)
         key = rng.iteration_key(state.seed, 9)
         check_agreement(f"ragged K={num_topics}", chunks[0], state.chunks[0], state.model, key,
-                        hyper.alpha, corpus.num_docs)
+                        hyper.alpha, num_topics, corpus.num_docs)
 
 
 def chunk_seconds(function, chunks, state) -> float:
@@ -170,22 +181,45 @@ def sampler_variant(variant: str):
                              num_warps=warps)
 
 
+def ssc_knobs(variant: str) -> dict:
+    """The segmented-count parameters of one --ssc_variants entry."""
+    sizes, *semantic = variant.split(":")
+    block, programs, warps = sizes.split("x")
+    return dict(block_tokens=int(block), num_programs=int(programs), num_warps=int(warps),
+                **({"semantic": semantic[0]} if semantic else {}))
+
+
+def count_variant(variant: str):
+    """The B-count kernel with the parameters of one --count_variants entry."""
+    block_tokens, warps = map(int, variant.split("/"))
+    return functools.partial(pallas_word_count.count_word_topic, block_tokens=block_tokens,
+                             num_warps=warps)
+
+
 def time_variants(num_topics, chunks, state, num_tokens, alpha):
     """The XLA E-step and A rebuild, the kernels' tuning variants, XLA's tree build."""
     time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
         functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
     time_variant(num_topics, num_tokens, "xla", "rebuild", jax.jit(
-        lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics)), chunks, state)
+        lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics, num_topics)), chunks,
+        state)
     for variant in FLAGS.sampler_variants:
         sample = jax.jit(functools.partial(sampler_variant(variant), alpha=alpha))
         time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
                      state)
     for variant in FLAGS.ssc_variants:
-        block, bits = map(int, variant.split("x"))
-        rebuild = jax.jit(lambda c, s, m, k, block=block, bits=bits: pallas_ssc.rebuild_doc_topic(
-            c, s.topics, block_tokens=block, digit_bits=bits))
+        rebuild = jax.jit(functools.partial(
+            lambda c, s, m, k, **knobs: pallas_ssc.rebuild_doc_topic(c, s.topics, num_topics,
+                                                                     **knobs),
+            **ssc_knobs(variant)))
         time_variant(num_topics, num_tokens, "pallas", f"rebuild {variant}", rebuild, chunks,
                      state)
+    for backend, name, count in [("xla", "count", esca.count_word_topic)] + [
+            ("pallas", f"count {variant}", count_variant(variant))
+            for variant in FLAGS.count_variants]:
+        time_variant(num_topics, num_tokens, backend, name, jax.jit(  # B from zero, as a step
+            lambda c, s, m, k, count=count: count(c, s.topics, jnp.zeros_like(m.word_topic))),
+            chunks, state)
     seconds = median_seconds(jax.jit(tree.build_tree), state.model.bhat, repeats=FLAGS.repeats)
     report(check="build_tree", K=num_topics, seconds=seconds,
            bhat_read_gigabytes_per_s=state.model.bhat.nbytes / seconds / 1e9)
@@ -226,7 +260,8 @@ def main(argv):
         key = rng.iteration_key(state.seed, state.iteration + 1)
         if FLAGS.checks:
             check_agreement(f"corpus K={num_topics}", chunks[0], state.chunks[0], state.model,
-                            key, hyper.alpha, layout.chunk_docs[0][1] - layout.chunk_docs[0][0])
+                            key, hyper.alpha, num_topics,
+                            layout.chunk_docs[0][1] - layout.chunk_docs[0][0])
         time_variants(num_topics, chunks, state, corpus.num_tokens, hyper.alpha)
     if FLAGS.output:
         with open(FLAGS.output, "w") as output:

@@ -2,13 +2,8 @@
 
 - sample_chunk: the E-step kernel (saberjax.pallas.sampler).
 - rebuild_doc_topic: sort-free shuffle and segmented count (saberjax.pallas.segmented_count).
-- count_word_topic: XLA's scatter-add into B (esca.count_word_topic).  It reads each token's
-  word and topic once and does one int32 atomic add in L2: about 10 bytes a token, 12 Gtoken/s
-  on an H200, 12% of an iteration at K = 1,000 since the E-step got faster (BUILD_NOTES.md).
-  A Pallas version would have to count in float32 (int32 vector atomics miscompile on jax
-  0.11.2) into a V x K scratch that then needs converting, or use scalar atomics; what could
-  pay is fewer atomics, adding up a tile's equal topics first (words are contiguous in the
-  word-major order).
+- count_word_topic: the B count over the E-step's word tiles, one integer atomic per distinct
+  topic of a tile (saberjax.pallas.word_topic_count) instead of XLA's one per token.
 - build_tree: XLA (tree.build_tree).  It is one reduction over B-hat: XLA fuses each level's
   reshape and butterfly sums into one pass that reads B-hat once (V * K_pad * 4 bytes) and writes
   1/31 of that.  Measured at K = 10,000 (V = 102,660, 4.1 GB): 1.8 ms, 2.3 TB/s read, against a
@@ -18,11 +13,11 @@
 """
 
 from saberjax import esca, tree
-from saberjax.pallas import sampler, segmented_count
+from saberjax.pallas import sampler, segmented_count, word_topic_count
 
 BACKEND = esca.Backend(
     sample_chunk=sampler.sample_chunk,
     rebuild_doc_topic=segmented_count.rebuild_doc_topic,
-    count_word_topic=esca.count_word_topic,
+    count_word_topic=word_topic_count.count_word_topic,
     build_tree=tree.build_tree,
 )

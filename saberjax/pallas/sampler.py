@@ -40,7 +40,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
-from saberjax.layout import Chunk
+from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
 from saberjax.pallas import default_interpret, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
@@ -49,7 +49,7 @@ from saberjax.tree import WIDTH, descend, search_block
 __all__ = ["sample_chunk", "sample_chunk_reference"]
 
 
-def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
+def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref,
                    a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
                    level_widths: tuple[int, ...], block_reduction: str):
@@ -57,13 +57,12 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
     level_refs, topics_ref = refs[:-2], refs[-1]  # refs[-2]: the zeroed topics, aliased to it
     bhat_ref = level_refs[-1]
     lanes = warp.lane_offsets()
-    tile = pl.program_id(0)
+    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
-    @pl.when(tile < num_tiles_ref[0])
+    @pl.when(first < end)  # tiles past the last are empty
     def _():
-        first = tile_start_ref[tile]
         positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
-        real = positions < tile_start_ref[tile + 1]
+        real = positions < end
         word = word_ref[first]
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
@@ -131,28 +130,21 @@ def _sample_kernel(num_tiles_ref, token_base_ref, key_ref, alpha_ref, tile_start
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
 
 
-def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int):
-    """The kernel's work list: tiles of up to tile_tokens consecutive tokens of one word.
+def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
+    """The kernel's work list (as Chunk.tile_start) for tiles of tile_tokens tokens.
 
-    Returns (num_tiles, tile_start [max_tiles + 1]): tile i holds the word-major tokens
-    tile_start[i] .. tile_start[i + 1] - 1; entries past the last tile hold num_tokens.
-    Computed by XLA in a few passes over the word array (about 1 ms for 30M tokens on an H200).
+    The layout stores it for TILE_TOKENS; this computes it for any size (tuning) with XLA, in a
+    few passes over the word array (about 1 ms for 30M tokens on an H200, each call).
     """
     size = chunk.padded_tokens
     positions = jnp.arange(size, dtype=jnp.int32)
     new_word = jnp.concatenate([jnp.ones((1,), bool), chunk.word[1:] != chunk.word[:-1]])
     word_first = jax.lax.cummax(jnp.where(new_word, positions, 0))
     head = (positions < chunk.num_tokens) & ((positions - word_first) % tile_tokens == 0)
-    max_tiles = max_tiles_of(chunk, num_words, tile_tokens)
-    tile_index = jnp.where(head, jnp.cumsum(head) - 1, max_tiles + 1)
-    tile_start = jnp.full((max_tiles + 1,), chunk.num_tokens, jnp.int32).at[tile_index].set(
+    tiles = max_tiles(size, num_words, tile_tokens)
+    tile_index = jnp.where(head, jnp.cumsum(head) - 1, tiles + 1)
+    return jnp.full((tiles + 1,), chunk.num_tokens, jnp.int32).at[tile_index].set(
         positions, mode="drop")
-    return jnp.sum(head, dtype=jnp.int32), tile_start
-
-
-def max_tiles_of(chunk: Chunk, num_words: int, tile_tokens: int) -> int:
-    """Most tiles a chunk can need: full tiles plus one partial tile per distinct word."""
-    return -(-chunk.padded_tokens // tile_tokens) + min(num_words, chunk.padded_tokens)
 
 
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
@@ -171,11 +163,12 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     """
     num_words = model.bhat.shape[0]
     levels = tuple(model.tree) + (model.bhat,)
-    num_tiles, tile_start = word_tiles(chunk, num_words, tile_tokens)
+    tile_start = (chunk.tile_start if tile_tokens == TILE_TOKENS
+                  else word_tiles(chunk, num_words, tile_tokens))
     kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction)
-    inputs = (jnp.reshape(num_tiles, (1,)), jnp.asarray(chunk.token_base, jnp.uint32),
+    inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_topics,
@@ -183,7 +176,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     return pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
-        grid=(max_tiles_of(chunk, num_words, tile_tokens),),
+        grid=(tile_start.shape[0] - 1,),
         input_output_aliases={len(inputs): 0},  # padding tokens keep the zeros
         name="saber_sample",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),

@@ -2,26 +2,36 @@
 saberjax.segmented_count.rebuild_doc_topic, which sorts the whole chunk by (document, topic).
 
 Shuffle: the word-major topics go to their doc-major positions through the pointers (one XLA
-scatter, at the bandwidth floor).  Segmented count: one program per document sorts the topics
-of its own segment and run-length encodes them, so there is no global sort:
+scatter, at the bandwidth floor).  Segmented count: a fixed number of programs each take every
+num_programs-th document and count its segment in a private scratch row, with no sort at all:
 
-    radix passes   least-significant digit first (digit_bits bits a pass, as many passes as the
-                   largest topic of the chunk needs): histogram the segment's digits, then place
-                   each topic at  segment start + digit start + earlier equal digits  (a cumsum
-                   of one-hot digits along the block), ping-ponging between two halves of a
-                   scratch buffer; stable, so after the last pass the segment is sorted
-    runs           topic != its left neighbour starts a run; the run's rank (cumsum) is its pair
-                   slot; record each run's first position at that slot
-    pairs          pair j of the document: topic = sorted[first_j], count = first_{j+1} - first_j
+    count     per token, an atomic add of 1 at counts[topic]; the lane that finds 0 there is
+              its topic's first and sets the topic's bit in a bitmap of K bits (an atomic add
+              of 1 << (topic % 32) to word topic // 32: each bit is added once, so add is or)
+    ranks     swap the bitmap's K/32 words for zeros (clearing it for the next document):
+              population counts and their exclusive prefix sum give each word's first pair
+              slot; the total is nnz.  The words and prefixes go to a snapshot
+    pairs     per token, rank = prefix[word] + population count of the word's bits below its
+              topic; write (topic, counts[topic]) at pair slot rank (every copy of a topic
+              writes the same pair), so pairs come out in increasing topic order
+    clear     swap counts[topic] for 0 per token, for the program's next document
 
-A kernel has no shared memory here, so the passes exchange data through the scratch buffer in
-global memory (L1/L2-resident for a document) with a CTA barrier between them; the document's
-program is the only reader and writer of its segment.  Interpret mode runs programs one after
-another, so there the barrier is left out.
+Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
+while the programs' rows together stay under SCRATCH_BYTES) and phases are separated by a CTA
+barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
+store of the clearing zeros is made visible to the CTA by the barrier but may reach L2 after
+the next document's atomics (the first design did that and lost topics at K = 10,000 on an
+H200).  With every access to them strong (atomics, and the one plain read, counts in the pairs
+phase, volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg"
+does not lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice;
+acquire-release ones measured the same or slower.
+Interpret mode runs programs one after another, so there the barrier is left out; its atomics
+(saberjax.pallas.atomics) are exact with repeated indices.
 
-Unlike the reference, tokens past chunk.num_tokens are not counted: the padding document (one
-segment up to an eighth of the chunk) would otherwise be a single, serial program.  Its A row is
-empty; no real token ever reads it.
+Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
+snapshot and one from counts, two stores, plus K/32 words scanned per document.  Unlike the
+reference, tokens past chunk.num_tokens are not counted (the padding document's A row is empty;
+no real token reads it).
 """
 
 from __future__ import annotations
@@ -35,10 +45,14 @@ from jax.experimental.pallas import triton as plgpu
 
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret
+from saberjax.pallas.atomics import atomic_add, atomic_swap
 from saberjax.segmented_count import rebuild_doc_topic as rebuild_doc_topic_reference
 from saberjax.segmented_count import shuffle_to_doc_major
 
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
+
+BITS = 32  # topics per bitmap word
+SCRATCH_BYTES = 24 << 20  # cap on the programs' scratch rows together (fastest of 12-48 MiB)
 
 
 def _scatter(ref, index, values, mask):
@@ -50,127 +64,131 @@ def _scatter(ref, index, values, mask):
     plgpu.store(ref.at[jnp.where(mask, index, ref.shape[0])], values, mask=mask)
 
 
-def _segmented_count_kernel(num_tokens_ref, num_passes_ref, doc_start_ref, scratch_in_ref,
-                            zero_topics_ref, zero_counts_ref, scratch_ref, a_topics_ref,
-                            a_counts_ref, a_nnz_ref, *, block: int, digit_bits: int,
-                            interpret: bool):
-    """Sort and count the segment of document program_id (see the module docstring)."""
-    del scratch_in_ref, zero_topics_ref, zero_counts_ref  # aliased to scratch, a_topics, a_counts
-    doc = pl.program_id(0)
-    half = scratch_ref.shape[0] // 2
-    start = doc_start_ref[doc]
-    length = jnp.maximum(jnp.minimum(doc_start_ref[doc + 1], num_tokens_ref[0]) - start, 0)
-    num_blocks = (length + block - 1) // block
+def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
+                            bitmap_in_ref, zero_topics_ref, zero_counts_ref, counts_ref,
+                            bitmap_ref, snapshot_ref, a_topics_ref, a_counts_ref, a_nnz_ref, *,
+                            block: int, word_block: int, semantic: str, interpret: bool):
+    """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
+    del counts_in_ref, bitmap_in_ref, zero_topics_ref, zero_counts_ref  # aliased to outputs
+    program, num_programs = pl.program_id(0), pl.num_programs(0)
+    num_words = bitmap_ref.shape[1]
     offsets = jnp.arange(block, dtype=jnp.int32)
-    radix = 1 << digit_bits
-    digits = jnp.arange(radix, dtype=jnp.int32)
+    word_offsets = jnp.arange(word_block, dtype=jnp.int32)
 
     def barrier():
         if not interpret:
             plgpu.debug_barrier()
 
-    def load_segment(base, index, valid):
-        """scratch[base + start + index] where valid (index: a block of segment positions)."""
-        return plgpu.load(scratch_ref.at[base + start + index], mask=valid, other=0)
+    def count_document(index, carry):
+        doc = program + index * num_programs
+        start = doc_start_ref[doc]
+        length = jnp.maximum(jnp.minimum(doc_start_ref[doc + 1], num_tokens_ref[0]) - start, 0)
 
-    def radix_pass(pass_index, carry):
-        """Stable sort of the segment by digit pass_index, from one scratch half to the other."""
-        source, target = (pass_index & 1) * half, ((pass_index + 1) & 1) * half
-        shift = pass_index * digit_bits
+        def over_tokens(visit):
+            """visit(valid, topics) for each block of the document's doc-major topics."""
+            def body(block_index, carry):
+                index = block_index * block + offsets
+                valid = index < length
+                visit(valid, plgpu.load(doc_major_ref.at[start + index], mask=valid, other=0))
+                return carry
+            jax.lax.fori_loop(0, (length + block - 1) // block, body, None)
 
-        def one_hot(block_index):
-            index = block_index * block + offsets
-            valid = index < length
-            values = load_segment(source, index, valid)
-            hot = (((values >> shift) & (radix - 1))[:, None] == digits[None, :]) & valid[:, None]
-            return values, valid, hot.astype(jnp.int32)
+        def count(valid, topics):
+            before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
+                                semantic=semantic)
+            first = valid & (before == 0)
+            atomic_add(bitmap_ref, (program, topics // BITS), jnp.left_shift(1, topics % BITS),
+                       mask=first, semantic=semantic)
 
-        def add_histogram(block_index, histogram):
-            return histogram + jnp.sum(one_hot(block_index)[2], axis=0)
-
-        histogram = jax.lax.fori_loop(0, num_blocks, add_histogram, jnp.zeros(radix, jnp.int32))
-        digit_start = jnp.cumsum(histogram) - histogram
-
-        def place(block_index, earlier):
-            """Put a block at digit start + equal digits of earlier blocks + of this block."""
-            values, valid, hot = one_hot(block_index)
-            slot = jnp.cumsum(hot, axis=0) - 1 + (digit_start + earlier)[None, :]
-            slot = jnp.sum(jnp.where(hot > 0, slot, 0), axis=1)
-            _scatter(scratch_ref, target + start + slot, values, valid)
-            return earlier + jnp.sum(hot, axis=0)
-
-        jax.lax.fori_loop(0, num_blocks, place, jnp.zeros(radix, jnp.int32))
+        over_tokens(count)
         barrier()
+
+        def rank_words(block_index, total):
+            """Snapshot (bitmap word, pairs before it) and clear the bitmap; returns pairs."""
+            word = block_index * word_block + word_offsets
+            inside = word < num_words
+            bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=inside,
+                               semantic=semantic)
+            ones = jax.lax.population_count(bits)
+            plgpu.store(snapshot_ref.at[program, 0, word], bits, mask=inside)
+            plgpu.store(snapshot_ref.at[program, 1, word], total + jnp.cumsum(ones) - ones,
+                        mask=inside)
+            return total + jnp.sum(ones)
+
+        nnz = jax.lax.fori_loop(0, (num_words + word_block - 1) // word_block, rank_words,
+                                jnp.int32(0))
+        barrier()
+
+        def write_pairs(valid, topics):
+            word = topics // BITS
+            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=valid, other=0)
+            below = bits & (jnp.left_shift(1, topics % BITS) - 1)  # wraps to 0x7fffffff at 31
+            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=valid, other=0)
+                    + jax.lax.population_count(below))
+            counts = plgpu.load(counts_ref.at[program, topics], mask=valid, other=0,
+                                volatile=True)
+            _scatter(a_topics_ref, start + rank, topics.astype(a_topics_ref.dtype), valid)
+            _scatter(a_counts_ref, start + rank, counts, valid)
+
+        over_tokens(write_pairs)
+        barrier()
+
+        def clear(valid, topics):
+            atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics), mask=valid,
+                        semantic=semantic)
+
+        over_tokens(clear)
+        barrier()
+        a_nnz_ref[doc] = nnz
         return carry
 
-    num_passes = num_passes_ref[0]
-    jax.lax.fori_loop(0, num_passes, radix_pass, None)
-    sorted_base, firsts_base = (num_passes & 1) * half, ((num_passes + 1) & 1) * half
-
-    def mark_runs(block_index, num_runs):
-        """Record the position of every run's first element at the run's pair slot."""
-        index = block_index * block + offsets
-        valid = index < length
-        values = load_segment(sorted_base, index, valid)
-        left = load_segment(sorted_base, index - 1, valid & (index > 0))
-        first = valid & ((index == 0) | (values != left))
-        run = num_runs + jnp.cumsum(first.astype(jnp.int32)) - 1
-        _scatter(scratch_ref, firsts_base + start + run, index, first)
-        return num_runs + jnp.sum(first.astype(jnp.int32))
-
-    nnz = jax.lax.fori_loop(0, num_blocks, mark_runs, jnp.int32(0))
-    barrier()
-
-    def write_pairs(block_index, carry):
-        """Pair j: the topic at the run's first position, count to the next run's first."""
-        slot = block_index * block + offsets
-        valid, has_following = slot < nnz, slot + 1 < nnz
-        first = load_segment(firsts_base, slot, valid)
-        following = jnp.where(has_following, load_segment(firsts_base, slot + 1, has_following),
-                              length)
-        topic = load_segment(sorted_base, first, valid)
-        _scatter(a_topics_ref, start + slot, topic.astype(a_topics_ref.dtype), valid)
-        _scatter(a_counts_ref, start + slot, following - first, valid)
-        return carry
-
-    jax.lax.fori_loop(0, (nnz + block - 1) // block, write_pairs, None)
-    a_nnz_ref[doc] = nnz
+    num_docs = a_nnz_ref.shape[0]
+    jax.lax.fori_loop(0, (num_docs - program + num_programs - 1) // num_programs,
+                      count_document, None)
 
 
-@functools.partial(jax.jit, static_argnames=("block_tokens", "digit_bits", "num_warps",
-                                             "interpret"))
-def rebuild_doc_topic(chunk: Chunk, topics: jax.Array, *, block_tokens: int = 128,
-                      digit_bits: int = 5, num_warps: int = 4, interpret: bool | None = None):
-    """The chunk's A (a_topics, a_counts, a_nnz) from its word-major topics, sort-free.
+@functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
+                                             "num_warps", "semantic", "interpret"))
+def rebuild_doc_topic(chunk: Chunk, topics: jax.Array, num_topics: int, *,
+                      block_tokens: int = 128, num_programs: int = 2048, num_warps: int = 4,
+                      semantic: str = "relaxed", interpret: bool | None = None):
+    """The chunk's A (a_topics, a_counts, a_nnz) from its word-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic except that padding tokens are
-    not counted.  block_tokens (a power of two) is the segment slice a program handles at once,
-    digit_bits the radix digit (5: two passes up to K = 1,024; the fastest of 4 to 7 bits and
-    32 to 256 tokens on an H200, NOTES.md); num_warps is Triton's.  interpret=None: interpret
-    unless on a GPU.
+    not counted.  block_tokens (a power of two) is the segment slice a program handles at once;
+    num_programs the programs (each with a scratch row of num_topics + 2 K/32 ints, fewer if
+    those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch
+    atomics (saberjax.pallas.atomics).  Defaults: the fastest measured on an H200 (NOTES.md).
+    interpret=None: interpret unless on a GPU.
     """
     size = chunk.padded_tokens
     interpret = default_interpret() if interpret is None else interpret
     doc_major = shuffle_to_doc_major(topics.astype(jnp.int32), chunk.doc_major_pos)
-    top_bits = 32 - jax.lax.clz(jnp.maximum(jnp.max(doc_major), 1))
-    num_passes = (top_bits + digit_bits - 1) // digit_bits
-    kernel = functools.partial(
-        _segmented_count_kernel, block=block_tokens, digit_bits=digit_bits, interpret=interpret)
-    _, a_topics, a_counts, a_nnz = pl.pallas_call(
+    num_words = -(-num_topics // BITS)
+    row_bytes = 4 * (num_topics + 3 * num_words)
+    num_programs = max(1, min(num_programs, chunk.padded_docs, SCRATCH_BYTES // row_bytes))
+    word_block = min(pl.next_power_of_2(num_words), 1024)
+    kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
+                               word_block=word_block, semantic=semantic,
+                               interpret=interpret)
+    *_, a_topics, a_counts, a_nnz = pl.pallas_call(
         kernel,
-        out_shape=(jax.ShapeDtypeStruct((2 * size,), jnp.int32),
+        out_shape=(jax.ShapeDtypeStruct((num_programs, num_topics), jnp.int32),
+                   jax.ShapeDtypeStruct((num_programs, num_words), jnp.int32),
+                   jax.ShapeDtypeStruct((num_programs, 2, num_words), jnp.int32),
                    jax.ShapeDtypeStruct((size,), topics.dtype),
                    jax.ShapeDtypeStruct((size,), jnp.int32),
                    jax.ShapeDtypeStruct((chunk.padded_docs,), jnp.int32)),
-        grid=(chunk.padded_docs,),
+        grid=(num_programs,),
         name="saber_segmented_count",
-        input_output_aliases={3: 0, 4: 1, 5: 2},
+        input_output_aliases={3: 0, 4: 1, 5: 3, 6: 4},
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=interpret,
     )(jnp.reshape(chunk.num_tokens, (1,)).astype(jnp.int32),
-      jnp.reshape(num_passes, (1,)),
       chunk.doc_start,
-      jnp.pad(doc_major, (0, size)),
+      doc_major,
+      jnp.zeros((num_programs, num_topics), jnp.int32),
+      jnp.zeros((num_programs, num_words), jnp.int32),
       jnp.zeros((size,), topics.dtype),
       jnp.zeros((size,), jnp.int32))
     return a_topics, a_counts, a_nnz
