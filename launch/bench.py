@@ -37,7 +37,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         executables, so they never compile.  init_seconds: esca.init, compile included.
   phases                each phase as its own jitted function over all chunks, block_until_ready
                         between phases, median of `--phase_repeats` passes after one compiling pass:
-                        sample (backend.sample_chunk), rebuild_a (backend.rebuild_doc_topic),
+                        sample (backend.sample_and_shuffle: the E-step and the shuffle of its
+                        topics to doc-major order), rebuild_a (backend.rebuild_doc_topic),
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
                         (esca.model_from_counts); each with seconds, Mtoken_per_s, share of the
                         steady iteration and compile_seconds; plus transfer (host -> device
@@ -290,7 +291,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = esca.backend_ops(hyper.backend)
     key = rng.iteration_key(state.seed, state.iteration + 1)
-    sample = jax.jit(functools.partial(ops.sample_chunk, alpha=hyper.alpha))
+    sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
     bhat_trees = jax.jit(functools.partial(esca.model_from_counts, hyper=hyper))
@@ -298,14 +299,15 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
 
-    topics = None
+    topics = None  # per chunk (word-major, doc-major), from the sample phase
 
     def run_rebuild():
-        return [rebuild(c, t, hyper.num_topics) for c, t in zip(chunks, topics)]
+        return [rebuild(c, doc_major, hyper.num_topics)
+                for c, (_, doc_major) in zip(chunks, topics)]
 
     def run_count(word_topic):
-        for c, t in zip(chunks, topics):
-            word_topic = count(c, t, word_topic)
+        for c, (word_major, _) in zip(chunks, topics):
+            word_topic = count(c, word_major, word_topic)
         return word_topic
 
     def phase(fn, prepare=lambda: ()):

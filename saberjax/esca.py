@@ -45,16 +45,24 @@ def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
     return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
 
 
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha):
+    """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input)."""
+    topics = sampler.sample_chunk(chunk, chunk_state, model, key, alpha)
+    return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos)
+
+
 class Backend(NamedTuple):
     """The hot operations of one backend; the XLA set is the reference for every other."""
 
-    sample_chunk: Callable  # (chunk, chunk_state, model, key, alpha) -> word-major topics
-    rebuild_doc_topic: Callable  # (chunk, topics, num_topics) -> (a_topics, a_counts, a_nnz)
-    count_word_topic: Callable  # (chunk, topics, word_topic) -> word_topic plus the chunk
+    # (chunk, chunk_state, model, key, alpha) -> (word-major topics, doc-major topics)
+    sample_and_shuffle: Callable
+    # (chunk, doc-major topics, num_topics) -> (a_topics, a_counts, a_nnz)
+    rebuild_doc_topic: Callable
+    count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
     build_tree: Callable  # (bhat) -> upper tree levels, top first
 
 
-XLA = Backend(sampler.sample_chunk, segmented_count.rebuild_doc_topic, count_word_topic,
+XLA = Backend(sample_and_shuffle, segmented_count.rebuild_doc_topic, count_word_topic,
               build_tree)
 
 
@@ -67,21 +75,23 @@ def backend_ops(name: str) -> Backend:
     return XLA
 
 
-def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, hyper: Hyperparams) -> ChunkState:
-    """A chunk's state for given word-major topics (A rebuilt by shuffle and segmented count)."""
+def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: jax.Array,
+                            hyper: Hyperparams) -> ChunkState:
+    """A chunk's state for given word-major topics, A rebuilt from the same topics doc-major."""
     return ChunkState(topics, *backend_ops(hyper.backend).rebuild_doc_topic(
-        chunk, topics, hyper.num_topics))
+        chunk, doc_major_topics, hyper.num_topics))
 
 
 def _sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
-    """One chunk's E-step: new word-major topics."""
-    return backend_ops(hyper.backend).sample_chunk(chunk, chunk_state, model, key, hyper.alpha)
+    """One chunk's E-step: new topics, (word-major, doc-major)."""
+    return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key,
+                                                         hyper.alpha)
 
 
-def _state_and_counts(chunk: Chunk, topics: jax.Array, word_topic, hyper: Hyperparams):
-    """(the chunk's state for these topics, B with the chunk's tokens added)."""
-    return (chunk_state_from_topics(chunk, topics, hyper),
-            backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic))
+def _state_and_counts(chunk: Chunk, topics, word_topic, hyper: Hyperparams):
+    """(the chunk's state for topics (word-major, doc-major), B with the chunk's tokens added)."""
+    return (chunk_state_from_topics(chunk, *topics, hyper),
+            backend_ops(hyper.backend).count_word_topic(chunk, topics[0], word_topic))
 
 
 @functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
@@ -96,7 +106,7 @@ def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_to
 def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                    hyper: Hyperparams) -> ChunkState:
     """One chunk's E-step and A rebuild with the model held fixed (fold-in of new documents)."""
-    return chunk_state_from_topics(chunk, _sample(chunk, chunk_state, model, key, hyper), hyper)
+    return chunk_state_from_topics(chunk, *_sample(chunk, chunk_state, model, key, hyper), hyper)
 
 
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",))
@@ -109,8 +119,10 @@ def _init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
     lo, hi = rng.global_token_ids(chunk.token_base[0], chunk.token_base[1], chunk.doc_major_pos)
     state = rng.token_hash(rng.iteration_key(seed, 0), lo, hi)
     draw = (rng.uniform(state, rng.STREAM_INIT) * hyper.num_topics).astype(jnp.int32)
-    topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1), 0)
-    return _state_and_counts(chunk, topics.astype(hyper.topic_dtype), word_topic, hyper)
+    topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1),
+                       0).astype(hyper.topic_dtype)
+    doc_major = segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos)
+    return _state_and_counts(chunk, (topics, doc_major), word_topic, hyper)
 
 
 def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: int) -> TrainState:

@@ -52,9 +52,10 @@ def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array):
     return a_topics, a_counts, a_nnz
 
 
-def rebuild_doc_topic(chunk: Chunk, topics: jax.Array, num_topics: int):
-    """SSC reference: the chunk's A from its word-major topics (each < num_topics, which the
-    kernels size their scratch by; this sort needs no bound)."""
+def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int):
+    """SSC reference: the chunk's A from its doc-major topics (shuffle_to_doc_major of the
+    word-major ones; each < num_topics, which the kernels size their scratch by; this sort
+    needs no bound)."""
     del num_topics
     doc = shuffle_to_doc_major(chunk.doc, chunk.doc_major_pos)
-    return segmented_count(doc, shuffle_to_doc_major(topics, chunk.doc_major_pos), chunk.doc_start)
+    return segmented_count(doc, doc_major_topics, chunk.doc_start)

@@ -20,6 +20,7 @@ from saberjax.layout import TILE_TOKENS, build_layout, max_tiles
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
+from saberjax.segmented_count import shuffle_to_doc_major
 from saberjax.state import Hyperparams
 
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
@@ -38,6 +39,11 @@ def ragged_corpus(num_words: int = 40, seed: int = 0) -> Corpus:
     return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)))
 
 
+def doc_major(chunk, topics):
+    """Word-major topics at their doc-major positions (the reference shuffle)."""
+    return shuffle_to_doc_major(topics, chunk.doc_major_pos)
+
+
 def random_state(corpus: Corpus, num_topics: int, seed: int):
     """(chunk, chunk state, model, key) with random topics and random, skewed counts in B."""
     rng_np = np.random.default_rng(seed)
@@ -46,7 +52,7 @@ def random_state(corpus: Corpus, num_topics: int, seed: int):
     topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
                       rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
     topics = jnp.asarray(topics).astype(hyper.topic_dtype)
-    chunk_state = esca.chunk_state_from_topics(chunk, topics, hyper)
+    chunk_state = esca.chunk_state_from_topics(chunk, topics, doc_major(chunk, topics), hyper)
     counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = rng_np.geometric(0.3, (corpus.num_words, num_topics)) - 1
     model = esca.model_from_counts(jnp.asarray(counts), hyper)
@@ -60,10 +66,11 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
                                                          num_topics, seed=num_topics)
     expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
         chunk, chunk_state, model, key, hyper.alpha)
-    got = pallas_sampler.sample_chunk(chunk, chunk_state, model, key, hyper.alpha,
-                                      tile_tokens=tile_tokens, block_reduction=block_reduction,
-                                      interpret=True)
-    assert got.dtype == expected.dtype
+    got, got_doc_major = pallas_sampler.sample_and_shuffle(
+        chunk, chunk_state, model, key, hyper.alpha, tile_tokens=tile_tokens,
+        block_reduction=block_reduction, interpret=True)
+    np.testing.assert_array_equal(got_doc_major, doc_major(chunk, got))
+    assert got.dtype == got_doc_major.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
@@ -93,8 +100,10 @@ def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
 @pytest.fixture
 def kernel_sampler(monkeypatch):
     """Makes test_sampler draw its tokens with the Pallas kernel instead of the reference."""
-    kernel = functools.partial(pallas_sampler.sample_chunk, tile_tokens=256, interpret=True)
-    monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(sample_chunk=kernel))
+    kernel = functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=256,
+                               interpret=True)
+    monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(
+        sample_chunk=lambda *args: kernel(*args)[0]))
 
 
 @pytest.mark.parametrize("num_topics,nonzeros,alpha", [
@@ -114,10 +123,11 @@ def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, blo
     """Programs reuse their scratch rows over several documents (num_programs < documents)."""
     corpus = ragged_corpus(seed=num_topics)
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
-    got = pallas_ssc.rebuild_doc_topic(chunk, chunk_state.topics, num_topics,
+    topics = doc_major(chunk, chunk_state.topics)
+    got = pallas_ssc.rebuild_doc_topic(chunk, topics, num_topics,
                                        block_tokens=block_tokens, num_programs=num_programs,
                                        interpret=True)
-    expected = pallas_ssc.rebuild_doc_topic_reference(chunk, chunk_state.topics, num_topics)
+    expected = pallas_ssc.rebuild_doc_topic_reference(chunk, topics, num_topics)
     real_tokens, real_docs = int(chunk.num_tokens), corpus.num_docs
     assert got[0].dtype == expected[0].dtype
     for got_array, expected_array in zip(got[:2], expected[:2]):
@@ -203,8 +213,8 @@ def lower_for_h100(function, *args) -> str:
     (2, "sum"), (1000, "sum"), (1000, "butterfly"), (65_536, "sum")])
 def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(), num_topics, seed=1)
-    sample = functools.partial(pallas_sampler.sample_chunk, block_reduction=block_reduction,
-                               interpret=False)
+    sample = functools.partial(pallas_sampler.sample_and_shuffle,
+                               block_reduction=block_reduction, interpret=False)
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha),
                           chunk, chunk_state, model, key)
     assert "triton" in text.lower()
@@ -224,7 +234,7 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
         lambda array: jax.ShapeDtypeStruct(
             (num_words, *array.shape[1:]) if array.shape[:1] == (small,) else array.shape,
             array.dtype), model)
-    sample = functools.partial(pallas_sampler.sample_chunk, interpret=False)
+    sample = functools.partial(pallas_sampler.sample_and_shuffle, interpret=False)
     text = lower_for_h100(lambda *args: sample(*args, hyper.alpha), chunk, chunk_state, big,
                           key)
     assert "triton" in text.lower()

@@ -5,8 +5,19 @@ kernels), kernels.py (the backend), check_gpu.py (agreement and timings on a GPU
 """
 
 import jax
+import jax.numpy as jnp
+from jax.experimental.pallas import triton as plgpu
 
 
 def default_interpret() -> bool:
     """Run kernels in interpret mode (sequential XLA ops) unless the default backend is a GPU."""
     return jax.default_backend() != "gpu"
+
+
+def scatter(ref, index, values, mask):
+    """ref[index] = values where mask (1-D ref); masked lanes are pointed past the end of ref.
+
+    On a GPU masked lanes touch no memory anyway; interpret mode writes the old value back at
+    every masked lane, and with repeated indices that write-back can win over a real store.
+    """
+    plgpu.store(ref.at[jnp.where(mask, index, ref.shape[0])], values, mask=mask)

@@ -5,8 +5,9 @@ checks the value's type, a tensor, for being an integer); in interpret mode its 
 one of the lanes that hit the same element, and exchange does not run at all.  atomic_add and
 atomic_swap lower to Triton's integer `atomic_rmw` add and xchg at GPU scope, acquire-release
 by default (which also publishes the thread's earlier stores GPU-wide, what a CTA barrier alone
-does not do for atomics done in L2) or relaxed (much cheaper), and in interpret mode act lane by lane in row-major order, returning each
-lane the value it would have seen then: one order a GPU may take.  The indices must be integer
+does not do for atomics done in L2) or relaxed (much cheaper), and in interpret mode act lane
+by lane in row-major order, returning each lane the value it would have seen then: one order a
+GPU may take.  The indices must be integer
 arrays or scalars (no slices), as in `ref.at[row, columns]`.
 """
 

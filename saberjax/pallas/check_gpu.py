@@ -7,9 +7,10 @@ for the per-phase and whole-iteration timings of both backends:
   PYTHONPATH=. python -m saberjax.pallas.check_gpu --corpus=/tmp/nyt --topics=1000,10000
   python launch/bench.py --corpus=/tmp/nyt --num_topics=1000,10000 --backends=xla,pallas
 
-Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs and
-whether the segmented-count and B-count kernels rebuild A and B exactly, on ragged documents at K = 2 and 65,536
-and on the corpus after a few iterations.  Timings (median of --repeats, Mtoken/s = corpus
+Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs (and
+its doc-major copy against XLA's shuffle), whether the segmented-count and B-count kernels
+rebuild A and B exactly, on ragged documents at K = 2 and 65,536 and on the corpus after a few
+iterations.  Timings (median of --repeats, Mtoken/s = corpus
 tokens / seconds): each kernel variant, XLA's tree build as B-hat bytes read per second, and the
 E-step's bandwidth floor (22 + 6 * nnz bytes a token, saberjax/pallas/sampler.py) at the
 measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
@@ -113,14 +114,16 @@ def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics, nu
                                                                alpha)
     real = int(chunk.num_tokens)
     for variant in FLAGS.sampler_variants:
-        got = sampler_variant(variant)(chunk, chunk_state, model, key, alpha)
+        got, doc_major = sampler_variant(variant)(chunk, chunk_state, model, key, alpha)
+        shuffled = segmented_count.shuffle_to_doc_major(got, chunk.doc_major_pos)
         report(check="agreement", case=label, variant=variant,
                sample_mismatch_fraction=float(jnp.mean((got != expected)[:real])),
-               padding_zero=bool(jnp.all(got[real:] == 0)))
-    a_expected = jax.jit(segmented_count.rebuild_doc_topic, static_argnums=2)(chunk, got,
+               padding_zero=bool(jnp.all(got[real:] == 0)),
+               doc_major_identical=bool(jnp.array_equal(doc_major, shuffled)))
+    a_expected = jax.jit(segmented_count.rebuild_doc_topic, static_argnums=2)(chunk, doc_major,
                                                                               num_topics)
     for variant in FLAGS.ssc_variants:
-        a_got = pallas_ssc.rebuild_doc_topic(chunk, got, num_topics, **ssc_knobs(variant))
+        a_got = pallas_ssc.rebuild_doc_topic(chunk, doc_major, num_topics, **ssc_knobs(variant))
         a_equal = all(bool(jnp.array_equal(g[:real], e[:real]))
                       for g, e in zip(a_got[:2], a_expected[:2]))
         a_equal &= bool(jnp.array_equal(a_got[2][:num_docs], a_expected[2][:num_docs]))
@@ -175,9 +178,9 @@ def time_variant(num_topics, num_tokens, backend, name, function, chunks, state)
 def sampler_variant(variant: str):
     """The E-step kernel with the parameters of one --sampler_variants entry."""
     if variant == "default":
-        return pallas_sampler.sample_chunk
+        return pallas_sampler.sample_and_shuffle
     tile_tokens, warps = map(int, variant.split("/"))
-    return functools.partial(pallas_sampler.sample_chunk, tile_tokens=tile_tokens,
+    return functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=tile_tokens,
                              num_warps=warps)
 
 
@@ -197,12 +200,20 @@ def count_variant(variant: str):
 
 
 def time_variants(num_topics, chunks, state, num_tokens, alpha):
-    """The XLA E-step and A rebuild, the kernels' tuning variants, XLA's tree build."""
+    """The XLA E-step, shuffle, A rebuild and B count, the kernels' tuning variants (the E-step
+    kernel's include the shuffle), XLA's tree build."""
     time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
         functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
+    time_variant(num_topics, num_tokens, "xla", "shuffle", jax.jit(
+        lambda c, s, m, k: segmented_count.shuffle_to_doc_major(s.topics, c.doc_major_pos)),
+        chunks, state)
+    # the A rebuilds read doc-major topics: time them on states holding those
+    doc_major = state._replace(chunks=tuple(
+        s._replace(topics=segmented_count.shuffle_to_doc_major(s.topics, c.doc_major_pos))
+        for c, s in zip(chunks, state.chunks)))
     time_variant(num_topics, num_tokens, "xla", "rebuild", jax.jit(
         lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics, num_topics)), chunks,
-        state)
+        doc_major)
     for variant in FLAGS.sampler_variants:
         sample = jax.jit(functools.partial(sampler_variant(variant), alpha=alpha))
         time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
@@ -213,7 +224,7 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
                                                                      **knobs),
             **ssc_knobs(variant)))
         time_variant(num_topics, num_tokens, "pallas", f"rebuild {variant}", rebuild, chunks,
-                     state)
+                     doc_major)
     for backend, name, count in [("xla", "count", esca.count_word_topic)] + [
             ("pallas", f"count {variant}", count_variant(variant))
             for variant in FLAGS.count_variants]:

@@ -41,12 +41,12 @@ from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
-from saberjax.pallas import default_interpret, warp
+from saberjax.pallas import default_interpret, scatter, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model
 from saberjax.tree import WIDTH, descend, search_block
 
-__all__ = ["sample_chunk", "sample_chunk_reference"]
+__all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
 
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
@@ -54,7 +54,8 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
                    level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
-    level_refs, topics_ref = refs[:-2], refs[-1]  # refs[-2]: the zeroed topics, aliased to it
+    # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
+    level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
     bhat_ref = level_refs[-1]
     lanes = warp.lane_offsets()
     first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
@@ -128,6 +129,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             lambda: jnp.zeros((tile_tokens,), jnp.int32))
         topic = jnp.where(take_sparse, sparse_topic, dense_topic)
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
+        scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
 
 def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
@@ -149,13 +151,15 @@ def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
                                              "block_reduction", "interpret"))
-def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
-                 tile_tokens: int = 8, num_warps: int = 1, num_stages: int = 1,
-                 block_reduction: str = "sum", interpret: bool | None = None):
-    """New topic of every word-major token of a chunk (padding tokens get topic 0).
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
+                       tile_tokens: int = TILE_TOKENS, num_warps: int = 1, num_stages: int = 1,
+                       block_reduction: str = "sum", interpret: bool | None = None):
+    """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
+    topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
+    goes, instead of a separate scatter).
 
-    Same contract as saberjax.sampler.sample_chunk.  tile_tokens (a power of two) and num_warps
-    and num_stages (Triton's) default to the fastest measured on an H200 (NOTES.md).
+    Same contract as saberjax.esca.sample_and_shuffle.  tile_tokens (a power of two) and
+    num_warps and num_stages (Triton's) default to the fastest measured on an H200 (NOTES.md).
     block_reduction: "sum" adds a block's 32 products with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
@@ -173,12 +177,13 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_topics,
               chunk_state.a_counts, model.tree_total, *levels)
+    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
+        out_shape=(topics, topics),
         grid=(tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs): 0},  # padding tokens keep the zeros
+        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
         name="saber_sample",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics))
+    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros_like(chunk_state.topics))
