@@ -34,14 +34,20 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> 
     return word_topic.at[chunk.word, topics.astype(jnp.int32)].add(real.astype(jnp.int32))
 
 
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta):
+    """B-hat = (B + beta) / (topic totals + V beta) (0 in padding columns) and its sampling
+    trees' levels above it, top first."""
+    real_topic = jnp.arange(word_topic.shape[1]) < num_topics
+    denominator = totals.astype(jnp.float32) + word_topic.shape[0] * beta
+    bhat = jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
+    return bhat, build_tree(bhat)
+
+
 def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
-    """B-hat = (B + beta) / (topic totals + V beta) and its sampling trees."""
-    num_words = word_topic.shape[0]
+    """The model (B, its topic totals, B-hat and its sampling trees) of counts B."""
     totals = word_topic.sum(axis=0)
-    real_topic = jnp.arange(word_topic.shape[1]) < hyper.num_topics
-    denominator = totals.astype(jnp.float32) + num_words * hyper.beta
-    bhat = jnp.where(real_topic, (word_topic + hyper.beta) / denominator, 0.0).astype(jnp.float32)
-    tree = backend_ops(hyper.backend).build_tree(bhat)
+    bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, hyper.num_topics,
+                                                          hyper.beta)
     return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
 
 
@@ -59,11 +65,12 @@ class Backend(NamedTuple):
     # (chunk, doc-major topics, num_topics) -> (a_topics, a_counts, a_nnz)
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
-    build_tree: Callable  # (bhat) -> upper tree levels, top first
+    # (B, topic totals, num_topics, beta) -> (B-hat, its tree levels above it, top first)
+    bhat_and_tree: Callable
 
 
 XLA = Backend(sample_and_shuffle, segmented_count.rebuild_doc_topic, count_word_topic,
-              build_tree)
+              bhat_and_tree)
 
 
 def backend_ops(name: str) -> Backend:

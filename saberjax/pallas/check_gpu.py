@@ -10,8 +10,8 @@ for the per-phase and whole-iteration timings of both backends:
 Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs (and
 its doc-major copy against XLA's shuffle), whether the segmented-count and B-count kernels
 rebuild A and B exactly, on ragged documents at K = 2 and 65,536 and on the corpus after a few
-iterations.  Timings (median of --repeats, Mtoken/s = corpus
-tokens / seconds): each kernel variant, XLA's tree build as B-hat bytes read per second, and the
+iterations.  Timings (median of --repeats, Mtoken/s = corpus tokens / seconds): each kernel
+variant, B-hat and trees of both backends (and B-hat bytes written per second), and the
 E-step's bandwidth floor (22 + 6 * nnz bytes a token, saberjax/pallas/sampler.py) at the
 measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
 """
@@ -28,9 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from saberjax import esca, rng, sampler, segmented_count, tree
+from saberjax import esca, rng, sampler, segmented_count
 from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout
+from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
@@ -201,7 +202,7 @@ def count_variant(variant: str):
 
 def time_variants(num_topics, chunks, state, num_tokens, alpha):
     """The XLA E-step, shuffle, A rebuild and B count, the kernels' tuning variants (the E-step
-    kernel's include the shuffle), XLA's tree build."""
+    kernel's include the shuffle), B-hat and trees of both."""
     time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
         functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
     time_variant(num_topics, num_tokens, "xla", "shuffle", jax.jit(
@@ -231,9 +232,19 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
         time_variant(num_topics, num_tokens, backend, name, jax.jit(  # B from zero, as a step
             lambda c, s, m, k, count=count: count(c, s.topics, jnp.zeros_like(m.word_topic))),
             chunks, state)
-    seconds = median_seconds(jax.jit(tree.build_tree), state.model.bhat, repeats=FLAGS.repeats)
-    report(check="build_tree", K=num_topics, seconds=seconds,
-           bhat_read_gigabytes_per_s=state.model.bhat.nbytes / seconds / 1e9)
+    model, beta = state.model, Hyperparams.create(num_topics).beta
+    results = {}
+    for backend, bhat_and_tree in (("xla", esca.bhat_and_tree),
+                                   ("pallas", pallas_bhat_tree.bhat_and_tree)):
+        function = jax.jit(functools.partial(bhat_and_tree, num_topics=num_topics, beta=beta))
+        seconds = median_seconds(function, model.word_topic, model.topic_totals,
+                                 repeats=FLAGS.repeats)
+        report(check="bhat_tree", K=num_topics, backend=backend, seconds=seconds,
+               bhat_written_gigabytes_per_s=model.bhat.nbytes / seconds / 1e9)
+        results[backend] = jax.tree.leaves(function(model.word_topic, model.topic_totals))
+    report(check="agreement", case=f"B-hat and trees K={num_topics}", max_relative_difference=max(
+        float(jnp.max(jnp.abs(g - e) / jnp.maximum(jnp.abs(e), 1e-30)))
+        for g, e in zip(results["pallas"], results["xla"])))
 
 
 def summary_table(bandwidth: float) -> str:
@@ -242,7 +253,7 @@ def summary_table(bandwidth: float) -> str:
         if result.get("check") == "time":
             rows.append(f"{result['K']:<6} {result['backend']:<7} {result['phase']:<14} "
                         f"{result['mtoken_per_s']:9.0f} {1e3 * result['seconds']:8.2f}")
-        elif result.get("check") in ("agreement", "floor", "build_tree"):
+        elif result.get("check") in ("agreement", "floor", "bhat_tree"):
             rows.append(json.dumps(result))
         elif "error" in result:
             rows.append(f"ERROR {result['check']}: {result['error'][:300]}")

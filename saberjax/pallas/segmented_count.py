@@ -53,7 +53,8 @@ from saberjax.segmented_count import rebuild_doc_topic as rebuild_doc_topic_refe
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
 BITS = 32  # topics per bitmap word
-SCRATCH_BYTES = 24 << 20  # cap on the programs' scratch rows together (fastest of 12-48 MiB)
+SCRATCH_BYTES = 24 << 20  # the programs' scratch rows together (fastest of 12-48 MiB) ...
+MIN_PROGRAMS = 512  # ... unless that leaves fewer programs than this (large K)
 
 
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
@@ -149,8 +150,8 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic except that padding tokens are
     not counted.  block_tokens (a power of two) is the segment slice a program handles at once;
-    num_programs the programs (each with a scratch row of num_topics + 2 K/32 ints, fewer if
-    those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch
+    num_programs the programs (each with a scratch row of num_topics + 3 K/32 ints; fewer, down
+    to MIN_PROGRAMS, if those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch
     atomics (saberjax.pallas.atomics).  Defaults: the fastest measured on an H200 (NOTES.md).
     interpret=None: interpret unless on a GPU.
     """
@@ -158,7 +159,8 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     interpret = default_interpret() if interpret is None else interpret
     num_words = -(-num_topics // BITS)
     row_bytes = 4 * (num_topics + 3 * num_words)
-    num_programs = max(1, min(num_programs, chunk.padded_docs, SCRATCH_BYTES // row_bytes))
+    num_programs = max(1, min(num_programs, chunk.padded_docs,
+                              max(MIN_PROGRAMS, SCRATCH_BYTES // row_bytes)))
     word_block = min(pl.next_power_of_2(num_words), 1024)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,

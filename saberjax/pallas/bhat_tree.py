@@ -1,0 +1,77 @@
+"""B-hat and its sampling trees as one Pallas (Triton) pass over B; reference:
+saberjax.esca.bhat_and_tree (XLA: B-hat in one pass, then each tree level by reading B-hat).
+
+A program takes `block_columns` columns of one word's row of B: it computes B-hat there, stores
+it, and stores the 32-wide sums of the same values, the tree level just above the leaves, so
+B-hat is never read back.  The levels above that one are 1/32 of the size and come from
+tree.build_tree (XLA).  With the topic totals (one XLA reduction over B) that is two reads of B
+and one write of B-hat, against XLA's three reads and one write (B for the totals, B for
+B-hat, B-hat for the tree): at K = 10,000 (V = 102,660, 4.1 GB arrays) this phase took 8.7 ms
+of a 80 ms iteration (BUILD_NOTES.md).  The 32-wide sums are added in Triton's order, not the
+reference's butterfly, so the two trees differ by float rounding (the tree walk tolerates it:
+tree.search_block takes the last lane with weight when x reaches the children's total).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from saberjax.esca import bhat_and_tree as bhat_and_tree_reference
+from saberjax.pallas import default_interpret
+from saberjax.tree import WIDTH, build_tree, padded_width
+
+__all__ = ["bhat_and_tree", "bhat_and_tree_reference"]
+
+
+def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat_ref,
+                 level_ref, *, block_columns: int, num_topics: int):
+    """B-hat and the 32-wide sums of columns block program_id(1) of word program_id(0)."""
+    del zero_level_ref  # aliased to level_ref: sums past the last block stay 0
+    word, block = pl.program_id(0), pl.program_id(1)
+    columns = block * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
+    inside = columns < word_topic_ref.shape[1]
+    counts = plgpu.load(word_topic_ref.at[word, columns], mask=inside, other=0)
+    denominator = plgpu.load(denominator_ref.at[columns], mask=inside, other=1.0)
+    bhat = jnp.where(columns < num_topics,
+                     (counts.astype(jnp.float32) + beta_ref[0]) / denominator, 0.0)
+    plgpu.store(bhat_ref.at[word, columns], bhat, mask=inside)
+    groups = block * (block_columns // WIDTH) + jnp.arange(block_columns // WIDTH,
+                                                           dtype=jnp.int32)
+    sums = jnp.sum(jnp.reshape(bhat, (block_columns // WIDTH, WIDTH)), axis=1)
+    plgpu.store(level_ref.at[word, groups], sums, mask=groups < level_ref.shape[1])
+
+
+@functools.partial(jax.jit, static_argnames=("num_topics", "block_columns", "num_warps",
+                                             "interpret"))
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta, *,
+                  block_columns: int = 1024, num_warps: int = 4,
+                  interpret: bool | None = None):
+    """(B-hat, its tree levels top first) from B and its column totals.
+
+    Same contract as saberjax.esca.bhat_and_tree.  block_columns (a power of two, at least 32)
+    and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md).
+    interpret=None: interpret unless on a GPU.
+    """
+    num_words, padded_topics = word_topic.shape
+    if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
+        return bhat_and_tree_reference(word_topic, totals, num_topics, beta)
+    block_columns = min(block_columns, pl.next_power_of_2(padded_topics))
+    denominator = totals.astype(jnp.float32) + num_words * jnp.float32(beta)
+    level_shape = (num_words, padded_width(padded_topics // WIDTH))
+    bhat, level = pl.pallas_call(
+        functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
+        out_shape=(jax.ShapeDtypeStruct(word_topic.shape, jnp.float32),
+                   jax.ShapeDtypeStruct(level_shape, jnp.float32)),
+        grid=(num_words, pl.cdiv(padded_topics, block_columns)),
+        input_output_aliases={3: 1},
+        name="saber_bhat_tree",
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
+        interpret=default_interpret() if interpret is None else interpret,
+    )(word_topic, denominator, jnp.reshape(jnp.float32(beta), (1,)),
+      jnp.zeros(level_shape, jnp.float32))
+    return bhat, build_tree(level) + (level,)
