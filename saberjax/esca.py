@@ -43,11 +43,16 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, bet
     return bhat, build_tree(bhat)
 
 
+def model_arrays(word_topic: jax.Array, num_topics: int, beta):
+    """(topic totals, B-hat, its tree levels top first) of counts B."""
+    totals = word_topic.sum(axis=0)
+    return (totals, *bhat_and_tree(word_topic, totals, num_topics, beta))
+
+
 def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
     """The model (B, its topic totals, B-hat and its sampling trees) of counts B."""
-    totals = word_topic.sum(axis=0)
-    bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, hyper.num_topics,
-                                                          hyper.beta)
+    totals, bhat, tree = backend_ops(hyper.backend).model_arrays(word_topic, hyper.num_topics,
+                                                                 hyper.beta)
     return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
 
 
@@ -65,12 +70,12 @@ class Backend(NamedTuple):
     # (chunk, doc-major topics, num_topics) -> (a_topics, a_counts, a_nnz)
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
-    # (B, topic totals, num_topics, beta) -> (B-hat, its tree levels above it, top first)
-    bhat_and_tree: Callable
+    # (B, num_topics, beta) -> (topic totals, B-hat, its tree levels above it, top first)
+    model_arrays: Callable
 
 
 XLA = Backend(sample_and_shuffle, segmented_count.rebuild_doc_topic, count_word_topic,
-              bhat_and_tree)
+              model_arrays)
 
 
 def backend_ops(name: str) -> Backend:

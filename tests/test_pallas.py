@@ -189,23 +189,26 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
     np.testing.assert_array_equal(got, start)
 
 
-@pytest.mark.parametrize("num_topics,num_words,block_columns", [
-    (2, 9, 1024), (37, 7, 32), (1000, 11, 1024), (10_000, 5, 256), (65_536, 3, 1024)])
-def test_bhat_tree_kernel_matches_the_reference(num_topics, num_words, block_columns):
-    """B-hat exactly (up to division rounding), the tree levels up to summation order."""
+@pytest.mark.parametrize("num_topics,num_words,block_columns,rows_per_program", [
+    (2, 9, 1024, 4), (37, 7, 32, 3), (1000, 11, 1024, 256), (10_000, 5, 256, 2),
+    (65_536, 3, 1024, 1)])
+def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_columns,
+                                                  rows_per_program):
+    """Totals exactly, B-hat up to division rounding, the tree levels up to summation order."""
     hyper = Hyperparams.create(num_topics)
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = np.random.default_rng(num_topics).geometric(
         0.3, (num_words, num_topics)) - 1
     counts = jnp.asarray(counts)
-    totals = counts.sum(axis=0)
-    got = pallas_bhat_tree.bhat_and_tree(counts, totals, num_topics, hyper.beta,
-                                         block_columns=block_columns, interpret=True)
-    expected = pallas_bhat_tree.bhat_and_tree_reference(counts, totals, num_topics, hyper.beta)
-    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
-    assert not np.any(np.asarray(got[0])[:, num_topics:])
-    assert len(got[1]) == len(expected[1])
-    for got_level, expected_level in zip(got[1], expected[1]):
+    totals, bhat, tree = pallas_bhat_tree.model_arrays(
+        counts, num_topics, hyper.beta, block_columns=block_columns,
+        rows_per_program=rows_per_program, interpret=True)
+    expected = pallas_bhat_tree.model_arrays_reference(counts, num_topics, hyper.beta)
+    np.testing.assert_array_equal(totals, expected[0])
+    np.testing.assert_allclose(bhat, expected[1], rtol=1e-6)
+    assert not np.any(np.asarray(bhat)[:, num_topics:])
+    assert len(tree) == len(expected[2])
+    for got_level, expected_level in zip(tree, expected[2]):
         np.testing.assert_allclose(got_level, expected_level, rtol=1e-5)
 
 
@@ -245,10 +248,9 @@ def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
     count = functools.partial(pallas_word_count.count_word_topic, interpret=False)
     assert "triton" in lower_for_h100(count, chunk, chunk_state.topics,
                                       model.word_topic).lower()
-    bhat = functools.partial(pallas_bhat_tree.bhat_and_tree, num_topics=num_topics,
-                             beta=hyper.beta, interpret=False)
-    text = lower_for_h100(bhat, model.word_topic, model.topic_totals)
-    assert num_topics <= 32 or "triton" in text.lower()
+    arrays = functools.partial(pallas_bhat_tree.model_arrays, num_topics=num_topics,
+                               beta=hyper.beta, interpret=False)
+    assert "triton" in lower_for_h100(arrays, model.word_topic).lower()
 
 
 def test_sampler_kernel_lowers_for_a_model_over_4_gib():
@@ -265,9 +267,9 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
     assert "triton" in text.lower()
     count = functools.partial(pallas_word_count.count_word_topic, interpret=False)
     assert "triton" in lower_for_h100(count, chunk, chunk_state.topics, big.word_topic).lower()
-    bhat = functools.partial(pallas_bhat_tree.bhat_and_tree, num_topics=30_000, beta=hyper.beta,
-                             interpret=False)
-    assert "triton" in lower_for_h100(bhat, big.word_topic, big.topic_totals).lower()
+    arrays = functools.partial(pallas_bhat_tree.model_arrays, num_topics=30_000,
+                               beta=hyper.beta, interpret=False)
+    assert "triton" in lower_for_h100(arrays, big.word_topic).lower()
 
 
 def test_lowering_check_rejects_what_triton_cannot_lower():

@@ -1,13 +1,17 @@
-"""B-hat and its sampling trees as one Pallas (Triton) pass over B; reference:
-saberjax.esca.bhat_and_tree (XLA: B-hat in one pass, then each tree level by reading B-hat).
+"""The topic totals, B-hat and its sampling trees in two Pallas (Triton) passes over B;
+reference: saberjax.esca.model_arrays (XLA: a column reduction for the totals, B-hat in one
+pass, then each tree level by reading B-hat).
 
-A program takes `block_columns` columns of one word's row of B: it computes B-hat there, stores
-it, and stores the 32-wide sums of the same values, the tree level just above the leaves, so
-B-hat is never read back.  The levels above that one are 1/32 of the size and come from
-tree.build_tree (XLA).  With the topic totals (one XLA reduction over B) that is two reads of B
-and one write of B-hat, against XLA's three reads and one write (B for the totals, B for
-B-hat, B-hat for the tree): at K = 10,000 (V = 102,660, 4.1 GB arrays) this phase took 8.7 ms
-of a 80 ms iteration (BUILD_NOTES.md).  The 32-wide sums are added in Triton's order, not the
+Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers and
+adds the column sums into the totals with one relaxed integer atomic each; XLA's column
+reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
+
+B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
+stores it, and stores the 32-wide sums of the same values, the tree level just above the
+leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size and come
+from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against XLA's three
+reads and one write (B for the totals, B for B-hat, B-hat for the tree): at K = 10,000
+(V = 102,660, 4.1 GB arrays) XLA's phase took 8.7 ms of a 80 ms iteration (BUILD_NOTES.md).  The 32-wide sums are added in Triton's order, not the
 reference's butterfly, so the two trees differ by float rounding (the tree walk tolerates it:
 tree.search_block takes the last lane with weight when x reaches the children's total).
 """
@@ -22,10 +26,28 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax.esca import bhat_and_tree as bhat_and_tree_reference
+from saberjax.esca import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
+from saberjax.pallas.atomics import atomic_add
 from saberjax.tree import WIDTH, build_tree, padded_width
 
-__all__ = ["bhat_and_tree", "bhat_and_tree_reference"]
+__all__ = ["model_arrays", "model_arrays_reference"]
+
+
+def _totals_kernel(word_topic_ref, zero_totals_ref, totals_ref, *, rows_per_program: int,
+                   block_columns: int):
+    """Add the column sums of row block program_id(0), column block program_id(1), to totals."""
+    del zero_totals_ref  # aliased to totals_ref
+    columns = pl.program_id(1) * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
+    inside = columns < word_topic_ref.shape[1]
+    first = pl.program_id(0) * rows_per_program
+    last = jnp.minimum(first + rows_per_program, word_topic_ref.shape[0])
+
+    def add_row(row, sums):
+        return sums + plgpu.load(word_topic_ref.at[row, columns], mask=inside, other=0)
+
+    sums = jax.lax.fori_loop(first, last, add_row, jnp.zeros((block_columns,), jnp.int32))
+    atomic_add(totals_ref, columns, sums, mask=inside, semantic="relaxed")
 
 
 def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat_ref,
@@ -46,21 +68,32 @@ def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat
     plgpu.store(level_ref.at[word, groups], sums, mask=groups < level_ref.shape[1])
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "block_columns", "num_warps",
-                                             "interpret"))
-def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta, *,
-                  block_columns: int = 1024, num_warps: int = 4,
-                  interpret: bool | None = None):
-    """(B-hat, its tree levels top first) from B and its column totals.
+@functools.partial(jax.jit, static_argnames=("num_topics", "block_columns", "rows_per_program",
+                                             "num_warps", "interpret"))
+def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns: int = 1024,
+                 rows_per_program: int = 256, num_warps: int = 4,
+                 interpret: bool | None = None):
+    """(topic totals, B-hat, its tree levels top first) of B.
 
-    Same contract as saberjax.esca.bhat_and_tree.  block_columns (a power of two, at least 32)
-    and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md).
-    interpret=None: interpret unless on a GPU.
+    Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32),
+    rows_per_program (of the totals) and num_warps (Triton's) default to the fastest measured
+    on an H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
     """
     num_words, padded_topics = word_topic.shape
-    if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
-        return bhat_and_tree_reference(word_topic, totals, num_topics, beta)
+    interpret = default_interpret() if interpret is None else interpret
     block_columns = min(block_columns, pl.next_power_of_2(padded_topics))
+    totals = pl.pallas_call(
+        functools.partial(_totals_kernel, rows_per_program=rows_per_program,
+                          block_columns=block_columns),
+        out_shape=jax.ShapeDtypeStruct((padded_topics,), word_topic.dtype),
+        grid=(pl.cdiv(num_words, rows_per_program), pl.cdiv(padded_topics, block_columns)),
+        input_output_aliases={1: 0},
+        name="saber_topic_totals",
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
+        interpret=interpret,
+    )(word_topic, jnp.zeros((padded_topics,), word_topic.dtype))
+    if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
+        return (totals, *bhat_and_tree_reference(word_topic, totals, num_topics, beta))
     denominator = totals.astype(jnp.float32) + num_words * jnp.float32(beta)
     level_shape = (num_words, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
@@ -71,7 +104,7 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, bet
         input_output_aliases={3: 1},
         name="saber_bhat_tree",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-        interpret=default_interpret() if interpret is None else interpret,
+        interpret=interpret,
     )(word_topic, denominator, jnp.reshape(jnp.float32(beta), (1,)),
       jnp.zeros(level_shape, jnp.float32))
-    return bhat, build_tree(level) + (level,)
+    return totals, bhat, build_tree(level) + (level,)

@@ -11,7 +11,7 @@ Checks: the E-step kernel's mismatch fraction against the XLA sampler on the sam
 its doc-major copy against XLA's shuffle), whether the segmented-count and B-count kernels
 rebuild A and B exactly, on ragged documents at K = 2 and 65,536 and on the corpus after a few
 iterations.  Timings (median of --repeats, Mtoken/s = corpus tokens / seconds): each kernel
-variant, B-hat and trees of both backends (and B-hat bytes written per second), and the
+variant, totals, B-hat and trees of both backends (and B bytes per second), and the
 E-step's bandwidth floor (22 + 6 * nnz bytes a token, saberjax/pallas/sampler.py) at the
 measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
 """
@@ -202,7 +202,7 @@ def count_variant(variant: str):
 
 def time_variants(num_topics, chunks, state, num_tokens, alpha):
     """The XLA E-step, shuffle, A rebuild and B count, the kernels' tuning variants (the E-step
-    kernel's include the shuffle), B-hat and trees of both."""
+    kernel's include the shuffle), totals, B-hat and trees of both."""
     time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
         functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
     time_variant(num_topics, num_tokens, "xla", "shuffle", jax.jit(
@@ -234,17 +234,17 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
             chunks, state)
     model, beta = state.model, Hyperparams.create(num_topics).beta
     results = {}
-    for backend, bhat_and_tree in (("xla", esca.bhat_and_tree),
-                                   ("pallas", pallas_bhat_tree.bhat_and_tree)):
-        function = jax.jit(functools.partial(bhat_and_tree, num_topics=num_topics, beta=beta))
-        seconds = median_seconds(function, model.word_topic, model.topic_totals,
-                                 repeats=FLAGS.repeats)
+    for backend, model_arrays in (("xla", esca.model_arrays),
+                                  ("pallas", pallas_bhat_tree.model_arrays)):
+        function = jax.jit(functools.partial(model_arrays, num_topics=num_topics, beta=beta))
+        seconds = median_seconds(function, model.word_topic, repeats=FLAGS.repeats)
         report(check="bhat_tree", K=num_topics, backend=backend, seconds=seconds,
-               bhat_written_gigabytes_per_s=model.bhat.nbytes / seconds / 1e9)
-        results[backend] = jax.tree.leaves(function(model.word_topic, model.topic_totals))
-    report(check="agreement", case=f"B-hat and trees K={num_topics}", max_relative_difference=max(
-        float(jnp.max(jnp.abs(g - e) / jnp.maximum(jnp.abs(e), 1e-30)))
-        for g, e in zip(results["pallas"], results["xla"])))
+               word_topic_gigabytes_per_s=model.word_topic.nbytes / seconds / 1e9)
+        results[backend] = jax.tree.leaves(function(model.word_topic))
+    report(check="agreement", case=f"totals, B-hat and trees K={num_topics}",
+           max_relative_difference=max(
+               float(jnp.max(jnp.abs(g - e) / jnp.maximum(jnp.abs(e), 1e-30)))
+               for g, e in zip(results["pallas"], results["xla"])))
 
 
 def summary_table(bandwidth: float) -> str:

@@ -5,8 +5,8 @@
 - rebuild_doc_topic: sort-free segmented count (saberjax.pallas.segmented_count).
 - count_word_topic: the B count, one integer atomic per distinct (word, topic) pair of 32
   word-major tokens (saberjax.pallas.word_topic_count) instead of XLA's one per token.
-- bhat_and_tree: B-hat and the tree level above it in one pass over B, the upper levels by XLA
-  (saberjax.pallas.bhat_tree).
+- model_arrays: topic totals in one pass over B, B-hat and the tree level above it in another,
+  the upper levels by XLA (saberjax.pallas.bhat_tree).
 """
 
 from saberjax import esca
@@ -16,5 +16,5 @@ BACKEND = esca.Backend(
     sample_and_shuffle=sampler.sample_and_shuffle,
     rebuild_doc_topic=segmented_count.rebuild_doc_topic,
     count_word_topic=word_topic_count.count_word_topic,
-    bhat_and_tree=bhat_tree.bhat_and_tree,
+    model_arrays=bhat_tree.model_arrays,
 )
