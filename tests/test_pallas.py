@@ -190,8 +190,8 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
 
 
 @pytest.mark.parametrize("num_topics,num_words,block_columns,rows_per_program", [
-    (2, 9, 1024, 4), (37, 7, 32, 3), (1000, 11, 1024, 256), (10_000, 5, 256, 2),
-    (65_536, 3, 1024, 1)])
+    (2, 9, 1024, 8), (37, 7, 32, None), (1000, 11, 1024, 256), (10_000, 21, 256, 16),
+    (65_536, 3, 1024, 8)])
 def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_columns,
                                                   rows_per_program):
     """Totals exactly, B-hat up to division rounding, the tree levels up to summation order."""

@@ -2,8 +2,9 @@
 reference: saberjax.esca.model_arrays (XLA: a column reduction for the totals, B-hat in one
 pass, then each tree level by reading B-hat).
 
-Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers and
-adds the column sums into the totals with one relaxed integer atomic each; XLA's column
+Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers
+(ROWS_PER_LOAD rows a load) and adds the column sums into the totals with one relaxed integer
+atomic each; XLA's column
 reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
 
 B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
@@ -11,9 +12,10 @@ stores it, and stores the 32-wide sums of the same values, the tree level just a
 leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size and come
 from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against XLA's three
 reads and one write (B for the totals, B for B-hat, B-hat for the tree): at K = 10,000
-(V = 102,660, 4.1 GB arrays) XLA's phase took 8.7 ms of a 80 ms iteration (BUILD_NOTES.md).  The 32-wide sums are added in Triton's order, not the
-reference's butterfly, so the two trees differ by float rounding (the tree walk tolerates it:
-tree.search_block takes the last lane with weight when x reaches the children's total).
+(V = 102,660, 4.1 GB arrays) XLA's phase took 8.7 ms of a 80 ms iteration (BUILD_NOTES.md).
+The 32-wide sums are added in Triton's order, not the reference's butterfly, so the two trees
+differ by float rounding (the tree walk tolerates it: tree.search_block takes the last lane
+with weight when x reaches the children's total).
 """
 
 from __future__ import annotations
@@ -34,19 +36,30 @@ from saberjax.tree import WIDTH, build_tree, padded_width
 __all__ = ["model_arrays", "model_arrays_reference"]
 
 
+TOTALS_PROGRAMS = 4096  # programs of the totals kernel (rows per program follow from it)
+ROWS_PER_LOAD = 8  # rows of B the totals kernel loads at once (loads in flight together)
+
+
 def _totals_kernel(word_topic_ref, zero_totals_ref, totals_ref, *, rows_per_program: int,
                    block_columns: int):
     """Add the column sums of row block program_id(0), column block program_id(1), to totals."""
     del zero_totals_ref  # aliased to totals_ref
+    num_words = word_topic_ref.shape[0]
     columns = pl.program_id(1) * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
     inside = columns < word_topic_ref.shape[1]
     first = pl.program_id(0) * rows_per_program
-    last = jnp.minimum(first + rows_per_program, word_topic_ref.shape[0])
+    offsets = jnp.arange(ROWS_PER_LOAD, dtype=jnp.int32)
 
-    def add_row(row, sums):
-        return sums + plgpu.load(word_topic_ref.at[row, columns], mask=inside, other=0)
+    def add_rows(step, sums):
+        rows = first + step * ROWS_PER_LOAD + offsets
+        mask = (rows < num_words)[:, None] & inside[None, :]
+        block = plgpu.load(word_topic_ref.at[rows[:, None], columns[None, :]], mask=mask,
+                           other=0)
+        return sums + jnp.sum(block, axis=0)
 
-    sums = jax.lax.fori_loop(first, last, add_row, jnp.zeros((block_columns,), jnp.int32))
+    rows = jnp.minimum(rows_per_program, num_words - first)
+    steps = (rows + ROWS_PER_LOAD - 1) // ROWS_PER_LOAD
+    sums = jax.lax.fori_loop(0, steps, add_rows, jnp.zeros((block_columns,), jnp.int32))
     atomic_add(totals_ref, columns, sums, mask=inside, semantic="relaxed")
 
 
@@ -71,17 +84,21 @@ def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_columns", "rows_per_program",
                                              "num_warps", "interpret"))
 def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns: int = 1024,
-                 rows_per_program: int = 256, num_warps: int = 4,
+                 rows_per_program: int | None = None, num_warps: int = 4,
                  interpret: bool | None = None):
     """(topic totals, B-hat, its tree levels top first) of B.
 
-    Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32),
-    rows_per_program (of the totals) and num_warps (Triton's) default to the fastest measured
-    on an H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
+    Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32)
+    and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md);
+    rows_per_program (of the totals; a multiple of ROWS_PER_LOAD) to about TOTALS_PROGRAMS
+    programs.  interpret=None: interpret unless on a GPU.
     """
     num_words, padded_topics = word_topic.shape
     interpret = default_interpret() if interpret is None else interpret
     block_columns = min(block_columns, pl.next_power_of_2(padded_topics))
+    if rows_per_program is None:
+        cells = num_words * pl.cdiv(padded_topics, block_columns)
+        rows_per_program = ROWS_PER_LOAD * pl.cdiv(cells, ROWS_PER_LOAD * TOTALS_PROGRAMS)
     totals = pl.pallas_call(
         functools.partial(_totals_kernel, rows_per_program=rows_per_program,
                           block_columns=block_columns),
