@@ -1,10 +1,11 @@
 """The sparsity-aware E-step as a Pallas (Triton) kernel; reference: saberjax.sampler.
 
 One program (one warp) samples a tile: up to `tile_tokens` consecutive word-major tokens of one
-word (word_tiles), so the word's B-hat row and tree stay hot in L1 while its tiles run (gathers
-with eviction_policy="evict_last"; reading the row through shared memory with tt.gather was
-slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
-computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token t
+word (Chunk.tile_start, built by the layout; word_tiles for other sizes), so the word's B-hat
+row and tree stay hot in L1 while its tiles run (gathers with eviction_policy="evict_last";
+reading the row through shared memory with tt.gather was slower, NOTES.md).  B-hat and the
+tree levels are 2-D refs indexed (word, column), so Pallas computes 64-bit offsets once an
+array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token t
 of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d are visited 32
 lanes at a time, in one pass, as in the reference:
 
@@ -16,17 +17,20 @@ lanes at a time, in one pass, as in the reference:
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
 The uniforms are the reference's (rng.token_hash of token_base + doc_major_pos, one stream per
-block), block masses are added in the reference's butterfly order (see sample_chunk's
+block), block masses are added in the reference's butterfly order (see sample_and_shuffle's
 block_reduction) and the searches are the reference's own tree.search_block, so on the same
 inputs a token gets the same topic, up to the order in which Triton and XLA add a prefix sum
 (a few tokens in a million differ, NOTES.md).  The block loop runs to the tile's longest row
 (shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
 rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
+Each new topic is stored twice: at its word-major position (the state's z) and at its
+doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 
 Bandwidth floor: per token the kernel reads its 3 word-major ints (12 B), 2 ints of doc
 metadata (8 B) and its A row (6 B per nonzero: int16 topic, int32 count), and writes its topic
-(2 B): 22 + 6 * nnz bytes, e.g. 1.4 KB at nnz = 230 (NYTimes shape, K = 1,000, two iterations
-after the random start), 2.2 Gtoken/s at 3 TB/s.  A rows are shared by all tokens of a document
+(2 B; the doc-major copy, scattered, is the shuffle's): 22 + 6 * nnz bytes, e.g. 1.4 KB at
+nnz = 230 (NYTimes shape, K = 1,000, two iterations after the random start), 2.2 Gtoken/s at
+3 TB/s.  A rows are shared by all tokens of a document
 and mostly come from L2, so the kernel is bound by issue and latency, not DRAM (NOTES.md).
 """
 
