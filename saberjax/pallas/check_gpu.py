@@ -47,8 +47,8 @@ flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up r
                      "reported; 0: the warm-up only, e.g. under a profiler).")
 flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
 flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
-                  "E-step kernel variants: tile_tokens/num_warps, or default (the kernel's "
-                  "defaults).")
+                  "E-step kernel variants: tile_tokens/num_warps, carry or reload (the kept "
+                  "block), or default (the kernel's defaults).")
 flags.DEFINE_list("ssc_variants", ["128x2048x4", "64x2048x2", "32x4096x1", "128x1024x4"],
                   "Segmented-count variants, block_tokens x num_programs x num_warps "
                   "[:semantic of its atomics]; each is also checked against XLA.")
@@ -180,6 +180,9 @@ def sampler_variant(variant: str):
     """The E-step kernel with the parameters of one --sampler_variants entry."""
     if variant == "default":
         return pallas_sampler.sample_and_shuffle
+    if variant in ("carry", "reload"):  # the kept block's products carried or reloaded
+        return functools.partial(pallas_sampler.sample_and_shuffle,
+                                 carry_kept=variant == "carry")
     tile_tokens, warps = map(int, variant.split("/"))
     return functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=tile_tokens,
                              num_warps=warps)

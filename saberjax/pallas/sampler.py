@@ -13,7 +13,8 @@ lanes at a time, in one pass, as in the reference:
                 and the block replaces the kept one when u_block * S < m (weighted reservoir);
                 the next block's A entries are loaded before this block's B-hat gathers
     branch      sparse part with probability S / (S + alpha * tree_total_v)
-    sparse      reload the kept block, search its 32 products for u_position * (its mass)
+    sparse      reload the kept block (or carry it, at large K: CARRY_KEPT_FROM), search its
+                32 products for u_position * (its mass)
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
 The uniforms are the reference's (rng.token_hash of token_base + doc_major_pos, one stream per
@@ -52,11 +53,18 @@ from saberjax.tree import WIDTH, descend, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
+# From this many (padded) topics the kept block's products and topics ride along in registers;
+# below it the kernel reloads the block after the loop.  Reloading costs a B-hat gather that
+# hits L1 while the row is small, carrying costs registers: E-step 30 iterations in, reload vs
+# carry, H200: K = 1,000 11.2 vs 12.5 ms, 4,000 12.9 vs 13.4, 6,000 14.1 vs 13.7, 10,000 16.2
+# vs 14.6 (NOTES.md).
+CARRY_KEPT_FROM = 5_000
+
 
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref,
                    a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
-                   level_widths: tuple[int, ...], block_reduction: str):
+                   level_widths: tuple[int, ...], block_reduction: str, carry_kept: bool):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
@@ -92,33 +100,40 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             return counts * weights
 
         def visit_block(block, carry):
-            """Add block's mass to each token's total; keep the block w.p. mass / total.
+            """Add block's mass to each token's total; keep the block w.p. mass / total (and,
+            if carry_kept, its products and topics).
 
             The next block's A entries are loaded first (they do not depend on this block), so
             their latency overlaps this block's gathers and sums.
             """
-            total, kept_block, kept_mass, loaded = carry
+            total, kept_block, kept_mass, loaded, kept_values = carry
             following = load_block(block + 1)
             products = products_of(*loaded)
             mass = (warp.lane_total(products) if block_reduction == "butterfly"
                     else jnp.sum(products, axis=1))
             total = total + mass
             keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
+            if kept_values is not None:
+                kept_values = (jnp.where(keep[:, None], products, kept_values[0]),
+                               jnp.where(keep[:, None], loaded[1], kept_values[1]))
             return (total, jnp.where(keep, block, kept_block), jnp.where(keep, mass, kept_mass),
-                    following)
+                    following, kept_values)
 
         zeros = jnp.zeros((tile_tokens,), jnp.float32)
-        total, kept_block, kept_mass, _ = jax.lax.fori_loop(
+        kept_values = (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
+                       jnp.zeros((tile_tokens, WIDTH), jnp.int32)) if carry_kept else None
+        total, kept_block, kept_mass, _, kept_values = jax.lax.fori_loop(
             0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
-            (zeros, jnp.zeros((tile_tokens,), jnp.int32), zeros, load_block(0)))
+            (zeros, jnp.zeros((tile_tokens,), jnp.int32), zeros, load_block(0), kept_values))
         tree_total = tree_total_ref[word]
         take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
                        * (total + alpha_ref[0] * tree_total) < total)
         u_position = rng.uniform(state, rng.STREAM_POSITION)
-        # The kept block again (its products are recomputed, bit-identical, not carried).
-        kept = load_block(kept_block)
-        lane, _ = search_block(products_of(*kept), u_position * kept_mass)
-        sparse_topic = warp.pick_lane(kept[1], lane)
+        if kept_values is None:  # the kept block again (recomputed products, bit-identical)
+            kept = load_block(kept_block)
+            kept_values = (products_of(*kept), kept[1])
+        lane, _ = search_block(kept_values[0], u_position * kept_mass)
+        sparse_topic = warp.pick_lane(kept_values[1], lane)
         dense = real & ~take_sparse
 
         def load_children(level, children, inside):
@@ -154,10 +169,11 @@ def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
-                                             "block_reduction", "interpret"))
+                                             "block_reduction", "carry_kept", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
                        tile_tokens: int = TILE_TOKENS, num_warps: int = 1, num_stages: int = 1,
-                       block_reduction: str = "sum", interpret: bool | None = None):
+                       block_reduction: str = "sum", carry_kept: bool | None = None,
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -167,7 +183,9 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds a block's 32 products with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  interpret=None: interpret unless on a GPU.
+    whatever the layout.  carry_kept: keep the chosen block's products in registers rather
+    than reload it (None: from CARRY_KEPT_FROM topics).  interpret=None: interpret unless on a
+    GPU.
     """
     num_words = model.bhat.shape[0]
     levels = tuple(model.tree) + (model.bhat,)
@@ -175,7 +193,9 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                   else word_tiles(chunk, num_words, tile_tokens))
     kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction)
+                               block_reduction=block_reduction,
+                               carry_kept=(model.bhat.shape[1] >= CARRY_KEPT_FROM
+                                           if carry_kept is None else carry_kept))
     inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
