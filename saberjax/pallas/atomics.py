@@ -7,8 +7,8 @@ atomic_swap lower to Triton's integer `atomic_rmw` add and xchg at GPU scope, ac
 by default (which also publishes the thread's earlier stores GPU-wide, what a CTA barrier alone
 does not do for atomics done in L2) or relaxed (much cheaper), and in interpret mode act lane
 by lane in row-major order, returning each lane the value it would have seen then: one order a
-GPU may take.  The indices must be integer
-arrays or scalars (no slices), as in `ref.at[row, columns]`.
+GPU may take.  The indices must be integer arrays or scalars (no slices), as in
+`ref.at[row, columns]`.
 """
 
 from __future__ import annotations

@@ -26,8 +26,7 @@ the next document's atomics (the first design did that and lost topics at K = 10
 H200).  With every access to them strong (atomics, and the one plain read, counts in the pairs
 phase, volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg"
 does not lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice;
-acquire-release ones measured the same or slower.
-Interpret mode runs programs one after another, so there the barrier is left out; its atomics
+acquire-release ones measured the same or slower.  Interpret mode runs programs one after another, so there the barrier is left out; its atomics
 (saberjax.pallas.atomics) are exact with repeated indices.
 
 Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
@@ -53,7 +52,8 @@ from saberjax.segmented_count import rebuild_doc_topic as rebuild_doc_topic_refe
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
 BITS = 32  # topics per bitmap word
-SCRATCH_BYTES = 24 << 20  # the programs' scratch rows together (fastest of 12-48 MiB) ...
+SCRATCH_BYTES = 24 << 20  # the programs' scratch rows together (at K = 10,000 the 22 MB of
+# 512 programs beat 11, 45 and 90 MB, NOTES.md) ...
 MIN_PROGRAMS = 512  # ... unless that leaves fewer programs than this (large K)
 
 
