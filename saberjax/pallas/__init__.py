@@ -1,7 +1,9 @@
 """Pallas (Triton) GPU kernels of saberjax; `kernels.BACKEND` is esca's "pallas" backend.
 
-sampler.py (E-step), segmented_count.py (A rebuild), warp.py (32-lane sums and searches inside
-kernels), kernels.py (the backend), check_gpu.py (agreement and timings on a GPU), NOTES.md.
+sampler.py (E-step and shuffle), segmented_count.py (A rebuild), word_topic_count.py (B count),
+bhat_tree.py (topic totals, B-hat and trees), atomics.py (integer atomics), warp.py (32-lane sums
+and searches inside kernels), kernels.py (the backend), check_gpu.py (agreement and timings on
+a GPU), NOTES.md.
 """
 
 import jax
