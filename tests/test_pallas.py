@@ -18,6 +18,7 @@ from saberjax import esca, rng
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, build_layout, max_tiles
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
+from saberjax.pallas import check_gpu
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
@@ -30,14 +31,7 @@ H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_core
 
 def ragged_corpus(num_words: int = 40, seed: int = 0) -> Corpus:
     """Random documents plus empty and one-token ones; word 0 frequent, the last word once."""
-    rng_np = np.random.default_rng(seed)
-    lengths = np.concatenate([rng_np.integers(0, 90, 50), [0, 1, 0, 1, 200, 1]])
-    rng_np.shuffle(lengths)
-    weights = 1.0 / np.arange(1, num_words) ** 1.5
-    words = rng_np.choice(num_words - 1, size=int(lengths.sum()), p=weights / weights.sum())
-    words[rng_np.integers(len(words))] = num_words - 1
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)))
+    return check_gpu.ragged_corpus(num_words, seed)
 
 
 def doc_major(chunk, topics):

@@ -136,11 +136,18 @@ def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics, nu
                count_identical=bool(jnp.array_equal(counts, counts_expected)))
 
 
-def ragged_corpus(num_words: int, seed: int) -> Corpus:
-    """Small random corpus with empty, one-token and long documents."""
+def ragged_corpus(num_words: int, seed: int, num_docs: int = 50, max_length: int = 90,
+                  long_length: int = 200) -> Corpus:
+    """Random documents (lengths uniform below max_length) plus empty, one-token and one
+    long_length document, shuffled; word ids skewed (word 0 the most frequent) and the last
+    word exactly once.  The kernels' edge cases, here and in tests/test_pallas.py."""
     rng_np = np.random.default_rng(seed)
-    lengths = np.concatenate([rng_np.integers(0, 400, 3000), [0, 1, 0, 1, 5000]])
-    words = rng_np.zipf(1.3, int(lengths.sum())) % num_words
+    lengths = np.concatenate([rng_np.integers(0, max_length, num_docs),
+                              [0, 1, 0, 1, long_length, 1]])
+    rng_np.shuffle(lengths)
+    weights = 1.0 / np.arange(1, num_words) ** 1.5
+    words = rng_np.choice(num_words - 1, size=int(lengths.sum()), p=weights / weights.sum())
+    words[rng_np.integers(len(words))] = num_words - 1
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return Corpus(offsets, words.astype(np.int32), tuple(f"w{i}" for i in range(num_words)))
 
@@ -148,7 +155,7 @@ def ragged_corpus(num_words: int, seed: int) -> Corpus:
 def check_ragged_agreement():
     """Agreement on ragged documents at the extreme K (2 and 65,536, a 4-level tree)."""
     for num_topics in (2, 65_536):
-        corpus = ragged_corpus(num_words=300, seed=num_topics)
+        corpus = ragged_corpus(300, num_topics, num_docs=3000, max_length=400, long_length=5000)
         chunks = jax.device_put(build_layout(corpus).chunks)
         hyper = Hyperparams.create(num_topics)
         state = esca.step(esca.init(chunks, corpus.num_words, hyper, 1), chunks, hyper)
