@@ -550,11 +550,12 @@ def _ldac_line_problem(text: str, num_words: int) -> str | None:
 # ----------------------------------------------------------------------------- count matrices
 
 
-def from_count_matrix(X, vocab=None, name: str = "") -> Corpus:
+def from_count_matrix(X, vocab=None, name: str = "", keep_empty: bool = False) -> Corpus:
     """A corpus from a documents x words count matrix: dense array or any scipy.sparse format.
 
     Counts must be non-negative integers (integer, bool or integral float dtype); a document's
-    tokens are ordered by word id. vocab defaults to ("w0", "w1", ...). Empty rows are dropped.
+    tokens are ordered by word id. vocab defaults to ("w0", "w1", ...). Empty rows are dropped
+    (with a warning) unless keep_empty, which keeps one document per row (inference).
     """
     sparse = sys.modules.get("scipy.sparse")  # a sparse matrix implies scipy is imported
     if sparse is not None and sparse.issparse(X):
@@ -578,7 +579,7 @@ def from_count_matrix(X, vocab=None, name: str = "") -> Corpus:
     nonzero = values != 0
     return _corpus_from_entries(rows[nonzero].astype(np.int64), cols[nonzero],
                                 values[nonzero].astype(np.int64), num_docs, vocab, name,
-                                "count matrix")
+                                "count matrix", keep_empty)
 
 
 def _check_counts(rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
@@ -604,16 +605,20 @@ def _check_counts(rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> Non
 
 
 def _corpus_from_entries(doc, word, count, num_docs: int, vocab: tuple[str, ...], name: str,
-                         source: str) -> Corpus:
+                         source: str, keep_empty: bool = False) -> Corpus:
     """Expands validated entries (doc in [0, num_docs), count >= 1) into a token stream.
 
     Entries are grouped by document stably, so each document keeps its entries' order;
-    documents without entries are dropped (and counted), so the cost never depends on num_docs.
+    documents without entries are dropped (and counted), so the cost never depends on num_docs,
+    unless keep_empty.
     """
     if np.any(doc[1:] < doc[:-1]):
         order = np.argsort(doc, kind="stable")
         doc, word, count = doc[order], word[order], count[order]
     word_ids = np.repeat(word.astype(np.int32), count)
+    if keep_empty:  # document d starts where the entries of documents >= d start
+        first_entry = np.searchsorted(doc, np.arange(num_docs + 1))
+        return Corpus(_offsets_from_lengths(count)[first_entry], word_ids, vocab, name=name)
     doc_starts = np.flatnonzero(np.diff(doc, prepend=-1))  # counts are >= 1: no empty docs here
     doc_offsets = _offsets_from_lengths(count)[np.append(doc_starts, doc.size)]
     dropped = num_docs - doc_starts.size

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, rng
-from saberjax.corpus import Corpus, align_vocabulary
+from saberjax.corpus import Corpus, align_vocabulary, from_count_matrix
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
@@ -235,7 +235,7 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     from saberjax.trainer import resolve_backend  # noqa: PLC0415 (trainer -> evaluate -> us)
 
     corpus = (align_vocabulary(documents, model.vocab) if isinstance(documents, Corpus)
-              else _corpus_of_matrix(documents, model.vocab))
+              else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     hyper = Hyperparams.create(model.num_topics, model.alpha, model.beta,
@@ -258,18 +258,6 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     lengths = corpus.doc_lengths()[:, None]
     theta = (theta_sum / averaged + model.alpha) / (lengths + model.num_topics * model.alpha)
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-def _corpus_of_matrix(matrix, vocab) -> Corpus:
-    """The tokens of a documents x words count matrix, one document per row (empty rows too)."""
-    slots = DocumentWords.from_matrix(matrix)
-    counts = slots.counts.astype(np.int64)
-    if not np.array_equal(counts, slots.counts):
-        raise ValueError("ESCA fold-in samples tokens: the count matrix must hold integers")
-    doc_of_slot = np.repeat(np.arange(slots.num_docs), np.diff(slots.offsets))
-    lengths = np.bincount(doc_of_slot, weights=counts, minlength=slots.num_docs)
-    offsets = np.concatenate([[0], np.cumsum(lengths.astype(np.int64))])
-    return Corpus(offsets, np.repeat(slots.words, counts), tuple(vocab))
 
 
 def _add_doc_topic(doc_topic: np.ndarray, chunk, chunk_state) -> None:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -223,6 +224,17 @@ def test_count_matrix_defaults_vocab_and_drops_empty_rows():
         corpus = from_count_matrix(np.vstack([COUNTS[:1], np.zeros(4, int), COUNTS[1:]]))
     assert corpus.vocab == ("w0", "w1", "w2", "w3")
     assert corpus.dropped_empty_docs == 1
+    np.testing.assert_array_equal(corpus.word_ids, WORD_IDS)
+
+
+def test_count_matrix_keeps_empty_rows_when_asked():
+    """One document per row (inference), empty ones included, without a warning."""
+    matrix = np.vstack([np.zeros(4, int), COUNTS[:1], np.zeros(4, int), COUNTS[1:]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        corpus = from_count_matrix(matrix, keep_empty=True)
+    assert corpus.num_docs == 5 and corpus.dropped_empty_docs == 0
+    np.testing.assert_array_equal(np.diff(corpus.doc_offsets), matrix.sum(axis=1))
     np.testing.assert_array_equal(corpus.word_ids, WORD_IDS)
 
 
