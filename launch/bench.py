@@ -436,7 +436,6 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                                heldout=heldout)
             traffic = result["min_traffic_bytes"]
             result.update(
-                transfer=transfer,
                 **bandwidth,
                 bandwidth_floor_seconds=_sig(traffic / copy_bps),
                 bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
