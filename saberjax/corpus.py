@@ -40,6 +40,7 @@ __all__ = [
     "NativeCorpusWriter",
     "bundled_corpus_path",
     "convert_to_native",
+    "count_matrix_entries",
     "from_count_matrix",
     "load_bundled",
     "load_corpus",
@@ -557,20 +558,7 @@ def from_count_matrix(X, vocab=None, name: str = "", keep_empty: bool = False) -
     tokens are ordered by word id. vocab defaults to ("w0", "w1", ...). Empty rows are dropped
     (with a warning) unless keep_empty, which keeps one document per row (inference).
     """
-    sparse = sys.modules.get("scipy.sparse")  # a sparse matrix implies scipy is imported
-    if sparse is not None and sparse.issparse(X):
-        entries = X.tocoo()
-        rows, cols, values = entries.row, entries.col, entries.data
-        order = np.lexsort((cols, rows))
-        rows, cols, values = rows[order], cols[order], values[order]
-    else:
-        entries = np.asarray(X)
-        if entries.ndim != 2:
-            raise CorpusFormatError(
-                f"count matrix must be 2-D (documents x words), got shape {entries.shape}")
-        rows, cols = np.nonzero(entries)  # row-major; NaN and negative entries are nonzero
-        values = entries[rows, cols]
-    num_docs, num_words = entries.shape
+    rows, cols, values, (num_docs, num_words) = count_matrix_entries(X)
     _check_counts(rows, cols, values)
     vocab = tuple(f"w{i}" for i in range(num_words)) if vocab is None else tuple(vocab)
     if len(vocab) != num_words:
@@ -580,6 +568,23 @@ def from_count_matrix(X, vocab=None, name: str = "", keep_empty: bool = False) -
     return _corpus_from_entries(rows[nonzero].astype(np.int64), cols[nonzero],
                                 values[nonzero].astype(np.int64), num_docs, vocab, name,
                                 "count matrix", keep_empty)
+
+
+def count_matrix_entries(X) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+    """(rows, columns, values, shape) of the entries of a documents x words matrix, dense array
+    (its nonzeros; NaN and negative entries count as nonzero) or any scipy.sparse format (its
+    stored entries), in row-major order."""
+    sparse = sys.modules.get("scipy.sparse")  # a sparse matrix implies scipy is imported
+    if sparse is not None and sparse.issparse(X):
+        entries = X.tocoo()
+        order = np.lexsort((entries.col, entries.row))
+        return entries.row[order], entries.col[order], entries.data[order], entries.shape
+    entries = np.asarray(X)
+    if entries.ndim != 2:
+        raise CorpusFormatError(
+            f"count matrix must be 2-D (documents x words), got shape {entries.shape}")
+    rows, cols = np.nonzero(entries)
+    return rows, cols, entries[rows, cols], entries.shape
 
 
 def _check_counts(rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:

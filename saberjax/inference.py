@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, rng
-from saberjax.corpus import Corpus, align_vocabulary, from_count_matrix
+from saberjax.corpus import Corpus, align_vocabulary, count_matrix_entries, from_count_matrix
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
@@ -74,18 +73,8 @@ class DocumentWords:
     @classmethod
     def from_matrix(cls, matrix) -> DocumentWords:
         """The nonzeros of a documents x words matrix (dense or scipy.sparse); rows stay rows."""
-        sparse = sys.modules.get("scipy.sparse")  # a sparse matrix implies scipy is imported
-        if sparse is not None and sparse.issparse(matrix):
-            rows = matrix.tocsr()
-            offsets, words, counts = rows.indptr, rows.indices, rows.data
-        else:
-            dense = np.asarray(matrix)
-            if dense.ndim != 2:
-                raise ValueError(f"count matrix must be 2-D (documents x words), got shape "
-                                 f"{dense.shape}")
-            doc, words = np.nonzero(dense)
-            counts = dense[doc, words]
-            offsets = np.append(0, np.cumsum(np.bincount(doc, minlength=dense.shape[0])))
+        doc, words, counts, (num_docs, _) = count_matrix_entries(matrix)
+        offsets = np.append(0, np.cumsum(np.bincount(doc, minlength=num_docs)))
         counts = np.asarray(counts, np.float32)
         if not np.all(np.isfinite(counts) & (counts >= 0)):
             raise ValueError("count matrix entries must be finite and non-negative")
