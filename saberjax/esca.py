@@ -34,11 +34,16 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> 
     return word_topic.at[chunk.word, topics.astype(jnp.int32)].add(real.astype(jnp.int32))
 
 
+def bhat_denominator(totals: jax.Array, num_words: int, beta) -> jax.Array:
+    """Each topic's B-hat denominator, topic total + V beta (float32)."""
+    return totals.astype(jnp.float32) + num_words * beta
+
+
 def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta):
     """B-hat = (B + beta) / (topic totals + V beta) (0 in padding columns) and its sampling
     trees' levels above it, top first."""
     real_topic = jnp.arange(word_topic.shape[1]) < num_topics
-    denominator = totals.astype(jnp.float32) + word_topic.shape[0] * beta
+    denominator = bhat_denominator(totals, word_topic.shape[0], beta)
     bhat = jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
     return bhat, build_tree(bhat)
 

@@ -28,6 +28,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax.esca import bhat_and_tree as bhat_and_tree_reference
+from saberjax.esca import bhat_denominator
 from saberjax.esca import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
@@ -111,7 +112,7 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
     )(word_topic, jnp.zeros((padded_topics,), word_topic.dtype))
     if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
         return (totals, *bhat_and_tree_reference(word_topic, totals, num_topics, beta))
-    denominator = totals.astype(jnp.float32) + num_words * jnp.float32(beta)
+    denominator = bhat_denominator(totals, num_words, beta)
     level_shape = (num_words, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
         functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
