@@ -13,9 +13,10 @@ computation per chunk is exactly the in-memory one, so streaming does not change
 A failure in either thread stops the iteration with an error naming the chunk; no thread is
 left running.
 
-Host memory (pinned) per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12 bytes),
-z and A's topic (int16, 4 bytes), A's count (int32, 4 bytes): 20 bytes, plus 8 bytes per
-document (doc_start, nnz); 24 bytes per token when K > 32,767.
+Host memory (pinned) per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12
+bytes), the E-step's work list (about 0.5 bytes), z and A's topic (int16, 4 bytes), A's count
+(int32, 4 bytes): 20.5 bytes, plus 8 bytes per document (doc_start, nnz) and 4 per distinct
+word of a chunk; 24.5 bytes per token when K > 32,767.
 """
 
 from __future__ import annotations
