@@ -3,7 +3,7 @@
 The checkpoint of iteration N is a pair of files in the checkpoint folder::
 
     checkpoint-0000000N.npz   the state arrays: per chunk i, z and A (chunk{i}.topics,
-                              chunk{i}.a_topics, chunk{i}.a_counts, chunk{i}.a_nnz), the
+                              chunk{i}.a_pairs, chunk{i}.a_nnz), the
                               word-topic counts B (word_topic), iteration and seed
     checkpoint-0000000N.json  the manifest: format version, iteration, seed, training config,
                               corpus fingerprint, chunking, metrics so far and the SHA-256 of
@@ -38,7 +38,7 @@ from saberjax.layout import Chunk
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: A as packed pairs (state.pack_pairs)
 # Config fields that determine the model: a resumed run must share them with the checkpoint.
 MODEL_SETTINGS = ("num_topics", "alpha", "beta", "seed")
 
@@ -181,9 +181,8 @@ def _check_compatible(path: Path, manifest: dict, chunks, corpus_fingerprint: st
 
 def _check_shapes(path: Path, index: int, chunk: Chunk, chunk_state: ChunkState,
                   hyper: Hyperparams) -> None:
-    expected = ChunkState((chunk.padded_tokens,), (chunk.padded_tokens,), (chunk.padded_tokens,),
-                          (chunk.padded_docs,))
-    dtypes = ChunkState(hyper.topic_dtype, hyper.topic_dtype, np.int32, np.int32)
+    expected = ChunkState((chunk.padded_tokens,), (chunk.padded_tokens,), (chunk.padded_docs,))
+    dtypes = ChunkState(hyper.topic_dtype, np.uint32, np.int32)
     for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
         if array.shape != shape or array.dtype != np.dtype(dtype):
             raise CheckpointError(

@@ -72,7 +72,7 @@ class Backend(NamedTuple):
 
     # (chunk, chunk_state, model, key, alpha) -> (word-major topics, doc-major topics)
     sample_and_shuffle: Callable
-    # (chunk, doc-major topics, num_topics) -> (a_topics, a_counts, a_nnz)
+    # (chunk, doc-major topics, num_topics) -> (a_pairs, a_nnz), padding tokens not counted
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
     # (B, num_topics, beta) -> (topic totals, B-hat, its tree levels above it, top first)
@@ -146,7 +146,8 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed: in
     """The state after random initialisation (iteration 0).
 
     `chunks`: device chunks (a tuple, possibly spread over devices) or streaming.HostChunks,
-    whose states then stay in host memory.
+    whose states then stay in host memory.  No document may be longer than
+    state.max_pair_count(K) tokens (state.check_document_lengths says which one is).
     """
     seed = jnp.uint32(seed)
     home = device_of(chunks[0])

@@ -35,7 +35,7 @@ import numpy as np
 from saberjax import esca, rng
 from saberjax.corpus import Corpus, align_vocabulary, count_matrix_entries, from_count_matrix
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
+from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
 if TYPE_CHECKING:
     from saberjax.model import TopicModel
@@ -229,6 +229,7 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     hyper = Hyperparams.create(model.num_topics, model.alpha, model.beta,
                                resolve_backend(backend))
+    check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
@@ -256,5 +257,7 @@ def _add_doc_topic(doc_topic: np.ndarray, chunk, chunk_state) -> None:
     nnz = np.asarray(chunk_state.a_nnz)[:num_docs]
     docs = np.repeat(np.arange(num_docs), nnz)
     slots = np.repeat(starts, nnz) + (np.arange(nnz.sum()) - np.repeat(np.cumsum(nnz) - nnz, nnz))
+    topics, counts = map(np.asarray, unpack_pairs(np.asarray(chunk_state.a_pairs)[slots],
+                                                  doc_topic.shape[1]))
     # (document, topic) pairs are distinct, so a plain indexed add is exact
-    doc_topic[docs, np.asarray(chunk_state.a_topics)[slots]] += np.asarray(chunk_state.a_counts)[slots]
+    doc_topic[docs, topics] += counts

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.state import ChunkState, Model
+from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
 
 # Tokens sampled per vectorised batch (their [batch, 32] blocks stay in cache).
@@ -66,8 +66,9 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     """
     lanes = jnp.arange(WIDTH, dtype=jnp.int32)
     # One spare block of padding so that a 32-wide slice never runs off the end.
-    a_topics = jnp.pad(chunk_state.a_topics, (0, WIDTH)).astype(jnp.int32)
-    a_counts = jnp.pad(chunk_state.a_counts, (0, WIDTH)).astype(jnp.float32)
+    a_topics, a_counts = unpack_pairs(jnp.pad(chunk_state.a_pairs, (0, WIDTH)),
+                                      model.bhat.shape[1])
+    a_counts = a_counts.astype(jnp.float32)
     slice_block = jax.vmap(lambda array, start: jax.lax.dynamic_slice(array, (start,), (WIDTH,)),
                            in_axes=(None, 0))
     positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)

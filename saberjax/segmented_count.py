@@ -2,7 +2,8 @@
 
 Shuffle: each token's new topic moves from its word-major position to its doc-major position
 through the precomputed pointers.  Segmented count: inside each document's segment count the
-topics and write the (topic, count) pairs, in increasing topic order, at the segment's front.
+topics and write the (topic, count) pairs (packed, saberjax.state.pack_pairs), in increasing
+topic order, at the segment's front.
 This is the plain-JAX reference; it sorts (document, topic) pairs, which the Pallas kernel
 avoids by counting inside each segment.
 """
@@ -13,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from saberjax.layout import Chunk
+from saberjax.state import pack_pairs
 
 
 def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array) -> jax.Array:
@@ -33,29 +35,32 @@ def sort_by_doc_then_topic(doc: jax.Array, topics: jax.Array, num_docs: int):
     return jax.lax.sort((doc, topics), num_keys=2)
 
 
-def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array):
-    """Per-document (topic, count) pairs of doc-major (doc, topic) arrays.
+def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array, num_tokens,
+                    num_topics: int):
+    """Per-document (topic, count) pairs of doc-major (doc, topic) arrays, packed (pack_pairs).
 
-    Returns (a_topics, a_counts, a_nnz): document d's pairs are at doc_start[d] + j for
-    j < a_nnz[d], topics increasing; the rest of its segment holds topic 0 with count 0.
+    Returns (a_pairs, a_nnz): document d's pairs are at doc_start[d] + j for j < a_nnz[d],
+    topics increasing; the rest of its segment holds 0.  Positions from num_tokens on (the
+    padding document) are not counted, so its row is empty.
     """
     size = topics.shape[0]
     doc, topics = sort_by_doc_then_topic(doc, topics, doc_start.shape[0])
     position = jnp.arange(size)
-    new_pair = (position == 0) | (doc != jnp.roll(doc, 1)) | (topics != jnp.roll(topics, 1))
+    counted = position < num_tokens  # the padding document is last, so it sorts last
+    new_pair = counted & ((position == 0) | (doc != jnp.roll(doc, 1))
+                          | (topics != jnp.roll(topics, 1)))
     pair_index = jnp.cumsum(new_pair.astype(jnp.int32)) - 1
     segment_start = doc_start[doc]
     slot = segment_start + pair_index - pair_index[segment_start]
-    a_topics = jnp.zeros_like(topics).at[jnp.where(new_pair, slot, size)].set(topics, mode="drop")
-    a_counts = jnp.zeros(size, jnp.int32).at[slot].add(1)
+    pair_topics = jnp.zeros(size, jnp.int32).at[jnp.where(new_pair, slot, size)].set(
+        topics.astype(jnp.int32), mode="drop")
+    counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     a_nnz = jnp.zeros(doc_start.shape[0] - 1, jnp.int32).at[doc].add(new_pair.astype(jnp.int32))
-    return a_topics, a_counts, a_nnz
+    return pack_pairs(pair_topics, counts, num_topics), a_nnz
 
 
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int):
-    """SSC reference: the chunk's A from its doc-major topics (shuffle_to_doc_major of the
-    word-major ones; each < num_topics, which the kernels size their scratch by; this sort
-    needs no bound)."""
-    del num_topics
+    """SSC reference: the chunk's A (a_pairs, a_nnz) from its doc-major topics
+    (shuffle_to_doc_major of the word-major ones, each < num_topics)."""
     doc = shuffle_to_doc_major(chunk.doc, chunk.doc_major_pos)
-    return segmented_count(doc, doc_major_topics, chunk.doc_start)
+    return segmented_count(doc, doc_major_topics, chunk.doc_start, chunk.num_tokens, num_topics)

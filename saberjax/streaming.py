@@ -14,9 +14,9 @@ A failure in either thread stops the iteration with an error naming the chunk; n
 left running.
 
 Host memory (pinned) per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12
-bytes), the E-step's work list (about 0.5 bytes), z and A's topic (int16, 4 bytes), A's count
-(int32, 4 bytes): 20.5 bytes, plus 8 bytes per document (doc_start, nnz) and 4 per distinct
-word of a chunk; 24.5 bytes per token when K > 32,767.
+bytes), the E-step's work list (about 0.5 bytes), z (int16, 2 bytes), A's packed (topic, count)
+pair (4 bytes): 18.5 bytes, plus 8 bytes per document (doc_start, nnz) and 4 per distinct word
+of a chunk; 20.5 bytes per token when K > 32,767.
 """
 
 from __future__ import annotations

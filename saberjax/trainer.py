@@ -23,7 +23,7 @@ from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.layout import Layout, build_layout
 from saberjax.model import TopicModel
-from saberjax.state import Hyperparams, TrainState
+from saberjax.state import Hyperparams, TrainState, check_document_lengths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +172,7 @@ def train(corpus: Corpus, config: TrainConfig,
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
+    check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     chunks, devices = place_chunks(corpus, hyper, config)
     streamed = isinstance(chunks, streaming.HostChunks)
 

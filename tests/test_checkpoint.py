@@ -107,7 +107,7 @@ def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
     assert [record["iteration"] for record in resumed.metrics] == [1, 2, 3, 4, 5, 6]
     for mine, theirs in zip(resumed.state.chunks, uninterrupted.state.chunks):
         assert esca.device_of(mine) == esca.device_of(theirs)
-        np.testing.assert_array_equal(np.asarray(mine.a_counts), np.asarray(theirs.a_counts))
+        np.testing.assert_array_equal(np.asarray(mine.a_pairs), np.asarray(theirs.a_pairs))
 
 
 def damage_newest(directory: pathlib.Path) -> None:
@@ -157,4 +157,4 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
     for saved, chunk_state in zip(state.chunks, loaded.chunks):
         for leaf in chunk_state:
             assert leaf.sharding.memory_kind == "pinned_host"
-        np.testing.assert_array_equal(np.asarray(chunk_state.a_counts), np.asarray(saved.a_counts))
+        np.testing.assert_array_equal(np.asarray(chunk_state.a_pairs), np.asarray(saved.a_pairs))

@@ -3,13 +3,16 @@
 import collections
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import esca
+from saberjax import esca, trainer
+from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
+from saberjax.state import (Hyperparams, check_document_lengths, max_pair_count, pack_pairs,
+                            pair_topic_bits, unpack_pairs)
 
 
 def run(corpus, hyper, iterations, chunk_tokens=None, seed=7):
@@ -33,7 +36,7 @@ def assert_counts_match_recount(corpus, layout, chunks, state, hyper):
     total_a = 0
     offsets = np.asarray(corpus.doc_offsets)
     for chunk, chunk_state, (first, last) in zip(chunks, state.chunks, layout.chunk_docs):
-        a_topics, a_counts = np.asarray(chunk_state.a_topics), np.asarray(chunk_state.a_counts)
+        a_topics, a_counts = map(np.asarray, unpack_pairs(chunk_state.a_pairs, hyper.num_topics))
         a_nnz, doc_start = np.asarray(chunk_state.a_nnz), np.asarray(chunk.doc_start)
         for local, doc in enumerate(range(first, last)):
             expected = collections.Counter(z[offsets[doc]:offsets[doc + 1]].tolist())
@@ -87,3 +90,30 @@ def test_step_is_jittable_and_matches_eager_step():
     np.testing.assert_array_equal(esca.corpus_order_topics(chunks, jitted),
                                   esca.corpus_order_topics(chunks, states[1]))
     assert int(jitted.iteration) == 1
+
+
+@pytest.mark.parametrize("num_topics,topic_bits", [(2, 5), (1000, 10), (65_536, 16)])
+def test_a_pairs_hold_every_topic_with_counts_up_to_the_limit(num_topics, topic_bits):
+    assert pair_topic_bits(num_topics) == topic_bits
+    assert max_pair_count(num_topics) == 2 ** (32 - topic_bits) - 1
+    rng_np = np.random.default_rng(num_topics)
+    topics = np.append(rng_np.integers(0, num_topics, 1000), [0, num_topics - 1])
+    counts = np.append(rng_np.integers(0, max_pair_count(num_topics) + 1, 1000),
+                       [max_pair_count(num_topics), 1])
+    pairs = pack_pairs(jnp.asarray(topics), jnp.asarray(counts), num_topics)
+    assert pairs.dtype == jnp.uint32
+    got_topics, got_counts = unpack_pairs(pairs, num_topics)
+    np.testing.assert_array_equal(got_topics, topics)
+    np.testing.assert_array_equal(got_counts, counts)
+
+
+def test_a_document_longer_than_a_pair_can_count_is_named_before_training():
+    check_document_lengths([3, 65_535, 2], 65_536)
+    check_document_lengths([3, 65_536, 2], 1000)  # 4M tokens a document at K = 1,000
+    message = r"document 1 has 65,536 tokens.*at most 65,535"
+    with pytest.raises(ValueError, match=message):
+        check_document_lengths([3, 65_536, 2], 65_536)
+    lengths = [3, 65_536, 2]
+    corpus = Corpus(np.cumsum([0, *lengths]), np.zeros(sum(lengths), np.int32), ("w0", "w1"))
+    with pytest.raises(ValueError, match=message):
+        trainer.train(corpus, trainer.TrainConfig(num_topics=65_536, iterations=1))

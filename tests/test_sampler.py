@@ -9,7 +9,7 @@ from helpers import goodness_of_fit_pvalue
 from saberjax import esca, rng, sampler
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import ChunkState, Hyperparams
+from saberjax.state import ChunkState, Hyperparams, pack_pairs
 
 DRAWS = 100_000
 
@@ -37,7 +37,7 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, alpha: float, seed: int 
     a_nnz = np.zeros(chunk.padded_docs, np.int32)
     a_nnz[0] = nonzeros
     state = ChunkState(jnp.zeros(chunk.padded_tokens, hyper.topic_dtype),
-                       jnp.asarray(a_topics).astype(hyper.topic_dtype), jnp.asarray(a_counts),
+                       pack_pairs(jnp.asarray(a_topics), jnp.asarray(a_counts), num_topics),
                        jnp.asarray(a_nnz))
     key = rng.iteration_key(seed, 1)
     samples = jax.jit(sampler.sample_chunk, static_argnums=4)(chunk, state, model, key, alpha)

@@ -28,10 +28,10 @@ Each new topic is stored twice: at its word-major position (the state's z) and a
 doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 
 Bandwidth floor: per token the kernel reads its 3 word-major ints (12 B), 2 ints of doc
-metadata (8 B) and its A row (6 B per nonzero: int16 topic, int32 count), and writes its topic
-(2 B; the doc-major copy, scattered, is the shuffle's): 22 + 6 * nnz bytes, e.g. 1.4 KB at
-nnz = 230 (NYTimes shape, K = 1,000, two iterations after the random start), 2.2 Gtoken/s at
-3 TB/s.  A rows are shared by all tokens of a document
+metadata (8 B) and its A row (4 B per nonzero: a packed (topic, count) pair), and writes its
+topic (2 B; the doc-major copy, scattered, is the shuffle's): 22 + 4 * nnz bytes, e.g. 0.9 KB
+at nnz = 230 (NYTimes shape, K = 1,000, two iterations after the random start), 3.2 Gtoken/s
+at 3 TB/s.  A rows are shared by all tokens of a document
 and mostly come from L2, so the kernel is bound by issue and latency, not DRAM (NOTES.md).
 """
 
@@ -48,7 +48,7 @@ from saberjax import rng
 from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
 from saberjax.pallas import default_interpret, scatter, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
-from saberjax.state import ChunkState, Model
+from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH, descend, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
@@ -62,8 +62,8 @@ CARRY_KEPT_FROM = 5_000
 
 
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
-                   doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_topics_ref,
-                   a_counts_ref, tree_total_ref, *refs, tile_tokens: int,
+                   doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
+                   tree_total_ref, *refs, tile_tokens: int,
                    level_widths: tuple[int, ...], block_reduction: str, carry_kept: bool):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
@@ -88,10 +88,9 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             """Lanes inside, topics, counts of block (nonzeros 32*block ..; one or per token)."""
             offsets = jnp.reshape(block, (-1, 1)) * WIDTH + lanes[None, :]
             inside = offsets < nnz[:, None]
-            index = start[:, None] + offsets
-            topics = plgpu.load(a_topics_ref.at[index], mask=inside, other=0).astype(jnp.int32)
-            counts = plgpu.load(a_counts_ref.at[index], mask=inside, other=0).astype(jnp.float32)
-            return inside, topics, counts
+            pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
+            topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
+            return inside, topics, counts.astype(jnp.float32)
 
         def products_of(inside, topics, counts):
             """A_dk * B-hat_vk; lanes outside the row are 0 (both factors load as 0 there)."""
@@ -199,8 +198,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
-              chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_topics,
-              chunk_state.a_counts, model.tree_total, *levels)
+              chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
+              model.tree_total, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,

@@ -14,8 +14,8 @@ no sort at all:
               population counts and their exclusive prefix sum give each word's first pair
               slot; the total is nnz.  The words and prefixes go to a snapshot
     pairs     per token, rank = prefix[word] + population count of the word's bits below its
-              topic; write (topic, counts[topic]) at pair slot rank (every copy of a topic
-              writes the same pair), so pairs come out in increasing topic order
+              topic; write the packed (topic, counts[topic]) at pair slot rank (every copy of a
+              topic writes the same pair), so pairs come out in increasing topic order
     clear     swap counts[topic] for 0 per token, for the program's next document
 
 Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
@@ -30,9 +30,8 @@ acquire-release ones measured the same or slower.  Interpret mode runs programs 
 (saberjax.pallas.atomics) are exact with repeated indices.
 
 Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
-snapshot and one from counts, two stores, plus K/32 words scanned per document.  Unlike the
-reference, tokens past chunk.num_tokens are not counted (the padding document's A row is empty;
-no real token reads it).
+snapshot and one from counts, one store, plus K/32 words scanned per document.  Tokens past
+chunk.num_tokens are not counted (the padding document's A row is empty), as in the reference.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, scatter
 from saberjax.pallas.atomics import atomic_add, atomic_swap
 from saberjax.segmented_count import rebuild_doc_topic as rebuild_doc_topic_reference
+from saberjax.state import pack_pairs
 
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
@@ -58,13 +58,13 @@ MIN_PROGRAMS = 512  # ... unless that leaves fewer programs than this (large K)
 
 
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
-                            bitmap_in_ref, zero_topics_ref, zero_counts_ref, counts_ref,
-                            bitmap_ref, snapshot_ref, a_topics_ref, a_counts_ref, a_nnz_ref, *,
+                            bitmap_in_ref, zero_pairs_ref, counts_ref,
+                            bitmap_ref, snapshot_ref, a_pairs_ref, a_nnz_ref, *,
                             block: int, word_block: int, semantic: str, interpret: bool):
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
-    del counts_in_ref, bitmap_in_ref, zero_topics_ref, zero_counts_ref  # aliased to outputs
+    del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
-    num_words = bitmap_ref.shape[1]
+    num_topics, num_words = counts_ref.shape[1], bitmap_ref.shape[1]
     offsets = jnp.arange(block, dtype=jnp.int32)
     word_offsets = jnp.arange(word_block, dtype=jnp.int32)
 
@@ -121,8 +121,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
                     + jax.lax.population_count(below))
             counts = plgpu.load(counts_ref.at[program, topics], mask=valid, other=0,
                                 volatile=True)
-            scatter(a_topics_ref, start + rank, topics.astype(a_topics_ref.dtype), valid)
-            scatter(a_counts_ref, start + rank, counts, valid)
+            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics), valid)
 
         over_tokens(write_pairs)
         barrier()
@@ -146,10 +145,9 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
                       block_tokens: int = 128, num_programs: int = 2048, num_warps: int = 4,
                       semantic: str = "relaxed", interpret: bool | None = None):
-    """The chunk's A (a_topics, a_counts, a_nnz) from its doc-major topics (< num_topics).
+    """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
-    Same contract as saberjax.segmented_count.rebuild_doc_topic except that padding tokens are
-    not counted.  block_tokens (a power of two) is the segment slice a program handles at once;
+    Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of two) is the segment slice a program handles at once;
     num_programs the programs (each with a scratch row of num_topics + 3 K/32 ints; fewer, down
     to MIN_PROGRAMS, if those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that
     of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest measured on an
@@ -165,17 +163,16 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,
                                interpret=interpret)
-    *_, a_topics, a_counts, a_nnz = pl.pallas_call(
+    *_, a_pairs, a_nnz = pl.pallas_call(
         kernel,
         out_shape=(jax.ShapeDtypeStruct((num_programs, num_topics), jnp.int32),
                    jax.ShapeDtypeStruct((num_programs, num_words), jnp.int32),
                    jax.ShapeDtypeStruct((num_programs, 2, num_words), jnp.int32),
-                   jax.ShapeDtypeStruct((size,), doc_major_topics.dtype),
-                   jax.ShapeDtypeStruct((size,), jnp.int32),
+                   jax.ShapeDtypeStruct((size,), jnp.uint32),
                    jax.ShapeDtypeStruct((chunk.padded_docs,), jnp.int32)),
         grid=(num_programs,),
         name="saber_segmented_count",
-        input_output_aliases={3: 0, 4: 1, 5: 3, 6: 4},
+        input_output_aliases={3: 0, 4: 1, 5: 3},
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=interpret,
     )(jnp.reshape(chunk.num_tokens, (1,)).astype(jnp.int32),
@@ -183,6 +180,5 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
       doc_major_topics,
       jnp.zeros((num_programs, num_topics), jnp.int32),
       jnp.zeros((num_programs, num_words), jnp.int32),
-      jnp.zeros((size,), doc_major_topics.dtype),
-      jnp.zeros((size,), jnp.int32))
-    return a_topics, a_counts, a_nnz
+      jnp.zeros((size,), jnp.uint32))
+    return a_pairs, a_nnz
