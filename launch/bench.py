@@ -40,7 +40,7 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         sample (backend.sample_and_shuffle: the E-step and the shuffle of its
                         topics to doc-major order), rebuild_a (backend.rebuild_doc_topic),
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
-                        (esca.model_from_counts); each with seconds, Mtoken_per_s, share of the
+                        (esca.finish_step, B donated); each with seconds, Mtoken_per_s, share of the
                         steady iteration and compile_seconds; plus transfer (host -> device
                         device_put of all chunk arrays, measured once per run: seconds, GB_per_s;
                         on CPU device_put may alias host memory, so that figure is not a copy).
@@ -294,7 +294,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
-    bhat_trees = jax.jit(functools.partial(esca.model_from_counts, hyper=hyper))
+    bhat_trees = functools.partial(esca.finish_step, hyper=hyper)  # B donated, as in a step
 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
@@ -325,7 +325,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     topics, out["sample"], first_sample = phase(run_sample)
     _, out["rebuild_a"], first_rebuild = phase(run_rebuild)
     word_topic, out["count_b"], first_count = phase(run_count, empty)
-    _, out["bhat_trees"], first_bhat = phase(lambda: bhat_trees(word_topic))
+    _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (jnp.copy(word_topic),))
     firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
                   bhat_trees=first_bhat)
     return {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
