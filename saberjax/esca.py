@@ -24,7 +24,7 @@ import numpy as np
 
 from saberjax import rng, sampler, segmented_count, streaming
 from saberjax.layout import Chunk
-from saberjax.state import ChunkState, Hyperparams, Model, TrainState
+from saberjax.state import ChunkState, Hyperparams, Model, TrainState, bhat_dtype
 from saberjax.tree import build_tree, tree_totals
 
 
@@ -39,13 +39,20 @@ def bhat_denominator(totals: jax.Array, num_words: int, beta) -> jax.Array:
     return totals.astype(jnp.float32) + num_words * beta
 
 
-def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta):
-    """B-hat = (B + beta) / (topic totals + V beta) (0 in padding columns) and its sampling
-    trees' levels above it, top first."""
+def float32_bhat(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta):
+    """B-hat = (B + beta) / (topic totals + V beta) in float32, 0 in padding columns."""
     real_topic = jnp.arange(word_topic.shape[1]) < num_topics
     denominator = bhat_denominator(totals, word_topic.shape[0], beta)
-    bhat = jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
-    return bhat, build_tree(bhat)
+    return jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
+
+
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta, dtype=None):
+    """B-hat in dtype (default state.bhat_dtype) and its sampling trees' levels above it, top
+    first, summed in float32 from the values B-hat holds (so a tree walk's last level adds up
+    to the node above it)."""
+    bhat = float32_bhat(word_topic, totals, num_topics, beta).astype(
+        dtype or bhat_dtype(num_topics))
+    return bhat, build_tree(bhat.astype(jnp.float32))
 
 
 def model_arrays(word_topic: jax.Array, num_topics: int, beta):

@@ -89,7 +89,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
             offset = block * WIDTH
             topics = slice_block(a_topics, start + offset)
             # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
-            products = slice_block(a_counts, start + offset) * model.bhat[word[:, None], topics]
+            products = slice_block(a_counts, start + offset) * model.bhat[
+                word[:, None], topics].astype(jnp.float32)
             products = jnp.where(offset + lanes < nnz[:, None], products, 0.0)
             mass = lane_sums(products)[-1][:, 0]
             total = total + mass

@@ -20,6 +20,13 @@ import numpy as np
 from saberjax.tree import padded_width
 
 MAX_INT16_TOPICS = 32_767
+# From this many (padded) topics B-hat is stored in bfloat16.  A B-hat row is what the E-step
+# gathers from L1 while a word's tiles run; past about 5,000 topics (20 KB a row in float32)
+# the rows of the words in flight on an SM overflow it, and halving them pays: Pallas E-step,
+# H200, float32 vs bfloat16, K = 1,000 2,641 vs 2,654 Mtoken/s, 4,000 2,145 vs 2,181, 6,000
+# 1,882 vs 2,078, 10,000 1,689 vs 1,962 (saberjax/pallas/NOTES.md).  It also shrinks the model
+# by a quarter.  A draw's probabilities change by at most 2^-9 relative (0.2%).
+BF16_BHAT_FROM = 5_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +61,11 @@ class Hyperparams:
     def topic_dtype(self):
         """int16 topic ids while they fit (halves the bytes of z and A), else int32."""
         return jnp.int16 if self.num_topics <= MAX_INT16_TOPICS else jnp.int32
+
+
+def bhat_dtype(num_topics: int):
+    """B-hat's dtype at num_topics (padded or not) topics: bfloat16 from BF16_BHAT_FROM."""
+    return jnp.bfloat16 if padded_width(num_topics) >= BF16_BHAT_FROM else jnp.float32
 
 
 def pair_topic_bits(num_topics: int) -> int:
@@ -110,7 +122,7 @@ class Model(NamedTuple):
 
     word_topic: jax.Array  # int32 [V, K_pad] B
     topic_totals: jax.Array  # int32 [K_pad] column sums of B
-    bhat: jax.Array  # float32 [V, K_pad] (B + beta) / (totals + V beta); padding columns 0
+    bhat: jax.Array  # [V, K_pad] (B + beta) / (totals + V beta), bhat_dtype; padding columns 0
     tree: tuple[jax.Array, ...]  # float32 [V, width] upper tree levels, top first
     tree_total: jax.Array  # float32 [V] sum of each B-hat row as the tree adds it up
 

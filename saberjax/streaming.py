@@ -29,8 +29,10 @@ import time
 from typing import Callable
 
 import jax
+import numpy as np
 
 from saberjax.layout import Chunk
+from saberjax.state import bhat_dtype
 
 DEFAULT_PREFETCH = 2
 # Device memory left free for XLA and the allocator when the budget comes from the device.
@@ -165,9 +167,11 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
-    """Device bytes of the model during an iteration: B, B-hat, the new counts and B-hat's
-    rebuild (4 V x K_pad arrays of 4 bytes), the trees (about 1/31 of B-hat)."""
-    return int(num_words * padded_topics * 4 * (4 + 1 / 31))
+    """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
+    each), B-hat and its rebuild (state.bhat_dtype), the trees (float32, about 1/31 of B-hat's
+    cells)."""
+    bhat_bytes = np.dtype(bhat_dtype(padded_topics)).itemsize
+    return int(num_words * padded_topics * (2 * 4 + 2 * bhat_bytes + 4 / 31))
 
 
 def free_device_memory(device=None) -> int | None:

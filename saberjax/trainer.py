@@ -73,9 +73,10 @@ def pallas_available() -> bool:
 def heldout_score(state: TrainState, hyper: Hyperparams, heldout,
                   em_iterations: int = DEFAULT_EM_ITERATIONS):
     """Document completion of the (observed, held-out) halves `heldout` under the state's
-    B-hat, as it is on the device (training's evaluation and the benchmark's)."""
-    return heldout_loglik(state.model.bhat[:, :hyper.num_topics].T, *heldout, hyper.alpha,
-                          em_iterations)
+    B-hat, computed on the device in float32 (training's evaluation and the benchmark's)."""
+    bhat = esca.float32_bhat(state.model.word_topic, state.model.topic_totals, hyper.num_topics,
+                             hyper.beta)
+    return heldout_loglik(bhat[:, :hyper.num_topics].T, *heldout, hyper.alpha, em_iterations)
 
 
 def resolve_backend(name: str) -> str:

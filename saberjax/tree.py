@@ -55,7 +55,7 @@ def build_tree(leaves: jax.Array) -> tuple[jax.Array, ...]:
 def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array) -> jax.Array:
     """Total mass of every row's tree: the sum of its top level."""
     top = tree[0] if tree else leaves
-    return lane_sums(top)[-1][..., 0]
+    return lane_sums(top.astype(jnp.float32))[-1][..., 0]
 
 
 def lane_sums(values: jax.Array) -> list[jax.Array]:
@@ -116,7 +116,7 @@ def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,
 
     def load_children(level, children, inside):
         values = levels[level][rows[..., None], jnp.where(inside, children, 0)]
-        return jnp.where(inside, values, 0)
+        return jnp.where(inside, values.astype(jnp.float32), 0)
 
     return descend(tuple(level.shape[1] for level in levels), load_children,
                    uniforms * tree_totals(tree, leaves)[rows])

@@ -32,6 +32,7 @@ from saberjax.esca import bhat_denominator
 from saberjax.esca import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
+from saberjax.state import bhat_dtype
 from saberjax.tree import WIDTH, build_tree, padded_width
 
 __all__ = ["model_arrays", "model_arrays_reference"]
@@ -75,7 +76,9 @@ def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat
     denominator = plgpu.load(denominator_ref.at[columns], mask=inside, other=1.0)
     bhat = jnp.where(columns < num_topics,
                      (counts.astype(jnp.float32) + beta_ref[0]) / denominator, 0.0)
+    bhat = bhat.astype(bhat_ref.dtype)  # the tree sums what B-hat holds, as the reference
     plgpu.store(bhat_ref.at[word, columns], bhat, mask=inside)
+    bhat = bhat.astype(jnp.float32)
     groups = block * (block_columns // WIDTH) + jnp.arange(block_columns // WIDTH,
                                                            dtype=jnp.int32)
     sums = jnp.sum(jnp.reshape(bhat, (block_columns // WIDTH, WIDTH)), axis=1)
@@ -116,7 +119,7 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
     level_shape = (num_words, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
         functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
-        out_shape=(jax.ShapeDtypeStruct(word_topic.shape, jnp.float32),
+        out_shape=(jax.ShapeDtypeStruct(word_topic.shape, bhat_dtype(num_topics)),
                    jax.ShapeDtypeStruct(level_shape, jnp.float32)),
         grid=(num_words, pl.cdiv(padded_topics, block_columns)),
         input_output_aliases={3: 1},

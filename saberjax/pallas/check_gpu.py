@@ -37,6 +37,7 @@ from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.state import Hyperparams
 from saberjax.timing import copy_seconds, timed
+from saberjax.tree import tree_totals
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads, e.g. a "
@@ -48,7 +49,8 @@ flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up r
 flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
 flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
                   "E-step kernel variants: tile_tokens/num_warps, carry or reload (the kept "
-                  "block), or default (the kernel's defaults).")
+                  "block), float32 or bfloat16 (B-hat stored so, whatever K; timed only), or "
+                  "default (the kernel's defaults).")
 flags.DEFINE_list("ssc_variants", ["128x2048x4", "64x2048x2", "32x4096x1", "128x1024x4"],
                   "Segmented-count variants, block_tokens x num_programs x num_warps "
                   "[:semantic of its atomics]; each is also checked against XLA.")
@@ -115,6 +117,8 @@ def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics):
                                                                alpha)
     real = int(chunk.num_tokens)
     for variant in FLAGS.sampler_variants:
+        if variant in BHAT_DTYPES:
+            continue  # the default variant checks the B-hat dtype this K uses
         got, doc_major = sampler_variant(variant)(chunk, chunk_state, model, key, alpha)
         shuffled = segmented_count.shuffle_to_doc_major(got, chunk.doc_major_pos)
         report(check="agreement", case=label, variant=variant,
@@ -181,9 +185,23 @@ def time_variant(num_topics, num_tokens, backend, name, function, chunks, state)
                 backend=backend, phase=name)
 
 
+BHAT_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def with_bhat_dtype(state, num_topics: int, variant: str):
+    """The state with its B-hat (and trees) stored in the dtype a variant names, if it does."""
+    if variant not in BHAT_DTYPES:
+        return state
+    model, beta = state.model, Hyperparams.create(num_topics).beta
+    bhat, tree = esca.bhat_and_tree(model.word_topic, model.topic_totals, num_topics, beta,
+                                    BHAT_DTYPES[variant])
+    return state._replace(model=model._replace(bhat=bhat, tree=tree,
+                                               tree_total=tree_totals(tree, bhat)))
+
+
 def sampler_variant(variant: str):
     """The E-step kernel with the parameters of one --sampler_variants entry."""
-    if variant == "default":
+    if variant == "default" or variant in BHAT_DTYPES:
         return pallas_sampler.sample_and_shuffle
     if variant in ("carry", "reload"):  # the kept block's products carried or reloaded
         return functools.partial(pallas_sampler.sample_and_shuffle,
@@ -226,7 +244,7 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
     for variant in FLAGS.sampler_variants:
         sample = jax.jit(functools.partial(sampler_variant(variant), alpha=alpha))
         time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
-                     state)
+                     with_bhat_dtype(state, num_topics, variant))
     for variant in FLAGS.ssc_variants:
         rebuild = jax.jit(functools.partial(
             lambda c, s, m, k, **knobs: pallas_ssc.rebuild_doc_topic(c, s.topics, num_topics,

@@ -96,7 +96,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             """A_dk * B-hat_vk; lanes outside the row are 0 (both factors load as 0 there)."""
             weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
                                  eviction_policy="evict_last")
-            return counts * weights
+            return counts * weights.astype(jnp.float32)
 
         def visit_block(block, carry):
             """Add block's mass to each token's total; keep the block w.p. mass / total (and,
@@ -139,7 +139,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             """Children of word's tree nodes; only dense tokens' rows touch memory."""
             return plgpu.load(level_refs[level].at[word, children],
                               mask=dense[:, None] & inside, other=0.0,
-                              eviction_policy="evict_last")
+                              eviction_policy="evict_last").astype(jnp.float32)
 
         dense_topic = jax.lax.cond(
             jnp.max(dense.astype(jnp.int32)) > 0,
