@@ -3,9 +3,9 @@
 `TrainState` holds, per chunk, the topic assignments z (word-major) and the sparse doc-topic
 matrix A (doc-major, each document's (topic, count) pairs compacted at the front of its
 segment, `a_nnz` pairs per document, each pair packed in one uint32: see pack_pairs), and the
-model: the word-topic counts B, the per-topic
-totals, B-hat and the W-ary sampling trees over B-hat.  Topic columns are padded to a multiple
-of 32 (the tree width); padding columns are zero in every array.
+model: the word-topic counts B, the per-topic totals, B-hat (float32, or bfloat16 from
+BF16_BHAT_FROM topics) and the W-ary sampling trees over B-hat.  Topic columns are padded to a
+multiple of 32 (the tree width); padding columns are zero in every array.
 """
 
 from __future__ import annotations

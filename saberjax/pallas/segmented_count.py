@@ -26,8 +26,9 @@ the next document's atomics (the first design did that and lost topics at K = 10
 H200).  With every access to them strong (atomics, and the one plain read, counts in the pairs
 phase, volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg"
 does not lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice;
-acquire-release ones measured the same or slower.  Interpret mode runs programs one after another, so there the barrier is left out; its atomics
-(saberjax.pallas.atomics) are exact with repeated indices.
+acquire-release ones measured the same or slower.  Interpret mode runs programs one after
+another, so there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with
+repeated indices.
 
 Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
 snapshot and one from counts, one store, plus K/32 words scanned per document.  Tokens past
@@ -147,8 +148,8 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
                       semantic: str = "relaxed", interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
-    Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of two) is the segment slice a program handles at once;
-    num_programs the programs (each with a scratch row of num_topics + 3 K/32 ints; fewer, down
+    Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
+    two) is the segment slice a program handles at once; num_programs the programs (each with a scratch row of num_topics + 3 K/32 ints; fewer, down
     to MIN_PROGRAMS, if those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that
     of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest measured on an
     H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
