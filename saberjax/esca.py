@@ -24,7 +24,7 @@ import numpy as np
 
 from saberjax import rng, sampler, segmented_count, streaming
 from saberjax.layout import Chunk
-from saberjax.state import ChunkState, Hyperparams, Model, TrainState, bhat_dtype
+from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
 from saberjax.tree import build_tree, tree_totals
 
 
@@ -46,12 +46,11 @@ def float32_bhat(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta
     return jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
 
 
-def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta, dtype=None):
-    """B-hat in dtype (default state.bhat_dtype) and its sampling trees' levels above it, top
-    first, summed in float32 from the values B-hat holds (so a tree walk's last level adds up
-    to the node above it)."""
-    bhat = float32_bhat(word_topic, totals, num_topics, beta).astype(
-        dtype or bhat_dtype(num_topics))
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta,
+                  dtype=BHAT_DTYPE):
+    """B-hat in dtype and its sampling trees' levels above it, top first, summed in float32
+    from the values B-hat holds (so a tree walk's last level adds up to the node above it)."""
+    bhat = float32_bhat(word_topic, totals, num_topics, beta).astype(dtype)
     return bhat, build_tree(bhat.astype(jnp.float32))
 
 

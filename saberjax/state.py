@@ -3,8 +3,8 @@
 `TrainState` holds, per chunk, the topic assignments z (word-major) and the sparse doc-topic
 matrix A (doc-major, each document's (topic, count) pairs compacted at the front of its
 segment, `a_nnz` pairs per document, each pair packed in one uint32: see pack_pairs), and the
-model: the word-topic counts B, the per-topic totals, B-hat (float32, or bfloat16 from
-BF16_BHAT_FROM topics) and the W-ary sampling trees over B-hat.  Topic columns are padded to a
+model: the word-topic counts B, the per-topic totals, B-hat (bfloat16, BHAT_DTYPE) and the
+W-ary sampling trees over B-hat (float32).  Topic columns are padded to a
 multiple of 32 (the tree width); padding columns are zero in every array.
 """
 
@@ -20,13 +20,14 @@ import numpy as np
 from saberjax.tree import padded_width
 
 MAX_INT16_TOPICS = 32_767
-# From this many (padded) topics B-hat is stored in bfloat16.  A B-hat row is what the E-step
-# gathers from L1 while a word's tiles run; past about 5,000 topics (20 KB a row in float32)
-# the rows of the words in flight on an SM overflow it, and halving them pays: Pallas E-step,
-# H200, float32 vs bfloat16, K = 1,000 2,641 vs 2,654 Mtoken/s, 4,000 2,145 vs 2,181, 6,000
-# 1,882 vs 2,078, 10,000 1,689 vs 1,962 (saberjax/pallas/NOTES.md).  It also shrinks the model
-# by a quarter.  A draw's probabilities change by at most 2^-9 relative (0.2%).
-BF16_BHAT_FROM = 5_000
+# B-hat is stored in bfloat16.  Its rows are what the E-step gathers from L1 while a word's
+# tiles run, and halving them cuts the cache lines a 32-lane gather touches and lets more rows
+# stay in L1: Pallas E-step, H200, float32 vs bfloat16 B-hat, NYTimes shape K = 1,000 2,641 vs
+# 2,654 Mtoken/s, 4,000 2,145 vs 2,181, 6,000 1,882 vs 2,078, 10,000 1,689 vs 1,962; wiki25k
+# K = 1,024 1,481 vs 1,622 (saberjax/pallas/NOTES.md).  It also shrinks the model by a quarter.
+# A draw's probabilities change by at most 2^-9 relative (0.2%); held-out scores stay within
+# the seed-to-seed spread (BUILD_NOTES.md).  The trees above B-hat stay float32.
+BHAT_DTYPE = jnp.bfloat16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +62,6 @@ class Hyperparams:
     def topic_dtype(self):
         """int16 topic ids while they fit (halves the bytes of z and A), else int32."""
         return jnp.int16 if self.num_topics <= MAX_INT16_TOPICS else jnp.int32
-
-
-def bhat_dtype(num_topics: int):
-    """B-hat's dtype at num_topics (padded or not) topics: bfloat16 from BF16_BHAT_FROM."""
-    return jnp.bfloat16 if padded_width(num_topics) >= BF16_BHAT_FROM else jnp.float32
 
 
 def pair_topic_bits(num_topics: int) -> int:
@@ -122,7 +118,7 @@ class Model(NamedTuple):
 
     word_topic: jax.Array  # int32 [V, K_pad] B
     topic_totals: jax.Array  # int32 [K_pad] column sums of B
-    bhat: jax.Array  # [V, K_pad] (B + beta) / (totals + V beta), bhat_dtype; padding columns 0
+    bhat: jax.Array  # BHAT_DTYPE [V, K_pad] (B + beta) / (totals + V beta); padding columns 0
     tree: tuple[jax.Array, ...]  # float32 [V, width] upper tree levels, top first
     tree_total: jax.Array  # float32 [V] sum of each B-hat row as the tree adds it up
 

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from saberjax.layout import Chunk
-from saberjax.state import bhat_dtype
+from saberjax.state import BHAT_DTYPE
 
 DEFAULT_PREFETCH = 2
 # Device memory left free for XLA and the allocator when the budget comes from the device.
@@ -168,9 +168,9 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
     """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
-    each), B-hat and its rebuild (state.bhat_dtype), the trees (float32, about 1/31 of B-hat's
+    each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's
     cells)."""
-    bhat_bytes = np.dtype(bhat_dtype(padded_topics)).itemsize
+    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
     return int(num_words * padded_topics * (2 * 4 + 2 * bhat_bytes + 4 / 31))
 
 

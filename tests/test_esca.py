@@ -11,9 +11,9 @@ from helpers import random_corpus
 from saberjax import esca, trainer
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import (BF16_BHAT_FROM, Hyperparams, bhat_dtype, check_document_lengths,
-                            max_pair_count, pack_pairs, pair_topic_bits, unpack_pairs)
-from saberjax.tree import WIDTH, padded_width
+from saberjax.state import (BHAT_DTYPE, Hyperparams, check_document_lengths, max_pair_count,
+                            pack_pairs, pair_topic_bits, unpack_pairs)
+from saberjax.tree import WIDTH
 
 
 def run(corpus, hyper, iterations, chunk_tokens=None, seed=7):
@@ -120,15 +120,13 @@ def test_a_document_longer_than_a_pair_can_count_is_named_before_training():
         trainer.train(corpus, trainer.TrainConfig(num_topics=65_536, iterations=1))
 
 
-def test_bhat_is_bfloat16_from_the_threshold_and_its_tree_adds_up_what_it_holds():
-    last_float32 = padded_width(BF16_BHAT_FROM) - WIDTH  # K is compared padded
-    assert bhat_dtype(2) == bhat_dtype(last_float32) == jnp.float32
-    assert bhat_dtype(last_float32 + 1) == bhat_dtype(65_536) == jnp.bfloat16
-    hyper = Hyperparams.create(BF16_BHAT_FROM)
+@pytest.mark.parametrize("num_topics", [40, 5000])
+def test_bhat_is_rounded_to_its_dtype_and_its_tree_adds_up_what_it_holds(num_topics):
+    hyper = Hyperparams.create(num_topics)
     counts = np.random.default_rng(0).geometric(0.01, (3, hyper.padded_topics)) - 1
     counts[:, hyper.num_topics:] = 0
     model = esca.model_from_counts(jnp.asarray(counts, jnp.int32), hyper)
-    assert model.bhat.dtype == jnp.bfloat16
+    assert model.bhat.dtype == BHAT_DTYPE == jnp.bfloat16
     held = np.asarray(model.bhat, np.float64)
     exact = esca.float32_bhat(model.word_topic, model.topic_totals, hyper.num_topics, hyper.beta)
     np.testing.assert_allclose(held, np.asarray(exact), rtol=2**-8)  # rounded, nothing more

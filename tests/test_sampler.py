@@ -53,7 +53,7 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, alpha: float, seed: int 
     (100, 70, 0.5),  # three 32-blocks of nonzeros, two-level tree
     (1000, 40, 0.05),  # sparse row, dense part dominant
     (2000, 300, 1.0),  # ten blocks, three-level tree
-    (6000, 200, 0.05),  # B-hat in bfloat16 (state.BF16_BHAT_FROM)
+    (6000, 200, 0.05),  # a three-level tree, dense part dominant
 ])
 def test_sampler_matches_exact_distribution(num_topics, nonzeros, alpha):
     samples, exact, a_row, bhat_row = draws_for_fixed_row(num_topics, nonzeros, alpha)

@@ -32,7 +32,7 @@ from saberjax.esca import bhat_denominator
 from saberjax.esca import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
-from saberjax.state import bhat_dtype
+from saberjax.state import BHAT_DTYPE
 from saberjax.tree import WIDTH, build_tree, padded_width
 
 __all__ = ["model_arrays", "model_arrays_reference"]
@@ -119,7 +119,7 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
     level_shape = (num_words, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
         functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
-        out_shape=(jax.ShapeDtypeStruct(word_topic.shape, bhat_dtype(num_topics)),
+        out_shape=(jax.ShapeDtypeStruct(word_topic.shape, BHAT_DTYPE),
                    jax.ShapeDtypeStruct(level_shape, jnp.float32)),
         grid=(num_words, pl.cdiv(padded_topics, block_columns)),
         input_output_aliases={3: 1},
