@@ -2,12 +2,13 @@
 
 One program (one warp) samples a tile: up to `tile_tokens` consecutive word-major tokens of one
 word (Chunk.tile_start, built by the layout; word_tiles for other sizes), so the word's B-hat
-row and tree stay hot in L1 while its tiles run (gathers with eviction_policy="evict_last";
-reading the row through shared memory with tt.gather was slower, NOTES.md).  B-hat and the
-tree levels are 2-D refs indexed (word, column), so Pallas computes 64-bit offsets once an
-array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token t
-of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d are visited 32
-lanes at a time, in one pass, as in the reference:
+row (bfloat16, state.BHAT_DTYPE) and tree stay hot in L1 while its tiles run (gathers with
+eviction_policy="evict_last"; reading the row through shared memory with tt.gather was
+slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
+computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token
+t of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d (packed
+pairs, state.pack_pairs: one load each) are visited 32 lanes at a time, in one pass, as in the
+reference:
 
     per block   products A_dk * B-hat_vk, block mass m (a 32-lane sum), running total S += m,
                 and the block replaces the kept one when u_block * S < m (weighted reservoir);
