@@ -59,8 +59,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   speedup_vs_xla        steady Mtoken/s over the xla backend's at the same K in the same run
                         (only when several backends run and xla is one of them).
 Every line also carries the run's environment: device (jax.devices()[0].device_kind), platform,
-num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, git_commit,
-source_digest (of the saberjax sources that ran: git_commit misses uncommitted edits),
+num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, git_commit
+("+dirty" when the sources differ from it), source_digest (of the saberjax sources that ran),
 load_average (1, 5, 15 min: other processes sharing the CPU slow the figures down) and date (UTC).
 A backend that cannot run here (Pallas without a GPU or without its kernels,
 trainer.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.  The summary line
@@ -172,14 +172,23 @@ def _nbytes(tree) -> int:
 
 
 def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)))
-    except (OSError, subprocess.SubprocessError):
+    """HEAD of the repository, with "+dirty" when its sources (saberjax/, launch/) differ from
+    it, as in a copied working tree whose .git is older."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
+                                 timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if not head:
         return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "saberjax", "launch")
+    return head + ("+dirty" if changed else "")
 
 
 def _source_digest() -> str:
