@@ -94,7 +94,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import esca, rng, synth, trainer
+from saberjax import esca, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
 from saberjax.state import Hyperparams, TrainState
@@ -299,7 +299,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     chunks = tuple(chunks[index] for index in here)
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = esca.backend_ops(hyper.backend)
-    key = rng.iteration_key(state.seed, state.iteration + 1)
+    key = esca.next_iteration_key(state.seed, state.iteration)
     sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
