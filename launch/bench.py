@@ -30,11 +30,15 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   Mtoken_per_s_steady   the same without the first timed iteration.
   Mtoken_per_s_best     tokens / the fastest timed iteration (the least disturbed figure when
                         other processes share the machine).
-  iteration_seconds     wall time of each timed iteration (block_until_ready on the new state).
+  iteration_seconds     wall time of each timed iteration, from the end of the one before
+                        (as trainer.train_on_chunks runs them: each iteration is queued on the
+                        device before the one before it is waited for, as in training).
   compile_seconds       lower + compile of every jitted function one iteration runs (esca.chunk_step
-                        for each distinct chunk shape and esca.finish_step), done explicitly with
-                        jax.jit(f).lower(...).compile(); the timed iterations call those compiled
-                        executables, so they never compile.  init_seconds: esca.init, compile included.
+                        for each distinct chunk shape and esca.finish_step, esca.CompiledStep),
+                        done explicitly with jax.jit(f).lower(...).compile(); the timed iterations
+                        call those compiled executables, so they never compile.  The first
+                        iteration of a process still loads them onto the device (tens of ms).
+                        init_seconds: esca.init, compile included.
   phases                each phase as its own jitted function over all chunks, block_until_ready
                         between phases, median of `--phase_repeats` passes after one compiling pass:
                         sample (backend.sample_and_shuffle: the E-step and the shuffle of its
@@ -299,7 +303,7 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     chunks = tuple(chunks[index] for index in here)
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = esca.backend_ops(hyper.backend)
-    key = esca.next_iteration_key(state.seed, state.iteration)
+    key = esca.next_iteration(state.seed, state.iteration)[1]
     sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
@@ -354,17 +358,12 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
     documents) also the held-out log-likelihood per token after the timed iterations."""
     hyper = Hyperparams.create(num_topics, backend=backend)
     tokens = corpus.num_tokens
-    init = lambda: esca.init(chunks, corpus.num_words, hyper, seed)  # noqa: E731
-    state, init_seconds = timed(init)
-    step = esca.CompiledStep(chunks, state, hyper)
-    warmup_seconds = []
-    for _ in range(warmup):
-        state, seconds = timed(lambda: step(state, chunks))
-        warmup_seconds.append(seconds)
-    times = []
-    for _ in range(iterations):
-        state, seconds = timed(lambda: step(state, chunks))
-        times.append(seconds)
+    config = trainer.TrainConfig(num_topics, iterations=warmup + iterations, seed=seed,
+                                 backend=backend)
+    run = trainer.train_on_chunks(corpus, chunks, hyper, config, heldout)
+    state = run.state
+    warmup_seconds = [record["seconds"] for record in run.metrics[:warmup]]
+    times = [record["seconds"] for record in run.metrics[warmup:]]
     steady = times[1:] or times
     steady_seconds = sum(steady) / len(steady)
 
@@ -380,9 +379,8 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
         steady_iteration_seconds=_sig(steady_seconds),
         iteration_seconds=[_sig(t) for t in times],
         warmup_seconds=[_sig(t) for t in warmup_seconds],
-        compile_seconds=_sig(step.compile_seconds),
-        compiled_executables=step.num_executables,
-        init_seconds=_sig(init_seconds),
+        compile_seconds=_sig(run.compile_seconds),
+        init_seconds=_sig(run.init_seconds),
         chunk_bytes_per_token=_sig(chunk_bytes / tokens),
         chunk_state_bytes_per_token=_sig(state_bytes / tokens),
         state_bytes_per_token=_sig((chunk_bytes + state_bytes) / tokens),
@@ -391,8 +389,7 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:
-        score = trainer.heldout_score(state, hyper, heldout)
-        record["heldout_loglik_per_token"] = _sig(score.loglik_per_token)
+        record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
     if phases:
         record["phases"] = measure_phases(chunks, state, hyper, phase_repeats)
         for entry in record["phases"].values():

@@ -213,14 +213,13 @@ def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
     """
     if isinstance(chunks, streaming.HostChunks):
         return streaming.stream_over_chunks(chunks, chunk_states,
-                                            jnp.zeros_like(counts_like, device=chunks.device),
-                                            run_chunk)
+                                            zero_counts(counts_like, chunks.device), run_chunk)
     by_device: dict = {}
     for index, chunk in enumerate(chunks):
         by_device.setdefault(device_of(chunk) or home, []).append(index)
 
     def run_device(device, indices):
-        counts = jnp.zeros_like(counts_like, device=device)
+        counts = zero_counts(counts_like, device)
         states = {}
         for index in indices:
             chunk_state = None if chunk_states is None else chunk_states[index]
@@ -238,16 +237,25 @@ def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
     return tuple(states[index] for index in range(len(chunks))), sum(partials[1:], partials[0])
 
 
+def zero_counts(like: jax.Array, device) -> jax.Array:
+    """Zero word-topic counts shaped like `like` on `device`, where a step adds its chunks' up.
+
+    An eager op, so compiled on first use: CompiledStep makes that use, so that it counts as
+    compile time and not as the first iteration's."""
+    return jnp.zeros_like(like, device=device)
+
+
 @jax.jit
-def next_iteration_key(seed, iteration):
-    """The random key of iteration + 1, as one dispatch (eagerly its ten ops took 0.2 ms of
-    host time a step on a CPU, during which a GPU waits)."""
-    return rng.iteration_key(seed, iteration + 1)
+def next_iteration(seed, iteration):
+    """(iteration + 1, its random key), as one dispatch compiled ahead (eagerly, the key's ten
+    ops took 0.2 ms of host time a step on a CPU, during which a GPU waits, and each compiled
+    on first use, inside the first iteration)."""
+    return iteration + 1, rng.iteration_key(seed, iteration + 1)
 
 
 def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -> TrainState:
     """One ESCA iteration given the per-chunk step and the model update to run it with."""
-    key = next_iteration_key(state.seed, state.iteration)
+    iteration, key = next_iteration(state.seed, state.iteration)
     home = device_of(state.model)
     devices = {device_of(chunk) or home for chunk in chunks}
     models = {device: _put((state.model, key), device) for device in devices}
@@ -257,7 +265,7 @@ def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -
 
     chunk_states, word_topic = _over_chunks(chunks, state.chunks, home, state.model.word_topic,
                                             visit)
-    return TrainState(chunk_states, finish(word_topic), state.iteration + 1, state.seed)
+    return TrainState(chunk_states, finish(word_topic), iteration, state.seed)
 
 
 def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
@@ -281,8 +289,11 @@ class CompiledStep:
     """
 
     def __init__(self, chunks: tuple[Chunk, ...], state: TrainState, hyper: Hyperparams):
-        key = next_iteration_key(state.seed, state.iteration)
         start = time.perf_counter()
+        _, key = next_iteration(state.seed, state.iteration)
+        home = device_of(state.model)
+        for device in {device_of(chunk) or home for chunk in chunks}:
+            zero_counts(state.model.word_topic, device)
         self._chunk_step = {}
         for chunk, chunk_state in zip(chunks, state.chunks):
             signature = _signature(chunk, chunk_state)

@@ -7,12 +7,17 @@ For a token of word v in document d, p(k) is proportional to (A_dk + alpha) B-ha
 
 A first uniform picks the sparse part with probability S / (S + Q); a second locates the
 draw inside the chosen part.  The nonzeros of A_d are visited 32 at a time, like the paper's
-warp, in a single pass: each block's products are summed (butterfly order) and the block
-replaces the one kept so far with probability block mass / mass so far (weighted reservoir
-sampling, one uniform per block), so the block holding the draw is known when the pass ends
-and only its 32 products are searched; nothing is stored per block and nothing is read twice.
-All float sums run in a fixed order per token, so a token's draw does not depend on how the
-corpus is chunked or batched.
+warp, in a single pass, and each of the 32 lanes runs its own weighted reservoir over the
+products it sees (nonzeros lane, lane + 32, lane + 64, ...): it adds the product to its running
+mass and keeps the product's topic with probability product / running mass.  When the pass
+ends, a lane is chosen with probability lane mass / S (a search of the 32 lane masses) and its
+kept topic is the draw: exact, since lane l and its kept nonzero j come out with probability
+(mass_l / S) (P_j / mass_l) = P_j / S.  The lanes may share one uniform per block: only the
+chosen lane's choices matter, and its uniforms are independent from block to block.  So a
+block costs its products, 32 additions and 32 comparisons, with no sum across lanes (a warp's
+shuffles in the kernel); nothing is stored per block and nothing is read twice.  All float sums
+run in a fixed order per token, so a token's draw does not depend on how the corpus is chunked
+or batched.
 """
 
 from __future__ import annotations
@@ -85,28 +90,26 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
         state = token_state[batch]
 
         def visit_block(block, carry):
-            total, kept_products, kept_topics, kept_mass = carry
+            lane_mass, kept_topics = carry
             offset = block * WIDTH
             topics = slice_block(a_topics, start + offset)
             # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
             products = slice_block(a_counts, start + offset) * model.bhat[
                 word[:, None], topics].astype(jnp.float32)
             products = jnp.where(offset + lanes < nnz[:, None], products, 0.0)
-            mass = lane_sums(products)[-1][:, 0]
-            total = total + mass
-            keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
-            return (total, jnp.where(keep[:, None], products, kept_products),
-                    jnp.where(keep[:, None], topics, kept_topics), jnp.where(keep, mass, kept_mass))
+            lane_mass = lane_mass + products
+            keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
+            return lane_mass, jnp.where(keep, topics, kept_topics)
 
-        zeros = jnp.zeros(batch.shape, jnp.float32)
-        total, products, topics, mass = jax.lax.fori_loop(
+        lane_mass, kept_topics = jax.lax.fori_loop(
             0, jnp.max(token_blocks[batch]), visit_block,
-            (zeros, jnp.zeros((*batch.shape, WIDTH), jnp.float32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.int32), zeros))
+            (jnp.zeros((*batch.shape, WIDTH), jnp.float32),
+             jnp.zeros((*batch.shape, WIDTH), jnp.int32)))
+        total = lane_sums(lane_mass)[-1][:, 0]
         dense_total = alpha * model.tree_total[word]
         take_sparse = u_branch[batch] * (total + dense_total) < total
-        lane, _ = search_block(products, u_position[batch] * mass)
-        return take_sparse, jnp.take_along_axis(topics, lane[:, None], axis=1)[:, 0]
+        lane, _ = search_block(lane_mass, u_position[batch] * total)
+        return take_sparse, jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
 
     take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(token_blocks), BATCH)
     # The dense-branch tokens, gathered to the front; batches past them are skipped.

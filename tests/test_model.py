@@ -51,11 +51,16 @@ def test_training_improves_heldout_likelihood_and_reports_metrics():
 
 
 def test_callback_can_stop_training_early():
+    """The iteration queued behind the stopping one (train_on_chunks queues ahead) is dropped:
+    the result is the model of exactly three iterations."""
     corpus = random_corpus(seed=4)
     seen = []
     result = trainer.train(corpus, trainer.TrainConfig(num_topics=4, iterations=10),
                            callback=lambda it, metrics, state: seen.append(it) or it == 3)
     assert seen == [1, 2, 3] and len(result.metrics) == 3
+    assert int(result.state.iteration) == 3
+    three = trainer.train(corpus, trainer.TrainConfig(num_topics=4, iterations=3))
+    np.testing.assert_array_equal(result.model.word_topic_counts, three.model.word_topic_counts)
 
 
 def test_pallas_backend_without_gpu_raises_a_clear_error():

@@ -54,18 +54,17 @@ def random_state(corpus: Corpus, num_topics: int, seed: int):
     return chunk, chunk_state, model, rng.iteration_key(seed, 3), hyper
 
 
-@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens,carry_kept", [
-    (2, "sum", 4, False), (1000, "sum", 16, True), (1000, "butterfly", 8, None),
-    (37, "sum", 1, True), (65_536, "sum", 4, None)])
-def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens,
-                                                   carry_kept):
+@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens", [
+    (2, "sum", 4), (1000, "sum", 16), (1000, "butterfly", 8), (37, "sum", 1),
+    (65_536, "sum", 4)])
+def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens):
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics),
                                                          num_topics, seed=num_topics)
     expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
         chunk, chunk_state, model, key, hyper.alpha)
     got, got_doc_major = pallas_sampler.sample_and_shuffle(
         chunk, chunk_state, model, key, hyper.alpha, tile_tokens=tile_tokens,
-        block_reduction=block_reduction, carry_kept=carry_kept, interpret=True)
+        block_reduction=block_reduction, interpret=True)
     np.testing.assert_array_equal(got_doc_major, doc_major(chunk, got))
     assert got.dtype == got_doc_major.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3

@@ -4,8 +4,7 @@ pass, then each tree level by reading B-hat).
 
 Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers
 (ROWS_PER_LOAD rows a load) and adds the column sums into the totals with one relaxed integer
-atomic each; XLA's column
-reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
+atomic each; XLA's column reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
 
 B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
 stores it, and stores the 32-wide sums of the same values, the tree level just above the
@@ -38,7 +37,11 @@ from saberjax.tree import WIDTH, build_tree, padded_width
 __all__ = ["model_arrays", "model_arrays_reference"]
 
 
-TOTALS_PROGRAMS = 4096  # programs of the totals kernel (rows per program follow from it)
+# Rows per program of the totals kernel: enough for at most TOTALS_PROGRAMS programs and for at
+# most COLUMN_ATOMICS atomic adds onto one column's total (adds to one address serialise: at
+# V = 50,000, K = 1,024, 3,125 programs made the pass 0.65 ms, 782 made it 0.26; H200, NOTES.md).
+TOTALS_PROGRAMS = 4096
+COLUMN_ATOMICS = 800
 ROWS_PER_LOAD = 8  # rows of B the totals kernel loads at once (loads in flight together)
 
 
@@ -94,15 +97,17 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
 
     Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32)
     and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md);
-    rows_per_program (of the totals; a multiple of ROWS_PER_LOAD) to about TOTALS_PROGRAMS
-    programs.  interpret=None: interpret unless on a GPU.
+    rows_per_program (of the totals; a multiple of ROWS_PER_LOAD) to the fewest that keep
+    within TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None: interpret unless on a GPU.
     """
     num_words, padded_topics = word_topic.shape
     interpret = default_interpret() if interpret is None else interpret
     block_columns = min(block_columns, pl.next_power_of_2(padded_topics))
     if rows_per_program is None:
         cells = num_words * pl.cdiv(padded_topics, block_columns)
-        rows_per_program = ROWS_PER_LOAD * pl.cdiv(cells, ROWS_PER_LOAD * TOTALS_PROGRAMS)
+        rows_per_program = ROWS_PER_LOAD * max(
+            pl.cdiv(cells, ROWS_PER_LOAD * TOTALS_PROGRAMS),
+            pl.cdiv(num_words, ROWS_PER_LOAD * COLUMN_ATOMICS))
     totals = pl.pallas_call(
         functools.partial(_totals_kernel, rows_per_program=rows_per_program,
                           block_columns=block_columns),

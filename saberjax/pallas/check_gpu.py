@@ -48,9 +48,8 @@ flags.DEFINE_integer("repeats", 5, "Timed runs per measurement after a warm-up r
                      "reported; 0: the warm-up only, e.g. under a profiler).")
 flags.DEFINE_bool("checks", True, "Check agreement with the XLA path (off: only time).")
 flags.DEFINE_list("sampler_variants", ["default", "2/1", "8/1", "8/2"],
-                  "E-step kernel variants: tile_tokens/num_warps, carry or reload (the kept "
-                  "block), float32 or bfloat16 (B-hat stored so, whatever K; timed only), or "
-                  "default (the kernel's defaults).")
+                  "E-step kernel variants: tile_tokens/num_warps, float32 or bfloat16 (B-hat "
+                  "stored so, whatever K; timed only), or default (the kernel's defaults).")
 flags.DEFINE_list("ssc_variants", ["128x2048x4", "64x2048x2", "32x4096x1", "128x1024x4"],
                   "Segmented-count variants, block_tokens x num_programs x num_warps "
                   "[:semantic of its atomics]; each is also checked against XLA.")
@@ -168,7 +167,7 @@ def check_ragged_agreement():
 
 def chunk_seconds(function, chunks, state) -> float:
     """Median time of function over every chunk, summed."""
-    key = esca.next_iteration_key(state.seed, state.iteration)
+    key = esca.next_iteration(state.seed, state.iteration)[1]
     return sum(median_seconds(function, chunk, chunk_state, state.model, key,
                               repeats=FLAGS.repeats)
                for chunk, chunk_state in zip(chunks, state.chunks))
@@ -203,9 +202,6 @@ def sampler_variant(variant: str):
     """The E-step kernel with the parameters of one --sampler_variants entry."""
     if variant == "default" or variant in BHAT_DTYPES:
         return pallas_sampler.sample_and_shuffle
-    if variant in ("carry", "reload"):  # the kept block's products carried or reloaded
-        return functools.partial(pallas_sampler.sample_and_shuffle,
-                                 carry_kept=variant == "carry")
     tile_tokens, warps = map(int, variant.split("/"))
     return functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=tile_tokens,
                              num_warps=warps)
@@ -304,7 +300,7 @@ def main(argv):
         nonzeros = mean_doc_nonzeros(chunks, state)
         report(check="floor", K=num_topics, mean_doc_nonzeros_per_token=nonzeros,
                sample_floor_mtoken_per_s=bandwidth / (22 + 4 * nonzeros) / 1e6)
-        key = esca.next_iteration_key(state.seed, state.iteration)
+        key = esca.next_iteration(state.seed, state.iteration)[1]
         if FLAGS.checks:
             check_agreement(f"corpus K={num_topics}", chunks[0], state.chunks[0], state.model,
                             key, hyper.alpha, num_topics)

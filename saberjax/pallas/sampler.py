@@ -10,19 +10,23 @@ t of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_
 pairs, state.pack_pairs: one load each) are visited 32 lanes at a time, in one pass, as in the
 reference:
 
-    per block   products A_dk * B-hat_vk, block mass m (a 32-lane sum), running total S += m,
-                and the block replaces the kept one when u_block * S < m (weighted reservoir);
-                the next block's A entries are loaded before this block's B-hat gathers
-    branch      sparse part with probability S / (S + alpha * tree_total_v)
-    sparse      reload the kept block (or carry it, at large K: CARRY_KEPT_FROM), search its
-                32 products for u_position * (its mass)
+    per block   products P = A_dk * B-hat_vk; each lane adds its product to its running mass
+                and keeps the product's topic when u_block * (lane mass) < P (a weighted
+                reservoir per lane; u_block one uniform per token and block); the next
+                block's A entries are loaded before this block's B-hat gathers
+    branch      S = the lane masses' sum; sparse part with probability
+                S / (S + alpha * tree_total_v)
+    sparse      search the 32 lane masses for u_position * S; that lane's kept topic
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
-The uniforms are the reference's (rng.token_hash of token_base + doc_major_pos, one stream per
-block), block masses are added in the reference's butterfly order (see sample_and_shuffle's
-block_reduction) and the searches are the reference's own tree.search_block, so on the same
-inputs a token gets the same topic, up to the order in which Triton and XLA add a prefix sum
-(a few tokens in a million differ, NOTES.md).  The block loop runs to the tile's longest row
+A block thus costs no sum across the warp's lanes (five shuffle steps per row) and no
+per-block bookkeeping; the blocks' sums are added once, after the loop (NOTES.md: the earlier
+per-block reservoir).  The uniforms are the reference's (rng.token_hash of
+token_base + doc_major_pos, one stream per block), the lane masses are added in the
+reference's butterfly order (see sample_and_shuffle's block_reduction) and the search is the
+reference's own tree.search_block, so on the same inputs a token gets the same topic, up to
+the order in which Triton and XLA add a prefix sum (a few tokens in a million differ,
+NOTES.md).  The block loop runs to the tile's longest row
 (shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
 rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
@@ -54,18 +58,11 @@ from saberjax.tree import WIDTH, descend, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
-# From this many (padded) topics the kept block's products and topics ride along in registers;
-# below it the kernel reloads the block after the loop.  Reloading costs a B-hat gather that
-# hits L1 while the row is small, carrying costs registers: E-step 30 iterations in, reload vs
-# carry, H200: K = 1,000 11.2 vs 12.5 ms, 4,000 12.9 vs 13.4, 6,000 14.1 vs 13.7, 10,000 16.2
-# vs 14.6 (NOTES.md).
-CARRY_KEPT_FROM = 5_000
-
 
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
                    tree_total_ref, *refs, tile_tokens: int,
-                   level_widths: tuple[int, ...], block_reduction: str, carry_kept: bool):
+                   level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
@@ -86,54 +83,42 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
         state = rng.token_hash(key_ref[0], lo, hi)
 
         def load_block(block):
-            """Lanes inside, topics, counts of block (nonzeros 32*block ..; one or per token)."""
-            offsets = jnp.reshape(block, (-1, 1)) * WIDTH + lanes[None, :]
+            """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
+            offsets = block * WIDTH + lanes[None, :]
             inside = offsets < nnz[:, None]
             pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
             topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
             return inside, topics, counts.astype(jnp.float32)
 
-        def products_of(inside, topics, counts):
-            """A_dk * B-hat_vk; lanes outside the row are 0 (both factors load as 0 there)."""
-            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
-                                 eviction_policy="evict_last")
-            return counts * weights.astype(jnp.float32)
-
         def visit_block(block, carry):
-            """Add block's mass to each token's total; keep the block w.p. mass / total (and,
-            if carry_kept, its products and topics).
+            """Add block's products to the lane masses; each lane keeps its product's topic
+            w.p. product / lane mass (one uniform per token and block, shared by its lanes).
 
             The next block's A entries are loaded first (they do not depend on this block), so
-            their latency overlaps this block's gathers and sums.
+            their latency overlaps this block's gathers.
             """
-            total, kept_block, kept_mass, loaded, kept_values = carry
+            lane_mass, kept_topics, (inside, topics, counts) = carry
             following = load_block(block + 1)
-            products = products_of(*loaded)
-            mass = (warp.lane_total(products) if block_reduction == "butterfly"
-                    else jnp.sum(products, axis=1))
-            total = total + mass
-            keep = rng.uniform(state, rng.STREAM_BLOCK + block) * total < mass
-            if kept_values is not None:
-                kept_values = (jnp.where(keep[:, None], products, kept_values[0]),
-                               jnp.where(keep[:, None], loaded[1], kept_values[1]))
-            return (total, jnp.where(keep, block, kept_block), jnp.where(keep, mass, kept_mass),
-                    following, kept_values)
+            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+                                 eviction_policy="evict_last")
+            products = counts * weights.astype(jnp.float32)  # 0 outside the row
+            lane_mass = lane_mass + products
+            keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
+                    < products)
+            return lane_mass, jnp.where(keep, topics, kept_topics), following
 
-        zeros = jnp.zeros((tile_tokens,), jnp.float32)
-        kept_values = (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-                       jnp.zeros((tile_tokens, WIDTH), jnp.int32)) if carry_kept else None
-        total, kept_block, kept_mass, _, kept_values = jax.lax.fori_loop(
+        lane_mass, kept_topics, _ = jax.lax.fori_loop(
             0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
-            (zeros, jnp.zeros((tile_tokens,), jnp.int32), zeros, load_block(0), kept_values))
+            (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
+             jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
+        total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
+                 else jnp.sum(lane_mass, axis=1))
         tree_total = tree_total_ref[word]
         take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
                        * (total + alpha_ref[0] * tree_total) < total)
         u_position = rng.uniform(state, rng.STREAM_POSITION)
-        if kept_values is None:  # the kept block again (recomputed products, bit-identical)
-            kept = load_block(kept_block)
-            kept_values = (products_of(*kept), kept[1])
-        lane, _ = search_block(kept_values[0], u_position * kept_mass)
-        sparse_topic = warp.pick_lane(kept_values[1], lane)
+        lane, _ = search_block(lane_mass, u_position * total)
+        sparse_topic = warp.pick_lane(kept_topics, lane)
         dense = real & ~take_sparse
 
         def load_children(level, children, inside):
@@ -169,23 +154,20 @@ def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
-                                             "block_reduction", "carry_kept", "interpret"))
+                                             "block_reduction", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
                        tile_tokens: int = TILE_TOKENS, num_warps: int = 1, num_stages: int = 1,
-                       block_reduction: str = "sum", carry_kept: bool | None = None,
-                       interpret: bool | None = None):
+                       block_reduction: str = "sum", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
 
     Same contract as saberjax.esca.sample_and_shuffle.  tile_tokens (a power of two) and
     num_warps and num_stages (Triton's) default to the fastest measured on an H200 (NOTES.md).
-    block_reduction: "sum" adds a block's 32 products with Triton's reduction, which for a row
+    block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  carry_kept: keep the chosen block's products in registers rather
-    than reload it (None: from CARRY_KEPT_FROM topics).  interpret=None: interpret unless on a
-    GPU.
+    whatever the layout.  interpret=None: interpret unless on a GPU.
     """
     num_words = model.bhat.shape[0]
     levels = tuple(model.tree) + (model.bhat,)
@@ -193,9 +175,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                   else word_tiles(chunk, num_words, tile_tokens))
     kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction,
-                               carry_kept=(model.bhat.shape[1] >= CARRY_KEPT_FROM
-                                           if carry_kept is None else carry_kept))
+                               block_reduction=block_reduction)
     inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
