@@ -183,8 +183,9 @@ def train_on_chunks(corpus: Corpus, chunks, hyper: Hyperparams, config: TrainCon
     wiki25k at K = 1,024, H200): the host waits, records, evaluates and calls back while the
     next iteration runs, and a callback that stops the run discards that one.  Two states are
     alive at a time, as in any step: the one being computed and the one it comes from.
-    Streamed chunks are the exception: their step returns only once done, so nothing is
-    queued ahead.  A record's seconds run from the previous iteration's end to this one's.
+    Nothing is queued ahead where a step returns only once done (streamed chunks, several
+    devices: esca.CompiledStep.asynchronous).  A record's seconds run from the previous
+    iteration's end to this one's.
     """
     streamed = isinstance(chunks, streaming.HostChunks)
     start = time.perf_counter()
@@ -206,7 +207,7 @@ def train_on_chunks(corpus: Corpus, chunks, hyper: Hyperparams, config: TrainCon
     following = step(state, chunks) if first <= last else None
     for iteration in range(first, last + 1):
         state, following = following, None
-        if not streamed and iteration < last:
+        if step.asynchronous and iteration < last:
             following = step(state, chunks)
         state = jax.block_until_ready(state)
         now = time.perf_counter()
