@@ -59,10 +59,12 @@ class Chunk:
     doc_start: np.ndarray  # int32 [D_pad + 1] start of each document's doc-major segment
     num_tokens: np.ndarray  # int32 scalar: real tokens (the rest is padding)
     token_base: np.ndarray  # uint32 [2]: (low, high) words of the first token's global id
-    # int32 [max_tiles(T_pad, V) + 1]: the E-step kernel's work list, tiles of up to
-    # TILE_TOKENS consecutive word-major tokens of one word; tile i is tile_start[i] ..
+    # int32 [max_tiles(T_pad, V, tile_tokens) + 1]: the E-step kernel's work list, tiles of up
+    # to tile_tokens consecutive word-major tokens of one word; tile i is tile_start[i] ..
     # tile_start[i + 1] - 1, and entries past the last tile hold num_tokens (empty tiles)
     tile_start: np.ndarray
+    # static (part of the pytree's structure, so a jitted kernel knows it)
+    tile_tokens: int = dataclasses.field(default=TILE_TOKENS, metadata=dict(static=True))
 
     @property
     def padded_tokens(self) -> int:
@@ -101,6 +103,14 @@ def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
                          np.int32)
     tile_start[: len(heads)] = heads
     return tile_start
+
+
+def with_tile_tokens(chunk: Chunk, num_words: int, tile_tokens: int) -> Chunk:
+    """The chunk with the E-step work list for tiles of tile_tokens tokens (the layout builds
+    TILE_TOKENS; other sizes are for tuning the kernel)."""
+    words = np.asarray(chunk.word)[: int(chunk.num_tokens)]
+    return dataclasses.replace(chunk, tile_tokens=tile_tokens, tile_start=word_tile_start(
+        words, num_words, chunk.padded_tokens, tile_tokens))
 
 
 def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from helpers import random_corpus
 
 from saberjax import esca, rng
 from saberjax.corpus import Corpus
-from saberjax.layout import TILE_TOKENS, build_layout, max_tiles
+from saberjax.layout import TILE_TOKENS, build_layout, max_tiles, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import check_gpu
 from saberjax.pallas import sampler as pallas_sampler
@@ -63,8 +63,8 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
     expected = jax.jit(pallas_sampler.sample_chunk_reference, static_argnums=4)(
         chunk, chunk_state, model, key, hyper.alpha)
     got, got_doc_major = pallas_sampler.sample_and_shuffle(
-        chunk, chunk_state, model, key, hyper.alpha, tile_tokens=tile_tokens,
-        block_reduction=block_reduction, interpret=True)
+        with_tile_tokens(chunk, model.bhat.shape[0], tile_tokens), chunk_state, model, key,
+        hyper.alpha, block_reduction=block_reduction, interpret=True)
     np.testing.assert_array_equal(got_doc_major, doc_major(chunk, got))
     assert got.dtype == got_doc_major.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
@@ -73,10 +73,12 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
 
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
-    """XLA's work list for any tile size, the layout's (Chunk.tile_start) for TILE_TOKENS."""
+    """The E-step's work list for any tile size (the layout's Chunk.tile_start at TILE_TOKENS)."""
     corpus = ragged_corpus(seed=3)
-    chunk = jax.device_put(build_layout(corpus).chunks[0])
-    tile_start = np.asarray(pallas_sampler.word_tiles(chunk, corpus.num_words, tile_tokens))
+    chunk = build_layout(corpus).chunks[0]
+    tiled = with_tile_tokens(chunk, corpus.num_words, tile_tokens)
+    tile_start = tiled.tile_start
+    assert tiled.tile_tokens == tile_tokens and chunk.tile_tokens == TILE_TOKENS
     if tile_tokens == TILE_TOKENS:
         np.testing.assert_array_equal(tile_start, chunk.tile_start)
     n, word = int(chunk.num_tokens), np.asarray(chunk.word)
@@ -96,8 +98,7 @@ def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
 @pytest.fixture
 def kernel_sampler(monkeypatch):
     """Makes test_sampler draw its tokens with the Pallas kernel instead of the reference."""
-    kernel = functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=256,
-                               interpret=True)
+    kernel = functools.partial(pallas_sampler.sample_and_shuffle, interpret=True)
     monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(
         sample_chunk=lambda *args: kernel(*args)[0]))
 

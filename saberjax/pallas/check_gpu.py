@@ -30,7 +30,7 @@ from absl import app, flags
 
 from saberjax import esca, rng, sampler, segmented_count
 from saberjax.corpus import Corpus, load_corpus
-from saberjax.layout import build_layout
+from saberjax.layout import build_layout, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
@@ -118,7 +118,8 @@ def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics):
     for variant in FLAGS.sampler_variants:
         if variant in BHAT_DTYPES:
             continue  # timed only: the default variant checks the B-hat dtype the model holds
-        got, doc_major = sampler_variant(variant)(chunk, chunk_state, model, key, alpha)
+        (variant_chunk,), sample = sampler_variant(variant, (chunk,), model.bhat.shape[0])
+        got, doc_major = sample(variant_chunk, chunk_state, model, key, alpha)
         shuffled = segmented_count.shuffle_to_doc_major(got, chunk.doc_major_pos)
         report(check="agreement", case=label, variant=variant,
                sample_mismatch_fraction=float(jnp.mean((got != expected)[:real])),
@@ -198,13 +199,14 @@ def with_bhat_dtype(state, num_topics: int, variant: str):
                                                tree_total=tree_totals(tree, bhat)))
 
 
-def sampler_variant(variant: str):
-    """The E-step kernel with the parameters of one --sampler_variants entry."""
+def sampler_variant(variant: str, chunks, num_words: int):
+    """(chunks with the work list it needs, the E-step kernel with its parameters) of one
+    --sampler_variants entry."""
     if variant == "default" or variant in BHAT_DTYPES:
-        return pallas_sampler.sample_and_shuffle
+        return chunks, pallas_sampler.sample_and_shuffle
     tile_tokens, warps = map(int, variant.split("/"))
-    return functools.partial(pallas_sampler.sample_and_shuffle, tile_tokens=tile_tokens,
-                             num_warps=warps)
+    return (tuple(with_tile_tokens(chunk, num_words, tile_tokens) for chunk in chunks),
+            functools.partial(pallas_sampler.sample_and_shuffle, num_warps=warps))
 
 
 def ssc_knobs(variant: str) -> dict:
@@ -238,8 +240,9 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
         lambda c, s, m, k: segmented_count.rebuild_doc_topic(c, s.topics, num_topics)), chunks,
         doc_major)
     for variant in FLAGS.sampler_variants:
-        sample = jax.jit(functools.partial(sampler_variant(variant), alpha=alpha))
-        time_variant(num_topics, num_tokens, "pallas", f"sample {variant}", sample, chunks,
+        variant_chunks, sample = sampler_variant(variant, chunks, state.model.bhat.shape[0])
+        time_variant(num_topics, num_tokens, "pallas", f"sample {variant}",
+                     jax.jit(functools.partial(sample, alpha=alpha)), variant_chunks,
                      with_bhat_dtype(state, num_topics, variant))
     for variant in FLAGS.ssc_variants:
         rebuild = jax.jit(functools.partial(

@@ -1,10 +1,10 @@
 """The sparsity-aware E-step as a Pallas (Triton) kernel; reference: saberjax.sampler.
 
-One program (one warp) samples a tile: up to `tile_tokens` consecutive word-major tokens of one
-word (Chunk.tile_start, built by the layout; word_tiles for other sizes), so the word's B-hat
-row (bfloat16, state.BHAT_DTYPE) and tree stay hot in L1 while its tiles run (gathers with
-eviction_policy="evict_last"; reading the row through shared memory with tt.gather was
-slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
+One program (one warp) samples a tile: up to chunk.tile_tokens consecutive word-major tokens of
+one word (Chunk.tile_start, built by the layout; layout.with_tile_tokens for other sizes), so the
+word's B-hat row (bfloat16, state.BHAT_DTYPE) and tree stay hot in L1 while its tiles run
+(gathers with eviction_policy="evict_last"; reading the row through shared memory with
+tt.gather was slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
 computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token
 t of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d (packed
 pairs, state.pack_pairs: one load each) are visited 32 lanes at a time, in one pass, as in the
@@ -50,7 +50,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
-from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
+from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, scatter, warp
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model, unpack_pairs
@@ -136,56 +136,39 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
 
-def word_tiles(chunk: Chunk, num_words: int, tile_tokens: int) -> jax.Array:
-    """The kernel's work list (as Chunk.tile_start) for tiles of tile_tokens tokens.
-
-    The layout stores it for TILE_TOKENS; this computes it for any size (tuning) with XLA, in a
-    few passes over the word array (about 1 ms for 30M tokens on an H200, each call).
-    """
-    size = chunk.padded_tokens
-    positions = jnp.arange(size, dtype=jnp.int32)
-    new_word = jnp.concatenate([jnp.ones((1,), bool), chunk.word[1:] != chunk.word[:-1]])
-    word_first = jax.lax.cummax(jnp.where(new_word, positions, 0))
-    head = (positions < chunk.num_tokens) & ((positions - word_first) % tile_tokens == 0)
-    tiles = max_tiles(size, num_words, tile_tokens)
-    tile_index = jnp.where(head, jnp.cumsum(head) - 1, tiles + 1)
-    return jnp.full((tiles + 1,), chunk.num_tokens, jnp.int32).at[tile_index].set(
-        positions, mode="drop")
-
-
-@functools.partial(jax.jit, static_argnames=("tile_tokens", "num_warps", "num_stages",
-                                             "block_reduction", "interpret"))
+@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
-                       tile_tokens: int = TILE_TOKENS, num_warps: int = 1, num_stages: int = 1,
-                       block_reduction: str = "sum", interpret: bool | None = None):
+                       num_warps: int = 1, num_stages: int = 1, block_reduction: str = "sum",
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
 
-    Same contract as saberjax.esca.sample_and_shuffle.  tile_tokens (a power of two) and
-    num_warps and num_stages (Triton's) default to the fastest measured on an H200 (NOTES.md).
+    Same contract as saberjax.esca.sample_and_shuffle.  The tiles are the chunk's
+    (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
+    of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
+    H200 (NOTES.md).
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
     whatever the layout.  interpret=None: interpret unless on a GPU.
     """
-    num_words = model.bhat.shape[0]
     levels = tuple(model.tree) + (model.bhat,)
-    tile_start = (chunk.tile_start if tile_tokens == TILE_TOKENS
-                  else word_tiles(chunk, num_words, tile_tokens))
-    kernel = functools.partial(_sample_kernel, tile_tokens=tile_tokens,
+    kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction)
     inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
-              jnp.reshape(alpha, (1,)).astype(jnp.float32), tile_start, chunk.word, chunk.doc,
+              jnp.reshape(alpha, (1,)).astype(jnp.float32), chunk.tile_start, chunk.word,
+              chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
               model.tree_total, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,
         out_shape=(topics, topics),
-        grid=(tile_start.shape[0] - 1,),
+        grid=(chunk.tile_start.shape[0] - 1,),
         input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
         name="saber_sample",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
