@@ -44,7 +44,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         sample (backend.sample_and_shuffle: the E-step and the shuffle of its
                         topics to doc-major order), rebuild_a (backend.rebuild_doc_topic),
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
-                        (esca.finish_step, B donated); each with seconds, Mtoken_per_s, share of the
+                        (backend.model_arrays: totals, B-hat and trees of the state's B, what
+                        esca.finish_step runs); each with seconds, Mtoken_per_s, share of the
                         steady iteration and compile_seconds; plus transfer (host -> device
                         device_put of all chunk arrays, measured once per run: seconds, GB_per_s;
                         on CPU device_put may alias host memory, so that figure is not a copy).
@@ -307,7 +308,10 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
-    bhat_trees = functools.partial(esca.finish_step, hyper=hyper)  # B donated, as in a step
+    # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
+    # copy of it per pass (a third V x K int32 array) ran an H100 out of memory at K = 30,000
+    bhat_trees = jax.jit(functools.partial(ops.model_arrays, num_topics=hyper.num_topics,
+                                           beta=hyper.beta))
 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
@@ -337,8 +341,8 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
     out = {}
     topics, out["sample"], first_sample = phase(run_sample)
     _, out["rebuild_a"], first_rebuild = phase(run_rebuild)
-    word_topic, out["count_b"], first_count = phase(run_count, empty)
-    _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (jnp.copy(word_topic),))
+    _, out["count_b"], first_count = phase(run_count, empty)
+    _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (state.model.word_topic,))
     firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
                   bhat_trees=first_bhat)
     return {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
