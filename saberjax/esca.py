@@ -292,12 +292,8 @@ class CompiledStep:
         start = time.perf_counter()
         _, key = next_iteration(state.seed, state.iteration)
         home = device_of(state.model)
-        devices = {device_of(chunk) or home for chunk in chunks}
-        for device in devices:
+        for device in {device_of(chunk) or home for chunk in chunks}:
             zero_counts(state.model.word_topic, device)
-        # A call returns before the device is done only with every chunk resident on one
-        # device: streaming and the threads of several devices wait for their chunks.
-        self.asynchronous = len(devices) == 1 and not isinstance(chunks, streaming.HostChunks)
         self._chunk_step = {}
         for chunk, chunk_state in zip(chunks, state.chunks):
             signature = _signature(chunk, chunk_state)
