@@ -36,8 +36,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   compile_seconds       lower + compile of every jitted function one iteration runs (esca.chunk_step
                         for each distinct chunk shape and esca.finish_step, esca.CompiledStep),
                         done explicitly with jax.jit(f).lower(...).compile(); the timed iterations
-                        call those compiled executables, so they never compile.  The first
-                        iteration of a process still loads them onto the device (tens of ms).
+                        call those compiled executables, so they never compile (the first
+                        iteration of a process still loads them onto the device).
                         init_seconds: esca.init, compile included.
   phases                each phase as its own jitted function over all chunks, block_until_ready
                         between phases, median of `--phase_repeats` passes after one compiling pass:

@@ -25,8 +25,8 @@ per-block reservoir).  The uniforms are the reference's (rng.token_hash of
 token_base + doc_major_pos, one stream per block), the lane masses are added in the
 reference's butterfly order (see sample_and_shuffle's block_reduction) and the search is the
 reference's own tree.search_block, so on the same inputs a token gets the same topic, up to
-the order in which Triton and XLA add a prefix sum (a few tokens in a million differ,
-NOTES.md).  The block loop runs to the tile's longest row
+float rounding: the order in which Triton and XLA add a prefix sum, and a multiply-add one of
+them fuses (1e-7 to 1e-4 of the tokens differ, BUILD_NOTES.md).  The block loop runs to the tile's longest row
 (shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
 rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
@@ -161,9 +161,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), chunk.tile_start, chunk.word,
-              chunk.doc,
-              chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
-              model.tree_total, *levels)
+              chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
+              chunk_state.a_pairs, model.tree_total, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,
