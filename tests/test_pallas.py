@@ -169,15 +169,18 @@ def test_atomics_act_lane_by_lane_and_return_the_old_values(operation):
     np.testing.assert_array_equal(old[:, mask], np.stack([expected_old[mask]] * 2))
 
 
-@pytest.mark.parametrize("num_topics,block_tokens", [(2, 8), (1000, 32), (37, 1), (65_536, 64)])
-def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_tokens):
-    """Against a recount, onto a B that is not zero; padding tokens are not counted."""
+@pytest.mark.parametrize("num_topics,block_tokens,spread", [
+    (2, 8, 512), (1000, 32, 1), (37, 1, 6), (65_536, 64, 512)])
+def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_tokens, spread):
+    """Against a recount, onto a B that is not zero; padding tokens are not counted; blocks in
+    order or spread (spread 6 uses its common divisor with the block count)."""
     corpus = ragged_corpus(seed=num_topics + 7)
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics)
     start = np.random.default_rng(num_topics).integers(0, 5, (corpus.num_words, num_topics))
     got = pallas_word_count.count_word_topic(chunk, chunk_state.topics,
                                              jnp.asarray(start, jnp.int32),
-                                             block_tokens=block_tokens, interpret=True)
+                                             block_tokens=block_tokens, spread=spread,
+                                             interpret=True)
     real = int(chunk.num_tokens)
     np.add.at(start, (np.asarray(chunk.word)[:real], np.asarray(chunk_state.topics)[:real]), 1)
     np.testing.assert_array_equal(got, start)
