@@ -1,7 +1,8 @@
 """The Pallas kernels compute what their XLA references compute, and lower to Triton for an H100.
 
-Kernels run in interpret mode here (CPU); the lowering tests compile each kernel to Triton IR
-for an abstract H100, so an operation Triton cannot lower fails on this CPU-only machine too.
+Kernels run in interpret mode on a CPU (CI) and compiled on a GPU, where these tests then check
+the real kernels; the lowering tests compile each kernel to Triton IR for an abstract H100, so
+an operation Triton cannot lower fails on a CPU-only machine too.
 """
 
 import functools
@@ -64,7 +65,7 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
         chunk, chunk_state, model, key, hyper.alpha)
     got, got_doc_major = pallas_sampler.sample_and_shuffle(
         with_tile_tokens(chunk, model.bhat.shape[0], tile_tokens), chunk_state, model, key,
-        hyper.alpha, block_reduction=block_reduction, interpret=True)
+        hyper.alpha, block_reduction=block_reduction)
     np.testing.assert_array_equal(got_doc_major, doc_major(chunk, got))
     assert got.dtype == got_doc_major.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
@@ -98,9 +99,8 @@ def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
 @pytest.fixture
 def kernel_sampler(monkeypatch):
     """Makes test_sampler draw its tokens with the Pallas kernel instead of the reference."""
-    kernel = functools.partial(pallas_sampler.sample_and_shuffle, interpret=True)
     monkeypatch.setattr(test_sampler, "sampler", types.SimpleNamespace(
-        sample_chunk=lambda *args: kernel(*args)[0]))
+        sample_chunk=lambda *args: pallas_sampler.sample_and_shuffle(*args)[0]))
 
 
 @pytest.mark.parametrize("num_topics,nonzeros,alpha", [
@@ -122,8 +122,7 @@ def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, blo
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
     topics = doc_major(chunk, chunk_state.topics)
     got = pallas_ssc.rebuild_doc_topic(chunk, topics, num_topics,
-                                       block_tokens=block_tokens, num_programs=num_programs,
-                                       interpret=True)
+                                       block_tokens=block_tokens, num_programs=num_programs)
     expected = pallas_ssc.rebuild_doc_topic_reference(chunk, topics, num_topics)
     assert got[0].dtype == expected[0].dtype == np.uint32
     np.testing.assert_array_equal(got[0], expected[0])
@@ -157,7 +156,7 @@ def test_atomics_act_lane_by_lane_and_return_the_old_values(operation):
         out_specs=(full, pl.BlockSpec((None, 64), lambda i: (i, 0))),
         out_shape=(jax.ShapeDtypeStruct((2, 5), jnp.int32),
                    jax.ShapeDtypeStruct((2, 64), jnp.int32)),
-        input_output_aliases={3: 0}, interpret=True,
+        input_output_aliases={3: 0}, interpret=True,  # the interpret rule's lane order
     )(columns, values, mask, jnp.full((2, 5), 100, jnp.int32))
     expected_totals, expected_old = np.full(5, 100), np.zeros(64, np.int64)
     for lane in range(64):
@@ -179,8 +178,7 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
     start = np.random.default_rng(num_topics).integers(0, 5, (corpus.num_words, num_topics))
     got = pallas_word_count.count_word_topic(chunk, chunk_state.topics,
                                              jnp.asarray(start, jnp.int32),
-                                             block_tokens=block_tokens, spread=spread,
-                                             interpret=True)
+                                             block_tokens=block_tokens, spread=spread)
     real = int(chunk.num_tokens)
     np.add.at(start, (np.asarray(chunk.word)[:real], np.asarray(chunk_state.topics)[:real]), 1)
     np.testing.assert_array_equal(got, start)
@@ -199,7 +197,7 @@ def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_c
     counts = jnp.asarray(counts)
     totals, bhat, tree = pallas_bhat_tree.model_arrays(
         counts, num_topics, hyper.beta, block_columns=block_columns,
-        rows_per_program=rows_per_program, interpret=True)
+        rows_per_program=rows_per_program)
     expected = pallas_bhat_tree.model_arrays_reference(counts, num_topics, hyper.beta)
     np.testing.assert_array_equal(totals, expected[0])
     assert bhat.dtype == expected[1].dtype == BHAT_DTYPE
