@@ -19,7 +19,14 @@ from saberjax.corpus import load_bundled, save_native
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
-CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2)
+# two chunks whatever the device count (the corpus has about 800 tokens)
+CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2,
+                             chunk_tokens=400)
+
+
+# Training subprocesses allocate device memory as they need it: on a GPU the test process and
+# two trainings share one device.
+SUBPROCESS_ENV = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def train_command(corpus, output, *flags):
@@ -49,10 +56,12 @@ def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
     save_native(load_bundled("kos").subset(np.arange(1000)), corpus)
     log = tmp_path / "killed.log"
     uninterrupted = subprocess.Popen(train_command(corpus, tmp_path / "full"), cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     env=SUBPROCESS_ENV, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
     with open(log, "w") as log_file:
         killed = subprocess.Popen(train_command(corpus, tmp_path / "killed"), cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=log_file)
+                                  env=SUBPROCESS_ENV, stdout=subprocess.DEVNULL,
+                                  stderr=log_file)
     wait_for_checkpoint_beyond(tmp_path / "killed" / "checkpoints", 4, killed, log)
     assert killed.poll() is None, "training finished before it could be killed"
     killed.send_signal(signal.SIGKILL)
@@ -61,7 +70,7 @@ def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
 
     resumed = subprocess.run(train_command(corpus, tmp_path / "killed", "--resume"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             cwd=ROOT, timeout=300)
+                             cwd=ROOT, env=SUBPROCESS_ENV, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stderr
     assert uninterrupted.wait(timeout=300) == 0
@@ -134,7 +143,7 @@ def test_damaged_or_unfinished_checkpoints_are_never_taken_as_latest(checkpointe
     (1, {}, "made for another corpus"),
     (0, dict(num_topics=5), r"trained with num_topics=4 \(this run: 5\)"),
     (0, dict(seed=3), r"trained with seed=0 \(this run: 3\)"),
-    (0, dict(num_devices=1), r"holds 2 chunk\(s\) .* this run has 1"),
+    (0, dict(chunk_tokens=None, num_devices=1), r"holds 2 chunk\(s\) .* this run has 1"),
 ])
 def test_a_checkpoint_of_another_corpus_or_setting_is_refused(checkpointed_run, corpus_seed,
                                                               change, message):

@@ -19,6 +19,7 @@ from saberjax import esca, rng
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, build_layout, max_tiles, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
+from saberjax.pallas import default_interpret
 from saberjax.pallas import check_gpu
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
@@ -210,17 +211,24 @@ def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_c
 
 
 def test_pallas_backend_trains_the_same_model_as_xla():
+    """Each of two steps from the same state: bit-identical in interpret mode, where the
+    kernels run XLA's own ops; compiled on a GPU, Triton's rounding may change a rare token's
+    topic (1e-7 to 1e-4 of them on large corpora, BUILD_NOTES.md)."""
     corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
     chunks = jax.device_put(build_layout(corpus, corpus.num_tokens // 2 + 1).chunks)
-    states = {}
-    for backend in ("xla", "pallas"):
-        hyper = Hyperparams.create(30, backend=backend)
-        state = esca.init(chunks, corpus.num_words, hyper, seed=11)
-        states[backend] = esca.step(esca.step(state, chunks, hyper), chunks, hyper)
-    np.testing.assert_array_equal(esca.corpus_order_topics(chunks, states["pallas"]),
-                                  esca.corpus_order_topics(chunks, states["xla"]))
-    np.testing.assert_array_equal(states["pallas"].model.word_topic,
-                                  states["xla"].model.word_topic)
+    hypers = {backend: Hyperparams.create(30, backend=backend) for backend in ("xla", "pallas")}
+    state = esca.init(chunks, corpus.num_words, hypers["xla"], seed=11)
+    for _ in range(2):
+        steps = {backend: esca.step(state, chunks, hyper) for backend, hyper in hypers.items()}
+        topics = [esca.corpus_order_topics(chunks, steps[b]) for b in ("pallas", "xla")]
+        counts = [np.asarray(steps[b].model.word_topic) for b in ("pallas", "xla")]
+        if default_interpret():
+            np.testing.assert_array_equal(*topics)
+            np.testing.assert_array_equal(*counts)
+        else:
+            assert np.mean(topics[0] != topics[1]) <= 0.01
+            assert np.abs(counts[0] - counts[1]).sum() <= 2 * np.sum(topics[0] != topics[1])
+        state = steps["xla"]
 
 
 def lower_for_h100(function, *args) -> str:
