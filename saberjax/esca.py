@@ -237,6 +237,11 @@ def _over_chunks(chunks, chunk_states, home, counts_like, run_chunk: Callable):
     return tuple(states[index] for index in range(len(chunks))), sum(partials[1:], partials[0])
 
 
+def _chunk_devices(chunks, home) -> set:
+    """The devices the chunks' steps run on: each chunk's own, `home` for uncommitted ones."""
+    return {device_of(chunk) or home for chunk in chunks}
+
+
 def zero_counts(like: jax.Array, device) -> jax.Array:
     """Zero word-topic counts shaped like `like` on `device`, where a step adds its chunks' up.
 
@@ -257,8 +262,8 @@ def _iterate(state: TrainState, chunks, run_chunk: Callable, finish: Callable) -
     """One ESCA iteration given the per-chunk step and the model update to run it with."""
     iteration, key = next_iteration(state.seed, state.iteration)
     home = device_of(state.model)
-    devices = {device_of(chunk) or home for chunk in chunks}
-    models = {device: _put((state.model, key), device) for device in devices}
+    models = {device: _put((state.model, key), device)
+              for device in _chunk_devices(chunks, home)}
 
     def visit(chunk, chunk_state, device, counts):
         return run_chunk(chunk, chunk_state, *models[device], counts)
@@ -291,8 +296,7 @@ class CompiledStep:
     def __init__(self, chunks: tuple[Chunk, ...], state: TrainState, hyper: Hyperparams):
         start = time.perf_counter()
         _, key = next_iteration(state.seed, state.iteration)
-        home = device_of(state.model)
-        for device in {device_of(chunk) or home for chunk in chunks}:
+        for device in _chunk_devices(chunks, device_of(state.model)):
             zero_counts(state.model.word_topic, device)
         self._chunk_step = {}
         for chunk, chunk_state in zip(chunks, state.chunks):

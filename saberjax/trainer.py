@@ -4,10 +4,10 @@ A thin shell around `esca.init` and `esca.step`: it spreads the chunks over the 
 (one chunk per device unless chunk_tokens asks for more; results do not depend on it), compiles
 once ahead of time (timed apart from the iterations), runs the iterations (each queued on the
 device behind the one before, so the device does not wait for the host), scores the held-out
-documents every `eval_every` iterations and hands per-iteration metrics to an optional callback, which
-may stop training early by returning True.  With `checkpoint_every` it saves the whole state
-every so many iterations (saberjax.checkpoint), and `resume_from` continues from such a
-checkpoint, ending with the same model as an uninterrupted run.
+documents every `eval_every` iterations and hands per-iteration metrics to an optional
+callback, which may stop training early by returning True.  With `checkpoint_every` it saves
+the whole state every so many iterations (saberjax.checkpoint), and `resume_from` continues
+from such a checkpoint, ending with the same model as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -189,12 +189,12 @@ def train_on_chunks(corpus: Corpus, chunks, hyper: Hyperparams, config: TrainCon
     device never idles while the host dispatches the next (1.2 ms of a 9.7 ms iteration on
     wiki25k at K = 1,024, H200; no difference on two CPU devices, whose threads wait for their
     chunks inside a step): the host records, evaluates and calls back while the next
-    iteration runs, and a callback that stops the run discards that one.  Two states are alive at a time, as in any
-    step: the one being computed and the one it comes from.  Streamed chunks are the
-    exception: a streamed step returns only once its chunks are back in host memory, so
-    queueing ahead would only delay the callback by an iteration.  A thread waits for each
-    state, so a record's seconds run from the previous iteration's end to this one's whatever
-    the host is doing meanwhile.
+    iteration runs, and a callback that stops the run discards that one.  Two states are
+    alive at a time, as in any step: the one being computed and the one it comes from.
+    Streamed chunks are the exception: a streamed step returns only once its chunks are back
+    in host memory, so queueing ahead would only delay the callback by an iteration.  A thread
+    waits for each state, so a record's seconds run from the previous iteration's end to this
+    one's whatever the host is doing meanwhile.
     """
     streamed = isinstance(chunks, streaming.HostChunks)
     start = time.perf_counter()

@@ -98,7 +98,8 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
     Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32)
     and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md);
     rows_per_program (of the totals; a multiple of ROWS_PER_LOAD) to the fewest that keep
-    within TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None: interpret unless on a GPU.
+    within TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None:
+    interpret unless on a GPU.
     """
     num_words, padded_topics = word_topic.shape
     interpret = default_interpret() if interpret is None else interpret

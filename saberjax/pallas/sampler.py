@@ -4,11 +4,11 @@ One program (one warp) samples a tile: up to chunk.tile_tokens consecutive word-
 one word (Chunk.tile_start, built by the layout; layout.with_tile_tokens for other sizes), so the
 word's B-hat row (bfloat16, state.BHAT_DTYPE) and tree stay hot in L1 while its tiles run
 (gathers with eviction_policy="evict_last"; reading the row through shared memory with
-tt.gather was slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word, column), so Pallas
-computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at V = 102,660).  Token
-t of the tile is row t of [tile, 32] arrays: the nonzeros of its document row A_d (packed
-pairs, state.pack_pairs: one load each) are visited 32 lanes at a time, in one pass, as in the
-reference:
+tt.gather was slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word,
+column), so Pallas computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at
+V = 102,660).  Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
+document row A_d (packed pairs, state.pack_pairs: one load each) are visited 32 lanes at a
+time, in one pass, as in the reference:
 
     per block   products P = A_dk * B-hat_vk; each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
@@ -20,15 +20,16 @@ reference:
     dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
 
 A block thus costs no sum across the warp's lanes (five shuffle steps per row) and no
-per-block bookkeeping; the blocks' sums are added once, after the loop (NOTES.md: the earlier
-per-block reservoir).  The uniforms are the reference's (rng.token_hash of
+per-block bookkeeping; the lane masses are added across lanes once, after the loop (NOTES.md:
+the earlier per-block reservoir).  The uniforms are the reference's (rng.token_hash of
 token_base + doc_major_pos, one stream per block), the lane masses are added in the
 reference's butterfly order (see sample_and_shuffle's block_reduction) and the search is the
 reference's own tree.search_block, so on the same inputs a token gets the same topic, up to
 float rounding: the order in which Triton and XLA add a prefix sum, and a multiply-add one of
-them fuses (1e-7 to 1e-4 of the tokens differ, BUILD_NOTES.md).  The block loop runs to the tile's longest row
-(shorter rows masked); the layout puts a word's tokens of longer documents first, so a tile's
-rows have similar lengths.  Tiles follow the word-major order, most frequent words first.
+them fuses (1e-7 to 1e-4 of the tokens differ, BUILD_NOTES.md).  The block loop runs to the
+tile's longest row (shorter rows masked); the layout puts a word's tokens of longer documents
+first, so a tile's rows have similar lengths.  Tiles follow the word-major order, most
+frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
 doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 

@@ -149,9 +149,10 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
-    two) is the segment slice a program handles at once; num_programs the programs (each with a scratch row of num_topics + 3 K/32 ints; fewer, down
-    to MIN_PROGRAMS, if those would pass SCRATCH_BYTES); num_warps is Triton's; semantic that
-    of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest measured on an
+    two) is the segment slice a program handles at once; num_programs the programs (each with
+    a scratch row of num_topics + 3 K/32 ints; fewer, down to MIN_PROGRAMS, if those would
+    pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch atomics
+    (saberjax.pallas.atomics).  Defaults: the fastest measured on an
     H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
     """
     size = chunk.padded_tokens
