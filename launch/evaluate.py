@@ -22,6 +22,7 @@ if __package__ in (None, ""):
 
 from absl import app, flags
 
+from saberjax import cli
 from saberjax import corpus as corpus_io
 from saberjax.coherence import MEASURES, cooccurrence, recorded_split, reference_corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
@@ -33,13 +34,14 @@ flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); de
                     "documents held out by the training run.")
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
-                     "training seed).")
-flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.")
+                     "training seed).", lower_bound=0)
+flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.",
+                     lower_bound=1)
 flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of {MEASURES}; "
                   "empty: none).")
 flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
                     "default: the training documents recorded in the model's config.json.")
-flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.")
+flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.", lower_bound=2)
 flags.register_validator("coherence", lambda measures: set(measures) <= set(MEASURES),
                          f"--coherence takes a comma list of {MEASURES}")
 
@@ -74,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

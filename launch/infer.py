@@ -7,7 +7,8 @@ fixed by EM fold-in (default) or by ESCA iterations (--method=esca, seeded); wor
 to the model's vocabulary by string, and documents without known words get the uniform prior
 mean.  Rows follow the loaded corpus: the UCI and LDA-C loaders drop documents without tokens
 (counted in the JSON line), a native corpus keeps them.  Prints one JSON line (documents,
-seconds, docs_per_second); the output is written to a temporary name and renamed into place.
+seconds, docs_per_second); the output is written to a temporary name and renamed into place,
+and an existing output is replaced only with --overwrite.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax start
 use_every_cpu_core()
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from saberjax import cli, outputs
 from saberjax import corpus as corpus_io
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, infer_topics
 from saberjax.model import TopicModel, atomic_write
@@ -35,16 +37,20 @@ flags.DEFINE_string("model", None, "Model directory written by launch/train.py."
 flags.DEFINE_string("corpus", None, "Documents to infer (UCI, LDA-C or native).", required=True)
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].", required=True)
-flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.")
+flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an existing "
+                  "file stops the command before anything is computed).")
+flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.",
+                     lower_bound=1)
 flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
                   "training sampler with the topics fixed, theta averaged over the last half.")
-flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.")
+flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
 flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
-                     "on a CPU, one per core).")
+                     "on a CPU, one per core).", lower_bound=0)
 
 
 def main(argv):
     del argv
+    outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     model = TopicModel.load(FLAGS.model)
     documents = corpus_io.load_corpus(FLAGS.corpus, FLAGS.format)
     start = time.perf_counter()
@@ -59,4 +65,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

@@ -7,7 +7,8 @@
 Writes OUTPUT/convergence.png (from DIR/metrics.jsonl; needs matplotlib:
 pip install 'saberjax[report]'), OUTPUT/topics.md and OUTPUT/topics.html (every topic's top
 words, share of tokens and NPMI / UMass coherence on --coherence_corpus, by default the model's
-training documents) and prints the paths written.
+training documents) and prints the paths written.  The report directory appears whole,
+replacing an earlier report; a directory holding anything else is never written into.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import warnings
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from absl import app, flags
+from absl import flags
 
-from saberjax import report
+from saberjax import cli, outputs, report
 from saberjax.coherence import reference_corpus
 from saberjax.model import TopicModel
 
@@ -30,7 +31,7 @@ flags.DEFINE_string("model", None, "Model directory written by launch/train.py."
 flags.DEFINE_string("output", None, "Report directory (default: MODEL/report).")
 flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
                     "default: the training documents recorded in the model's config.json.")
-flags.DEFINE_integer("top_n", 10, "Top words shown and scored per topic.")
+flags.DEFINE_integer("top_n", 10, "Top words shown and scored per topic.", lower_bound=2)
 
 
 def main(argv):
@@ -39,13 +40,16 @@ def main(argv):
     model_dir = pathlib.Path(FLAGS.model)
     model = TopicModel.load(model_dir)
     reference = reference_corpus(model, FLAGS.coherence_corpus)
-    written = report.write_report(model, FLAGS.output or model_dir / "report", reference,
-                                  report.read_metrics(model_dir / "metrics.jsonl"), FLAGS.top_n)
+    output = pathlib.Path(FLAGS.output or model_dir / "report")
+    with outputs.staged_directory(output, report.REPORT_FILES, "a saberjax report") as staging:
+        written = report.write_report(model, staging, reference,
+                                      report.read_metrics(model_dir / "metrics.jsonl"),
+                                      FLAGS.top_n)
     for path in written.files:
-        print(path)
+        print(output / path.name)
     if written.plot_skipped:
         print(written.plot_skipped)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

@@ -4,7 +4,8 @@ Examples (from the repo root):
   python launch/synth.py --preset=nytimes --scale=0.03 --output=/tmp/nyt3m
   python launch/synth.py --preset=clueweb --num_docs=6000000 --output=/data/cw2b
 
-Prints one JSON line: D, T, V, seconds, Mtoken_per_s, output.
+Prints one JSON line: D, T, V, seconds, Mtoken_per_s, output.  The corpus folder appears whole
+when it is finished; an existing --output is replaced only with --overwrite.
 """
 
 import json
@@ -16,11 +17,12 @@ if __package__ in (None, ""):  # run as a script from a checkout
 
 from absl import app, flags
 
-from saberjax import synth
+from saberjax import cli, outputs, synth
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("preset", "nytimes", sorted(synth.PRESETS), "Corpus shape (D, mean doc length, V).")
-flags.DEFINE_float("scale", 1.0, "Multiplies the preset's number of documents.")
+flags.DEFINE_float("scale", 1.0, "Multiplies the preset's number of documents.",
+                   lower_bound=0)
 flags.DEFINE_integer("num_docs", None, "Number of documents D (overrides preset and --scale).")
 flags.DEFINE_float("mean_doc_length", None, "Mean document length (overrides preset).")
 flags.DEFINE_integer("num_words", None, "Vocabulary size V (overrides preset).")
@@ -29,11 +31,16 @@ flags.DEFINE_float("alpha_true", 0.1, "Symmetric Dirichlet parameter of the true
 flags.DEFINE_float("zipf_exponent", 1.0, "Base word frequency ~ rank ** -zipf_exponent.")
 flags.DEFINE_float("word_shape", 0.1, "Gamma shape of per-topic word emphasis (small: distinct topics).")
 flags.DEFINE_float("length_sigma", 0.6, "Lognormal sigma of doc lengths (0: Poisson).")
-flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model flags.")
+flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model flags.",
+                     lower_bound=0)
 flags.DEFINE_string("output", None, "Output folder of the native corpus.")
+flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without it, an "
+                  "existing --output stops the command before anything is generated).")
 flags.DEFINE_string("name", "", "Corpus name recorded in corpus.json (default: synth-<preset>).")
-flags.DEFINE_integer("batch_tokens", 1 << 25, "Tokens per append to the writer (memory bound).")
-flags.DEFINE_integer("threads", None, "Generator threads (default: all usable cores).")
+flags.DEFINE_integer("batch_tokens", 1 << 25, "Tokens per append to the writer (memory bound).",
+                     lower_bound=1)
+flags.DEFINE_integer("threads", None, "Generator threads (default: all usable cores).",
+                     lower_bound=1)
 flags.mark_flag_as_required("output")
 
 
@@ -56,7 +63,11 @@ def config_from_flags() -> "synth.SynthConfig":
 
 def main(argv):
     del argv
-    cfg = config_from_flags()
+    try:
+        cfg = config_from_flags()
+    except ValueError as error:  # a setting out of range, named as its flag is
+        raise app.UsageError(str(error)) from error
+    outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     stats = synth.write_corpus(
         cfg,
         FLAGS.output,
@@ -68,4 +79,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

@@ -8,7 +8,14 @@ Writes DIR/model.npz, DIR/vocab.txt, DIR/config.json and DIR/metrics.jsonl (one 
 per iteration), prints the top words of every topic and the held-out log-likelihood per token
 (document completion on a --test_fraction split of the documents, or on --test_corpus).
 With --checkpoint_every=N the training state is saved in DIR/checkpoints/ every N iterations;
---resume continues from the latest checkpoint there (metrics.jsonl rewritten up to it).
+--resume continues from the latest checkpoint (metrics.jsonl rewritten up to it).
+
+Nothing earlier is lost: every flag and the corpus are checked before any file is touched; a
+DIR that holds a model is replaced only with --overwrite (or by --resume continuing its
+checkpoint), and then only when the new run has finished: until then the run writes into
+DIR.partial.  The finished directory replaces DIR in one step, so a crash or a kill leaves DIR
+either as it was or whole (saberjax.run_directory).  Mistakes end in one line on stderr, exit
+status 2 for flags and 1 for data (saberjax.cli).
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax start
 
 use_every_cpu_core()
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from saberjax import checkpoint, trainer
+from saberjax import checkpoint, cli, trainer
 from saberjax import corpus as corpus_io
 from saberjax.model import atomic_write
+from saberjax.progress import Progress
 from saberjax.report import read_metrics, write_report
+from saberjax.run_directory import RunDirectory
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain text: "
@@ -37,39 +46,60 @@ flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, 
                     "default: the bundled KOS corpus.")
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_integer("min_df", None, "Plain text: keep words in at least N documents "
-                     "(default 5).")
+                     "(default 5).", lower_bound=1)
 flags.DEFINE_float("max_df", None, "Plain text: keep words in at most this fraction of "
                    "documents (default 0.5).")
 flags.DEFINE_integer("max_vocab", None, "Plain text: keep at most N words, the most frequent "
-                     "(default 50,000).")
+                     "(default 50,000).", lower_bound=1)
 flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary words); "
                     "overrides --test_fraction.")
-flags.DEFINE_integer("num_topics", 50, "Number of topics K.")
+flags.DEFINE_integer("num_topics", 50, "Number of topics K.", lower_bound=2)
 flags.DEFINE_float("alpha", None, "Document-topic prior; default 50 / K.")
 flags.DEFINE_float("beta", 0.01, "Topic-word prior.")
-flags.DEFINE_integer("iterations", 100, "ESCA iterations.")
-flags.DEFINE_integer("seed", 0, "Random seed (also of the train/test split).")
+flags.DEFINE_integer("iterations", 100, "ESCA iterations.", lower_bound=1)
+flags.DEFINE_integer("seed", 0, "Random seed (also of the train/test split).", lower_bound=0)
 flags.DEFINE_enum("backend", "auto", ["auto", "xla", "pallas"],
                   "auto: the Pallas kernels on a GPU, else the XLA path.")
 flags.DEFINE_integer("eval_every", 0, "Score held-out documents every N iterations "
-                     "(0: only at the end).")
-flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation.")
+                     "(0: only at the end).", lower_bound=0)
+flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation, in "
+                   "[0, 1) (0: none).")
 flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device, "
-                     "or, when the corpus does not fit the device, the fewest chunks that do).")
+                     "or, when the corpus does not fit the device, the fewest chunks that do).",
+                     lower_bound=1)
 flags.DEFINE_float("device_memory_gb", None, "Device memory budget; a corpus larger than it "
                    "streams through the device in chunks (default: free memory less headroom).")
-flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streaming.")
+flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streaming.",
+                     lower_bound=1)
 flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
-                     "on a CPU, one per core).")
-flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.")
-flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>).")
-flags.DEFINE_integer("top_words", 10, "Top words printed per topic.")
+                     "on a CPU, one per core).", lower_bound=0)
+flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.",
+                     lower_bound=1)
+flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>); the run "
+                    "writes OUTPUT.partial and renames it to OUTPUT when it has finished.")
+flags.DEFINE_bool("overwrite", False, "Replace the model already in --output (without it, a "
+                  "run into a directory holding a model stops before touching anything); the "
+                  "old model stays whole until the new run has finished.")
+flags.DEFINE_integer("top_words", 10, "Top words printed per topic (0: none).", lower_bound=0)
+flags.DEFINE_integer("log_every", 10, "Log a progress line (Mtoken/s, ETA, latest held-out "
+                     "score) every N iterations, and after the last.", lower_bound=1)
 flags.DEFINE_bool("report", False, "After training, write OUTPUT/report/: convergence plot, "
                   "topics with coherence (as launch/report.py does).")
 flags.DEFINE_integer("checkpoint_every", 0, "Save the training state in OUTPUT/checkpoints/ "
-                     "every N iterations (0: never).")
-flags.DEFINE_bool("resume", False, "Continue from the latest checkpoint in OUTPUT/checkpoints/ "
-                  "(the same corpus and settings are required); start afresh if there is none.")
+                     "every N iterations (0: never).", lower_bound=0)
+flags.DEFINE_bool("resume", False, "Continue from the newest checkpoint of --output: an "
+                  "interrupted run's (OUTPUT.partial/checkpoints/) or a finished run's "
+                  "(OUTPUT/checkpoints/, e.g. with more --iterations); the same corpus and "
+                  "settings are required, and it is an error when there is no checkpoint.")
+flags.register_validator("alpha", lambda alpha: alpha is None or alpha > 0,
+                         "--alpha must be positive (or left out for 50 / K)")
+flags.register_validator("beta", lambda beta: beta > 0, "--beta must be positive")
+flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <= 1,
+                         "--max_df must be in (0, 1]")
+flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
+                         "--test_fraction must be in [0, 1)")
+flags.register_validator("device_memory_gb", lambda gb: gb is None or gb > 0,
+                         "--device_memory_gb must be positive")
 
 
 def text_options() -> dict:
@@ -96,7 +126,6 @@ def load_data():
 
 def main(argv):
     del argv
-    corpus, heldout = load_data()
     config = trainer.TrainConfig(
         num_topics=FLAGS.num_topics, alpha=FLAGS.alpha, beta=FLAGS.beta,
         iterations=FLAGS.iterations, seed=FLAGS.seed, backend=FLAGS.backend,
@@ -104,45 +133,23 @@ def main(argv):
         device_memory_gb=FLAGS.device_memory_gb, prefetch=FLAGS.prefetch,
         eval_every=FLAGS.eval_every,
         em_iterations=FLAGS.em_iterations, checkpoint_every=FLAGS.checkpoint_every)
-    output = pathlib.Path(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}")
-    output.mkdir(parents=True, exist_ok=True)
+    backend = trainer.resolve_backend(config.backend)
+    corpus, heldout = load_data()
+    run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
+                            overwrite=FLAGS.overwrite, resume=FLAGS.resume)
     logging.info("training on %s: %d documents, %d tokens, %d words; K=%d, backend %s",
                  corpus.name, corpus.num_docs, corpus.num_tokens, corpus.num_words,
-                 config.num_topics, trainer.resolve_backend(config.backend))
+                 config.num_topics, backend)
+    run.open()
+    try:
+        result = train(run, corpus, heldout, config)
+        model = with_provenance(result.model)
+        output = run.finish(lambda staging: save_result(staging, model, corpus))
+    except BaseException:
+        run.abandon()
+        raise
 
-    checkpoint_dir = output / "checkpoints"
-    resume_from = checkpoint.latest_checkpoint(checkpoint_dir) if FLAGS.resume else None
-    earlier_metrics = []
-    if resume_from:
-        earlier_metrics = checkpoint.read_manifest(resume_from)["metrics"]
-        logging.info("resuming from %s", resume_from)
-    elif FLAGS.resume:
-        logging.info("no checkpoint in %s; starting afresh", checkpoint_dir)
-    atomic_write(output / "metrics.jsonl", lambda file: file.writelines(
-        json.dumps(record) + "\n" for record in earlier_metrics), mode="w")
-
-    with open(output / "metrics.jsonl", "a") as metrics_file:
-        def log_iteration(iteration, record, state):
-            metrics_file.write(json.dumps(record) + "\n")
-            metrics_file.flush()
-            remaining = (config.iterations - iteration) * record["seconds"]
-            score = record.get("heldout_loglik_per_token")
-            logging.info("iteration %d: %.3f s, %.2f Mtoken/s%s, ETA %.0f s", iteration,
-                         record["seconds"], record["tokens_per_second"] / 1e6,
-                         f", held-out log-likelihood {score:.4f}" if score is not None else "",
-                         remaining)
-
-        result = trainer.train(corpus, config, heldout, callback=log_iteration,
-                               checkpoint_dir=checkpoint_dir, resume_from=resume_from)
-    model = dataclasses.replace(result.model, config=dict(
-        result.model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
-        test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
-        text_options=text_options()))
-    model.save(output)
-    if FLAGS.report:
-        write_report(model, output / "report", corpus, read_metrics(output / "metrics.jsonl"))
-
-    for topic, words in enumerate(model.top_words(FLAGS.top_words)):
+    for topic, words in enumerate(model.top_words(FLAGS.top_words) if FLAGS.top_words else []):
         print(f"topic {topic:4d}: {' '.join(words)}")
     final = result.metrics[-1]
     summary = dict(output=str(output), iterations=len(result.metrics),
@@ -156,5 +163,40 @@ def main(argv):
     print(json.dumps(summary))
 
 
+def train(run: RunDirectory, corpus, heldout, config) -> trainer.TrainResult:
+    """Train, writing metrics.jsonl and the checkpoints into the run's working directory and
+    logging progress every --log_every iterations."""
+    earlier_metrics = []
+    if run.resume_from:
+        earlier_metrics = checkpoint.read_manifest(run.resume_from)["metrics"]
+        logging.info("resuming from %s", run.resume_from)
+    atomic_write(run.metrics_path, lambda file: file.writelines(
+        json.dumps(record) + "\n" for record in earlier_metrics), mode="w")
+    progress = Progress(config.iterations, FLAGS.log_every, logging.info)
+    with open(run.metrics_path, "a") as metrics_file:
+        def log_iteration(iteration, record, state):
+            metrics_file.write(json.dumps(record) + "\n")
+            metrics_file.flush()
+            progress(iteration, record, state)
+
+        return trainer.train(corpus, config, heldout, callback=log_iteration,
+                             checkpoint_dir=run.checkpoint_dir, resume_from=run.resume_from)
+
+
+def with_provenance(model):
+    """The trained model with what the launcher knows of its data in its config."""
+    return dataclasses.replace(model, config=dict(
+        model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
+        test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
+        text_options=text_options()))
+
+
+def save_result(directory: pathlib.Path, model, corpus) -> None:
+    """The model files, and with --report the report, into the directory being assembled."""
+    model.save(directory)
+    if FLAGS.report:
+        write_report(model, directory / "report", corpus, read_metrics(directory / "metrics.jsonl"))
+
+
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

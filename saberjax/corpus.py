@@ -24,13 +24,14 @@ import os
 import re
 import shutil
 import sys
-import uuid
 import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from saberjax import outputs
 
 __all__ = [
     "FORMATS",
@@ -64,6 +65,7 @@ _META_FILE = "corpus.json"
 _OFFSETS_FILE = "doc_offsets.npy"
 _WORD_IDS_FILE = "word_ids.npy"
 _VOCAB_FILE = "vocab.txt"
+_NATIVE_FILES = (_META_FILE, _OFFSETS_FILE, _WORD_IDS_FILE, _VOCAB_FILE)
 
 _UCI_DOCWORD_FILES = ("docword.txt", "docword.txt.gz")
 _UCI_DOCWORD_NAME = re.compile(r"docword(?:\.(?P<tag>.+))?\.txt(?:\.gz)?")
@@ -189,7 +191,9 @@ def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
 
     Tokens of words missing from `vocab` are dropped (with a warning saying how many), and
     documents keep their order, so that test documents with their own vocabulary file can be
-    scored against a trained model.  Returns the corpus itself when the vocabularies are equal.
+    scored against a trained model.  A corpus none of whose tokens is left is an error
+    (CorpusFormatError naming both vocabularies' sizes), since scoring nothing would look like
+    a perfect score.  Returns the corpus itself when the vocabularies are equal.
     """
     vocab = tuple(vocab)
     if corpus.vocab == vocab:
@@ -198,8 +202,14 @@ def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
     mapping = np.array([index.get(word, -1) for word in corpus.vocab], dtype=np.int64)
     mapped = mapping[corpus.word_ids]
     known = mapped >= 0
+    shared = (f"{int((mapping >= 0).sum())} of its {len(corpus.vocab)} words are in the model "
+              f"vocabulary of {len(vocab)} words")
+    if corpus.num_tokens and not known.any():
+        raise CorpusFormatError(f"{corpus.name or 'corpus'}: {shared}, so none of its "
+                                f"{corpus.num_tokens} tokens can be scored; is it in the model's "
+                                f"language and vocabulary?")
     if not known.all():
-        warnings.warn(f"{corpus.name or 'corpus'}: dropped {int((~known).sum())} of "
+        warnings.warn(f"{corpus.name or 'corpus'}: {shared}; dropped {int((~known).sum())} of "
                       f"{corpus.num_tokens} tokens whose words are not in the model vocabulary",
                       stacklevel=2)
     docs = np.repeat(np.arange(corpus.num_docs), corpus.doc_lengths())[known]
@@ -680,9 +690,9 @@ class NativeCorpusWriter:
     """Streams whole documents into a native corpus folder that appears atomically on close().
 
     Tokens go straight to disk as they are appended, so corpora larger than memory can be
-    written. Everything is staged in a hidden sibling folder that close() renames into place,
-    replacing a previous native corpus there; a folder that is not one (and not empty) is never
-    replaced. Used as a context manager, an escaping exception deletes the staging folder.
+    written. Everything is staged in a hidden sibling folder that close() moves into place,
+    replacing a previous native corpus there (saberjax.outputs.replace_directory); a folder
+    holding anything but a native corpus's files is never replaced. Used as a context manager, an escaping exception deletes the staging folder.
     """
 
     def __init__(self, directory, vocab: Sequence[str], name: str = ""):
@@ -695,11 +705,10 @@ class NativeCorpusWriter:
         if bad_words:
             raise ValueError(f"vocabulary words must be strings without line breaks, "
                              f"got {bad_words[0]!r}")
-        _check_replaceable(self.directory)
+        outputs.check_replaceable(self.directory, _NATIVE_FILES, f"a {_NATIVE_FORMAT} corpus")
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (unlike mkdtemp's 0700) gives the finished folder the usual permissions.
-        staging_name = f".{self.directory.name}.{uuid.uuid4().hex}.partial"
-        self._staging = self.directory.with_name(staging_name)
+        self._staging = outputs.hidden_sibling(self.directory, "partial")
         self._staging.mkdir()
         try:
             self._offsets = _NpyAppender(self._staging / _OFFSETS_FILE, np.int64)
@@ -740,7 +749,7 @@ class NativeCorpusWriter:
                     "num_words": len(self.vocab)}
             (self._staging / _META_FILE).write_text(json.dumps(meta, indent=1) + "\n",
                                                     encoding="utf-8")
-            _move_into_place(self._staging, self.directory)
+            outputs.replace_directory(self._staging, self.directory)
         except BaseException:
             self._discard()
             raise
@@ -760,32 +769,6 @@ class NativeCorpusWriter:
             self.close()
         elif self._staging is not None:
             self._discard()
-
-
-def _check_replaceable(directory: Path) -> None:
-    """Refuses to overwrite anything but a native corpus folder or an empty folder."""
-    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
-        raise FileExistsError(f"{directory} exists and is not a directory")
-    if (directory.is_dir() and not (directory / _META_FILE).is_file()
-            and any(directory.iterdir())):
-        raise FileExistsError(
-            f"refusing to replace {directory}: it is not empty and holds no {_META_FILE}")
-
-
-def _move_into_place(staging: Path, directory: Path) -> None:
-    """Renames staging to directory; a previous corpus there is moved aside, then deleted."""
-    if not directory.exists():
-        os.rename(staging, directory)
-        return
-    _check_replaceable(directory)
-    retired = staging.with_name(staging.name.removesuffix(".partial") + ".replaced")
-    os.rename(directory, retired)
-    try:
-        os.rename(staging, directory)
-    except BaseException:
-        os.rename(retired, directory)
-        raise
-    shutil.rmtree(retired)
 
 
 def save_native(corpus: Corpus, directory) -> None:
@@ -866,7 +849,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
 
         return text.load_text(path, **text_options)
     if text_options:
-        raise TypeError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
+        raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":
         return load_native(path)
     if chosen == "uci":

@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import tempfile
+import zipfile
 from typing import Any, Callable
 
 import jax
@@ -119,19 +120,47 @@ class TopicModel:
 
     @classmethod
     def load(cls, directory) -> "TopicModel":
-        """Read a model directory written by `save` (any format version up to this one)."""
+        """Read a model directory written by `save` (any format version up to this one);
+        ModelFormatError, naming the file, when one is missing, cut short or not a model's."""
         directory = pathlib.Path(directory)
         path = directory / "model.npz"
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no model here (expected model.npz from training)")
-        with np.load(path) as arrays:
-            version = int(arrays["format_version"]) if "format_version" in arrays else 1
-            if version > FORMAT_VERSION:
-                raise ValueError(f"{path}: format version {version} is newer than this saberjax "
-                                 f"reads ({FORMAT_VERSION}); upgrade saberjax")
-            counts = np.asarray(arrays["word_topic_counts"], np.int32)
-            alpha, beta = float(arrays["alpha"]), float(arrays["beta"])
-        vocab = tuple((directory / "vocab.txt").read_text(encoding="utf-8").splitlines())
+            raise ModelFormatError(f"{path}: no model here (expected model.npz from training)")
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                version = int(arrays["format_version"]) if "format_version" in arrays else 1
+                if version > FORMAT_VERSION:
+                    raise ModelFormatError(f"{path}: format version {version} is newer than this "
+                                           f"saberjax reads ({FORMAT_VERSION}); upgrade saberjax")
+                counts = np.asarray(arrays["word_topic_counts"], np.int32)
+                alpha, beta = float(arrays["alpha"]), float(arrays["beta"])
+        except ModelFormatError:
+            raise
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as error:
+            raise ModelFormatError(f"{path}: not a readable model ({type(error).__name__}: "
+                                   f"{error}); the file is damaged or cut short") from error
+        vocab = tuple(_read_model_file(directory / "vocab.txt").splitlines())
         config_path = directory / "config.json"
-        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-        return cls(counts, alpha, beta, vocab, config)
+        config = {}
+        if config_path.is_file():
+            try:
+                config = json.loads(_read_model_file(config_path))
+            except json.JSONDecodeError as error:
+                raise ModelFormatError(f"{config_path}: not valid JSON ({error})") from error
+            if not isinstance(config, dict):
+                raise ModelFormatError(f"{config_path}: not a JSON object of settings")
+        try:
+            return cls(counts, alpha, beta, vocab, config)
+        except ValueError as error:
+            raise ModelFormatError(f"{directory}: {error}") from error
+
+
+class ModelFormatError(ValueError):
+    """A model directory that cannot be read; the message names the file at fault."""
+
+
+def _read_model_file(path: pathlib.Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ModelFormatError(f"{path}: cannot read ({error})") from error

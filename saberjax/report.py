@@ -29,6 +29,7 @@ from saberjax.corpus import Corpus
 from saberjax.model import TopicModel, atomic_write
 
 PLOT_FILE, MARKDOWN_FILE, HTML_FILE = "convergence.png", "topics.md", "topics.html"
+REPORT_FILES = (PLOT_FILE, MARKDOWN_FILE, HTML_FILE)
 MATPLOTLIB_HINT = "pip install 'saberjax[report]'"
 NPMI_COLOUR_RANGE = 0.25  # NPMI cells shade from red at -0.25 and below to green at +0.25
 

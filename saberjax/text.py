@@ -144,7 +144,25 @@ def _read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
+    _check_is_text(path, data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+# Control characters that text does not contain: all but tab, line feed, vertical tab, form
+# feed and carriage return, plus DEL.
+_BINARY_BYTES = np.array(sorted({*range(32), 127} - set(b"\t\n\v\f\r")), np.uint8)
+MAX_CONTROL_FRACTION = 0.01  # of a file's bytes; binary data has ~12%
+
+
+def _check_is_text(path: Path, data: bytes) -> None:
+    """Refuse binary data (a NUL byte, or more than MAX_CONTROL_FRACTION control characters),
+    which Latin-1 would otherwise decode into nonsense words."""
+    control = np.isin(np.frombuffer(data, np.uint8), _BINARY_BYTES)
+    if b"\0" in data or control.sum() > MAX_CONTROL_FRACTION * len(data):
+        first = int(np.argmax(control))
+        raise CorpusFormatError(
+            f"{path}: binary data, not text (control byte {data[first]:#04x} at offset {first}, "
+            f"{int(control.sum())} of {len(data)} bytes); plain text input is UTF-8 or Latin-1")

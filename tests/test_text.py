@@ -79,7 +79,7 @@ def test_documents_left_empty_are_dropped_and_counted():
 def test_text_options_are_refused_for_count_formats(tmp_path):
     (tmp_path / "docword.txt").write_text("1\n1\n1\n1 1 1\n")
     (tmp_path / "vocab.txt").write_text("word\n")
-    with pytest.raises(TypeError, match="min_df only apply to text input"):
+    with pytest.raises(ValueError, match="min_df only apply to text input"):
         load_corpus(tmp_path, min_df=2)
 
 

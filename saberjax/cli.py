@@ -1,0 +1,98 @@
+"""The launchers' entry point: every mistake ends in one line on stderr, never a traceback.
+
+Every launch/*.py ends with ``cli.run_main(main)``.  A flag that does not parse or fails its
+check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
+work, or --resume with nothing to continue) print ``error: ...`` and exit with status 2; any
+other exception (a malformed corpus, model or checkpoint, a file that cannot be read, a device
+out of memory) prints ``error: ...`` and exits with status 1.  The library's messages name the
+file, line, flag or value at fault, so the line is what the user needs; the traceback follows
+on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.  Exception types that are not
+the library's ValueError / OSError family are named in the line, since they mean a bug.
+
+run_main also keeps the log readable: jax's probe of backends this machine lacks ("Unable to
+initialize backend 'tpu'") is not logged, and a warning is one ``warning: ...`` line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+
+from absl import app, flags
+
+from saberjax.outputs import OutputConflictError
+
+TRACEBACK_ENV = "SABERJAX_TRACEBACK"
+USAGE_STATUS = 2  # the command line is wrong: a flag, or what the flags ask of the output path
+DATA_STATUS = 1  # the input is wrong (or the run failed)
+INTERRUPTED_STATUS = 130  # as a shell reports SIGINT
+
+_USAGE_ERRORS = (flags.Error, app.UsageError, OutputConflictError)
+_LIBRARY_ERRORS = (ValueError, OSError)  # whose messages stand on their own
+
+
+def run_main(main: Callable[[list[str]], object]) -> None:
+    """absl's app.run(main) with one-line errors, exit statuses 2 / 1 and a quiet log."""
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+    warnings.formatwarning = _format_warning
+    app.run(_reporting_errors(main), flags_parser=_parse_flags)
+
+
+def error_line(error: BaseException) -> str:
+    """The one line reported for `error`: its message (first line), prefixed by its type
+    when that is not one of the library's own."""
+    lines = str(error).strip().splitlines()
+    message = lines[0] if lines else ""
+    if isinstance(error, _LIBRARY_ERRORS + _USAGE_ERRORS) and message:
+        return f"error: {message}"
+    return f"error: {type(error).__name__}{': ' if message else ''}{message} (a bug? " \
+           f"{TRACEBACK_ENV}=1 shows where)"
+
+
+def exit_status(error: BaseException) -> int:
+    """2 for a wrong command line, 1 for anything else."""
+    return USAGE_STATUS if isinstance(error, _USAGE_ERRORS) else DATA_STATUS
+
+
+def traceback_wanted() -> bool:
+    """Whether the user asked for tracebacks: SABERJAX_TRACEBACK set (not to 0), or
+    --verbosity of 1 or more."""
+    if os.environ.get(TRACEBACK_ENV, "0") not in ("", "0"):
+        return True
+    return flags.FLAGS.is_parsed() and flags.FLAGS.verbosity >= 1
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        _report(error)
+
+
+def _reporting_errors(main):
+    def reporting_main(argv):
+        try:
+            return main(argv)
+        except SystemExit:
+            raise
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            sys.exit(INTERRUPTED_STATUS)
+        except Exception as error:  # noqa: BLE001 (every error becomes one line)
+            _report(error)
+    return reporting_main
+
+
+def _report(error: BaseException):
+    if traceback_wanted():
+        traceback.print_exception(error, file=sys.stderr)
+    print(error_line(error), file=sys.stderr, flush=True)
+    sys.exit(exit_status(error))
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    return f"warning: {message}\n"

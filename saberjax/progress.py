@@ -1,0 +1,74 @@
+"""Progress lines of a training run, one every N iterations and one after the last.
+
+    iteration 20/100: 5.31 Mtoken/s, ETA 6 s, held-out log-likelihood -7.8865 (iteration 20)
+
+Mtoken/s is over the iterations since the previous line, the ETA extrapolates their mean time
+to the iterations left, and the held-out score is the latest one training computed.  A
+`Progress` is a training callback (trainer.train's `callback(iteration, metrics, state)`);
+`chain` runs it beside the user's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+Callback = Callable[[int, dict, object], "bool | None"]
+
+
+class Progress:
+    """Training callback writing a progress line with `log` every `every` iterations and
+    after the last of `iterations`; never stops training."""
+
+    def __init__(self, iterations: int, every: int = 10, log: Callable[[str], None] = print):
+        if every < 1:
+            raise ValueError(f"progress lines every {every} iterations: it must be at least 1")
+        self.iterations, self.every, self.log = iterations, every, log
+        self._score: tuple[int, float] | None = None
+        self._start_window()
+
+    def __call__(self, iteration: int, record: dict, state=None) -> None:
+        self._tokens += record["tokens_per_second"] * record["seconds"]
+        self._seconds += record["seconds"]
+        self._window_iterations += 1
+        if "heldout_loglik_per_token" in record:
+            self._score = (iteration, record["heldout_loglik_per_token"])
+        if iteration % self.every and iteration != self.iterations:
+            return
+        self.log(self.line(iteration))
+        self._start_window()
+
+    def _start_window(self) -> None:
+        self._tokens = self._seconds = 0.0
+        self._window_iterations = 0
+
+    def line(self, iteration: int) -> str:
+        """The progress line at `iteration` from the records since the previous line."""
+        seconds_each = self._seconds / max(self._window_iterations, 1)
+        eta = seconds_each * max(self.iterations - iteration, 0)
+        rate = self._tokens / self._seconds / 1e6 if self._seconds > 0 else float("nan")
+        score = (f", held-out log-likelihood {self._score[1]:.4f} (iteration {self._score[0]})"
+                 if self._score else "")
+        return f"iteration {iteration}/{self.iterations}: {rate:.2f} Mtoken/s, ETA " \
+               f"{_duration(eta)}{score}"
+
+
+def chain(*callbacks: Callback | None) -> Callback:
+    """One callback calling each given one in turn; it stops training when any of them asks."""
+    present = [callback for callback in callbacks if callback is not None]
+
+    def chained(iteration, record, state):
+        stop = False
+        for callback in present:
+            stop = bool(callback(iteration, record, state)) or stop
+        return stop
+    return chained
+
+
+def _duration(seconds: float) -> str:
+    """'42 s', '3 min 05 s', '2 h 07 min'."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
