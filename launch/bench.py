@@ -99,7 +99,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import esca, synth, trainer
+from saberjax import cli, esca, synth, trainer
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
 from saberjax.state import Hyperparams, TrainState
@@ -494,4 +494,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)
