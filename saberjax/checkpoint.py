@@ -10,8 +10,9 @@ The checkpoint of iteration N is a pair of files in the checkpoint folder::
                               the .npz
 
 B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
-with `esca.finish_step`, the computation every iteration ends with, so the restored state is
-the saved one bit for bit.  Since every random draw is keyed by (seed, iteration, token id), a
+with the computation every iteration ends with (execution.Placement.model_from_word_topic), so
+the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so a
+checkpoint does not depend on how the chunks were placed, only on the chunking.  Since every random draw is keyed by (seed, iteration, token id), a
 run resumed from a checkpoint ends with the same model as an uninterrupted one.
 
 Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
@@ -30,11 +31,9 @@ import re
 import warnings
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from saberjax import esca
-from saberjax.layout import Chunk
+from saberjax.execution import Placement
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
 
@@ -50,22 +49,22 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read, or that belongs to another corpus or setting."""
 
 
-def save_checkpoint(directory, state: TrainState, chunks: tuple[Chunk, ...], config,
+def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                     corpus_fingerprint: str, metrics: list[dict]) -> Path:
     """Write the checkpoint of `state` into `directory`, then delete every older one.
 
-    `config` is the run's settings dataclass (trainer.TrainConfig), `chunks` the PDOW chunks
-    the state belongs to.  Returns the manifest path.
+    `config` is the run's settings dataclass (trainer.TrainConfig), `placement` the corpus
+    on the mesh the state belongs to.  Returns the manifest path.
     """
     directory = Path(directory)
     iteration = int(state.iteration)
     manifest_path = directory / f"checkpoint-{iteration:08d}.json"
     arrays_path = manifest_path.with_suffix(".npz")
-    arrays = _state_arrays(state)
+    arrays = _state_arrays(state, placement)
     atomic_write(arrays_path, lambda file: np.savez(file, **arrays))
     manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
                     config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
-                    chunking=chunking(chunks), arrays_sha256=_sha256(arrays_path),
+                    chunking=chunking(placement), arrays_sha256=_sha256(arrays_path),
                     metrics=list(metrics))
     atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
     _fsync_directory(directory)
@@ -108,57 +107,48 @@ def read_manifest(path) -> dict:
     return manifest
 
 
-def load_checkpoint(path, chunks: tuple[Chunk, ...], hyper: Hyperparams,
-                    corpus_fingerprint: str, config) -> tuple[TrainState, list[dict]]:
-    """(state, metrics so far) of a checkpoint, each chunk's arrays on its chunk's device.
+def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
+                    config) -> tuple[TrainState, list[dict]]:
+    """(state, metrics so far) of a checkpoint, placed like `placement`'s chunks.
 
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus,
     chunking, or model setting (MODEL_SETTINGS of `config`).
     """
     path = Path(path)
     manifest = read_manifest(path)
-    _check_compatible(path, manifest, chunks, corpus_fingerprint, dataclasses.asdict(config))
+    _check_compatible(path, manifest, placement, corpus_fingerprint, dataclasses.asdict(config))
     arrays = _verify_arrays(path, manifest)
-    home = esca.device_of(chunks[0])
-    chunk_states = []
-    for index, chunk in enumerate(chunks):
+    hyper = placement.hyper
+    chunk_states = {}
+    for index in placement.own_chunks():
         chunk_state = ChunkState(*(arrays[f"chunk{index}.{field}"] for field in ChunkState._fields))
-        _check_shapes(path, index, chunk, chunk_state, hyper)
-        chunk_states.append(_placed_like(chunk, chunk_state))
+        _check_shapes(path, index, placement, chunk_state, hyper)
+        chunk_states[index] = chunk_state
     word_topic = arrays["word_topic"]
-    if word_topic.shape[1] != hyper.padded_topics:
-        raise CheckpointError(f"{path}: word_topic has {word_topic.shape[1]} topic columns, "
-                              f"this run needs {hyper.padded_topics}")
-    model = esca.finish_step(jax.device_put(word_topic, home), hyper=hyper)
-    iteration, seed = jax.device_put((arrays["iteration"], arrays["seed"]), home)
-    return TrainState(tuple(chunk_states), model, iteration, seed), manifest["metrics"]
+    if word_topic.shape != (placement.num_words, hyper.padded_topics):
+        raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run needs "
+                              f"{[placement.num_words, hyper.padded_topics]}")
+    model = placement.model_from_word_topic(word_topic)
+    iteration, seed = (placement.replicated(arrays[name]) for name in ("iteration", "seed"))
+    return (TrainState(placement.place_chunk_states(chunk_states), model, iteration, seed),
+            manifest["metrics"])
 
 
-def _placed_like(chunk: Chunk, chunk_state: ChunkState) -> ChunkState:
-    """chunk_state in the memory its chunk is in: a device's own memory, or its pinned host
-    memory for streamed chunks; left on the host when the chunk is not committed anywhere."""
-    if esca.device_of(chunk) is None:
-        return chunk_state
-    return jax.device_put(chunk_state, jax.tree.leaves(chunk)[0].sharding)
-
-
-def chunking(chunks: tuple[Chunk, ...]) -> list[list[int]]:
+def chunking(placement: Placement) -> list[list[int]]:
     """[first token id, number of tokens] of every chunk: what a state's arrays are laid out by."""
-    bases = [np.asarray(chunk.token_base, np.uint64) for chunk in chunks]
-    return [[int(low) | int(high) << 32, int(chunk.num_tokens)]
-            for (low, high), chunk in zip(bases, chunks)]
+    return [list(pair) for pair in placement.chunking]
 
 
-def _state_arrays(state: TrainState) -> dict[str, np.ndarray]:
+def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarray]:
     """Every array of the state that the rest is computed from, gathered to the host."""
     arrays = {f"chunk{index}.{field}": np.asarray(value)
-              for index, chunk_state in enumerate(state.chunks)
+              for index, chunk_state in sorted(placement.chunk_states(state).items())
               for field, value in chunk_state._asdict().items()}
-    return dict(arrays, word_topic=np.asarray(state.model.word_topic),
+    return dict(arrays, word_topic=placement.word_topic(state),
                 iteration=np.asarray(state.iteration), seed=np.asarray(state.seed))
 
 
-def _check_compatible(path: Path, manifest: dict, chunks, corpus_fingerprint: str,
+def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_fingerprint: str,
                       config: dict) -> None:
     if manifest["corpus_fingerprint"] != corpus_fingerprint:
         raise CheckpointError(
@@ -171,17 +161,20 @@ def _check_compatible(path: Path, manifest: dict, chunks, corpus_fingerprint: st
     if differences:
         raise CheckpointError(f"{path} was trained with {', '.join(differences)}; resume with "
                               f"the same settings, or start afresh")
-    if manifest["chunking"] != chunking(chunks):
+    if manifest["chunking"] != chunking(placement):
         raise CheckpointError(
             f"{path} holds {len(manifest['chunking'])} chunk(s) [first token, tokens] "
-            f"{manifest['chunking']}, this run has {len(chunks)}: {chunking(chunks)}; resume "
+            f"{manifest['chunking']}, this run has {placement.num_chunks}: "
+            f"{chunking(placement)}; resume "
             f"with the checkpointed run's chunking (num_devices={saved.get('num_devices')}, "
             f"chunk_tokens={saved.get('chunk_tokens')} on the same number of devices)")
 
 
-def _check_shapes(path: Path, index: int, chunk: Chunk, chunk_state: ChunkState,
+def _check_shapes(path: Path, index: int, placement: Placement, chunk_state: ChunkState,
                   hyper: Hyperparams) -> None:
-    expected = ChunkState((chunk.padded_tokens,), (chunk.padded_tokens,), (chunk.padded_docs,))
+    chunk = placement.slots[0]
+    tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
+    expected = ChunkState((tokens,), (tokens,), (docs,))
     dtypes = ChunkState(hyper.topic_dtype, np.uint32, np.int32)
     for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
         if array.shape != shape or array.dtype != np.dtype(dtype):

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, rng
+from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus, align_vocabulary, count_matrix_entries, from_count_matrix
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
@@ -193,7 +194,7 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWo
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
     with one batch per device queued while the host pads the next."""
     num_topics = topic_word.shape[0]
-    devices = esca.local_devices(num_devices)
+    devices = jax.local_devices()[: num_devices or None]
     replicas = [jax.device_put(np.ascontiguousarray(topic_word.T, np.float32), device)
                 for device in devices]
     theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
@@ -221,8 +222,6 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     seed, round and token, so the result is reproducible and independent of chunking); theta
     is (A_dk + alpha) / (n_d + K alpha) averaged over the second half of the rounds.
     """
-    from saberjax.trainer import resolve_backend  # noqa: PLC0415 (trainer -> evaluate -> us)
-
     corpus = (align_vocabulary(documents, model.vocab) if isinstance(documents, Corpus)
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:

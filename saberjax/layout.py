@@ -20,8 +20,8 @@ segment doc_start[d] .. doc_start[d+1] and keeps its (topic, count) pairs compac
 rebuilt (shuffle and segmented count).  A token's global id, which keys its random numbers, is
 `token_base + doc_major_pos`: the position of the token in the corpus, whatever the chunking.
 
-Sizes are padded to a few buckets so that a run compiles a handful of shapes, not one per
-chunk.  Padding tokens sit at the end of the word-major arrays (word 0) and form one padding
+All chunks of a layout are padded to one size bucket (the largest chunk's), so a run compiles
+one shape and the chunks of a mesh's devices are equal shards.  Padding tokens sit at the end of the word-major arrays (word 0) and form one padding
 document at the end of the doc-major arrays; every count masks them out.
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+from collections.abc import Collection
 
 import jax
 import numpy as np
@@ -113,30 +114,42 @@ def with_tile_tokens(chunk: Chunk, num_words: int, tile_tokens: int) -> Chunk:
         words, num_words, chunk.padded_tokens, tile_tokens))
 
 
-def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int) -> np.ndarray:
+def chunk_boundaries(doc_offsets: np.ndarray, chunk_tokens: int,
+                     multiple_of: int = 1) -> np.ndarray:
     """Document indices cutting the corpus into the fewest chunks of about chunk_tokens each.
 
-    The number of chunks is ceil(T / chunk_tokens); cuts are placed at the document boundaries
-    nearest to equal token shares, so chunks are balanced and land in the same size bucket.
+    The number of chunks is ceil(T / chunk_tokens) rounded up to a multiple of `multiple_of`
+    (one share per device); cuts are placed at the document boundaries nearest to equal token
+    shares, so chunks are balanced.  With fewer documents than chunks some chunks are empty.
     """
     num_docs = len(doc_offsets) - 1
     total = int(doc_offsets[-1])
-    num_chunks = max(1, min(num_docs, -(-total // max(int(chunk_tokens), 1))))
+    num_chunks = max(1, -(-total // max(int(chunk_tokens), 1)))
+    num_chunks = -(-num_chunks // multiple_of) * multiple_of
     targets = np.arange(1, num_chunks, dtype=np.float64) * total / num_chunks
     cuts = np.searchsorted(doc_offsets, targets, side="left")
-    cuts = np.unique(np.clip(cuts, 1, num_docs - 1)) if num_docs > 1 else cuts[:0]
-    return np.concatenate([[0], cuts, [num_docs]]).astype(np.int64)
+    return np.concatenate([[0], np.clip(cuts, 0, num_docs), [num_docs]]).astype(np.int64)
 
 
-def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray) -> Chunk:
-    """The PDOW arrays of documents [first_doc, last_doc) of the corpus."""
+def padded_shape(doc_offsets: np.ndarray, spans) -> tuple[int, int]:
+    """(padded tokens, padded documents) that every chunk of the spans is laid out with: the
+    largest chunk's size buckets, so all chunks share one shape (one compiled step, and equal
+    shards on a mesh), with room for the padding document."""
+    offsets = np.asarray(doc_offsets, np.int64)
+    tokens = max(int(offsets[last] - offsets[first]) for first, last in spans)
+    docs = max(last - first for first, last in spans)
+    return bucket_size(tokens), bucket_size(docs + 1)
+
+
+def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray,
+                padded_tokens: int, padded_docs: int) -> Chunk:
+    """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
+    padded_tokens tokens and padded_docs documents (see padded_shape)."""
     offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
     token_base = int(offsets[0])
     words = np.asarray(corpus.word_ids[offsets[0] : offsets[-1]], dtype=np.int32)
     lengths = np.diff(offsets)
     num_tokens, num_docs = len(words), last_doc - first_doc
-    padded_tokens = bucket_size(num_tokens)
-    padded_docs = bucket_size(num_docs + 1)  # room for the padding document
 
     local_doc = np.repeat(np.arange(num_docs, dtype=np.int32), lengths)
     # Within a word, tokens of longer documents first: a kernel tile then holds documents of
@@ -159,8 +172,15 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     )
 
 
-def build_layout(corpus: Corpus, chunk_tokens: int | None = None) -> Layout:
-    """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens."""
+def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int = 1,
+                 parts: Collection[int] | None = None) -> Layout:
+    """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens, all of one shape.
+
+    num_parts: the number of chunks is a multiple of it, part p holding the p-th run of
+    n / num_parts consecutive chunks (one equal share per device of a mesh).  parts: the parts
+    whose chunks are built (None: all); the others are None in Layout.chunks, for a process
+    that holds only its own devices' share.
+    """
     if corpus.num_tokens == 0:
         raise ValueError(f"corpus {corpus.name!r} has no tokens to train on")
     if corpus.num_tokens >= 2**31 and chunk_tokens is None:
@@ -171,11 +191,20 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None) -> Layout:
     word_order = np.argsort(-corpus.word_counts(), kind="stable").astype(np.int32)
     word_rank = np.empty_like(word_order)
     word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
-    cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens)
+    cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens, num_parts)
     spans = tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
+    shape = padded_shape(corpus.doc_offsets, spans)
+
+    chunks_per_part = len(spans) // num_parts
+
+    def build_one(index: int) -> Chunk | None:
+        if parts is not None and index // chunks_per_part not in parts:
+            return None
+        return build_chunk(corpus, *spans[index], word_rank, *shape)
+
     # numpy's sort releases the GIL, so chunks of a large corpus build in parallel.
     with concurrent.futures.ThreadPoolExecutor(min(len(spans), os.cpu_count() or 1)) as pool:
-        chunks = tuple(pool.map(lambda span: build_chunk(corpus, *span, word_rank), spans))
+        chunks = tuple(pool.map(build_one, range(len(spans))))
     return Layout(
         chunks=chunks,
         chunk_docs=spans,

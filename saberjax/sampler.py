@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from saberjax import rng
+from saberjax import rng, segmented_count
 from saberjax.layout import Chunk
 from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
@@ -126,3 +126,9 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     dense_topics = _map_in_order(dense_pass, dense_order, BATCH, with_index=True)
     topics = jnp.where(take_sparse, sparse_topics, dense_topics)
     return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)
+
+
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha):
+    """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input)."""
+    topics = sample_chunk(chunk, chunk_state, model, key, alpha)
+    return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos)

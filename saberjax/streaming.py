@@ -8,6 +8,9 @@ iteration walks the chunks in order:
     main thread        sample chunk i and rebuild its A, adding its tokens into B
     writer thread      copy chunk i-1's new state back to host memory
 
+On a mesh of several devices "chunk i" is slot i: one chunk per device, each device streaming
+its own (saberjax.execution).
+
 so transfers hide behind compute, and device memory holds the model plus a few chunks.  The
 computation per chunk is exactly the in-memory one, so streaming does not change the model.
 A failure in either thread stops the iteration with an error naming the chunk; no thread is
@@ -32,11 +35,8 @@ import jax
 import numpy as np
 
 from saberjax.layout import Chunk
-from saberjax.state import BHAT_DTYPE
 
 DEFAULT_PREFETCH = 2
-# Device memory left free for XLA and the allocator when the budget comes from the device.
-HEADROOM_FRACTION = 0.1
 
 
 @dataclasses.dataclass
@@ -61,34 +61,31 @@ class StreamCounters:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostChunks:
-    """PDOW chunks kept in pinned host memory, streamed through one device every iteration.
+    """PDOW chunks kept in pinned host memory, streamed through the devices every iteration.
 
-    Pinned (page-locked) host buffers let the copies to and from the device run as DMA
-    without a staging copy; the chunks' states are written back into pinned memory too.
+    Each of `chunks` is one slot of a mesh (saberjax.execution): its arrays hold one chunk per
+    device along their leading axis, laid out by `sharding`, so every device streams its own
+    chunks.  Pinned (page-locked) host buffers let the copies to and from the devices run as
+    DMA without a staging copy; the chunks' states are written back into pinned memory too.
     """
 
     chunks: tuple[Chunk, ...]
+    sharding: jax.sharding.Sharding  # where a slot's arrays live on the devices
     prefetch: int = DEFAULT_PREFETCH
-    device: jax.Device | None = None  # None: the default device
     counters: StreamCounters = dataclasses.field(default_factory=StreamCounters)
 
     def __post_init__(self):
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be at least 1, got {self.prefetch}")
-        object.__setattr__(self, "device", self.device or jax.devices()[0])
         object.__setattr__(self, "chunks", tuple(self.to_host(chunk) for chunk in self.chunks))
 
     def to_host(self, tree):
-        """Copy a pytree into this device's pinned host memory."""
-        return self._put(tree, "pinned_host")
+        """Copy a pytree into the devices' pinned host memory."""
+        return jax.device_put(tree, self.sharding.with_memory_kind("pinned_host"))
 
     def to_device(self, tree):
-        """Copy a pytree into the device's own memory."""
-        return self._put(tree, "device")
-
-    def _put(self, tree, memory_kind: str):
-        sharding = jax.sharding.SingleDeviceSharding(self.device, memory_kind=memory_kind)
-        return jax.device_put(tree, sharding)
+        """Copy a pytree into the devices' own memory."""
+        return jax.device_put(tree, self.sharding.with_memory_kind("device"))
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -130,7 +127,7 @@ def _write_back(host: "HostChunks", chunk_state):
 
 def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
                        run_chunk: Callable):
-    """run_chunk(chunk, state, device, counts) -> (state, counts) over host chunks, streamed.
+    """run_chunk(chunk, state, counts) -> (state, counts) over host chunks, streamed.
 
     `chunk_states` are host states (None at initialisation); returns (new host states, counts).
     """
@@ -150,7 +147,7 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
                 raise RuntimeError(f"putting chunk {expected} of {len(host)} on the device "
                                    f"failed: {item}") from item
             chunk, chunk_state = item
-            new_state, counts = run_chunk(chunk, chunk_state, host.device, counts)
+            new_state, counts = run_chunk(chunk, chunk_state, counts)
             if expected >= host.prefetch:  # bound the states waiting on the device
                 written[expected - host.prefetch].result()
             written.append(writer.submit(_write_back, host, new_state))
@@ -164,46 +161,3 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
             except queue.Empty:
                 producer.join(timeout=0.05)
         writer.shutdown(wait=True, cancel_futures=True)
-
-
-def model_bytes(num_words: int, padded_topics: int) -> int:
-    """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
-    each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's
-    cells)."""
-    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
-    return int(num_words * padded_topics * (2 * 4 + 2 * bhat_bytes + 4 / 31))
-
-
-def free_device_memory(device=None) -> int | None:
-    """Bytes the device can still allocate, less headroom; None when it does not say (CPU)."""
-    stats = (device or jax.devices()[0]).memory_stats()
-    if not stats or "bytes_limit" not in stats:
-        return None
-    free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
-    return int(free * (1 - HEADROOM_FRACTION))
-
-
-def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
-                      budget: int, device_bytes_per_token: float,
-                      prefetch: int = DEFAULT_PREFETCH) -> int | None:
-    """Tokens per chunk for a device budget: None when every chunk can stay on the device.
-
-    Everything resident needs the model plus device_bytes_per_token for every token; otherwise
-    the fewest chunks such that the model, `prefetch` chunks in flight and the one being
-    worked on fit (the paper's rule: as few chunks as memory allows, for locality).
-    """
-    room = budget - model_bytes(num_words, padded_topics)
-    if room <= 0:
-        raise MemoryError(
-            f"the model does not fit the device: K={num_topics} topics x V={num_words} words "
-            f"need {model_bytes(num_words, padded_topics) / 1e9:.2f} GB for B, B-hat, the trees "
-            f"and their update, but the device budget is {budget / 1e9:.2f} GB; use fewer "
-            f"topics, a smaller vocabulary or a larger --device_memory_gb")
-    if num_tokens * device_bytes_per_token <= room:
-        return None
-    chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))
-    if chunk_tokens < 1024:
-        raise MemoryError(f"a device budget of {budget / 1e9:.2f} GB leaves room for only "
-                          f"{chunk_tokens} tokens per chunk next to the model; raise "
-                          f"--device_memory_gb or lower K")
-    return chunk_tokens

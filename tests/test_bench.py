@@ -12,7 +12,7 @@ import pytest
 from absl import flags
 
 from helpers import ROOT, random_corpus
-from saberjax import esca
+from saberjax import esca, execution
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
@@ -56,10 +56,10 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     output.write_text('{"earlier": "line"}')  # no trailing newline: appending must add one
     lines = run_main(bench, parse, capsys, f"--corpus={corpus_dir}", "--num_topics=8",
                      "--iterations=2", "--warmup=1", "--backends=pallas,xla", "--copy_mib=4",
-                     "--phase_repeats=1", f"--output={output}")
+                     "--phase_repeats=1", "--num_devices=1,2", f"--output={output}")
 
     assert [line["backend"] for line in lines[:2]] == ["xla", "pallas"]  # xla first: the ratios
-    result, pallas, summary = lines
+    result, pallas, two_result, two_pallas, summary = lines
     assert result["type"] == "result" and summary["type"] == "summary"
     assert (result["K"], result["backend"]) == (8, "xla")
     for key in ("Mtoken_per_s_mean", "Mtoken_per_s_steady", "Mtoken_per_s_best",
@@ -80,15 +80,20 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     assert result["jax_version"] == jax.__version__
 
     phases = result["phases"]
-    assert set(phases) == {"sample", "rebuild_a", "count_b", "bhat_trees", "transfer"}
+    assert set(phases) == {"sample", "rebuild_a", "count_b", "bhat_trees"}
     for name in ("sample", "rebuild_a", "count_b", "bhat_trees"):
         assert phases[name]["seconds"] > 0 and phases[name]["Mtoken_per_s"] > 0, name
-    assert phases["transfer"]["bytes"] > 0 and phases["transfer"]["seconds"] > 0
+    assert result["placement"]["bytes"] > 0 and result["placement"]["seconds"] > 0
+    assert (result["devices"], two_result["devices"]) == (1, 2)
+    assert result["speedup_vs_one_device"] == 1.0 and two_result["speedup_vs_one_device"] > 0
+    assert result["collective_bytes_per_device"] == 0  # one device: no collective
+    assert two_result["collective_bytes_per_device"] > 0 and two_result["reduction_seconds"] > 0
+    assert 0 < two_result["reduction_share"] < 1
 
     assert pallas["K"] == 8
     if jax.default_backend() != "gpu":  # the Pallas kernels need a GPU: reported, not a crash
-        assert pallas["type"] == "skipped" and pallas["reason"]
-        assert summary["skipped"] == [dict(K=8, backend="pallas", reason=pallas["reason"])]
+        assert pallas["type"] == two_pallas["type"] == "skipped" and pallas["reason"]
+        assert summary["skipped"] == 2 * [dict(K=8, backend="pallas", reason=pallas["reason"])]
     else:
         assert pallas["type"] in ("result", "skipped")
     assert summary["results"][0]["backend"] == "xla"
@@ -125,17 +130,17 @@ def test_unknown_backend_or_bad_k_is_a_flag_error(parse):
 def test_compiled_step_gives_the_same_state_as_esca_step(bench):
     corpus = random_corpus(num_docs=50, num_words=40, mean_length=30, seed=2)
     hyper = Hyperparams.create(8)
-    chunks = jax.device_put(build_layout(corpus, chunk_tokens=800).chunks)
-    assert len(chunks) > 1
-    state = esca.init(chunks, corpus.num_words, hyper, seed=3)
-    compiled = esca.CompiledStep(chunks, state, hyper)
-    assert compiled.compile_seconds > 0
-    ours, reference = state, state
+    chunks = build_layout(corpus, chunk_tokens=800).chunks
+    placement = execution.place(corpus, hyper, num_devices=1, chunk_tokens=800)
+    assert len(chunks) == placement.num_slots > 1
+    ours, reference = placement.init(seed=3), esca.init(chunks, corpus.num_words, hyper, seed=3)
+    compiled = placement.compile(ours)
+    assert compiled.compile_seconds > 0 and compiled.num_executables == 1
     for _ in range(2):
-        ours = compiled(ours, chunks)
+        ours = compiled(ours)
         reference = esca.step(reference, chunks, hyper)
     for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(reference)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        np.testing.assert_array_equal(np.asarray(a).reshape(np.shape(b)), np.asarray(b))
 
 
 def test_append_lines_is_atomic_and_keeps_earlier_lines(bench, tmp_path):

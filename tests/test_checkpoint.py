@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, random_corpus
 
-from saberjax import checkpoint, esca, streaming, trainer
+from saberjax import checkpoint, execution, trainer
 from saberjax.corpus import load_bundled, save_native
-from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
 # two chunks whatever the device count (the corpus has about 800 tokens)
@@ -115,7 +114,7 @@ def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
                                   uninterrupted.model.word_topic_counts)
     assert [record["iteration"] for record in resumed.metrics] == [1, 2, 3, 4, 5, 6]
     for mine, theirs in zip(resumed.state.chunks, uninterrupted.state.chunks):
-        assert esca.device_of(mine) == esca.device_of(theirs)
+        assert mine.a_pairs.sharding == theirs.a_pairs.sharding
         np.testing.assert_array_equal(np.asarray(mine.a_pairs), np.asarray(theirs.a_pairs))
 
 
@@ -158,11 +157,14 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
     """Streamed chunks keep their states on the host; resuming must not move them all to the
     device at once (that is what streaming exists to avoid)."""
     corpus = random_corpus(num_docs=30, num_words=20, seed=3)
-    chunks = streaming.HostChunks(build_layout(corpus, corpus.num_tokens // 3 + 1).chunks)
     hyper = Hyperparams.create(CONFIG.num_topics, backend="xla")
-    state = esca.init(chunks, corpus.num_words, hyper, seed=0)
-    path = checkpoint.save_checkpoint(tmp_path, state, chunks, CONFIG, corpus.fingerprint(), [])
-    loaded, _ = checkpoint.load_checkpoint(path, chunks, hyper, corpus.fingerprint(), CONFIG)
+    placement = execution.place(corpus, hyper, chunk_tokens=corpus.num_tokens // 6 + 1,
+                                stream=True)
+    assert placement.streamed and placement.num_slots >= 3
+    state = placement.init(seed=0)
+    path = checkpoint.save_checkpoint(tmp_path, state, placement, CONFIG, corpus.fingerprint(),
+                                      [])
+    loaded, _ = checkpoint.load_checkpoint(path, placement, corpus.fingerprint(), CONFIG)
     for saved, chunk_state in zip(state.chunks, loaded.chunks):
         for leaf in chunk_state:
             assert leaf.sharding.memory_kind == "pinned_host"

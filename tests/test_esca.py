@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import esca, trainer
+from saberjax import esca, mstep, trainer
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
 from saberjax.state import (BHAT_DTYPE, Hyperparams, check_document_lengths, max_pair_count,
@@ -28,7 +28,7 @@ def run(corpus, hyper, iterations, chunk_tokens=None, seed=7):
 
 
 def assert_counts_match_recount(corpus, layout, chunks, state, hyper):
-    z = esca.corpus_order_topics(chunks, state)
+    z = esca.corpus_order_topics(chunks, state.chunks)
     words = np.asarray(corpus.word_ids)
     recount_b = np.zeros((corpus.num_words, hyper.padded_topics), np.int64)
     np.add.at(recount_b, (words, z), 1)
@@ -67,11 +67,12 @@ def test_chunking_does_not_change_result():
     _, chunks_three, three = run(corpus, hyper, iterations=5,
                                  chunk_tokens=corpus.num_tokens // 3 + 1)
     assert len(chunks_one) == 1 and len(chunks_three) == 3
-    z_one = esca.corpus_order_topics(chunks_one, one[-1])
-    np.testing.assert_array_equal(z_one, esca.corpus_order_topics(chunks_three, three[-1]))
+    z_one = esca.corpus_order_topics(chunks_one, one[-1].chunks)
+    np.testing.assert_array_equal(z_one,
+                                  esca.corpus_order_topics(chunks_three, three[-1].chunks))
     np.testing.assert_array_equal(np.asarray(one[-1].model.word_topic),
                                   np.asarray(three[-1].model.word_topic))
-    assert not np.array_equal(z_one, esca.corpus_order_topics(chunks_one, one[1]))
+    assert not np.array_equal(z_one, esca.corpus_order_topics(chunks_one, one[1].chunks))
 
 
 def test_different_seeds_give_different_models():
@@ -79,8 +80,8 @@ def test_different_seeds_give_different_models():
     hyper = Hyperparams.create(10)
     _, chunks, a = run(corpus, hyper, iterations=2, seed=1)
     _, _, b = run(corpus, hyper, iterations=2, seed=2)
-    assert not np.array_equal(esca.corpus_order_topics(chunks, a[-1]),
-                              esca.corpus_order_topics(chunks, b[-1]))
+    assert not np.array_equal(esca.corpus_order_topics(chunks, a[-1].chunks),
+                              esca.corpus_order_topics(chunks, b[-1].chunks))
 
 
 def test_step_is_jittable_and_matches_eager_step():
@@ -88,8 +89,8 @@ def test_step_is_jittable_and_matches_eager_step():
     hyper = Hyperparams.create(8)
     layout, chunks, states = run(corpus, hyper, iterations=1, chunk_tokens=800)
     jitted = jax.jit(esca.step, static_argnames="hyper")(states[0], chunks, hyper)
-    np.testing.assert_array_equal(esca.corpus_order_topics(chunks, jitted),
-                                  esca.corpus_order_topics(chunks, states[1]))
+    np.testing.assert_array_equal(esca.corpus_order_topics(chunks, jitted.chunks),
+                                  esca.corpus_order_topics(chunks, states[1].chunks))
     assert int(jitted.iteration) == 1
 
 
@@ -128,7 +129,7 @@ def test_bhat_is_rounded_to_its_dtype_and_its_tree_adds_up_what_it_holds(num_top
     model = esca.model_from_counts(jnp.asarray(counts, jnp.int32), hyper)
     assert model.bhat.dtype == BHAT_DTYPE == jnp.bfloat16
     held = np.asarray(model.bhat, np.float64)
-    exact = esca.float32_bhat(model.word_topic, model.topic_totals, hyper.num_topics, hyper.beta)
+    exact = mstep.float32_bhat(model.word_topic, model.topic_totals, hyper.num_topics, hyper.beta)
     np.testing.assert_allclose(held, np.asarray(exact), rtol=2**-8)  # rounded, nothing more
     level_above = held.reshape(3, -1, WIDTH).sum(axis=2)
     np.testing.assert_allclose(np.asarray(model.tree[-1])[:, :level_above.shape[1]],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import trainer
+from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
 from saberjax.model import FORMAT_VERSION, TopicModel
 
@@ -64,10 +64,10 @@ def test_callback_can_stop_training_early():
 
 
 def test_pallas_backend_without_gpu_raises_a_clear_error():
-    if trainer.pallas_available():
+    if backend.pallas_available():
         pytest.skip("a GPU with the Pallas kernels is present")
     with pytest.raises(ValueError, match="not yet available here"):
-        trainer.resolve_backend("pallas")
+        backend.resolve_backend("pallas")
 
 
 def test_device_count_does_not_change_the_model():

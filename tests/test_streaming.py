@@ -1,50 +1,50 @@
-"""Streaming chunks through the device gives the in-memory model and fails cleanly."""
+"""Streaming chunks through the devices gives the in-memory model and fails cleanly."""
 
 import threading
 
-import jax
 import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import esca, streaming
+from saberjax import esca, execution, streaming
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
 
 
-def run(chunks, corpus, hyper, iterations, compiled=False):
-    state = esca.init(chunks, corpus.num_words, hyper, seed=11)
-    step = esca.CompiledStep(chunks, state, hyper) if compiled else (
-        lambda s, c: esca.step(s, c, hyper))
+def reference_topics(corpus, hyper, iterations, seed=11):
+    """Topics in corpus order after esca.init and esca.step on one resident chunk."""
+    chunks = build_layout(corpus).chunks
+    state = esca.init(chunks, corpus.num_words, hyper, seed)
     for _ in range(iterations):
-        state = step(state, chunks)
-    return state
+        state = esca.step(state, chunks, hyper)
+    return esca.corpus_order_topics(chunks, state.chunks), np.asarray(state.model.word_topic)
 
 
-@pytest.mark.parametrize("prefetch,compiled", [(1, False), (3, True)])
-def test_streaming_gives_the_in_memory_model(prefetch, compiled):
+@pytest.mark.parametrize("num_devices,prefetch", [(1, 1), (2, 3)])
+def test_streaming_gives_the_in_memory_model(num_devices, prefetch):
     corpus = random_corpus(num_docs=120, num_words=50, mean_length=30, seed=12)
     hyper = Hyperparams.create(12)
-    resident = build_layout(corpus)
-    in_memory = run(jax.device_put(resident.chunks), corpus, hyper, 4)
-    layout = build_layout(corpus, chunk_tokens=400)
-    host = streaming.HostChunks(layout.chunks, prefetch=prefetch)
-    streamed = run(host, corpus, hyper, 4, compiled)
-    assert len(host) > 5
+    placement = execution.place(corpus, hyper, num_devices, chunk_tokens=400, prefetch=prefetch,
+                                stream=True)
+    assert placement.streamed and placement.num_slots > 2
+    state = placement.init(seed=11)
+    step = placement.compile(state)
+    for _ in range(4):
+        state = step(state)
     assert all(leaf.sharding.memory_kind == "pinned_host"  # states stay in host memory
-               for leaf in jax.tree.leaves(streamed.chunks))
-    np.testing.assert_array_equal(esca.corpus_order_topics(host, streamed),
-                                  esca.corpus_order_topics(resident.chunks, in_memory))
-    np.testing.assert_array_equal(np.asarray(streamed.model.word_topic),
-                                  np.asarray(in_memory.model.word_topic))
-    assert host.counters.chunks == 5 * len(host) and host.counters.transfer > 0
+               for slot in state.chunks for leaf in slot)
+    topics, word_topic = reference_topics(corpus, hyper, 4)
+    np.testing.assert_array_equal(placement.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placement.word_topic(state), word_topic)
+    assert placement.slots.counters.chunks == 5 * placement.num_slots
+    assert placement.slots.counters.transfer > 0
 
 
 def test_a_failed_transfer_stops_training_with_a_clear_error_and_no_thread_left(monkeypatch):
     corpus = random_corpus(num_docs=60, seed=13)
-    hyper = Hyperparams.create(4)
-    host = streaming.HostChunks(build_layout(corpus, chunk_tokens=300).chunks)
-    state = esca.init(host, corpus.num_words, hyper, seed=0)
+    placement = execution.place(corpus, Hyperparams.create(4), 1, chunk_tokens=300, stream=True)
+    state = placement.init(seed=0)
+    step = placement.compile(state)
     real_to_device = streaming.HostChunks.to_device
     calls = []
 
@@ -56,21 +56,21 @@ def test_a_failed_transfer_stops_training_with_a_clear_error_and_no_thread_left(
 
     monkeypatch.setattr(streaming.HostChunks, "to_device", failing_third_transfer)
     threads_before = threading.active_count()
-    with pytest.raises(RuntimeError, match=f"putting chunk 2 of {len(host)} on the device "
-                                           "failed: DMA engine on fire"):
-        esca.step(state, host, hyper)
+    with pytest.raises(RuntimeError, match=f"putting chunk 2 of {placement.num_slots} on the "
+                                           "device failed: DMA engine on fire"):
+        step(state)
     assert threading.active_count() == threads_before
 
 
 def test_plan_picks_the_fewest_chunks_that_fit_and_refuses_a_model_too_large():
     args = dict(num_tokens=10_000_000, num_words=10_000, num_topics=1000, padded_topics=1024,
                 device_bytes_per_token=100.0, prefetch=2)
-    model = streaming.model_bytes(10_000, 1024)
-    assert streaming.plan_chunk_tokens(budget=model + 10**9 + 1, **args) is None
-    chunk_tokens = streaming.plan_chunk_tokens(budget=model + 300_000_000, **args)
+    model = execution.model_bytes(10_000, 1024)
+    assert execution.plan_chunk_tokens(budget=model + 10**9 + 1, **args) is None
+    chunk_tokens = execution.plan_chunk_tokens(budget=model + 300_000_000, **args)
     assert chunk_tokens == 1_000_000
     with pytest.raises(MemoryError, match="K=1000 topics x V=10000 words need"):
-        streaming.plan_chunk_tokens(budget=model // 2, **args)
+        execution.plan_chunk_tokens(budget=model // 2, **args)
 
 
 def test_training_under_a_tiny_device_budget_streams_and_gives_the_resident_model():
@@ -79,9 +79,9 @@ def test_training_under_a_tiny_device_budget_streams_and_gives_the_resident_mode
     corpus = random_corpus(num_docs=400, num_words=60, mean_length=40, seed=14)
     base = dict(num_topics=8, iterations=3, backend="xla", num_devices=1)
     resident = trainer.train(corpus, trainer.TrainConfig(**base))
-    per_token = trainer.device_bytes_per_token(corpus, Hyperparams.create(8))
+    per_token = execution.device_bytes_per_token(corpus, Hyperparams.create(8))
     room_for_three_sixths = 3 * corpus.num_tokens / 6 * per_token  # prefetch 2 + 1 at work
-    budget_gb = (streaming.model_bytes(60, 32) + room_for_three_sixths) / 1e9
+    budget_gb = (execution.model_bytes(60, 32) + room_for_three_sixths) / 1e9
     streamed = trainer.train(corpus, trainer.TrainConfig(**base, device_memory_gb=budget_gb))
     assert streamed.model.config["streamed"] and streamed.model.config["num_chunks"] > 3
     assert not resident.model.config["streamed"]

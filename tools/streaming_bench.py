@@ -29,7 +29,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import streaming, trainer
+from saberjax import execution, trainer
 from saberjax.state import Hyperparams
 
 FLAGS = flags.FLAGS
@@ -69,8 +69,8 @@ def main(argv):
     corpus = corpus_io.load_native(FLAGS.corpus)
     load_seconds = time.perf_counter() - start
     hyper = Hyperparams.create(FLAGS.num_topics)
-    per_token = trainer.device_bytes_per_token(corpus, hyper)
-    model_gb = streaming.model_bytes(corpus.num_words, hyper.padded_topics) / 1e9
+    per_token = execution.device_bytes_per_token(corpus, hyper)
+    model_gb = execution.model_bytes(corpus.num_words, hyper.padded_topics) / 1e9
     print(json.dumps(dict(corpus=FLAGS.corpus, D=corpus.num_docs, T=corpus.num_tokens,
                           V=corpus.num_words, K=FLAGS.num_topics, load_seconds=load_seconds,
                           device=jax.devices()[0].device_kind,

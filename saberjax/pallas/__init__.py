@@ -1,4 +1,5 @@
-"""Pallas (Triton) GPU kernels of saberjax; `kernels.BACKEND` is esca's "pallas" backend.
+"""Pallas (Triton) GPU kernels of saberjax; `kernels` holds the "pallas" backend's operations
+(saberjax.backend).
 
 sampler.py (E-step and shuffle), segmented_count.py (A rebuild), word_topic_count.py (B count),
 bhat_tree.py (topic totals, B-hat and trees), atomics.py (integer atomics), warp.py (32-lane sums

@@ -1,5 +1,5 @@
 """The topic totals, B-hat and its sampling trees in two Pallas (Triton) passes over B;
-reference: saberjax.esca.model_arrays (XLA: a column reduction for the totals, B-hat in one
+reference: saberjax.mstep.model_arrays (XLA: a column reduction for the totals, B-hat in one
 pass, then each tree level by reading B-hat).
 
 Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers
@@ -26,15 +26,15 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from saberjax.esca import bhat_and_tree as bhat_and_tree_reference
-from saberjax.esca import bhat_denominator
-from saberjax.esca import model_arrays as model_arrays_reference
+from saberjax.mstep import bhat_and_tree as bhat_and_tree_reference
+from saberjax.mstep import bhat_denominator
+from saberjax.mstep import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
 from saberjax.state import BHAT_DTYPE
 from saberjax.tree import WIDTH, build_tree, padded_width
 
-__all__ = ["model_arrays", "model_arrays_reference"]
+__all__ = ["bhat_and_tree", "model_arrays", "model_arrays_reference", "topic_totals"]
 
 
 # Rows per program of the totals kernel: enough for at most TOTALS_PROGRAMS programs and for at
@@ -88,28 +88,32 @@ def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat
     plgpu.store(level_ref.at[word, groups], sums, mask=groups < level_ref.shape[1])
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "block_columns", "rows_per_program",
-                                             "num_warps", "interpret"))
-def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns: int = 1024,
-                 rows_per_program: int | None = None, num_warps: int = 4,
-                 interpret: bool | None = None):
-    """(topic totals, B-hat, its tree levels top first) of B.
+def _block_columns(padded_topics: int, block_columns: int) -> int:
+    """The column block of a program: block_columns, or all columns when fewer."""
+    return min(block_columns, pl.next_power_of_2(padded_topics))
 
-    Same contract as saberjax.esca.model_arrays.  block_columns (a power of two, at least 32)
+
+@functools.partial(jax.jit, static_argnames=("block_columns", "rows_per_program", "num_warps",
+                                             "interpret"))
+def topic_totals(word_topic: jax.Array, *, block_columns: int = 1024,
+                 rows_per_program: int | None = None, num_warps: int = 4,
+                 interpret: bool | None = None) -> jax.Array:
+    """The column sums of B (int32).
+
+    Same contract as saberjax.mstep.topic_totals.  block_columns (a power of two, at least 32)
     and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md);
-    rows_per_program (of the totals; a multiple of ROWS_PER_LOAD) to the fewest that keep
-    within TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None:
-    interpret unless on a GPU.
+    rows_per_program (a multiple of ROWS_PER_LOAD) to the fewest that keep within
+    TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None: interpret
+    unless on a GPU.
     """
     num_words, padded_topics = word_topic.shape
-    interpret = default_interpret() if interpret is None else interpret
-    block_columns = min(block_columns, pl.next_power_of_2(padded_topics))
+    block_columns = _block_columns(padded_topics, block_columns)
     if rows_per_program is None:
         cells = num_words * pl.cdiv(padded_topics, block_columns)
         rows_per_program = ROWS_PER_LOAD * max(
             pl.cdiv(cells, ROWS_PER_LOAD * TOTALS_PROGRAMS),
             pl.cdiv(num_words, ROWS_PER_LOAD * COLUMN_ATOMICS))
-    totals = pl.pallas_call(
+    return pl.pallas_call(
         functools.partial(_totals_kernel, rows_per_program=rows_per_program,
                           block_columns=block_columns),
         out_shape=jax.ShapeDtypeStruct((padded_topics,), word_topic.dtype),
@@ -117,21 +121,45 @@ def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns:
         input_output_aliases={1: 0},
         name="saber_topic_totals",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-        interpret=interpret,
+        interpret=default_interpret() if interpret is None else interpret,
     )(word_topic, jnp.zeros((padded_topics,), word_topic.dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("num_topics", "num_words", "block_columns",
+                                             "num_warps", "interpret"))
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta,
+                  num_words: int | None = None, *, block_columns: int = 1024,
+                  num_warps: int = 4, interpret: bool | None = None):
+    """(B-hat, its tree levels top first) of rows of B given the topic totals.
+
+    Same contract as saberjax.mstep.bhat_and_tree (num_words: the vocabulary's V, None: B's
+    rows are the whole vocabulary); knobs as in topic_totals.
+    """
+    rows, padded_topics = word_topic.shape
     if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
-        return (totals, *bhat_and_tree_reference(word_topic, totals, num_topics, beta))
-    denominator = bhat_denominator(totals, num_words, beta)
-    level_shape = (num_words, padded_width(padded_topics // WIDTH))
+        return bhat_and_tree_reference(word_topic, totals, num_topics, beta, num_words)
+    block_columns = _block_columns(padded_topics, block_columns)
+    denominator = bhat_denominator(totals, num_words or rows, beta)
+    level_shape = (rows, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
         functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
         out_shape=(jax.ShapeDtypeStruct(word_topic.shape, BHAT_DTYPE),
                    jax.ShapeDtypeStruct(level_shape, jnp.float32)),
-        grid=(num_words, pl.cdiv(padded_topics, block_columns)),
+        grid=(rows, pl.cdiv(padded_topics, block_columns)),
         input_output_aliases={3: 1},
         name="saber_bhat_tree",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-        interpret=interpret,
+        interpret=default_interpret() if interpret is None else interpret,
     )(word_topic, denominator, jnp.reshape(jnp.float32(beta), (1,)),
       jnp.zeros(level_shape, jnp.float32))
-    return totals, bhat, build_tree(level) + (level,)
+    return bhat, build_tree(level) + (level,)
+
+
+def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns: int = 1024,
+                 rows_per_program: int | None = None, num_warps: int = 4,
+                 interpret: bool | None = None):
+    """(topic totals, B-hat, its tree levels top first) of B: topic_totals, then
+    bhat_and_tree (same contract as saberjax.mstep.model_arrays)."""
+    knobs = dict(block_columns=block_columns, num_warps=num_warps, interpret=interpret)
+    totals = topic_totals(word_topic, rows_per_program=rows_per_program, **knobs)
+    return (totals, *bhat_and_tree(word_topic, totals, num_topics, beta, **knobs))

@@ -146,7 +146,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
 
-    Same contract as saberjax.esca.sample_and_shuffle.  The tiles are the chunk's
+    Same contract as saberjax.sampler.sample_and_shuffle.  The tiles are the chunk's
     (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
     H200 (NOTES.md).

@@ -1,5 +1,5 @@
 """The B count (word-topic counts of a chunk) as a Pallas (Triton) kernel; reference:
-saberjax.esca.count_word_topic, XLA's scatter-add with one atomic per token.
+saberjax.mstep.count_word_topic, XLA's scatter-add with one atomic per token.
 
 A program takes block_tokens consecutive word-major tokens, which belong to one word or a few,
 adds up its equal (word, topic) pairs (a block x block comparison) and does one relaxed integer
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from saberjax.esca import count_word_topic as count_word_topic_reference
+from saberjax.mstep import count_word_topic as count_word_topic_reference
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
@@ -58,7 +58,7 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array, *,
                      interpret: bool | None = None) -> jax.Array:
     """B plus the (word, topic) counts of the chunk's real tokens, counted in place.
 
-    Same contract as saberjax.esca.count_word_topic.  block_tokens (a power of two), spread
+    Same contract as saberjax.mstep.count_word_topic.  block_tokens (a power of two), spread
     (the stretches consecutive programs are spread over, 1: blocks in order; its greatest
     common divisor with the number of blocks is used, so the stretches are equal) and
     num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md).

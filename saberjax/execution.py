@@ -1,0 +1,508 @@
+"""Where and how ESCA runs: the mesh, the chunks' placement, the compiled iteration, streaming
+dispatch and the device-memory plan.  Every sharding decision of saberjax lives in this file.
+
+Data parallel by document over one mesh axis, "data", spanning every device of every process::
+
+    corpus documents   [ device 0's share | device 1's share | ... ]   equal token shares
+    slot j             chunk j of every device: one Chunk whose arrays carry a leading device
+                       axis sharded over "data" (equal shapes on every device, padded)
+
+One iteration is one jitted `shard_map` program.  Every device runs esca.chunk_step over its
+own chunks, adding their tokens into its partial counts B_d [V_pad, K_pad], then::
+
+    rows   = psum_scatter(B_d)          each device gets the summed rows of V_pad / N words
+    totals = psum(column sums of rows)  K_pad integers
+    B-hat and trees of its rows         esca.model_from_totals (the backend's kernels)
+    all_gather(B-hat, trees, totals)    every device samples with the whole B-hat
+
+so B (Model.word_topic) stays sharded by word rows and B-hat and the trees are replicated:
+the reduction moves B once (reduce-scatter, 4 bytes a cell) and B-hat once (all-gather,
+2 bytes a cell), and the B-hat pass runs on 1/N of the rows on each device.  V is padded to a
+multiple of N (rows of no word).  Counts are integers and B-hat is computed row by row from
+exact totals, and every random draw is keyed by (seed, iteration, global token id), so the
+model is bit-identical on any number of devices or processes.  With one device the program
+has no collectives and is esca.step's computation.
+
+Streaming: when a device's share does not fit its memory, slots stay in pinned host memory
+(streaming.HostChunks) and flow through the devices one slot program at a time, each device
+streaming its own chunks; the reduction then runs as a program of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from saberjax import esca, streaming
+from saberjax.mstep import float32_bhat
+from saberjax.backend import backend_ops
+from saberjax.corpus import Corpus
+from saberjax.layout import Chunk, build_layout
+from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
+
+AXIS = "data"
+# Device memory left free for XLA and the allocator when the budget comes from the device.
+HEADROOM_FRACTION = 0.1
+# Tokens of the two probe chunks whose compiled steps measure device bytes per token.
+PROBE_TOKENS = (1 << 15, 1 << 16)
+# Device bytes per token no chunk step exceeds (measured: 87 for the XLA path on a CPU,
+# 61 for the Pallas path on an H200).
+BYTES_PER_TOKEN_BOUND = 512
+# Shard specs: a slot's arrays and states by device; the model's B by word rows, the rest whole.
+BY_DEVICE = P(AXIS)
+MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tree_total=P())
+
+
+def make_mesh(num_devices: int = 0) -> Mesh:
+    """A one-axis mesh of the first num_devices devices of every process (0: all of them)."""
+    devices = jax.devices()
+    if num_devices < 0 or num_devices > len(devices):
+        raise ValueError(f"num_devices={num_devices}, but there are {len(devices)} "
+                         f"{jax.default_backend()} device(s) in {jax.process_count()} "
+                         f"process(es); use 0 for all of them")
+    if jax.process_count() > 1 and num_devices not in (0, len(devices)):
+        raise ValueError(f"num_devices={num_devices}: with {jax.process_count()} processes the "
+                         f"mesh takes every device ({len(devices)}); use 0")
+    return Mesh(np.array(devices[: num_devices or None]), (AXIS,))
+
+
+def _local(tree):
+    """A device's part of by-device arrays inside shard_map: the leading axis (size 1) dropped."""
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def _stacked(tree):
+    """A device's arrays as its part of by-device arrays (a leading axis of size 1)."""
+    return jax.tree.map(lambda x: x[None], tree)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Placement:
+    """A corpus laid out on a mesh: the chunks of every device, by slot, resident or streamed.
+
+    Chunk `device * num_slots + slot` of the layout (documents chunk_docs[i]) is device
+    `device`'s chunk in slot `slot`.  Built by `place`; `init`, `compile` and the host views
+    of a state (checkpoints, tests) go through it.
+    """
+
+    mesh: Mesh
+    slots: tuple[Chunk, ...] | streaming.HostChunks
+    chunk_docs: tuple[tuple[int, int], ...]
+    chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
+    num_words: int
+    hyper: Hyperparams
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def num_slots(self) -> int:
+        return len(self.slots)
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.chunk_docs)
+
+    @property
+    def padded_words(self) -> int:
+        """V rounded up to a multiple of the device count: B's rows, N equal shares."""
+        return -(-self.num_words // self.num_devices) * self.num_devices
+
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.slots, streaming.HostChunks)
+
+    def with_hyper(self, hyper: Hyperparams) -> "Placement":
+        """The same chunks for other settings (another K or backend)."""
+        return dataclasses.replace(self, hyper=hyper)
+
+    def sharding(self, spec: P = BY_DEVICE, memory_kind: str | None = None) -> NamedSharding:
+        return NamedSharding(self.mesh, spec, memory_kind=memory_kind)
+
+    # -- the per-device programs (inside shard_map) --
+
+    def _shard_map(self, body, in_specs, out_specs):
+        """body on every device of the mesh (check_vma off: Pallas calls declare no vma)."""
+        return jax.shard_map(body, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)
+
+    def _zero_counts(self):
+        return jnp.zeros((self.padded_words, self.hyper.padded_topics), jnp.int32)
+
+    def _model_of_rows(self, rows) -> Model:
+        """The model of this device's rows of B: totals summed over the mesh, B-hat and trees
+        of the rows, then B-hat and the trees gathered whole on every device."""
+        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+        if self.num_devices == 1:
+            return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
+        local = esca.model_from_totals(rows, lax.psum(totals, AXIS), self.hyper,
+                                       self.num_words)
+        gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+        return local._replace(bhat=gather(local.bhat), tree=tuple(map(gather, local.tree)),
+                              tree_total=gather(local.tree_total))
+
+    def _model_of_partial_counts(self, counts) -> Model:
+        """The model of every device's partial counts B_d (reduce-scattered by word rows)."""
+        if self.num_devices > 1:
+            counts = lax.psum_scatter(counts, AXIS, scatter_dimension=0, tiled=True)
+        return self._model_of_rows(counts)
+
+    def _over_slots(self, run_chunk, slots, slot_states, counts):
+        """run_chunk(chunk, state, counts) over this device's chunks, slot by slot."""
+        new_states = []
+        for index, chunk in enumerate(slots):
+            state = None if slot_states is None else _local(slot_states[index])
+            new_state, counts = run_chunk(_local(chunk), state, counts)
+            new_states.append(_stacked(new_state))
+        return tuple(new_states), counts
+
+    def _init_chunk(self, seed):
+        return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
+
+    def _chunk_step(self, model, key):
+        return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
+                                                            self.hyper)
+
+    @functools.cached_property
+    def _init_program(self):
+        def body(slots, seed):
+            states, counts = self._over_slots(self._init_chunk(seed), slots, None,
+                                              self._zero_counts())
+            return states, self._model_of_partial_counts(counts)
+        return jax.jit(self._shard_map(body, (BY_DEVICE, P()), (BY_DEVICE, MODEL_SPEC)))
+
+    @functools.cached_property
+    def _iteration_program(self):
+        def body(slots, slot_states, model, key):
+            states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
+                                              self._zero_counts())
+            return states, self._model_of_partial_counts(counts)
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, MODEL_SPEC, P()),
+                                       (BY_DEVICE, MODEL_SPEC)))
+
+    @functools.cached_property
+    def _slot_init_program(self):
+        def body(chunk, seed, counts):
+            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None, counts[0])
+            return states[0], counts[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, P(), BY_DEVICE),
+                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=2)
+
+    @functools.cached_property
+    def _slot_step_program(self):
+        def body(chunk, state, model, key, counts):
+            states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
+                                              counts[0])
+            return states[0], counts[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, MODEL_SPEC, P(), BY_DEVICE),
+                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=4)
+
+    @functools.cached_property
+    def reduce(self):
+        """Partial counts [N, V_pad, K_pad] (donated) -> the model of their sum."""
+        return jax.jit(self._shard_map(lambda counts: self._model_of_partial_counts(counts[0]),
+                                       BY_DEVICE, MODEL_SPEC), donate_argnums=0)
+
+    @functools.cached_property
+    def _model_program(self):
+        return jax.jit(self._shard_map(self._model_of_rows, P(AXIS), MODEL_SPEC))
+
+    @functools.cached_property
+    def zero_partial_counts(self):
+        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device."""
+        return jax.jit(lambda: jnp.zeros((self.num_devices, self.padded_words,
+                                          self.hyper.padded_topics), jnp.int32),
+                       out_shardings=self.sharding())
+
+    # -- running --
+
+    def _stream(self, run_slot, chunk_states):
+        """(states, model) of run_slot(chunk, state, counts) over the streamed slots."""
+        states, counts = streaming.stream_over_chunks(
+            self.slots, chunk_states, self.zero_partial_counts(), run_slot)
+        return states, self.reduce(counts)
+
+    def replicated(self, value) -> jax.Array:
+        """A host value (the same on every process) as an array on every device."""
+        value = np.asarray(value)
+        return jax.make_array_from_callback(value.shape, self.sharding(P()), lambda _: value)
+
+    def init(self, seed: int) -> TrainState:
+        """The state after random initialisation (esca.init over the mesh)."""
+        seed = self.replicated(np.uint32(seed))
+        if self.streamed:
+            states, model = self._stream(
+                lambda chunk, _, counts: self._slot_init_program(chunk, seed, counts), None)
+        else:
+            states, model = self._init_program(self.slots, seed)
+        return TrainState(states, model, self.replicated(np.int32(0)), seed)
+
+    def compile(self, state: TrainState) -> "CompiledStep":
+        """The iteration for states like `state`, compiled ahead of time."""
+        return CompiledStep(self, state)
+
+    # -- host views of a state --
+
+    def chunk_states(self, state: TrainState) -> dict[int, ChunkState]:
+        """This process's chunks' states on the host, by layout chunk index."""
+        return self._by_chunk(state.chunks)
+
+    def own_chunks(self) -> list[int]:
+        """Layout chunk indices of this process's devices' chunks."""
+        return [device * self.num_slots + slot for device in _own_devices(self.mesh)
+                for slot in range(self.num_slots)]
+
+    def host_chunks(self) -> dict[int, Chunk]:
+        """This process's chunks on the host, by layout chunk index."""
+        return self._by_chunk(tuple(self.slots))
+
+    def _by_chunk(self, slot_trees) -> dict:
+        found = {}
+        for slot, tree in enumerate(slot_trees):
+            leaves, treedef = jax.tree.flatten(tree)
+            by_device = {}
+            for leaf_index, leaf in enumerate(leaves):
+                for shard in leaf.addressable_shards:
+                    device = shard.index[0].start or 0
+                    by_device.setdefault(device, [None] * len(leaves))[leaf_index] = \
+                        np.asarray(shard.data)[0]
+            for device, device_leaves in by_device.items():
+                found[device * self.num_slots + slot] = jax.tree.unflatten(treedef,
+                                                                           device_leaves)
+        return found
+
+    def place_chunk_states(self, chunk_states: dict[int, ChunkState]) -> tuple:
+        """Slot states on the mesh from host states by layout chunk index (this process's)."""
+        kind = "pinned_host" if self.streamed else None
+        return tuple(_by_device_array(
+            {device: chunk_states[device * self.num_slots + slot]
+             for device in _own_devices(self.mesh)}, self.sharding(memory_kind=kind))
+            for slot in range(self.num_slots))
+
+    def word_topic(self, state: TrainState) -> np.ndarray:
+        """B [V, K_pad] on the host (every process takes part)."""
+        return _to_host(state.model.word_topic)[: self.num_words]
+
+    def model_from_word_topic(self, word_topic: np.ndarray) -> Model:
+        """The model of host counts B [V, K_pad]: its rows spread over the mesh."""
+        padded = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
+        padded[: self.num_words] = word_topic
+        rows = jax.make_array_from_callback(padded.shape, self.sharding(P(AXIS)),
+                                            lambda index: padded[index])
+        return self._model_program(rows)
+
+    def topic_word(self, state: TrainState) -> jax.Array:
+        """float32 B-hat [K, V] of the state's counts, whole on every device (for scoring)."""
+        return _topic_word(state.model.word_topic, state.model.topic_totals,
+                           self.hyper.num_topics, self.hyper.beta, self.num_words,
+                           self.sharding(P()))
+
+    def corpus_order_topics(self, state: TrainState) -> np.ndarray:
+        """Every token's topic in corpus order (one process: all of them)."""
+        chunks, states = self.host_chunks(), self.chunk_states(state)
+        return esca.corpus_order_topics([chunks[i] for i in sorted(chunks)],
+                                        [states[i] for i in sorted(chunks)])
+
+
+@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "sharding"))
+def _topic_word(word_topic, totals, num_topics: int, beta: float, num_words: int, sharding):
+    """float32 B-hat [K, V] of rows of B (V real words first), laid out by `sharding`."""
+    bhat = float32_bhat(word_topic[:num_words], totals, num_topics, beta, num_words)
+    return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
+
+
+def _own_devices(mesh: Mesh) -> list[int]:
+    """Mesh positions of this process's devices."""
+    return [index for index, device in enumerate(mesh.devices.flat)
+            if device.process_index == jax.process_index()]
+
+
+def _to_host(array: jax.Array) -> np.ndarray:
+    """A global array's whole value on the host of every process."""
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
+def _by_device_array(parts: dict[int, object], sharding: NamedSharding):
+    """One pytree of by-device arrays from host pytrees by mesh position (this process's)."""
+    example = next(iter(parts.values()))
+    leaves, treedef = jax.tree.flatten(example)
+    flat = {device: jax.tree.leaves(part) for device, part in parts.items()}
+    size = sharding.mesh.size
+
+    def leaf(index: int):
+        shape = (size, *np.shape(leaves[index]))
+        return jax.make_array_from_callback(
+            shape, sharding, lambda slices: np.asarray(flat[slices[0].start or 0][index])[None])
+
+    return jax.tree.unflatten(treedef, [leaf(index) for index in range(len(leaves))])
+
+
+class CompiledStep:
+    """The iteration of a Placement through executables compiled ahead of time.
+
+    Calling it never compiles, so training and benchmark loops time iterations apart from
+    compilation (`compile_seconds`).  Resident chunks: one executable per iteration.
+    Streamed: one for a slot and one for the reduction.
+    """
+
+    def __init__(self, placement: Placement, state: TrainState):
+        start = time.perf_counter()
+        self.placement = placement
+        iteration, key = esca.next_iteration(state.seed, state.iteration)
+        if placement.streamed:
+            on_device = placement.sharding(memory_kind="device")
+            chunk, chunk_state = jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device),
+                (placement.slots[0], state.chunks[0]))
+            counts = placement.zero_partial_counts.lower().compile()
+            self._counts = counts
+            self._slot = placement._slot_step_program.lower(
+                chunk, chunk_state, state.model, key, jax.eval_shape(counts)).compile()
+            self._reduce = placement.reduce.lower(jax.eval_shape(counts)).compile()
+            self.num_executables = 3
+        else:
+            self._iteration = placement._iteration_program.lower(
+                placement.slots, state.chunks, state.model, key).compile()
+            self.num_executables = 1
+        jax.block_until_ready((iteration, key))
+        self.compile_seconds = time.perf_counter() - start
+
+    def __call__(self, state: TrainState) -> TrainState:
+        placement = self.placement
+        iteration, key = esca.next_iteration(state.seed, state.iteration)
+        if placement.streamed:
+            states, counts = streaming.stream_over_chunks(
+                placement.slots, state.chunks, self._counts(),
+                lambda chunk, chunk_state, counts: self._slot(chunk, chunk_state, state.model,
+                                                              key, counts))
+            model = self._reduce(counts)
+        else:
+            states, model = self._iteration(placement.slots, state.chunks, state.model, key)
+        return TrainState(states, model, iteration, state.seed)
+
+
+# -- the device-memory plan --
+
+def model_bytes(num_words: int, padded_topics: int) -> int:
+    """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
+    each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's
+    cells)."""
+    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
+    return int(num_words * padded_topics * (2 * 4 + 2 * bhat_bytes + 4 / 31))
+
+
+def free_device_memory(device=None) -> int | None:
+    """Bytes the device can still allocate, less headroom; None when it does not say (CPU)."""
+    stats = (device or jax.local_devices()[0]).memory_stats()
+    if not stats or "bytes_limit" not in stats:
+        return None
+    free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+    return int(free * (1 - HEADROOM_FRACTION))
+
+
+def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
+                      budget: int, device_bytes_per_token: float,
+                      prefetch: int = streaming.DEFAULT_PREFETCH) -> int | None:
+    """Tokens per chunk for one device's share of num_tokens tokens and a device budget: None
+    when every chunk can stay on the device.
+
+    Everything resident needs the model plus device_bytes_per_token for every token; otherwise
+    the fewest chunks such that the model, `prefetch` chunks in flight and the one being
+    worked on fit (the paper's rule: as few chunks as memory allows, for locality).
+    """
+    room = budget - model_bytes(num_words, padded_topics)
+    if room <= 0:
+        raise MemoryError(
+            f"the model does not fit the device: K={num_topics} topics x V={num_words} words "
+            f"need {model_bytes(num_words, padded_topics) / 1e9:.2f} GB for B, B-hat, the trees "
+            f"and their update, but the device budget is {budget / 1e9:.2f} GB; use fewer "
+            f"topics, a smaller vocabulary or a larger --device_memory_gb")
+    if num_tokens * device_bytes_per_token <= room:
+        return None
+    chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))
+    if chunk_tokens < 1024:
+        raise MemoryError(f"a device budget of {budget / 1e9:.2f} GB leaves room for only "
+                          f"{chunk_tokens} tokens per chunk next to the model; raise "
+                          f"--device_memory_gb or lower K")
+    return chunk_tokens
+
+
+def _chunk_step_bytes(corpus: Corpus, hyper: Hyperparams, tokens: int) -> tuple[int, int]:
+    """(padded tokens, device bytes of one chunk step beyond the model) for a probe chunk of
+    the corpus's first documents: the chunk, its state in and out, XLA's temporaries."""
+    reach = np.searchsorted(np.asarray(corpus.doc_offsets), tokens)
+    probe = build_layout(corpus.subset(np.arange(max(1, min(reach, corpus.num_docs))))).chunks[0]
+    state = jax.eval_shape(lambda chunk: esca.init((chunk,), corpus.num_words, hyper, 0), probe)
+    compiled = esca.chunk_step.lower(probe, state.chunks[0], state.model,
+                                     jax.ShapeDtypeStruct((), np.uint32), state.model.word_topic,
+                                     hyper=hyper).compile()
+    state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state.chunks))
+    chunk_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(probe))
+    return (probe.padded_tokens,
+            chunk_bytes + 2 * state_bytes + compiled.memory_analysis().temp_size_in_bytes)
+
+
+def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
+    """Device bytes per token while a chunk is worked on (its arrays, state in and out, and
+    temporaries): the slope between two probe chunks' compiled steps, so that temporaries
+    the size of the model do not count as per-token."""
+    (small_tokens, small), (large_tokens, large) = (
+        _chunk_step_bytes(corpus, hyper, tokens) for tokens in PROBE_TOKENS)
+    if large_tokens == small_tokens:  # a corpus smaller than the probes
+        return large / large_tokens
+    return max(large - small, 0) / (large_tokens - small_tokens)
+
+
+def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
+          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
+          prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None) -> Placement:
+    """The corpus laid out on a mesh of num_devices devices (0: all), resident or streamed.
+
+    Each device gets an equal share of the tokens: one chunk (chunk_tokens: chunks of about
+    that many tokens) when its share fits device_memory_gb (None: what the device has free,
+    less headroom; on a CPU everything stays resident), else the fewest chunks that fit,
+    streamed from pinned host memory.  stream: True or False overrides the plan's choice.
+    Each process builds only its own devices' chunks.  The model alone not fitting is a clear
+    error (MemoryError).
+    """
+    mesh = make_mesh(num_devices)
+    size = mesh.size
+    budget = (int(device_memory_gb * 1e9) if device_memory_gb
+              else free_device_memory(jax.local_devices()[0]))
+    share = -(-corpus.num_tokens // size)
+    padded_words = -(-corpus.num_words // size) * size
+    planned = None
+    if stream is not False and budget is not None and (
+            model_bytes(padded_words, hyper.padded_topics) + share * BYTES_PER_TOKEN_BOUND
+            > budget):
+        planned = plan_chunk_tokens(share, padded_words, hyper.num_topics, hyper.padded_topics,
+                                    budget, device_bytes_per_token(corpus, hyper), prefetch)
+    streamed = planned is not None if stream is None else stream
+    chunk_tokens = chunk_tokens or (planned if streamed else None)
+    own = _own_devices(mesh)
+    layout = build_layout(corpus, chunk_tokens or share, size, parts=own)
+    num_slots = len(layout.chunks) // size
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    chunking = tuple((int(offsets[first]), int(offsets[last] - offsets[first]))
+                     for first, last in layout.chunk_docs)
+    sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
+    slots = tuple(_by_device_array({device: layout.chunks[device * num_slots + slot]
+                                    for device in own}, sharding)
+                  for slot in range(num_slots))
+    if streamed:
+        slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE), prefetch)
+    return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
+

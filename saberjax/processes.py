@@ -1,0 +1,76 @@
+"""Several processes, on one host or many, as one JAX cluster (jax.distributed).
+
+Every process runs the same program; `initialize` joins them before any device is touched, so
+that jax.devices() lists every process's devices and the mesh (saberjax.execution) spans them
+all.  The cluster is given by flags (--coordinator_address, --num_processes, --process_id), or
+by the environment of a cluster manager that jax.distributed.initialize() reads by itself
+(SLURM, Open MPI, ...).  On CPUs the collectives between processes go through gloo.
+
+A process that dies stops the others: each one sends heartbeats to the coordinator, and a
+process that misses them for `heartbeat_seconds` is declared dead, which ends every other
+process with an error instead of leaving it waiting in a collective forever.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+from absl import flags
+
+DEFAULT_HEARTBEAT_SECONDS = 60
+# Variables whose presence says a cluster manager started this process among several.
+CLUSTER_ENVIRONMENT = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The launchers' flags of a multi-process run."""
+    flags.DEFINE_string("coordinator_address", None, "host:port of process 0's coordinator, "
+                        "for a run of several processes (one or more hosts); with "
+                        "--num_processes and --process_id.  Under SLURM or Open MPI they come "
+                        "from the environment.", flag_values=flag_values)
+    flags.DEFINE_integer("num_processes", None, "Processes in the run (see "
+                         "--coordinator_address).", lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_integer("process_id", None, "This process's index, 0 .. num_processes - 1 "
+                         "(process 0 writes the outputs).", lower_bound=0,
+                         flag_values=flag_values)
+    flags.DEFINE_integer("heartbeat_seconds", DEFAULT_HEARTBEAT_SECONDS, "A process silent this "
+                         "long is taken as dead and the others stop with an error.",
+                         lower_bound=1, flag_values=flag_values)
+
+
+def initialize_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """initialize() with the launcher's flags (define_flags)."""
+    initialize(flag_values.coordinator_address, flag_values.num_processes,
+               flag_values.process_id, flag_values.heartbeat_seconds)
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None,
+               heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> bool:
+    """Join the cluster of processes, if this run has several; returns whether it has.
+
+    With none of the three arguments and no cluster manager's environment, nothing happens
+    (one process).  All three or none must be given (ValueError naming what is missing).
+    """
+    given = dict(coordinator_address=coordinator_address, num_processes=num_processes,
+                 process_id=process_id)
+    missing = [f"--{name}" for name, value in given.items() if value is None]
+    if 0 < len(missing) < len(given):
+        raise ValueError(f"a run of several processes needs --coordinator_address, "
+                         f"--num_processes and --process_id together; missing "
+                         f"{', '.join(missing)}")
+    if missing and not any(int(os.environ.get(name, "1")) > 1 for name in CLUSTER_ENVIRONMENT):
+        return False
+    if not missing and not 0 <= process_id < num_processes:
+        raise ValueError(f"--process_id={process_id} must be in [0, --num_processes="
+                         f"{num_processes})")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address, num_processes, process_id,
+                               heartbeat_timeout_seconds=heartbeat_seconds)
+    return True
+
+
+def is_writer() -> bool:
+    """Whether this process writes the run's outputs (process 0; the only one when alone)."""
+    return jax.process_index() == 0

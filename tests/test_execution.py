@@ -1,0 +1,160 @@
+"""The mesh: one seed gives the bit-identical model on any number of devices, chunks and slots,
+resident or streamed; placement errors are clear; the package's imports have no cycle."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from helpers import ROOT, random_corpus
+
+from saberjax import esca, execution
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
+
+
+def reference(corpus, hyper, iterations, seed):
+    """(topics in corpus order, B, B-hat) after esca.init and esca.step on one chunk."""
+    chunks = build_layout(corpus).chunks
+    state = esca.init(chunks, corpus.num_words, hyper, seed)
+    for _ in range(iterations):
+        state = esca.step(state, chunks, hyper)
+    return (esca.corpus_order_topics(chunks, state.chunks), np.asarray(state.model.word_topic),
+            np.asarray(state.model.bhat, np.float32))
+
+
+def run_on_mesh(corpus, hyper, iterations, seed, **placement):
+    placed = execution.place(corpus, hyper, **placement)
+    state = placed.init(seed)
+    step = placed.compile(state)
+    for _ in range(iterations):
+        state = step(state)
+    return placed, state
+
+
+@pytest.mark.parametrize("num_devices,chunk_tokens,stream", [
+    (1, None, False), (2, None, False), (2, 300, False), (2, 500, True)])
+def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream):
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
+    hyper = Hyperparams.create(40)
+    topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
+    placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices,
+                                chunk_tokens=chunk_tokens, stream=stream)
+    assert placed.num_devices == num_devices and placed.streamed == stream
+    assert placed.num_chunks == num_devices * placed.num_slots
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+    np.testing.assert_array_equal(np.asarray(state.model.bhat, np.float32)[:corpus.num_words],
+                                  bhat)
+    # B stays spread over the devices by word rows; B-hat is whole on every device
+    assert state.model.word_topic.sharding.spec == execution.MODEL_SPEC.word_topic
+    assert state.model.bhat.sharding.is_fully_replicated
+
+
+def test_four_devices_give_the_one_device_model():
+    """In a process of its own with four host devices (the test process has two)."""
+    script = """
+import numpy as np
+from helpers import random_corpus
+from saberjax import execution
+from saberjax.state import Hyperparams
+corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
+hyper = Hyperparams.create(33)
+models = []
+for count in (1, 3, 4):
+    placed = execution.place(corpus, hyper, count, chunk_tokens=200 if count == 3 else None)
+    state = placed.init(9)
+    step = placed.compile(state)
+    for _ in range(2):
+        state = step(state)
+    models.append((placed.word_topic(state), placed.corpus_order_topics(state)))
+for word_topic, topics in models[1:]:
+    np.testing.assert_array_equal(word_topic, models[0][0])
+    np.testing.assert_array_equal(topics, models[0][1])
+print("same on", len(models), "meshes")
+"""
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "same on 3 meshes" in result.stdout
+
+
+def test_more_devices_than_there_are_is_one_clear_error():
+    with pytest.raises(ValueError, match=f"num_devices=99, but there are {jax.device_count()}"):
+        execution.make_mesh(99)
+
+
+def test_a_mesh_with_more_chunks_than_documents_leaves_some_empty():
+    corpus = random_corpus(num_docs=3, num_words=10, mean_length=5, seed=6)
+    hyper = Hyperparams.create(4)
+    topics, word_topic, _ = reference(corpus, hyper, 2, seed=1)
+    placed, state = run_on_mesh(corpus, hyper, 2, 1, num_devices=2, chunk_tokens=1)
+    assert placed.num_chunks > corpus.num_docs
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+
+
+def package_imports() -> dict[str, set[str]]:
+    """saberjax module -> the saberjax modules it imports anywhere (lazy imports inside
+    functions too; imports only for type checkers excluded, they never run; `from saberjax
+    import x` imports saberjax.x)."""
+    package = ROOT / "saberjax"
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_checking = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                         and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                         for statement in block.body for node in ast.walk(statement)}
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in type_checking:
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.update(f"{node.module}.{alias.name}" if node.module == "saberjax"
+                             else node.module for alias in node.names)
+        modules[name] = found
+    # every submodule's import loads the package's __init__ first: no edge of its own
+    return {name: {other for other in found if other in modules and other not in (name,
+                                                                               "saberjax")}
+            for name, found in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph, or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for other in sorted(graph[node]):
+            if state.get(other) == "open":
+                return path[path.index(other):] + [other]
+            if other not in state and (cycle := visit(other, path + [other])):
+                return cycle
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node, [node])):
+            return cycle
+    return None
+
+
+def test_the_package_import_graph_has_no_cycle():
+    graph = package_imports()
+    assert {"saberjax.esca", "saberjax.execution", "saberjax.pallas.kernels"} <= set(graph)
+    assert "saberjax.esca" not in graph["saberjax.pallas.bhat_tree"]
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -1,0 +1,100 @@
+"""Several processes (jax.distributed over CPU collectives) train the one-process model, and a
+process that dies stops the others with an error within a bounded time."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from helpers import ROOT, random_corpus
+
+from saberjax import esca, processes
+from saberjax.layout import build_layout
+from saberjax.state import Hyperparams
+
+WORKER = """
+import os, sys
+import numpy as np
+from saberjax import processes
+processes.initialize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), heartbeat_seconds=5)
+import jax
+from helpers import random_corpus
+from saberjax import execution
+from saberjax.state import Hyperparams
+corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
+placed = execution.place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
+state = placed.init(5)
+step = placed.compile(state)
+for _ in range(3):
+    state = step(state)
+word_topic = placed.word_topic(state)  # every process takes part in gathering B
+print("devices", jax.device_count(), "local", jax.local_device_count(), "chunks",
+      placed.own_chunks(), flush=True)
+if processes.is_writer():
+    np.save(sys.argv[5], word_topic)
+if sys.argv[6] == "stop":
+    sys.exit(0)
+if jax.process_index() == 1:
+    os.kill(os.getpid(), 9)
+jax.block_until_ready(step(state))
+for _ in range(10_000):  # the survivor: stopped by the dead process's missing heartbeats
+    state = jax.block_until_ready(step(state))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish"):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "",
+           "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"}
+    address = f"localhost:{free_port()}"
+    return [subprocess.Popen([sys.executable, "-c", WORKER, address, str(count), str(index),
+                              str(chunk_tokens), str(output), end],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for index in range(count)]
+
+
+def one_process_model():
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
+    hyper = Hyperparams.create(40)
+    chunks = build_layout(corpus).chunks
+    state = esca.init(chunks, corpus.num_words, hyper, 5)
+    for _ in range(3):
+        state = esca.step(state, chunks, hyper)
+    return np.asarray(state.model.word_topic)
+
+
+@pytest.mark.parametrize("chunk_tokens", [0, 300])
+def test_two_processes_train_the_one_process_model(tmp_path, chunk_tokens):
+    workers = start_processes(2, tmp_path / "b.npy", chunk_tokens, end="stop")
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    for worker, (out, err) in zip(workers, outputs):
+        assert worker.returncode == 0, err[-3000:]
+        assert "devices 2 local 1" in out
+    assert "chunks [0" in outputs[0][0] and "chunks [" in outputs[1][0]
+    np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
+
+
+def test_a_dead_process_stops_the_others_with_an_error(tmp_path):
+    workers = start_processes(2, tmp_path / "b.npy", end="die")
+    start = time.monotonic()
+    survivor = workers[0]
+    _, err = survivor.communicate(timeout=120)
+    workers[1].communicate(timeout=60)
+    assert survivor.returncode != 0 and time.monotonic() - start < 100
+    assert workers[1].returncode == -9
+
+
+def test_the_cluster_flags_come_together():
+    with pytest.raises(ValueError, match="missing --num_processes, --process_id"):
+        processes.initialize("localhost:1234")
+    with pytest.raises(ValueError, match=r"--process_id=2 must be in \[0, --num_processes=2\)"):
+        processes.initialize("localhost:1234", 2, 2)
+    assert processes.initialize() is False  # alone: nothing to join
