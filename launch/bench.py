@@ -99,10 +99,11 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import cli, esca, synth, trainer
+from saberjax import cli, esca, execution, synth, trainer
+from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
-from saberjax.state import Hyperparams, TrainState
+from saberjax.state import BHAT_DTYPE, Hyperparams, TrainState
 from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")
@@ -126,8 +127,9 @@ flags.DEFINE_integer("iterations", 10, "Timed ESCA iterations per (K, backend)."
                      **_flag)
 flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.", lower_bound=0,
                      **_flag)
-flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
-                     "on a CPU one per core).", **_flag)
+flags.DEFINE_list("num_devices", ["0"], "Comma list of device counts to run on, e.g. 1,2,4 "
+                  "(0: every device of every process; on a CPU one per core); each gets its own "
+                  "mesh and lines, with the speed-up over 1 when 1 is in the list.", **_flag)
 flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
                      lower_bound=1, **_flag)
 flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and the "
@@ -153,6 +155,14 @@ def _check_backends(values):
         raise flags.ValidationError(
             f"--backends: unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
     return bool(values)
+
+
+@flags.validator("num_devices", "--num_devices: a comma list of integers >= 0", **_flag)
+def _check_num_devices(values):
+    try:
+        return bool(values) and all(int(v) >= 0 for v in values)
+    except ValueError:
+        return False
 
 
 @flags.validator("num_topics", "--num_topics: a comma list of integers >= 2", **_flag)
@@ -286,32 +296,72 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
 
 
-def measure_transfer(host_chunks, devices) -> tuple[tuple, dict]:
-    """(device chunks, transfer record): host -> device placement of all chunk arrays."""
+def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
+                      chunk_tokens: int | None) -> tuple[execution.Placement, dict]:
+    """(placement, its record): the layout built and put on a mesh of num_devices devices,
+    resident (execution.place with stream=False)."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
-    chunks, seconds = timed(lambda: trainer.spread_over_devices(host_chunks, devices))
-    moved = _nbytes(host_chunks)
-    return chunks, dict(bytes=moved, seconds=_sig(seconds),
-                        GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
+    placement, seconds = timed(lambda: execution.place(corpus, hyper, num_devices, chunk_tokens,
+                                                       stream=False))
+    moved = _nbytes(placement.slots)
+    return placement, dict(bytes=moved, seconds=_sig(seconds),
+                           GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
 
 
-def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) -> dict:
-    """Each phase of an iteration as its own jitted function over the chunks of the model's
-    device (one device's share of the work; Mtoken/s counts that device's tokens)."""
-    home = esca.device_of(state.model)
-    here = [index for index, chunk in enumerate(chunks) if esca.device_of(chunk) in (home, None)]
-    state = state._replace(chunks=tuple(state.chunks[index] for index in here))
-    chunks = tuple(chunks[index] for index in here)
+def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
+    """The iteration's reduction on the mesh, median of `repeats` after a compiling pass:
+    reduction_seconds the whole of it (reduce-scatter of the partial counts, totals, B-hat and
+    trees of each device's rows, all-gather; execution.Placement.reduce) and
+    collective_seconds the collectives alone (reduce-scatter of int32 B, all-gather of
+    B-hat's rows), with the bytes they move per device."""
+    mesh, size = placement.mesh, placement.num_devices
+    shape = (size, placement.padded_words, placement.hyper.padded_topics)
+    zeros = jax.jit(lambda: jnp.zeros(shape, jnp.int32), out_shardings=placement.sharding())
+
+    def collectives(counts):
+        rows = counts[0]
+        if size > 1:
+            rows = jax.lax.psum_scatter(rows, execution.AXIS, scatter_dimension=0, tiled=True)
+        bhat = rows.astype(BHAT_DTYPE)
+        if size > 1:
+            bhat = jax.lax.all_gather(bhat, execution.AXIS, axis=0, tiled=True)
+        return bhat[None]
+
+    collective = jax.jit(jax.shard_map(collectives, mesh=mesh, in_specs=execution.BY_DEVICE,
+                                       out_specs=execution.BY_DEVICE), donate_argnums=0)
+    times = {"reduction": [], "collective": []}
+    for _ in range(repeats + 1):
+        for name, program in (("reduction", placement.reduce), ("collective", collective)):
+            counts = jax.block_until_ready(zeros())
+            result, seconds = timed(lambda: jax.block_until_ready(program(counts)))
+            del result
+            times[name].append(seconds)
+    cells = placement.padded_words * placement.hyper.padded_topics
+    moved = cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * (size - 1) // size
+    collective_seconds = statistics.median(times["collective"][1:])
+    return dict(reduction_seconds=_sig(statistics.median(times["reduction"][1:])),
+                collective_seconds=_sig(collective_seconds), collective_bytes_per_device=moved,
+                collective_GB_per_s=_sig(moved / collective_seconds / 1e9) if size > 1 else None)
+
+
+def measure_phases(placement: execution.Placement, state: TrainState, repeats: int) -> dict:
+    """Each phase of an iteration as its own jitted function over the first device's chunks
+    (one device's share of the work; Mtoken/s counts that device's tokens)."""
+    hyper = placement.hyper
+    chunks, chunk_states = jax.tree.map(lambda x: x[0], (tuple(placement.slots), state.chunks))
+    state = state._replace(chunks=chunk_states)
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
-    ops = esca.backend_ops(hyper.backend)
+    ops = backend_ops(hyper.backend)
     key = esca.next_iteration(state.seed, state.iteration)[1]
     sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
     # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
     # copy of it per pass (a third V x K int32 array) ran an H100 out of memory at K = 30,000
-    bhat_trees = jax.jit(functools.partial(ops.model_arrays, num_topics=hyper.num_topics,
-                                           beta=hyper.beta))
+    @jax.jit
+    def bhat_trees(word_topic):
+        totals = ops.topic_totals(word_topic)
+        return totals, ops.bhat_and_tree(word_topic, totals, hyper.num_topics, hyper.beta)
 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
@@ -352,26 +402,27 @@ def measure_phases(chunks, state: TrainState, hyper: Hyperparams, repeats: int) 
 
 def backend_unavailable(name: str) -> str | None:
     """Why a backend cannot run here, or None."""
-    return trainer.pallas_unavailable_reason() if name == "pallas" else None
+    return pallas_unavailable_reason() if name == "pallas" else None
 
 
-def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iterations: int,
+def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int,
               warmup: int, seed: int, phases: bool, phase_repeats: int,
               heldout: tuple[Corpus, Corpus] | None = None) -> dict:
-    """The record of one (K, backend); with heldout (observed, held-out halves of the test
-    documents) also the held-out log-likelihood per token after the timed iterations."""
-    hyper = Hyperparams.create(num_topics, backend=backend)
+    """The record of one (devices, K, backend); with heldout (observed, held-out halves of the
+    test documents) also the held-out log-likelihood per token after the timed iterations."""
+    hyper = placement.hyper
+    num_topics, backend = hyper.num_topics, hyper.backend
     tokens = corpus.num_tokens
     config = trainer.TrainConfig(num_topics, iterations=warmup + iterations, seed=seed,
                                  backend=backend)
-    run = trainer.train_on_chunks(corpus, chunks, hyper, config, heldout)
+    run = trainer.train_placed(corpus, placement, config, heldout)
     state = run.state
     warmup_seconds = [record["seconds"] for record in run.metrics[:warmup]]
     times = [record["seconds"] for record in run.metrics[warmup:]]
     steady = times[1:] or times
     steady_seconds = sum(steady) / len(steady)
 
-    chunk_bytes = _nbytes(chunks)
+    chunk_bytes = _nbytes(placement.slots)
     state_bytes = _nbytes(state.chunks)
     model_bytes = _nbytes(state.model)
     record = dict(
@@ -394,8 +445,10 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
     )
     if heldout is not None:
         record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
+    record.update(measure_reduction(placement, phase_repeats))
+    record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
     if phases:
-        record["phases"] = measure_phases(chunks, state, hyper, phase_repeats)
+        record["phases"] = measure_phases(placement, state, phase_repeats)
         for entry in record["phases"].values():
             entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
         record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
@@ -404,66 +457,71 @@ def bench_one(chunks, corpus: Corpus, num_topics: int, backend: str, *, iteratio
 
 def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
-                  num_devices: int = 0,
+                  num_devices: tuple[int, ...] = (0,),
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   emit=print) -> list[dict]:
-    """Benchmark every (K, backend); emit(json_line) for each record and the summary.
-
-    heldout: (observed, held-out) halves of test documents to score each model on."""
+    """Benchmark every (device count, K, backend); emit(json_line) for each record and the
+    summary.  heldout: (observed, held-out) halves of test documents to score each model on."""
     wall_start = time.perf_counter()
     env = environment()
-    devices = esca.local_devices(num_devices)
-    layout = trainer.layout_for_devices(corpus, chunk_tokens, devices)
-    corpus_info = dict(
-        corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens, V=corpus.num_words,
-        num_chunks=len(layout.chunks), chunk_tokens=chunk_tokens, devices=len(devices),
-        padded_tokens=int(sum(c.padded_tokens for c in layout.chunks)))
-    chunks, transfer = measure_transfer(layout.chunks, devices)
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
     bandwidth = copy_bandwidth(copy_mib << 20)
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
     # xla first, so that every other backend's line can carry its ratio to xla.
     order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
-    records = []
+    records, one_device = [], {}  # (K, backend) -> steady Mtoken/s on one device
 
     def put(record):
-        record = {**{key: record[key] for key in ("type", "K", "backend") if key in record},
-                  **record}
+        record = {**{key: record[key] for key in ("type", "devices", "K", "backend")
+                     if key in record}, **record}
         records.append(record)
         emit(json.dumps(record))
 
-    for k in num_topics:
-        xla_steady = None
-        for backend in order:
-            head = dict(K=k, backend=backend, **corpus_info)
-            reason = backend_unavailable(backend)
-            if reason is not None:
-                put(dict(type="skipped", **head, reason=reason, **env))
-                continue
-            result = bench_one(chunks, corpus, k, backend, iterations=iterations, warmup=warmup,
-                               seed=seed, phases=phases, phase_repeats=phase_repeats,
-                               heldout=heldout)
-            traffic = result["min_traffic_bytes"]
-            result.update(
-                **bandwidth,
-                bandwidth_floor_seconds=_sig(traffic / copy_bps),
-                bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
-                achieved_GB_per_s=_sig(traffic / result["steady_iteration_seconds"] / 1e9),
-            )
-            if "phases" in result:
-                result["phases"]["transfer"] = transfer
-            if backend == "xla":
-                xla_steady = result["Mtoken_per_s_steady"]
-            if len(order) > 1 and xla_steady:
-                result["speedup_vs_xla"] = _sig(result["Mtoken_per_s_steady"] / xla_steady, 4)
-            put(dict({**head, **result}, **env))
+    corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
+                       V=corpus.num_words, chunk_tokens=chunk_tokens)
+    for count in num_devices:
+        placement, placed = measure_placement(corpus, Hyperparams.create(num_topics[0]), count,
+                                              chunk_tokens)
+        mesh_info = dict(devices=placement.num_devices, num_chunks=placement.num_chunks,
+                         padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
+        for k in num_topics:
+            xla_steady = None
+            for backend in order:
+                head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
+                reason = backend_unavailable(backend)
+                if reason is not None:
+                    put(dict(type="skipped", **head, reason=reason, **env))
+                    continue
+                result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
+                                   corpus, iterations=iterations, warmup=warmup, seed=seed,
+                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout)
+                traffic = result["min_traffic_bytes"]
+                result.update(
+                    **bandwidth,
+                    bandwidth_floor_seconds=_sig(traffic / copy_bps),
+                    bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
+                    achieved_GB_per_s=_sig(traffic / result["steady_iteration_seconds"] / 1e9),
+                    placement=placed,
+                )
+                steady = result["Mtoken_per_s_steady"]
+                if backend == "xla":
+                    xla_steady = steady
+                if len(order) > 1 and xla_steady:
+                    result["speedup_vs_xla"] = _sig(steady / xla_steady, 4)
+                if placement.num_devices == 1:
+                    one_device[k, backend] = steady
+                if (k, backend) in one_device:
+                    result["speedup_vs_one_device"] = _sig(steady / one_device[k, backend], 4)
+                put(dict({**head, **result}, **env))
     summary = dict(
-        type="summary", **corpus_info, **env, **bandwidth, transfer=transfer,
+        type="summary", **corpus_info, **env, **bandwidth,
         iterations=iterations, warmup=warmup, seed=seed,
-        results=[{key: r[key] for key in ("K", "backend", "Mtoken_per_s_steady",
-                                          "Mtoken_per_s_mean", "Mtoken_per_s_best", "compile_seconds",
-                                          "speedup_vs_xla", "heldout_loglik_per_token") if key in r}
+        results=[{key: r[key] for key in ("devices", "K", "backend", "Mtoken_per_s_steady",
+                                          "Mtoken_per_s_mean", "Mtoken_per_s_best",
+                                          "compile_seconds", "speedup_vs_xla",
+                                          "speedup_vs_one_device", "reduction_share",
+                                          "heldout_loglik_per_token") if key in r}
                  for r in records if r["type"] == "result"],
         skipped=[{key: r[key] for key in ("K", "backend", "reason")}
                  for r in records if r["type"] == "skipped"],
@@ -487,7 +545,8 @@ def main(argv):
 
     run_benchmark(corpus, [int(k) for k in FLAGS.num_topics], list(FLAGS.backends),
                   iterations=FLAGS.iterations, warmup=FLAGS.warmup,
-                  chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
+                  chunk_tokens=FLAGS.chunk_tokens,
+                  num_devices=tuple(int(n) for n in FLAGS.num_devices),
                   seed=FLAGS.seed, phases=FLAGS.phases,
                   phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
                   emit=emit)
