@@ -8,7 +8,8 @@ to the observed half by EM with the topics fixed, and the held-out half is score
 --corpus, the test documents are the ones the training run held out: the same corpus,
 --test_fraction and seed as recorded in the model's config.json.  The mean topic coherence of
 every --coherence measure (saberjax.coherence) joins the output as coherence_<measure>,
-measured on --coherence_corpus (default: the model's training documents).
+measured on --coherence_corpus (default: the model's training documents; skipped with a
+warning for a model saved from Python, which does not record them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+import warnings
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -24,7 +26,8 @@ from absl import app, flags
 
 from saberjax import cli
 from saberjax import corpus as corpus_io
-from saberjax.coherence import MEASURES, cooccurrence, recorded_split, reference_corpus
+from saberjax.coherence import (MEASURES, cooccurrence, recorded_split, records_training_corpus,
+                                reference_corpus)
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.model import TopicModel
 
@@ -67,7 +70,10 @@ def main(argv):
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)
     result = dict(model=FLAGS.model, documents=score.documents, tokens=score.tokens,
                   heldout_loglik_per_token=score.loglik_per_token, perplexity=score.perplexity)
-    if FLAGS.coherence:
+    if FLAGS.coherence and not FLAGS.coherence_corpus and not records_training_corpus(model):
+        warnings.warn(f"no coherence: {FLAGS.model} records no training corpus (saved from "
+                      f"Python); --coherence_corpus gives the reference documents")
+    elif FLAGS.coherence:
         reference = reference_corpus(model, FLAGS.coherence_corpus, training)
         counts = cooccurrence(model, reference, FLAGS.top_n)
         result.update({f"coherence_{measure}": counts.score(measure).mean

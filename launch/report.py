@@ -42,9 +42,7 @@ def main(argv):
     reference = reference_corpus(model, FLAGS.coherence_corpus)
     output = pathlib.Path(FLAGS.output or model_dir / "report")
     with outputs.staged_directory(output, report.REPORT_FILES, "a saberjax report") as staging:
-        written = report.write_report(model, staging, reference,
-                                      report.read_metrics(model_dir / "metrics.jsonl"),
-                                      FLAGS.top_n)
+        written = report.write_report(model, staging, reference, model.metrics, FLAGS.top_n)
     for path in written.files:
         print(output / path.name)
     if written.plot_skipped:

@@ -37,7 +37,7 @@ from saberjax import checkpoint, cli, trainer
 from saberjax import corpus as corpus_io
 from saberjax.model import atomic_write
 from saberjax.progress import Progress
-from saberjax.report import read_metrics, write_report
+from saberjax.report import write_report
 from saberjax.run_directory import RunDirectory
 
 FLAGS = flags.FLAGS
@@ -143,7 +143,7 @@ def main(argv):
     run.open()
     try:
         result = train(run, corpus, heldout, config)
-        model = with_provenance(result.model)
+        model = with_provenance(result)
         output = run.finish(lambda staging: save_result(staging, model, corpus))
     except BaseException:
         run.abandon()
@@ -183,10 +183,11 @@ def train(run: RunDirectory, corpus, heldout, config) -> trainer.TrainResult:
                              checkpoint_dir=run.checkpoint_dir, resume_from=run.resume_from)
 
 
-def with_provenance(model):
-    """The trained model with what the launcher knows of its data in its config."""
-    return dataclasses.replace(model, config=dict(
-        model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
+def with_provenance(result: trainer.TrainResult):
+    """The trained model with its metrics and what the launcher knows of its data (the corpus
+    path, None for the bundled one, test split and text options) in its config."""
+    return dataclasses.replace(result.model, metrics=tuple(result.metrics), config=dict(
+        result.model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
         test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
         text_options=text_options()))
 
@@ -195,7 +196,7 @@ def save_result(directory: pathlib.Path, model, corpus) -> None:
     """The model files, and with --report the report, into the directory being assembled."""
     model.save(directory)
     if FLAGS.report:
-        write_report(model, directory / "report", corpus, read_metrics(directory / "metrics.jsonl"))
+        write_report(model, directory / "report", corpus, model.metrics)
 
 
 if __name__ == "__main__":

@@ -175,15 +175,27 @@ def _add_batch_pair_counts(totals, incidence, slots):
 def recorded_split(model: TopicModel) -> tuple[Corpus, Corpus]:
     """(training documents, held-out documents) of a model, rebuilt from its config.
 
-    The corpus at config["corpus_path"] (the bundled KOS corpus when absent), read with the
-    recorded plain-text options, split by test_fraction and seed as launch/train.py did (an
-    empty held-out part when there was no split).
+    The corpus at config["corpus_path"] (the bundled KOS corpus when it is None), read with
+    the recorded plain-text options, split by test_fraction and seed as launch/train.py did (an
+    empty held-out part when there was no split).  A model whose config records no corpus_path
+    (saved from Python) is a ValueError saying what to pass instead.
     """
     config = model.config
-    path = config.get("corpus_path")
+    if not records_training_corpus(model):
+        raise ValueError(
+            f"the model's config.json records no training corpus path (a model saved from "
+            f"Python, trained on {config.get('corpus_name') or 'an unnamed corpus'}); pass the "
+            f"documents to use: --coherence_corpus for coherence, --corpus for scoring")
+    path = config["corpus_path"]
     corpus = (load_corpus(path, **config.get("text_options", {})) if path
               else load_bundled("kos"))
     return train_test_split(corpus, config.get("test_fraction") or 0, config.get("seed", 0))
+
+
+def records_training_corpus(model: TopicModel) -> bool:
+    """Whether the model's config says where its training documents are (launch/train.py
+    records corpus_path, None for the bundled corpus; a model saved from Python does not)."""
+    return "corpus_path" in model.config
 
 
 def reference_corpus(model: TopicModel, path=None, training: Corpus | None = None) -> Corpus:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 
 import numpy as np
 
 from saberjax.corpus import Corpus, align_vocabulary, from_count_matrix, split_document_halves
 from saberjax.evaluate import HeldOutScore, heldout_loglik
 from saberjax.model import TopicModel
+from saberjax.progress import Progress, chain
 from saberjax.trainer import TrainConfig, train
 
 
@@ -34,7 +36,9 @@ class LDA:
 
     num_topics, alpha (None: 50 / num_topics), beta, iterations, seed, backend, chunk_tokens,
     num_devices: as in trainer.TrainConfig.  callback(iteration, metrics, state) is called
-    after every training iteration and stops training by returning True.
+    after every training iteration and stops training by returning True.  verbose=N prints a
+    progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
+    the last (0: none).
 
     Fitted attributes: model_ (the TopicModel), metrics_ (per-iteration training metrics),
     components_, topic_word_.
@@ -42,7 +46,8 @@ class LDA:
 
     def __init__(self, num_topics: int = 10, alpha: float | None = None, beta: float = 0.01,
                  iterations: int = 100, seed: int = 0, backend: str = "auto",
-                 chunk_tokens: int | None = None, num_devices: int = 0, callback=None):
+                 chunk_tokens: int | None = None, num_devices: int = 0, callback=None,
+                 verbose: int = 0):
         self.num_topics = num_topics
         self.alpha = alpha
         self.beta = beta
@@ -52,6 +57,7 @@ class LDA:
         self.chunk_tokens = chunk_tokens
         self.num_devices = num_devices
         self.callback = callback
+        self.verbose = verbose
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -87,8 +93,10 @@ class LDA:
         config_fields = {field.name for field in dataclasses.fields(TrainConfig)}
         config = TrainConfig(**{name: value for name, value in self.get_params().items()
                                 if name in config_fields})
-        result = train(corpus, config, callback=self.callback)
-        self.model_ = result.model
+        progress = (Progress(config.iterations, int(self.verbose),
+                             lambda line: print(line, file=sys.stderr)) if self.verbose else None)
+        result = train(corpus, config, callback=chain(progress, self.callback))
+        self.model_ = dataclasses.replace(result.model, metrics=tuple(result.metrics))
         self.metrics_ = result.metrics
         return self
 
@@ -141,8 +149,8 @@ class LDA:
         return self._heldout_score(X).perplexity
 
     def save(self, directory):
-        """Write the fitted model directory (TopicModel.save; its config holds the training
-        settings)."""
+        """Write the fitted model directory (TopicModel.save: its config holds the training
+        settings and corpus fingerprint, metrics.jsonl the training metrics)."""
         return self._fitted_model().save(directory)
 
     @classmethod

@@ -4,6 +4,7 @@
                  alpha, beta, format_version
     vocab.txt    one word per line, line i = word id i
     config.json  every training setting, the corpus fingerprint, the format version
+    metrics.jsonl  the training run's per-iteration records, one JSON object a line
 
 Every file is written to a temporary name and renamed into place, so a reader never sees a
 half-written model.
@@ -60,13 +61,15 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TopicModel:
-    """Topics learned by LDA: word-topic counts, priors and vocabulary."""
+    """Topics learned by LDA: word-topic counts, priors and vocabulary, with what training
+    knew: its settings and corpus provenance (config) and per-iteration records (metrics)."""
 
     word_topic_counts: np.ndarray  # int32 [V, K]
     alpha: float
     beta: float
     vocab: tuple[str, ...]
     config: dict = dataclasses.field(default_factory=dict)
+    metrics: tuple[dict, ...] = ()
 
     def __post_init__(self):
         if self.word_topic_counts.shape[0] != len(self.vocab):
@@ -103,7 +106,8 @@ class TopicModel:
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
     def save(self, directory) -> pathlib.Path:
-        """Write model.npz, vocab.txt and config.json into `directory` (each atomically)."""
+        """Write model.npz, vocab.txt, config.json and metrics.jsonl into `directory` (each
+        atomically)."""
         directory = pathlib.Path(directory)
         arrays = dict(topic_word=self.topic_word,
                       word_topic_counts=self.word_topic_counts.astype(np.int32),
@@ -116,6 +120,8 @@ class TopicModel:
                       num_words=self.num_words, alpha=self.alpha, beta=self.beta)
         atomic_write(directory / "config.json",
                      lambda f: json.dump(config, f, indent=2, sort_keys=True), mode="w")
+        atomic_write(directory / "metrics.jsonl", lambda f: f.writelines(
+            json.dumps(record) + "\n" for record in self.metrics), mode="w")
         return directory
 
     @classmethod
@@ -150,9 +156,22 @@ class TopicModel:
             if not isinstance(config, dict):
                 raise ModelFormatError(f"{config_path}: not a JSON object of settings")
         try:
-            return cls(counts, alpha, beta, vocab, config)
+            metrics = tuple(read_metrics(directory / "metrics.jsonl"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ModelFormatError(f"{directory / 'metrics.jsonl'}: not JSON lines ({error})") \
+                from error
+        try:
+            return cls(counts, alpha, beta, vocab, config, metrics)
         except ValueError as error:
             raise ModelFormatError(f"{directory}: {error}") from error
+
+
+def read_metrics(path) -> list[dict]:
+    """The per-iteration records of a metrics.jsonl file ([] when there is none)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 class ModelFormatError(ValueError):

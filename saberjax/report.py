@@ -16,7 +16,6 @@ import base64
 import dataclasses
 import html
 import io
-import json
 import pathlib
 import re
 import warnings
@@ -52,14 +51,6 @@ class Report:
     files: list[pathlib.Path]
     scores: dict[str, CoherenceScores]
     plot_skipped: str | None  # None when convergence.png was written
-
-
-def read_metrics(path) -> list[dict]:
-    """The per-iteration records of a metrics.jsonl file ([] when there is none)."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def convergence_png(metrics: Sequence[dict]) -> bytes:
@@ -149,7 +140,8 @@ def model_summary(model: TopicModel, metrics: Sequence[dict],
     lines = [("topics", f"{model.num_topics:,}"), ("alpha", f"{model.alpha:.4g}"),
              ("beta", f"{model.beta:.4g}"), ("vocabulary", f"{model.num_words:,} words")]
     if "corpus_docs" in config:
-        source = config.get("corpus_path") or "bundled"
+        source = (config["corpus_path"] or "bundled") if "corpus_path" in config else \
+            "path not recorded"
         lines.append(("training corpus", f"{config.get('corpus_name') or '?'} ({source}): "
                       f"{config['corpus_docs']:,} documents, {config['corpus_tokens']:,} tokens"))
     iterations = config.get("iterations_run", len(metrics))

@@ -61,7 +61,8 @@ def test_params_follow_the_sklearn_protocol():
     lda = LDA(num_topics=7, beta=0.1)
     params = lda.get_params()
     assert params == dict(num_topics=7, alpha=None, beta=0.1, iterations=100, seed=0,
-                          backend="auto", chunk_tokens=None, num_devices=0, callback=None)
+                          backend="auto", chunk_tokens=None, num_devices=0, callback=None,
+                          verbose=0)
     clone = type(lda)(**lda.get_params(deep=False))  # what sklearn.base.clone does
     assert clone.get_params() == params and clone is not lda
     assert lda.set_params(iterations=5, alpha=0.2) is lda
