@@ -86,11 +86,13 @@ flags.DEFINE_integer("log_every", 10, "Log a progress line (Mtoken/s, ETA, lates
 flags.DEFINE_bool("report", False, "After training, write OUTPUT/report/: convergence plot, "
                   "topics with coherence (as launch/report.py does).")
 flags.DEFINE_integer("checkpoint_every", 0, "Save the training state in OUTPUT/checkpoints/ "
+                     "(OUTPUT.partial/checkpoints/ while a model in OUTPUT awaits replacement) "
                      "every N iterations (0: never).", lower_bound=0)
-flags.DEFINE_bool("resume", False, "Continue from the newest checkpoint of --output: an "
-                  "interrupted run's (OUTPUT.partial/checkpoints/) or a finished run's "
-                  "(OUTPUT/checkpoints/, e.g. with more --iterations); the same corpus and "
-                  "settings are required, and it is an error when there is no checkpoint.")
+flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for --output "
+                  "(OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a run that was to "
+                  "replace a model): an interrupted run, or a finished one given more "
+                  "--iterations; the same corpus and settings are required, and it is an error "
+                  "when there is no checkpoint.")
 flags.register_validator("alpha", lambda alpha: alpha is None or alpha > 0,
                          "--alpha must be positive (or left out for 50 / K)")
 flags.register_validator("beta", lambda beta: beta > 0, "--beta must be positive")

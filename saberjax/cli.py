@@ -4,7 +4,7 @@ Every launch/*.py ends with ``cli.run_main(main)``.  A flag that does not parse 
 check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
 work, or --resume with nothing to continue) print ``error: ...`` and exit with status 2; any
 other exception (a malformed corpus, model or checkpoint, a file that cannot be read, a device
-out of memory) prints ``error: ...`` and exits with status 1.  The library's messages name the
+out of memory: XLA's RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The library's messages name the
 file, line, flag or value at fault, so the line is what the user needs; the traceback follows
 on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.  Exception types that are not
 the library's ValueError / OSError family are named in the line, since they mean a bug.
@@ -33,6 +33,7 @@ INTERRUPTED_STATUS = 130  # as a shell reports SIGINT
 
 _USAGE_ERRORS = (flags.Error, app.UsageError, OutputConflictError)
 _LIBRARY_ERRORS = (ValueError, OSError)  # whose messages stand on their own
+_OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"  # XLA's status of a failed device allocation
 
 
 def run_main(main: Callable[[list[str]], object]) -> None:
@@ -44,11 +45,15 @@ def run_main(main: Callable[[list[str]], object]) -> None:
 
 def error_line(error: BaseException) -> str:
     """The one line reported for `error`: its message (first line), prefixed by its type
-    when that is not one of the library's own."""
+    when that is not one of the library's own; XLA's RESOURCE_EXHAUSTED says the device ran
+    out of memory."""
     lines = str(error).strip().splitlines()
     message = lines[0] if lines else ""
     if isinstance(error, _LIBRARY_ERRORS + _USAGE_ERRORS) and message:
         return f"error: {message}"
+    if message.startswith(_OUT_OF_MEMORY):
+        return (f"error: the device ran out of memory ({message}); fewer topics, a smaller "
+                f"corpus or --device_memory_gb (training streams the corpus) need less")
     return f"error: {type(error).__name__}{': ' if message else ''}{message} (a bug? " \
            f"{TRACEBACK_ENV}=1 shows where)"
 

@@ -201,7 +201,12 @@ def test_error_lines_name_the_type_only_of_unexpected_errors():
     assert cli.error_line(ModelFormatError("m/model.npz: damaged\nmore")) == \
         "error: m/model.npz: damaged"
     assert cli.error_line(KeyError("alpha")).startswith("error: KeyError: 'alpha' (a bug?")
-    assert cli.exit_status(ModelFormatError("x")) == 1
+    out_of_memory = RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                                 "4.00GiB.\n[executable_name='jit_model_from_counts']")
+    assert cli.error_line(out_of_memory).startswith(
+        "error: the device ran out of memory (RESOURCE_EXHAUSTED: Out of memory while trying "
+        "to allocate 4.00GiB.); ")
+    assert cli.exit_status(ModelFormatError("x")) == 1 and cli.exit_status(out_of_memory) == 1
     assert cli.exit_status(cli.app.UsageError("x")) == 2
 
 
