@@ -13,8 +13,9 @@ in its working directory for --resume.
 
 - a model in OUTPUT is replaced only with overwrite, or by resume continuing its checkpoint;
 - an interrupted run (checkpoints in OUTPUT without a model, or in OUTPUT.partial) is
-  continued with resume, discarded with overwrite, and otherwise an error; a working
-  directory without checkpoints is debris of a run that saved nothing resumable, and cleared;
+  continued with resume, discarded with overwrite, and otherwise an error, as is an OUTPUT
+  holding an unfinished run's files without a checkpoint; an OUTPUT.partial without
+  checkpoints (beside an intact OUTPUT) holds nothing resumable and is cleared;
 - resume continues the checkpoint written last, of OUTPUT or OUTPUT.partial, and is an error
   when there is none;
 - a path holding files that are not a run's is never written into, whatever the flags.
@@ -65,8 +66,8 @@ class RunDirectory:
             if not found:
                 raise OutputConflictError(
                     f"--resume: no checkpoint in {directory / CHECKPOINTS} or "
-                    f"{sibling / CHECKPOINTS}; nothing was changed (without --resume a new run "
-                    f"starts; --checkpoint_every=N saves checkpoints)")
+                    f"{sibling / CHECKPOINTS}; nothing was changed (a run saves checkpoints "
+                    f"with --checkpoint_every=N)")
             resume_from = max(found, key=lambda found: found[1].stat().st_mtime_ns)[1]
             continued = resume_from.parent.parent
             return cls(directory, fresh_work if continued == directory and has_model
@@ -77,12 +78,14 @@ class RunDirectory:
                 raise OutputConflictError(
                     f"{interrupted[1].parent.parent} holds an interrupted run (checkpoint at "
                     f"iteration {interrupted[0]}): --resume continues it, --overwrite discards it")
-            if has_model:
+            if holds_anything(directory):
+                what = (_describe(directory) if has_model
+                        else "the files of an unfinished run without a checkpoint")
                 resumable = (f", --resume continues its checkpoint (iteration "
                              f"{in_directory[0]})" if in_directory else "")
                 raise OutputConflictError(
-                    f"{directory} already holds {_describe(directory)}: --overwrite replaces "
-                    f"it{resumable}, or choose another --output to keep it")
+                    f"{directory} already holds {what}: --overwrite replaces it{resumable}, or "
+                    f"choose another --output to keep it")
         return cls(directory, fresh_work, None)
 
     @property

@@ -185,6 +185,21 @@ def test_a_run_killed_while_saving_leaves_the_old_model_or_the_new_one_whole(fin
     assert num_topics(model_dir) == 2 and os.listdir(model_dir.parent) == ["model"]
 
 
+def test_a_fresh_run_killed_while_saving_leaves_no_model_and_is_not_silently_replaced(
+        finished, tmp_path):
+    output = tmp_path / "fresh"
+    killed = train(finished[0], output, kill_after=KILL_POINTS["model.npz written"])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert os.listdir(output) == ["metrics.jsonl"]  # the model's files never reached it
+    again = train(finished[0], output)
+    assert again.returncode == 2
+    assert "holds the files of an unfinished run without a checkpoint: --overwrite replaces it" \
+        in error_line(again)
+    again = train(finished[0], output, "--overwrite")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert num_topics(output) == 3 and os.listdir(tmp_path) == ["fresh"]
+
+
 def test_an_interrupted_run_is_resumed_not_silently_discarded(finished, model_dir):
     killed = train(finished[0], model_dir, "--overwrite", "--num_topics=2", "--iterations=4",
                    "--checkpoint_every=2", kill_after=("saberjax.checkpoint", "save_checkpoint",
@@ -214,3 +229,35 @@ def test_replace_directory_swaps_whole_directories(tmp_path):
     (tmp_path / "new" / "b").write_text("new")
     outputs.replace_directory(tmp_path / "new", tmp_path / "old")
     assert os.listdir(tmp_path) == ["old"] and os.listdir(tmp_path / "old") == ["b"]
+
+
+def earlier_file(tmp_path, finished, model_dir):
+    (tmp_path / "theta.npy").write_text("earlier work")
+    return tmp_path / "theta.npy"
+
+
+def earlier_corpus(tmp_path, finished, model_dir):
+    return shutil.copytree(finished[0], tmp_path / "corpus")
+
+
+def the_model(tmp_path, finished, model_dir):
+    return model_dir
+
+
+@pytest.mark.parametrize("launcher, flags, earlier", [
+    ("infer.py", ("--model={model}", "--corpus={corpus}", "--output={target}"), earlier_file),
+    ("synth.py", ("--num_docs=5", "--num_words=10", "--output={target}"), earlier_corpus),
+    ("report.py", ("--model={model}", "--output={target}"), the_model),
+])
+def test_other_launchers_never_replace_earlier_outputs_unasked(finished, model_dir, tmp_path,
+                                                               launcher, flags, earlier):
+    target = earlier(tmp_path, finished, model_dir)
+    before = snapshot(target) if target.is_dir() else target.read_bytes()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "launch" / launcher),
+         *(flag.format(model=model_dir, corpus=finished[0], target=target) for flag in flags)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2
+    line = error_line(result)
+    assert str(target) in line and ("--overwrite replaces it" in line or "never replaced" in line)
+    assert (snapshot(target) if target.is_dir() else target.read_bytes()) == before
