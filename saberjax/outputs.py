@@ -62,7 +62,7 @@ def staged_directory(directory, own_names: Collection[str], what: str):
     """Context yielding a fresh hidden sibling of `directory` to write into; on success it
     replaces `directory` (replace_directory), on an exception it is deleted.  Refuses first
     (check_replaceable) when `directory` holds files other than `own_names`."""
-    directory = Path(directory)
+    directory = Path(os.path.abspath(directory))  # "." and ".." have siblings too
     check_replaceable(directory, own_names, what)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = hidden_sibling(directory, "partial")

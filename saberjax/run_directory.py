@@ -54,7 +54,7 @@ class RunDirectory:
         """The run's directories after checking that the flags allow writing them (see the
         module doc); raises OutputConflictError, naming the ways out, when they do not.
         Touches nothing."""
-        directory = Path(directory)
+        directory = Path(os.path.abspath(directory))  # "." and ".." have siblings too
         sibling = directory.with_name(directory.name + WORK_SUFFIX)
         for path in (directory, sibling):
             check_replaceable(path, RUN_FILES, "a saberjax model or training run")
