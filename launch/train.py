@@ -35,6 +35,7 @@ from absl import flags, logging
 
 from saberjax import checkpoint, cli, trainer
 from saberjax import corpus as corpus_io
+from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.progress import Progress
 from saberjax.report import write_report
@@ -123,7 +124,9 @@ def load_data():
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
         return corpus, None
-    return corpus, corpus_io.split_document_halves(test, FLAGS.seed)
+    halves = corpus_io.split_document_halves(test, FLAGS.seed)
+    check_scorable(*halves)
+    return corpus, halves
 
 
 def main(argv):

@@ -43,11 +43,20 @@ def _batch_loglik(topics_of_word, observed_words, observed_counts, heldout_words
     return jnp.sum(heldout_counts * jnp.log(jnp.maximum(mixture, 1e-30)))
 
 
+def check_scorable(observed: Corpus, heldout: Corpus) -> None:
+    """ValueError unless the (observed, held-out) halves are of the same documents and the
+    held-out half has a token: scoring none would read as a perfect 0.0 (perplexity 1)."""
+    if observed.num_docs != heldout.num_docs:
+        raise ValueError("observed and held-out halves must hold the same documents")
+    if heldout.num_tokens == 0:
+        raise ValueError(f"{heldout.name or 'the test documents'}: no held-out token to score "
+                         f"({heldout.num_docs} documents, none with 2 tokens or more)")
+
+
 def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout: Corpus,
                    alpha: float, em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
     """Document-completion score of topics `topic_word` [K, V] (rows sum to 1)."""
-    if observed.num_docs != heldout.num_docs:
-        raise ValueError("observed and held-out halves must hold the same documents")
+    check_scorable(observed, heldout)
     topics_of_word = jnp.asarray(topic_word, jnp.float32).T
     observed_words = DocumentWords.from_corpus(observed)
     heldout_words = DocumentWords.from_corpus(heldout)

@@ -34,7 +34,8 @@ def check_replaceable(path: Path, own_names: Collection[str], what: str) -> None
     named in `own_names` (the files of `what`, e.g. "a saberjax model")."""
     path = Path(path)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise OutputConflictError(f"{path} exists and is not a directory; choose another output")
+        raise OutputConflictError(f"{path} exists and is not a plain directory (a file or a "
+                                  f"link); choose another output")
     if path.is_dir():
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in own_names)
         if foreign:

@@ -175,6 +175,15 @@ def test_a_test_corpus_that_shares_no_word_with_the_training_corpus_is_an_error(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_test_split_without_held_out_tokens_is_an_error_before_training(tmp_path):
+    documents = uci(tmp_path / "tiny", "2\n3\n2\n1 1 1\n2 2 1\n")  # one token each
+    result = run_launcher("train.py", f"--corpus={documents}", "--test_fraction=0.5",
+                          f"--output={tmp_path / 'out'}", *TRAIN, timeout=300)
+    assert result.returncode == 1
+    assert "tiny: no held-out token to score (1 documents" in one_error_line(result)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_small_vocabulary_overlap_is_a_warning_naming_both_sizes():
     documents = corpus.Corpus(np.array([0, 3]), np.array([0, 1, 2]), ("a", "b", "c"))
     with pytest.warns(UserWarning, match="1 of its 3 words are in the model vocabulary of 2 "
