@@ -59,7 +59,7 @@ def test_train_logs_progress_lines_and_no_backend_probe(tmp_path):
     assert progress == [("2", "2"), ("4", "4"), ("5", "5")], result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs trainer.train_on_chunks to time an iteration "
+@pytest.mark.xfail(strict=True, reason="needs the trainer's iteration loop to time an iteration "
                    "from the later of the previous iteration's end and its own dispatch, taken "
                    "by the waiter thread when it is dispatched (see BUILD_NOTES, issue 14)")
 def test_host_work_between_iterations_is_not_counted_as_training_time():
