@@ -78,6 +78,7 @@ import datetime
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import json
 import os
 import platform
@@ -130,6 +131,8 @@ flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.", l
 flags.DEFINE_list("num_devices", ["0"], "Comma list of device counts to run on, e.g. 1,2,4 "
                   "(0: every device of every process; on a CPU one per core); each gets its own "
                   "mesh and lines, with the speed-up over 1 when 1 is in the list.", **_flag)
+flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device count "
+                  "with, out of auto, documents, words (execution.place).", **_flag)
 flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
                      lower_bound=1, **_flag)
 flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and the "
@@ -163,6 +166,12 @@ def _check_num_devices(values):
         return bool(values) and all(int(v) >= 0 for v in values)
     except ValueError:
         return False
+
+
+@flags.validator("partition", "--partition: each must be one of auto, "
+                 + ", ".join(execution.PARTITIONS), **_flag)
+def _check_partition(values):
+    return bool(values) and all(v in ("auto",) + execution.PARTITIONS for v in values)
 
 
 @flags.validator("num_topics", "--num_topics: a comma list of integers >= 2", **_flag)
@@ -297,51 +306,83 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
-                      chunk_tokens: int | None) -> tuple[execution.Placement, dict]:
+                      chunk_tokens: int | None,
+                      partition: str) -> tuple[execution.Placement, dict]:
     """(placement, its record): the layout built and put on a mesh of num_devices devices,
     resident (execution.place with stream=False)."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
     placement, seconds = timed(lambda: execution.place(corpus, hyper, num_devices, chunk_tokens,
-                                                       stream=False))
-    moved = _nbytes(placement.slots)
+                                                       stream=False, partition=partition))
+    moved = _nbytes((placement.slots, placement.word_shares))
     return placement, dict(bytes=moved, seconds=_sig(seconds),
                            GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
 
 
-def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
-    """The iteration's reduction on the mesh, median of `repeats` after a compiling pass:
-    reduction_seconds the whole of it (reduce-scatter of the partial counts, totals, B-hat and
-    trees of each device's rows, all-gather; execution.Placement.reduce) and
-    collective_seconds the collectives alone (reduce-scatter of int32 B, all-gather of
-    B-hat's rows), with the bytes they move per device."""
-    mesh, size = placement.mesh, placement.num_devices
-    shape = (size, placement.padded_words, placement.hyper.padded_topics)
-    zeros = jax.jit(lambda: jnp.zeros(shape, jnp.int32), out_shardings=placement.sharding())
-
-    def collectives(counts):
-        rows = counts[0]
-        if size > 1:
-            rows = jax.lax.psum_scatter(rows, execution.AXIS, scatter_dimension=0, tiled=True)
-        bhat = rows.astype(BHAT_DTYPE)
-        if size > 1:
-            bhat = jax.lax.all_gather(bhat, execution.AXIS, axis=0, tiled=True)
-        return bhat[None]
-
-    collective = jax.jit(jax.shard_map(collectives, mesh=mesh, in_specs=execution.BY_DEVICE,
-                                       out_specs=execution.BY_DEVICE), donate_argnums=0)
-    times = {"reduction": [], "collective": []}
+def _median_seconds(program, make_input, repeats: int) -> float:
+    """Median seconds of program(make_input()) over `repeats` runs after a compiling one."""
+    times = []
     for _ in range(repeats + 1):
-        for name, program in (("reduction", placement.reduce), ("collective", collective)):
-            counts = jax.block_until_ready(zeros())
-            result, seconds = timed(lambda: jax.block_until_ready(program(counts)))
-            del result
-            times[name].append(seconds)
-    cells = placement.padded_words * placement.hyper.padded_topics
-    moved = cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * (size - 1) // size
-    collective_seconds = statistics.median(times["collective"][1:])
-    return dict(reduction_seconds=_sig(statistics.median(times["reduction"][1:])),
-                collective_seconds=_sig(collective_seconds), collective_bytes_per_device=moved,
-                collective_GB_per_s=_sig(moved / collective_seconds / 1e9) if size > 1 else None)
+        argument = jax.block_until_ready(make_input())
+        _, seconds = timed(lambda: jax.block_until_ready(program(argument)))
+        times.append(seconds)
+    return statistics.median(times[1:])
+
+
+def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
+    """What an iteration moves between devices, median of `repeats` after a compiling pass.
+
+    By document: reduction_seconds is the whole reduction (reduce-scatter of the partial
+    counts, totals, B-hat and trees of each device's rows, all-gather;
+    execution.Placement.reduce) and collective_seconds its collectives alone (reduce-scatter
+    of int32 B, all-gather of B-hat's bfloat16 rows).  By word: the collectives are the
+    reduction (all-gather of every chunk's A pairs and nonzeros, all-to-all of the E-step's
+    doc-major topics).  collective_bytes_per_device: what each device receives."""
+    mesh, size = placement.mesh, placement.num_devices
+    hyper = placement.hyper
+    chunk = placement.slots[0]
+    tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
+    share = (size - 1) / size
+
+    def zeros(shape, dtype):
+        return jax.jit(lambda: jnp.zeros((size, *shape), dtype), out_shardings=placement.sharding())
+
+    def on_mesh(body):
+        return jax.jit(jax.shard_map(
+            lambda x: jax.tree.map(lambda y: y[None], body(x[0])), mesh=mesh,
+            in_specs=execution.BY_DEVICE, out_specs=execution.BY_DEVICE))
+
+    gather = functools.partial(jax.lax.all_gather, axis_name=execution.AXIS, axis=0, tiled=True)
+    if placement.partition == "words":
+        def collectives(a_pairs_and_nnz):
+            if size == 1:
+                return a_pairs_and_nnz
+            topics = jnp.zeros((size, tokens), hyper.topic_dtype)
+            return (gather(a_pairs_and_nnz),
+                    jax.lax.all_to_all(topics, execution.AXIS, 0, 0, tiled=True).sum(axis=0))
+
+        topic_bytes = np.dtype(hyper.topic_dtype).itemsize
+        moved = int(share * size * (tokens * (4 + topic_bytes) + docs * 4))
+        seconds = _median_seconds(on_mesh(collectives), zeros((tokens + docs,), jnp.int32),
+                                  repeats)
+        reduction = seconds
+    else:
+        shape = (placement.padded_words, hyper.padded_topics)
+
+        def collectives(counts):
+            rows = counts
+            if size > 1:
+                rows = jax.lax.psum_scatter(rows, execution.AXIS, scatter_dimension=0,
+                                            tiled=True)
+            bhat = rows.astype(BHAT_DTYPE)
+            return gather(bhat) if size > 1 else bhat
+
+        cells = shape[0] * shape[1]
+        moved = int(cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * share)
+        seconds = _median_seconds(on_mesh(collectives), zeros(shape, jnp.int32), repeats)
+        reduction = _median_seconds(placement.reduce, zeros(shape, jnp.int32), repeats)
+    return dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(seconds),
+                collective_bytes_per_device=moved,
+                collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
 
 
 def measure_phases(placement: execution.Placement, state: TrainState, repeats: int) -> dict:
@@ -457,7 +498,7 @@ def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int
 
 def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
-                  num_devices: tuple[int, ...] = (0,),
+                  num_devices: tuple[int, ...] = (0,), partitions: tuple[str, ...] = ("auto",),
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   emit=print) -> list[dict]:
@@ -480,10 +521,11 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
 
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
                        V=corpus.num_words, chunk_tokens=chunk_tokens)
-    for count in num_devices:
+    for count, partition in itertools.product(num_devices, partitions):
         placement, placed = measure_placement(corpus, Hyperparams.create(num_topics[0]), count,
-                                              chunk_tokens)
-        mesh_info = dict(devices=placement.num_devices, num_chunks=placement.num_chunks,
+                                              chunk_tokens, partition)
+        mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
+                         num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
         for k in num_topics:
             xla_steady = None
@@ -510,14 +552,15 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 if len(order) > 1 and xla_steady:
                     result["speedup_vs_xla"] = _sig(steady / xla_steady, 4)
                 if placement.num_devices == 1:
-                    one_device[k, backend] = steady
+                    one_device.setdefault((k, backend), steady)
                 if (k, backend) in one_device:
                     result["speedup_vs_one_device"] = _sig(steady / one_device[k, backend], 4)
                 put(dict({**head, **result}, **env))
     summary = dict(
         type="summary", **corpus_info, **env, **bandwidth,
         iterations=iterations, warmup=warmup, seed=seed,
-        results=[{key: r[key] for key in ("devices", "K", "backend", "Mtoken_per_s_steady",
+        results=[{key: r[key] for key in ("devices", "partition", "K", "backend",
+                                          "Mtoken_per_s_steady",
                                           "Mtoken_per_s_mean", "Mtoken_per_s_best",
                                           "compile_seconds", "speedup_vs_xla",
                                           "speedup_vs_one_device", "reduction_share",
@@ -547,6 +590,7 @@ def main(argv):
                   iterations=FLAGS.iterations, warmup=FLAGS.warmup,
                   chunk_tokens=FLAGS.chunk_tokens,
                   num_devices=tuple(int(n) for n in FLAGS.num_devices),
+                  partitions=tuple(FLAGS.partition),
                   seed=FLAGS.seed, phases=FLAGS.phases,
                   phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
                   emit=emit)

@@ -3,7 +3,8 @@
 The checkpoint of iteration N is a pair of files in the checkpoint folder::
 
     checkpoint-0000000N.npz   the state arrays: per chunk i, z and A (chunk{i}.topics,
-                              chunk{i}.a_pairs, chunk{i}.a_nnz), the
+                              chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
+                              device i's share of the vocabulary), the
                               word-topic counts B (word_topic), iteration and seed
     checkpoint-0000000N.json  the manifest: format version, iteration, seed, training config,
                               corpus fingerprint, chunking, metrics so far and the SHA-256 of
@@ -64,7 +65,8 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
     atomic_write(arrays_path, lambda file: np.savez(file, **arrays))
     manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
                     config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
-                    chunking=chunking(placement), arrays_sha256=_sha256(arrays_path),
+                    chunking=chunking(placement), partition=placement.partition,
+                    arrays_sha256=_sha256(arrays_path),
                     metrics=list(metrics))
     atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
     _fsync_directory(directory)
@@ -161,6 +163,11 @@ def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_f
     if differences:
         raise CheckpointError(f"{path} was trained with {', '.join(differences)}; resume with "
                               f"the same settings, or start afresh")
+    saved_partition = manifest.get("partition", "documents")
+    if saved_partition != placement.partition:
+        raise CheckpointError(f"{path} was trained partitioned by {saved_partition}, this run "
+                              f"by {placement.partition}; resume with "
+                              f"partition={saved_partition!r}")
     if manifest["chunking"] != chunking(placement):
         raise CheckpointError(
             f"{path} holds {len(manifest['chunking'])} chunk(s) [first token, tokens] "
@@ -172,9 +179,7 @@ def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_f
 
 def _check_shapes(path: Path, index: int, placement: Placement, chunk_state: ChunkState,
                   hyper: Hyperparams) -> None:
-    chunk = placement.slots[0]
-    tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
-    expected = ChunkState((tokens,), (tokens,), (docs,))
+    expected = placement.state_shapes()
     dtypes = ChunkState(hyper.topic_dtype, np.uint32, np.int32)
     for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
         if array.shape != shape or array.dtype != np.dtype(dtype):

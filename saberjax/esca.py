@@ -50,23 +50,29 @@ def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: j
         chunk, doc_major_topics, hyper.num_topics))
 
 
-def _sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
-    """One chunk's E-step: new topics, (word-major, doc-major)."""
+def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
+    """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
     return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key,
                                                          hyper.alpha)
+
+
+def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
+                     hyper: Hyperparams) -> jax.Array:
+    """B (rows indexed by chunk.word) plus the chunk's tokens with their word-major topics."""
+    return backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic)
 
 
 def _state_and_counts(chunk: Chunk, topics, word_topic, hyper: Hyperparams):
     """(the chunk's state for topics (word-major, doc-major), B with the chunk's tokens added)."""
     return (chunk_state_from_topics(chunk, *topics, hyper),
-            backend_ops(hyper.backend).count_word_topic(chunk, topics[0], word_topic))
+            count_word_topic(chunk, topics[0], word_topic, hyper))
 
 
 @functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
 def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_topic,
                hyper: Hyperparams):
     """One chunk's E-step and A rebuild; returns (new chunk state, B with its tokens added)."""
-    return _state_and_counts(chunk, _sample(chunk, chunk_state, model, key, hyper), word_topic,
+    return _state_and_counts(chunk, sample(chunk, chunk_state, model, key, hyper), word_topic,
                              hyper)
 
 
@@ -74,7 +80,7 @@ def chunk_step(chunk: Chunk, chunk_state: ChunkState, model: Model, key, word_to
 def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                    hyper: Hyperparams) -> ChunkState:
     """One chunk's E-step and A rebuild with the model held fixed (fold-in of new documents)."""
-    return chunk_state_from_topics(chunk, *_sample(chunk, chunk_state, model, key, hyper), hyper)
+    return chunk_state_from_topics(chunk, *sample(chunk, chunk_state, model, key, hyper), hyper)
 
 
 # B is donated: the model returns it as its word_topic, which otherwise costs a copy of B (2.4 ms
@@ -83,18 +89,23 @@ finish_step = jax.jit(model_from_counts, static_argnames=("hyper",),
                       donate_argnames=("word_topic",))
 
 
-@functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
-def init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
-    """Uniformly random initial topics of a chunk, keyed like every other draw; returns
-    (its state, B with its tokens added)."""
+def initial_topics(chunk: Chunk, seed, hyper: Hyperparams, doc_major_tokens: int | None = None):
+    """Uniformly random topics of a chunk's tokens, keyed by token like every other draw:
+    (word-major, doc-major in an array of doc_major_tokens, None: the chunk's own)."""
     positions = jnp.arange(chunk.padded_tokens)
-    lo, hi = rng.global_token_ids(chunk.token_base[0], chunk.token_base[1], chunk.doc_major_pos)
-    state = rng.token_hash(rng.iteration_key(seed, 0), lo, hi)
+    state = rng.token_hash(rng.iteration_key(seed, 0), *chunk.token_ids(chunk.doc_major_pos))
     draw = (rng.uniform(state, rng.STREAM_INIT) * hyper.num_topics).astype(jnp.int32)
     topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1),
                        0).astype(hyper.topic_dtype)
-    doc_major = segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos)
-    return _state_and_counts(chunk, (topics, doc_major), word_topic, hyper)
+    return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,
+                                                        doc_major_tokens)
+
+
+@functools.partial(jax.jit, static_argnames=("hyper",), donate_argnames=("word_topic",))
+def init_chunk(chunk: Chunk, seed, word_topic, hyper: Hyperparams):
+    """A chunk's random initial state (initial_topics); returns (its state, B with its tokens
+    added)."""
+    return _state_and_counts(chunk, initial_topics(chunk, seed, hyper), word_topic, hyper)
 
 
 def zero_counts(num_words: int, hyper: Hyperparams) -> jax.Array:

@@ -45,7 +45,7 @@ from saberjax import esca, streaming
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
-from saberjax.layout import Chunk, build_layout
+from saberjax.layout import Chunk, build_layout, word_shares
 from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
 
 AXIS = "data"
@@ -56,9 +56,23 @@ PROBE_TOKENS = (1 << 15, 1 << 16)
 # Device bytes per token no chunk step exceeds (measured: 87 for the XLA path on a CPU,
 # 61 for the Pallas path on an H200).
 BYTES_PER_TOKEN_BOUND = 512
+# Device bytes per corpus token that partition by word adds on every device: every
+# document's A (4) and the doc-major topics of the E-step (2).
+WORD_PARTITION_BYTES_PER_TOKEN = 6
+# Partition by word when B has more cells than this per corpus token.  An iteration moves
+# 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16
+# B-hat) and about 6 bytes per token by word, whose E-step reads A rows of every document
+# (a few % slower); measured on two H200s (BUILD_NOTES.md): NYTimes shape at K = 1,000
+# (1.05 cells a token) faster by document, wiki25k at K = 1,024 (1.8) and NYTimes at
+# K = 10,000 (10.3) faster by word.
+WORD_PARTITION_CELLS_PER_TOKEN = 1.5
 # Shard specs: a slot's arrays and states by device; the model's B by word rows, the rest whole.
 BY_DEVICE = P(AXIS)
 MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tree_total=P())
+# Partition by word: every row-wise array of the model stays with its device's words.
+WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
+                        tree_total=P(AXIS))
+PARTITIONS = ("documents", "words")
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:
@@ -99,6 +113,25 @@ class Placement:
     chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
     num_words: int
     hyper: Hyperparams
+    # partition by word: each device's share of the vocabulary's tokens (layout.word_share,
+    # by device) and the words by rank (rank r is device r % N's row r // N); else None
+    word_shares: Chunk | None = None
+    word_order: np.ndarray | None = None
+
+    @property
+    def partition(self) -> str:
+        return "documents" if self.word_shares is None else "words"
+
+    @property
+    def model_spec(self) -> Model:
+        return MODEL_SPEC if self.word_shares is None else WORD_MODEL_SPEC
+
+    @property
+    def model_rows(self) -> int:
+        """Rows of B on each device: all V (padded) by document, a V / N share by word."""
+        if self.word_shares is None:
+            return self.padded_words
+        return -(-self.num_words // self.num_devices)
 
     @property
     def num_devices(self) -> int:
@@ -114,7 +147,8 @@ class Placement:
 
     @property
     def padded_words(self) -> int:
-        """V rounded up to a multiple of the device count: B's rows, N equal shares."""
+        """V rounded up to a multiple of the device count: the rows of the model's global
+        arrays, N equal shares."""
         return -(-self.num_words // self.num_devices) * self.num_devices
 
     @property
@@ -136,7 +170,7 @@ class Placement:
                              check_vma=False)
 
     def _zero_counts(self):
-        return jnp.zeros((self.padded_words, self.hyper.padded_topics), jnp.int32)
+        return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
     def _model_of_rows(self, rows) -> Model:
         """The model of this device's rows of B: totals summed over the mesh, B-hat and trees
@@ -174,20 +208,59 @@ class Placement:
 
     @functools.cached_property
     def _init_program(self):
-        def body(slots, seed):
+        """(slots, word shares, seed) -> (states, model)."""
+        def by_document(slots, _, seed):
             states, counts = self._over_slots(self._init_chunk(seed), slots, None,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts)
-        return jax.jit(self._shard_map(body, (BY_DEVICE, P()), (BY_DEVICE, MODEL_SPEC)))
+
+        def by_word(slots, shares, seed):
+            share = _local(shares)
+            return self._word_finish(slots, share, *esca.initial_topics(
+                share, seed, self.hyper, self.num_devices * slots[0].word.shape[1]))
+
+        body = by_document if self.word_shares is None else by_word
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, P()),
+                                       (BY_DEVICE, self.model_spec)))
 
     @functools.cached_property
     def _iteration_program(self):
-        def body(slots, slot_states, model, key):
+        """(slots, word shares, states, model, key) -> (states, model)."""
+        def by_document(slots, _, slot_states, model, key):
             states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts)
-        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, MODEL_SPEC, P()),
-                                       (BY_DEVICE, MODEL_SPEC)))
+
+        def by_word(slots, shares, slot_states, model, key):
+            share, state = _local(shares), _local(slot_states[0])
+            if self.num_devices > 1:  # every document's A, for the tokens of this share
+                gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+                state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
+            return self._word_finish(slots, share,
+                                     *esca.sample(share, state, model, key, self.hyper))
+
+        body = by_document if self.word_shares is None else by_word
+        return jax.jit(self._shard_map(body, (BY_DEVICE,) * 3 + (self.model_spec, P()),
+                                       (BY_DEVICE, self.model_spec)))
+
+    def _word_finish(self, slots, share, topics, doc_major):
+        """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
+        from the topics every device drew for the chunk's tokens, its words' B counted, and
+        the model of its rows (totals summed over the mesh; B-hat is never gathered)."""
+        if self.num_devices > 1:  # the segments of the other devices' chunks go to them
+            parts = doc_major.reshape(self.num_devices, -1)
+            doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
+                axis=0, dtype=doc_major.dtype)
+        state = esca.chunk_state_from_topics(_local(slots[0]), topics, doc_major, self.hyper)
+        counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+        totals = backend_ops(self.hyper.backend).topic_totals(counts)
+        if self.num_devices > 1:
+            totals = lax.psum(totals, AXIS)
+        model = esca.model_from_totals(counts, totals, self.hyper, self.num_words)
+        return (_stacked(state),), model
+
+    def _iteration_args(self, state: TrainState, key) -> tuple:
+        return self.slots, self.word_shares, state.chunks, state.model, key
 
     @functools.cached_property
     def _slot_init_program(self):
@@ -214,7 +287,14 @@ class Placement:
 
     @functools.cached_property
     def _model_program(self):
-        return jax.jit(self._shard_map(self._model_of_rows, P(AXIS), MODEL_SPEC))
+        """Rows of B -> the model (no gather by word: each device keeps its rows' B-hat)."""
+        def by_word(rows):
+            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            totals = lax.psum(totals, AXIS) if self.num_devices > 1 else totals
+            return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
+
+        body = self._model_of_rows if self.word_shares is None else by_word
+        return jax.jit(self._shard_map(body, P(AXIS), self.model_spec))
 
     @functools.cached_property
     def zero_partial_counts(self):
@@ -243,7 +323,7 @@ class Placement:
             states, model = self._stream(
                 lambda chunk, _, counts: self._slot_init_program(chunk, seed, counts), None)
         else:
-            states, model = self._init_program(self.slots, seed)
+            states, model = self._init_program(self.slots, self.word_shares, seed)
         return TrainState(states, model, self.replicated(np.int32(0)), seed)
 
     def compile(self, state: TrainState) -> "CompiledStep":
@@ -288,35 +368,61 @@ class Placement:
              for device in _own_devices(self.mesh)}, self.sharding(memory_kind=kind))
             for slot in range(self.num_slots))
 
+    def _row_of_word(self) -> np.ndarray:
+        """Row of the model's global arrays holding each word (by id): the word itself by
+        document; by word, device r % N's row r // N for the word of rank r."""
+        if self.word_shares is None:
+            return np.arange(self.num_words)
+        rank = np.empty(self.num_words, np.int64)
+        rank[self.word_order] = np.arange(self.num_words)
+        return rank % self.num_devices * self.model_rows + rank // self.num_devices
+
     def word_topic(self, state: TrainState) -> np.ndarray:
-        """B [V, K_pad] on the host (every process takes part)."""
-        return _to_host(state.model.word_topic)[: self.num_words]
+        """B [V, K_pad] on the host, rows by word id (every process takes part)."""
+        return _to_host(state.model.word_topic)[self._row_of_word()]
 
     def model_from_word_topic(self, word_topic: np.ndarray) -> Model:
         """The model of host counts B [V, K_pad]: its rows spread over the mesh."""
-        padded = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
-        padded[: self.num_words] = word_topic
-        rows = jax.make_array_from_callback(padded.shape, self.sharding(P(AXIS)),
-                                            lambda index: padded[index])
-        return self._model_program(rows)
+        rows = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
+        rows[self._row_of_word()] = word_topic
+        placed = jax.make_array_from_callback(rows.shape, self.sharding(P(AXIS)),
+                                              lambda index: rows[index])
+        return self._model_program(placed)
 
     def topic_word(self, state: TrainState) -> jax.Array:
         """float32 B-hat [K, V] of the state's counts, whole on every device (for scoring)."""
         return _topic_word(state.model.word_topic, state.model.topic_totals,
-                           self.hyper.num_topics, self.hyper.beta, self.num_words,
-                           self.sharding(P()))
+                           self.replicated(self._row_of_word()), self.hyper.num_topics,
+                           self.hyper.beta, self.num_words, self.sharding(P()))
 
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
         chunks, states = self.host_chunks(), self.chunk_states(state)
-        return esca.corpus_order_topics([chunks[i] for i in sorted(chunks)],
-                                        [states[i] for i in sorted(chunks)])
+        if self.word_shares is None:
+            return esca.corpus_order_topics([chunks[i] for i in sorted(chunks)],
+                                            [states[i] for i in sorted(chunks)])
+        shares = self._by_chunk((self.word_shares,))
+        padded_tokens = chunks[0].padded_tokens
+        doc_major = np.zeros(self.num_chunks * padded_tokens + 1, np.int32)
+        for device, share in shares.items():  # padding tokens land in the spare last slot
+            positions = np.minimum(share.doc_major_pos, len(doc_major) - 1)
+            doc_major[positions] = states[device].topics
+        return np.concatenate([doc_major[index * padded_tokens:][:tokens]
+                               for index, (_, tokens) in enumerate(self.chunking)])
+
+    def state_shapes(self) -> ChunkState:
+        """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its
+        share), A's pairs and nonzeros of its chunk."""
+        chunk = self.slots[0]
+        tokens = (chunk.word if self.word_shares is None else self.word_shares.word).shape[1]
+        return ChunkState((tokens,), (chunk.word.shape[1],), (chunk.doc_start.shape[1] - 1,))
 
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "sharding"))
-def _topic_word(word_topic, totals, num_topics: int, beta: float, num_words: int, sharding):
-    """float32 B-hat [K, V] of rows of B (V real words first), laid out by `sharding`."""
-    bhat = float32_bhat(word_topic[:num_words], totals, num_topics, beta, num_words)
+def _topic_word(word_topic, totals, row_of_word, num_topics: int, beta: float,
+                num_words: int, sharding):
+    """float32 B-hat [K, V] of B's rows row_of_word (by word id), laid out by `sharding`."""
+    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words)
     return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
 
 
@@ -375,7 +481,7 @@ class CompiledStep:
             self.num_executables = 3
         else:
             self._iteration = placement._iteration_program.lower(
-                placement.slots, state.chunks, state.model, key).compile()
+                *placement._iteration_args(state, key)).compile()
             self.num_executables = 1
         jax.block_until_ready((iteration, key))
         self.compile_seconds = time.perf_counter() - start
@@ -390,7 +496,7 @@ class CompiledStep:
                                                               key, counts))
             model = self._reduce(counts)
         else:
-            states, model = self._iteration(placement.slots, state.chunks, state.model, key)
+            states, model = self._iteration(*placement._iteration_args(state, key))
         return TrainState(states, model, iteration, state.seed)
 
 
@@ -468,22 +574,55 @@ def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
 
 def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
           chunk_tokens: int | None = None, device_memory_gb: float | None = None,
-          prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None) -> Placement:
+          prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None,
+          partition: str = "auto") -> Placement:
     """The corpus laid out on a mesh of num_devices devices (0: all), resident or streamed.
 
-    Each device gets an equal share of the tokens: one chunk (chunk_tokens: chunks of about
-    that many tokens) when its share fits device_memory_gb (None: what the device has free,
-    less headroom; on a CPU everything stays resident), else the fewest chunks that fit,
-    streamed from pinned host memory.  stream: True or False overrides the plan's choice.
-    Each process builds only its own devices' chunks.  The model alone not fitting is a clear
-    error (MemoryError).
+    Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
+    of about that many tokens) when its share fits device_memory_gb (None: what the device
+    has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
+    fit, streamed from pinned host memory.  stream: True or False overrides the plan's choice.
+    partition: "documents" (each device samples its documents' tokens against the whole
+    B-hat, which is reduced and gathered every iteration), "words" (each device samples its
+    words' tokens against every document's A, which is gathered every iteration: no B moves,
+    and each device holds only its words' rows of the model) or "auto": by word on several
+    devices when every share stays resident in one chunk, else by document.  Each process
+    builds only its own devices' chunks.  Errors: MemoryError when the model does not fit,
+    ValueError for a partition that cannot hold the settings.
     """
+    if partition not in PARTITIONS + ("auto",):
+        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
+                         f"got {partition!r}")
     mesh = make_mesh(num_devices)
     size = mesh.size
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else free_device_memory(jax.local_devices()[0]))
     share = -(-corpus.num_tokens // size)
-    padded_words = -(-corpus.num_words // size) * size
+    word_rows = -(-corpus.num_words // size)
+    by_word_bytes = (model_bytes(word_rows, hyper.padded_topics) + share * BYTES_PER_TOKEN_BOUND
+                     + WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
+    if partition == "auto":
+        resident_by_word = (size > 1 and not stream and chunk_tokens is None
+                            and (budget is None or by_word_bytes <= budget))
+        by_document_bytes = (model_bytes(word_rows * size, hyper.padded_topics)
+                             + share * BYTES_PER_TOKEN_BOUND)
+        model_heavy = (corpus.num_words * hyper.padded_topics
+                       > WORD_PARTITION_CELLS_PER_TOKEN * corpus.num_tokens)
+        partition = ("words" if resident_by_word and (
+            model_heavy or (budget is not None and by_document_bytes > budget))
+            else "documents")
+    if partition == "words":
+        if stream or chunk_tokens is not None:
+            raise ValueError("partition 'words' keeps each device's share resident in one "
+                             "chunk: leave out chunk_tokens and streaming, or partition by "
+                             "documents")
+        if budget is not None and by_word_bytes > budget:
+            raise MemoryError(f"partition 'words' needs about {by_word_bytes / 1e9:.1f} GB a "
+                              f"device (K={hyper.num_topics}, {word_rows:,} word rows, "
+                              f"{share:,} tokens), the budget is {budget / 1e9:.1f} GB; use more "
+                              f"devices or partition by documents (which can stream)")
+        return _placed(corpus, hyper, mesh, None, False, prefetch, by_word=True)
+    padded_words = word_rows * size
     planned = None
     if stream is not False and budget is not None and (
             model_bytes(padded_words, hyper.padded_topics) + share * BYTES_PER_TOKEN_BOUND
@@ -491,9 +630,17 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         planned = plan_chunk_tokens(share, padded_words, hyper.num_topics, hyper.padded_topics,
                                     budget, device_bytes_per_token(corpus, hyper), prefetch)
     streamed = planned is not None if stream is None else stream
-    chunk_tokens = chunk_tokens or (planned if streamed else None)
+    return _placed(corpus, hyper, mesh, chunk_tokens or (planned if streamed else None),
+                   streamed, prefetch, by_word=False)
+
+
+def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | None,
+            streamed: bool, prefetch: int, by_word: bool) -> Placement:
+    """The layout built (this process's chunks) and put on the mesh."""
+    size = mesh.size
     own = _own_devices(mesh)
-    layout = build_layout(corpus, chunk_tokens or share, size, parts=own)
+    layout = build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // size), size,
+                          parts=own)
     num_slots = len(layout.chunks) // size
     offsets = np.asarray(corpus.doc_offsets, np.int64)
     chunking = tuple((int(offsets[first]), int(offsets[last] - offsets[first]))
@@ -504,5 +651,8 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                   for slot in range(num_slots))
     if streamed:
         slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE), prefetch)
-    return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
-
+    if not by_word:
+        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
+    shares = _by_device_array(word_shares(corpus, layout, size, own), sharding)
+    return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
+                     shares, layout.word_order)

@@ -36,7 +36,7 @@ import jax
 import numpy as np
 
 from saberjax.corpus import Corpus
-from saberjax.rng import split_token_id
+from saberjax.rng import global_token_ids, split_token_id
 
 DEFAULT_CHUNK_TOKENS = 1 << 26
 TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
@@ -59,13 +59,17 @@ class Chunk:
     doc_major_pos: np.ndarray  # int32 [T_pad] doc-major position of each word-major token
     doc_start: np.ndarray  # int32 [D_pad + 1] start of each document's doc-major segment
     num_tokens: np.ndarray  # int32 scalar: real tokens (the rest is padding)
-    token_base: np.ndarray  # uint32 [2]: (low, high) words of the first token's global id
+    # uint32 [blocks, 2]: (low, high) words of the global id of the token at doc-major
+    # position block * block_tokens (one block for a chunk of consecutive documents)
+    token_base: np.ndarray
     # int32 [max_tiles(T_pad, V, tile_tokens) + 1]: the E-step kernel's work list, tiles of up
     # to tile_tokens consecutive word-major tokens of one word; tile i is tile_start[i] ..
     # tile_start[i + 1] - 1, and entries past the last tile hold num_tokens (empty tiles)
     tile_start: np.ndarray
     # static (part of the pytree's structure, so a jitted kernel knows it)
     tile_tokens: int = dataclasses.field(default=TILE_TOKENS, metadata=dict(static=True))
+    # doc-major positions per token_base entry (a chunk's padded tokens: one entry)
+    block_tokens: int = dataclasses.field(default=1 << 31, metadata=dict(static=True))
 
     @property
     def padded_tokens(self) -> int:
@@ -74,6 +78,18 @@ class Chunk:
     @property
     def padded_docs(self) -> int:
         return self.doc_start.shape[0] - 1
+
+    def token_ids(self, doc_major_pos):
+        """(low, high) uint32 words of the global ids (corpus positions) of the tokens at
+        doc-major positions: what every random draw of a token is keyed by."""
+        return block_token_ids(self.token_base, self.block_tokens, doc_major_pos)
+
+
+def block_token_ids(token_base, block_tokens: int, doc_major_pos):
+    """Chunk.token_ids of a token_base table (also read inside kernels)."""
+    block = doc_major_pos // block_tokens
+    return global_token_ids(token_base[block, 0], token_base[block, 1],
+                            doc_major_pos - block * block_tokens)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -167,8 +183,9 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
         doc_major_pos=np.concatenate([order, np.arange(num_tokens, padded_tokens, dtype=np.int32)]),
         doc_start=doc_start,
         num_tokens=np.int32(num_tokens),
-        token_base=np.array(split_token_id(token_base), dtype=np.uint32),
+        token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
         tile_start=word_tile_start(word_major, corpus.num_words, padded_tokens),
+        block_tokens=padded_tokens,
     )
 
 
@@ -213,3 +230,72 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
         num_tokens=corpus.num_tokens,
         word_order=word_order,
     )
+
+
+def word_shares(corpus: Corpus, layout: Layout, num_parts: int,
+                parts: Collection[int]) -> dict[int, Chunk]:
+    """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
+    all chunks of a layout with one chunk per part (partition by word, saberjax.execution).
+
+    Part p holds the words of rank p, p + n, p + 2n, ... (n = num_parts: rows and tokens both
+    near-balanced, as word frequencies fall smoothly with rank), as rows rank // n of its
+    share of B.  Its tokens come from every chunk, chunk e's doc-major positions and
+    documents offset by e * (padded tokens) and e * (padded documents), so a document's
+    segment, its A pairs and its tokens' global ids are those of the by-document layout.
+    Word-major order as in build_chunk: by row, then longer documents first, then position.
+    Padding tokens point past the doc-major space (their topics are never stored) and at the
+    last chunk's padding document.  Shares are padded to one size, so every part's arrays
+    have one shape.
+    """
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    padded_tokens, padded_docs = padded_shape(offsets, layout.chunk_docs)
+    num_chunks = len(layout.chunk_docs)
+    if num_chunks * padded_tokens + padded_tokens >= 2**31:
+        raise ValueError(f"partition by word spans {num_chunks} x {padded_tokens:,} doc-major "
+                         f"positions, more than int32 indexes; partition by document")
+    word_rank = np.empty(corpus.num_words, np.int32)
+    word_rank[layout.word_order] = np.arange(corpus.num_words, dtype=np.int32)
+    ranks = word_rank[np.asarray(corpus.word_ids)]
+    part_of = ranks % num_parts
+    share_tokens = bucket_size(int(np.bincount(part_of, minlength=num_parts).max()))
+    lengths = np.diff(offsets)
+    firsts = np.array([first for first, _ in layout.chunk_docs])
+    chunk_of_doc = np.repeat(np.arange(num_chunks), np.diff(np.append(firsts, corpus.num_docs)))
+    # per token: its document's index in the doc-major space and its doc-major position
+    doc_index = (chunk_of_doc * padded_docs + np.arange(corpus.num_docs)
+                 - firsts[chunk_of_doc]).astype(np.int32)
+    doc_base = chunk_of_doc * padded_tokens + offsets[:-1] - offsets[firsts[chunk_of_doc]]
+    doc_of_token = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), lengths)
+    doc_major_pos = (doc_base[doc_of_token] + np.arange(corpus.num_tokens)
+                     - offsets[doc_of_token]).astype(np.int32)
+    # sort key: row, then longer documents first (positions are increasing already)
+    shortness = (lengths.max(initial=0) - lengths)[doc_of_token]
+    key = (ranks // num_parts).astype(np.int64) * (lengths.max(initial=0) + 1) + shortness
+    doc_start = np.concatenate(
+        [np.concatenate([offsets[first:last] - offsets[first],
+                         np.full(padded_docs - (last - first), padded_tokens)])
+         + e * padded_tokens for e, (first, last) in enumerate(layout.chunk_docs)]
+        + [[num_chunks * padded_tokens]]).astype(np.int32)
+    token_base = np.array([split_token_id(int(offsets[first])) for first in firsts], np.uint32)
+    num_rows = -(-corpus.num_words // num_parts)
+
+    def share(part: int) -> Chunk:
+        position = np.flatnonzero(part_of == part)
+        order = position[np.argsort(key[position], kind="stable")]
+        num_tokens, pad = len(order), share_tokens - len(order)
+        rows = (ranks[order] // num_parts).astype(np.int32)
+        return Chunk(
+            word=np.concatenate([rows, np.zeros(pad, np.int32)]),
+            doc=np.concatenate([doc_index[doc_of_token[order]],
+                                np.full(pad, num_chunks * padded_docs - 1, np.int32)]),
+            doc_major_pos=np.concatenate([doc_major_pos[order], num_chunks * padded_tokens
+                                          + np.arange(pad, dtype=np.int32)]),
+            doc_start=doc_start,
+            num_tokens=np.int32(num_tokens),
+            token_base=token_base,
+            tile_start=word_tile_start(rows, num_rows, share_tokens),
+            block_tokens=padded_tokens,
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1)) as pool:
+        return dict(zip(parts, pool.map(share, parts)))

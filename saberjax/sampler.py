@@ -36,9 +36,7 @@ BATCH = 8192
 
 def token_hash_state(chunk: Chunk, key, positions):
     """The per-iteration random state of word-major tokens at `positions` of a chunk."""
-    lo, hi = rng.global_token_ids(chunk.token_base[0], chunk.token_base[1],
-                                  chunk.doc_major_pos[positions])
-    return rng.token_hash(key, lo, hi)
+    return rng.token_hash(key, *chunk.token_ids(chunk.doc_major_pos[positions]))
 
 
 def _map_in_order(fn, order: jax.Array, batch: int, with_index: bool = False):
@@ -129,6 +127,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
 
 
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha):
-    """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input)."""
+    """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input;
+    as long as A, 0 where no token of the chunk is)."""
     topics = sample_chunk(chunk, chunk_state, model, key, alpha)
-    return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos)
+    return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,
+                                                        chunk_state.a_pairs.shape[0])

@@ -17,9 +17,12 @@ from saberjax.layout import Chunk
 from saberjax.state import pack_pairs
 
 
-def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array) -> jax.Array:
-    """Place word-major values at their doc-major positions (the pointers are a permutation)."""
-    return jnp.zeros_like(values).at[doc_major_pos].set(values, unique_indices=True)
+def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array,
+                         size: int | None = None) -> jax.Array:
+    """Place word-major values at their doc-major positions (distinct pointers) in an array of
+    `size` (None: as long as values), 0 elsewhere."""
+    return jnp.zeros(size or values.shape[0], values.dtype).at[doc_major_pos].set(
+        values, unique_indices=True, mode="drop")
 
 
 def sort_by_doc_then_topic(doc: jax.Array, topics: jax.Array, num_docs: int):

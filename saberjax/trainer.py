@@ -40,6 +40,7 @@ class TrainConfig:
     backend: str = "auto"  # "auto", "xla" or "pallas"
     chunk_tokens: int | None = None  # None: one chunk per device
     num_devices: int = 0  # 0: every device of every process (a mesh; execution.make_mesh)
+    partition: str = "auto"  # "auto", "documents" or "words" (execution.place)
     eval_every: int = 0  # 0: only after the last iteration (when held-out data is given)
     em_iterations: int = DEFAULT_EM_ITERATIONS
     checkpoint_every: int = 0  # 0: never; else save the state every N iterations
@@ -67,7 +68,8 @@ def heldout_score(placement: execution.Placement, state: TrainState, heldout,
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
     """The corpus on the devices config asks for (execution.place)."""
     return execution.place(corpus, hyper, config.num_devices, config.chunk_tokens,
-                           config.device_memory_gb, config.prefetch)
+                           config.device_memory_gb, config.prefetch,
+                           partition=config.partition)
 
 
 def _ready_at(tree) -> float:
@@ -175,6 +177,7 @@ def train(corpus: Corpus, config: TrainConfig,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
                         num_chunks=placement.num_chunks, devices=placement.num_devices,
                         processes=jax.process_count(), streamed=placement.streamed,
+                        partition=placement.partition,
                         iterations_run=len(run.metrics))
     model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
     return TrainResult(model, *run)

@@ -169,3 +169,18 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
         for leaf in chunk_state:
             assert leaf.sharding.memory_kind == "pinned_host"
         np.testing.assert_array_equal(np.asarray(chunk_state.a_pairs), np.asarray(saved.a_pairs))
+
+
+def test_a_run_partitioned_by_word_resumes_to_the_uninterrupted_model(tmp_path):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    by_word = dataclasses.replace(CONFIG, chunk_tokens=None, partition="words", iterations=2)
+    first = trainer.train(corpus, by_word, checkpoint_dir=tmp_path)
+    assert first.model.config["partition"] == "words"
+    longer = dataclasses.replace(by_word, iterations=4, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
+    np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                  trainer.train(corpus, longer).model.word_topic_counts)
+    with pytest.raises(checkpoint.CheckpointError, match="partitioned by words, this run by "
+                                                         "documents"):
+        trainer.train(corpus, dataclasses.replace(longer, partition="documents"),
+                      resume_from=checkpoint.latest_checkpoint(tmp_path))

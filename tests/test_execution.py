@@ -35,23 +35,30 @@ def run_on_mesh(corpus, hyper, iterations, seed, **placement):
     return placed, state
 
 
-@pytest.mark.parametrize("num_devices,chunk_tokens,stream", [
-    (1, None, False), (2, None, False), (2, 300, False), (2, 500, True)])
-def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream):
+@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition", [
+    (1, None, False, "documents"), (2, None, False, "documents"), (2, 300, False, "documents"),
+    (2, 500, True, "documents"), (1, None, False, "words"), (2, None, False, "words")])
+def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition):
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
     hyper = Hyperparams.create(40)
     topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
     placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices,
-                                chunk_tokens=chunk_tokens, stream=stream)
+                                chunk_tokens=chunk_tokens, stream=stream, partition=partition)
     assert placed.num_devices == num_devices and placed.streamed == stream
     assert placed.num_chunks == num_devices * placed.num_slots
+    assert placed.partition == partition
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    np.testing.assert_array_equal(np.asarray(state.model.bhat, np.float32)[:corpus.num_words],
-                                  bhat)
-    # B stays spread over the devices by word rows; B-hat is whole on every device
     assert state.model.word_topic.sharding.spec == execution.MODEL_SPEC.word_topic
-    assert state.model.bhat.sharding.is_fully_replicated
+    if partition == "documents":  # B spread over the devices by rows, B-hat whole everywhere
+        np.testing.assert_array_equal(
+            np.asarray(state.model.bhat, np.float32)[:corpus.num_words], bhat)
+        assert state.model.bhat.sharding.is_fully_replicated
+    else:  # every row-wise array stays with its device's words
+        assert state.model.bhat.sharding.spec == execution.WORD_MODEL_SPEC.bhat
+    np.testing.assert_allclose(np.asarray(placed.topic_word(state)).T,
+                               np.asarray(esca.model_from_counts(
+                                   word_topic, hyper).bhat, np.float32)[:, :40], rtol=2**-7)
 
 
 def test_four_devices_give_the_one_device_model():
@@ -64,8 +71,10 @@ from saberjax.state import Hyperparams
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 hyper = Hyperparams.create(33)
 models = []
-for count in (1, 3, 4):
-    placed = execution.place(corpus, hyper, count, chunk_tokens=200 if count == 3 else None)
+for count, partition in ((1, "documents"), (3, "documents"), (4, "documents"), (3, "words"),
+                         (4, "words")):
+    placed = execution.place(corpus, hyper, count, partition=partition,
+                             chunk_tokens=200 if count == 3 and partition == "documents" else None)
     state = placed.init(9)
     step = placed.compile(state)
     for _ in range(2):
@@ -81,7 +90,22 @@ print("same on", len(models), "meshes")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 3 meshes" in result.stdout
+    assert "same on 5 meshes" in result.stdout
+
+
+def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the_corpus():
+    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    hyper = Hyperparams.create(8)  # 50 x 32 cells: 1.3 a token
+    assert execution.place(corpus, hyper, 2).partition == "documents"
+    hyper = Hyperparams.create(60)
+    assert execution.place(corpus, hyper, 2).partition == "words"
+    assert execution.place(corpus, hyper, 1).partition == "documents"
+    assert execution.place(corpus, hyper, 2, chunk_tokens=100).partition == "documents"
+    assert execution.place(corpus, hyper, 2, stream=True).partition == "documents"
+    with pytest.raises(ValueError, match="partition 'words' keeps each device's share"):
+        execution.place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+    with pytest.raises(ValueError, match="partition must be"):
+        execution.place(corpus, hyper, 2, partition="topics")
 
 
 def test_more_devices_than_there_are_is_one_clear_error():

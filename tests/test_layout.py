@@ -34,7 +34,8 @@ def test_chunks_hold_word_major_tokens_with_pointers_to_document_order(chunk_tok
         np.testing.assert_array_equal(starts, offsets[first:last + 1] - offsets[first])
         assert np.all(starts[docs] <= pointers) and np.all(pointers < starts[docs + 1])
         assert np.all(chunk.doc[n:] == last - first)  # padding forms one extra document
-        low, high = chunk.token_base
+        (low, high), = chunk.token_base
+        assert chunk.block_tokens == chunk.padded_tokens
         assert int(low) + (int(high) << 32) == offsets[first]
     assert layout.chunk_docs[0][0] == 0 and layout.chunk_docs[-1][1] == corpus.num_docs
 

@@ -62,7 +62,7 @@ __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
-                   tree_total_ref, *refs, tile_tokens: int,
+                   tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
                    level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
@@ -80,7 +80,14 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
         start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
-        lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
+        if token_base_ref.shape[0] == 2:  # one block: the chunk's documents are consecutive
+            lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
+        else:  # Chunk.token_ids
+            block = doc_major_pos // block_tokens
+            base_lo = plgpu.load(token_base_ref.at[2 * block], mask=real, other=0)
+            base_hi = plgpu.load(token_base_ref.at[2 * block + 1], mask=real, other=0)
+            lo, hi = rng.global_token_ids(base_lo, base_hi,
+                                          doc_major_pos - block * block_tokens)
         state = rng.token_hash(key_ref[0], lo, hi)
 
         def load_block(block):
@@ -157,20 +164,22 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
+                               block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction)
-    inputs = (jnp.asarray(chunk.token_base, jnp.uint32),
+    inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               jnp.reshape(alpha, (1,)).astype(jnp.float32), chunk.tile_start, chunk.word,
               chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
               chunk_state.a_pairs, model.tree_total, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
+    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,
-        out_shape=(topics, topics),
+        out_shape=(topics, doc_major),
         grid=(chunk.tile_start.shape[0] - 1,),
         input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
         name="saber_sample",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros_like(chunk_state.topics))
+    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
