@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import outputs
+from saberjax import outputs, text
+from saberjax.errors import CorpusFormatError
 
 __all__ = [
     "FORMATS",
@@ -41,12 +42,14 @@ __all__ = [
     "NativeCorpusWriter",
     "bundled_corpus_path",
     "convert_to_native",
+    "corpus_from_documents",
     "count_matrix_entries",
     "from_count_matrix",
     "load_bundled",
     "load_corpus",
     "load_ldac",
     "load_native",
+    "load_text",
     "load_uci",
     "save_native",
     "split_document_halves",
@@ -77,10 +80,6 @@ _PAIR_COLON = -2  # parsed where an LDA-C ``id:count`` colon was
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 _LDAC_PAIR = re.compile(r"(-?[0-9]{1,18}):(-?[0-9]{1,18})")
 _FIELD = re.compile(r"[^ \t\r]+")
-
-
-class CorpusFormatError(ValueError):
-    """Malformed corpus input; the message names the file and 1-based line (or value) at fault."""
 
 
 # ----------------------------------------------------------------------------- the Corpus
@@ -643,6 +642,31 @@ def _corpus_from_entries(doc, word, count, num_docs: int, vocab: tuple[str, ...]
     return Corpus(doc_offsets, word_ids, vocab, name=name, dropped_empty_docs=dropped)
 
 
+# ----------------------------------------------------------------------------- plain text
+
+
+def load_text(path, min_df: int = text.DEFAULT_MIN_DF, max_df: float = text.DEFAULT_MAX_DF,
+              max_vocab: int = text.DEFAULT_MAX_VOCAB) -> Corpus:
+    """A corpus from plain text (text.read_documents) under saberjax.text's tokenising rules."""
+    path = Path(path)
+    name = path.name if path.is_dir() else path.stem
+    return corpus_from_documents(text.read_documents(path), min_df, max_df, max_vocab,
+                                 name=name, source=str(path))
+
+
+def corpus_from_documents(documents: Iterable[str], min_df: int = text.DEFAULT_MIN_DF,
+                          max_df: float = text.DEFAULT_MAX_DF,
+                          max_vocab: int = text.DEFAULT_MAX_VOCAB, name: str = "",
+                          source: str = "text") -> Corpus:
+    """A corpus from document strings: tokens in text order, vocabulary by saberjax.text's df
+    rules; documents left without a vocabulary word are dropped (counted, as for files).
+    `source` names the input in warnings and errors."""
+    entries = text.token_entries(documents, min_df, max_df, max_vocab, source)
+    return _corpus_from_entries(entries.doc_ids, entries.word_ids,
+                                np.ones(entries.word_ids.size, np.int64), entries.num_docs,
+                                entries.vocab, name, source)
+
+
 # ----------------------------------------------------------------------------- native format
 
 
@@ -837,7 +861,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
     file named docword*.txt[.gz] -> uci; a file starting ``N id:count`` -> ldac, with the
     vocabulary in ``vocab.txt`` beside it; any other folder of .txt files or .txt file ->
-    text (plain text, tokenised by saberjax.text.load_text with `text_options`: min_df,
+    text (plain text, tokenised by load_text with `text_options`: min_df,
     max_df, max_vocab).
     """
     path = Path(path)
@@ -845,9 +869,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
         raise ValueError(f"unknown corpus format {format!r}; expected 'auto' or one of {FORMATS}")
     chosen = _detect_format(path) if format == "auto" else format
     if chosen == "text":
-        from saberjax import text  # noqa: PLC0415 (text builds on this module)
-
-        return text.load_text(path, **text_options)
+        return load_text(path, **text_options)
     if text_options:
         raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":

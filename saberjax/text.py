@@ -1,4 +1,5 @@
-"""Plain text input: raw documents -> tokens -> vocabulary -> Corpus.
+"""Plain text input: raw documents -> tokens -> vocabulary (corpus.load_text and
+corpus.corpus_from_documents make the Corpus of it).
 
 The rules are those the shared corpora were built with (shared/data/README.md), so a model
 trained on your own text is comparable to the benchmarks:
@@ -22,10 +23,11 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from saberjax.corpus import Corpus, CorpusFormatError, _corpus_from_entries
+from saberjax.errors import CorpusFormatError
 
 DEFAULT_MIN_DF = 5
 DEFAULT_MAX_DF = 0.5
@@ -79,21 +81,22 @@ def read_documents(path) -> Iterator[str]:
     return iter(lines[:-1] if lines[-1] == "" else lines)
 
 
-def load_text(path, min_df: int = DEFAULT_MIN_DF, max_df: float = DEFAULT_MAX_DF,
-              max_vocab: int = DEFAULT_MAX_VOCAB) -> Corpus:
-    """A corpus from plain text (see read_documents) under the module's tokenising rules."""
-    path = Path(path)
-    name = path.name if path.is_dir() else path.stem
-    return corpus_from_documents(read_documents(path), min_df, max_df, max_vocab, name=name,
-                                 source=str(path))
+class TokenEntries(NamedTuple):
+    """The vocabulary tokens of num_docs documents: token i is word word_ids[i] of document
+    doc_ids[i], documents in order and tokens in text order; vocab sorted alphabetically."""
+
+    doc_ids: np.ndarray
+    word_ids: np.ndarray
+    num_docs: int
+    vocab: tuple[str, ...]
 
 
-def corpus_from_documents(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF,
-                          max_df: float = DEFAULT_MAX_DF, max_vocab: int = DEFAULT_MAX_VOCAB,
-                          name: str = "", source: str = "text") -> Corpus:
-    """A corpus from document strings: tokens in text order, vocabulary by the df rules.
+def token_entries(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF,
+                  max_df: float = DEFAULT_MAX_DF, max_vocab: int = DEFAULT_MAX_VOCAB,
+                  source: str = "text") -> TokenEntries:
+    """The tokens of document strings that are in the vocabulary the df rules choose.
 
-    `source` names the input in warnings and errors.
+    `source` names the input in errors.
     """
     if min_df < 1 or not 0 < max_df <= 1 or max_vocab < 1:
         raise ValueError(f"need min_df >= 1, 0 < max_df <= 1 and max_vocab >= 1, got "
@@ -119,10 +122,8 @@ def corpus_from_documents(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF
     new_id[vocab_ids] = np.arange(vocab_ids.size)
     word_ids = new_id[seen_ids]
     kept = word_ids >= 0
-    # one entry per kept token, so documents left empty are dropped and counted as for files
-    return _corpus_from_entries(doc_of_token[kept], word_ids[kept],
-                                np.ones(int(kept.sum()), np.int64), lengths.size,
-                                tuple(words[vocab_ids].tolist()), name, source)
+    return TokenEntries(doc_of_token[kept], word_ids[kept], lengths.size,
+                        tuple(words[vocab_ids].tolist()))
 
 
 def _choose_vocabulary(words: np.ndarray, token_ids: np.ndarray, doc_of_token: np.ndarray,

@@ -7,7 +7,8 @@ import pytest
 from helpers import launch
 
 from saberjax.corpus import load_corpus
-from saberjax.text import ENGLISH_STOP_WORDS, corpus_from_documents, tokenize
+from saberjax.corpus import corpus_from_documents
+from saberjax.text import ENGLISH_STOP_WORDS, tokenize
 
 
 # Two themes over 20 documents: each word is in 10 of them, within the default max_df of 50%.
