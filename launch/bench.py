@@ -100,7 +100,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import cli, esca, execution, synth, trainer
+from saberjax import cli, esca, execution, processes, synth, trainer
 from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
@@ -149,6 +149,7 @@ flags.DEFINE_integer("phase_repeats", 3, "Timed passes per phase (the median is 
 flags.DEFINE_integer("copy_mib", 0, "Array size of the copy-bandwidth test in MiB "
                      "(0: 1024 on GPU, 256 elsewhere).", lower_bound=0, **_flag)
 flags.mark_flags_as_mutual_exclusive(["corpus", "synth_preset"], **_flag)
+processes.define_flags(FLAGS)
 
 
 @flags.validator("backends", f"--backends: each must be one of {', '.join(BACKENDS)}", **_flag)
@@ -441,6 +442,13 @@ def measure_phases(placement: execution.Placement, state: TrainState, repeats: i
             for name, seconds in out.items()}
 
 
+def _peak_device_gigabytes() -> float | None:
+    """The most memory any local device has held so far in this process (None: not told)."""
+    peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use")
+             for device in jax.local_devices()]
+    return _sig(max(peaks) / 1e9) if all(peaks) else None
+
+
 def backend_unavailable(name: str) -> str | None:
     """Why a backend cannot run here, or None."""
     return pallas_unavailable_reason() if name == "pallas" else None
@@ -482,13 +490,14 @@ def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int
         state_bytes_per_token=_sig((chunk_bytes + state_bytes) / tokens),
         model_bytes=model_bytes,
         model_bytes_per_token=_sig(model_bytes / tokens),
+        peak_device_GB=_peak_device_gigabytes(),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:
         record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
     record.update(measure_reduction(placement, phase_repeats))
     record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
-    if phases:
+    if phases and jax.process_count() == 1:
         record["phases"] = measure_phases(placement, state, phase_repeats)
         for entry in record["phases"].values():
             entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
@@ -576,12 +585,15 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    processes.initialize_from_flags(FLAGS)
     corpus, heldout = corpus_from_flags(), None
     if FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
         heldout = corpus_io.split_document_halves(test, FLAGS.seed)
 
     def emit(line: str) -> None:
+        if not processes.is_writer():
+            return
         print(line, flush=True)
         if FLAGS.output:
             append_lines(FLAGS.output, [line])

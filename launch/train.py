@@ -33,7 +33,7 @@ use_every_cpu_core()
 
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, trainer
+from saberjax import checkpoint, cli, execution, processes, trainer
 from saberjax import corpus as corpus_io
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
@@ -74,6 +74,12 @@ flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streami
                      lower_bound=1)
 flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
                      "on a CPU, one per core).", lower_bound=0)
+flags.DEFINE_enum("partition", "auto", ["auto", *execution.PARTITIONS], "How several devices "
+                  "share the work: by documents (the model's counts reduced every iteration), "
+                  "by words (every document's A gathered every iteration; each device holds "
+                  "only its words' rows of the model), or auto (by words when the model "
+                  "outweighs the corpus or only fits that way).")
+processes.define_flags(FLAGS)
 flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.",
                      lower_bound=1)
 flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>); the run "
@@ -131,10 +137,12 @@ def load_data():
 
 def main(argv):
     del argv
+    processes.initialize_from_flags(FLAGS)
     config = trainer.TrainConfig(
         num_topics=FLAGS.num_topics, alpha=FLAGS.alpha, beta=FLAGS.beta,
         iterations=FLAGS.iterations, seed=FLAGS.seed, backend=FLAGS.backend,
         chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
+        partition=FLAGS.partition,
         device_memory_gb=FLAGS.device_memory_gb, prefetch=FLAGS.prefetch,
         eval_every=FLAGS.eval_every,
         em_iterations=FLAGS.em_iterations, checkpoint_every=FLAGS.checkpoint_every)
@@ -142,10 +150,18 @@ def main(argv):
     corpus, heldout = load_data()
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume)
+    if not processes.is_writer():  # trains its share; process 0 writes everything
+        processes.barrier("output planned")
+        processes.barrier("output opened")
+        trainer.train(corpus, config, heldout, checkpoint_dir=run.checkpoint_dir,
+                      resume_from=run.resume_from)
+        return
+    processes.barrier("output planned")  # every process saw the output as it was
     logging.info("training on %s: %d documents, %d tokens, %d words; K=%d, backend %s",
                  corpus.name, corpus.num_docs, corpus.num_tokens, corpus.num_words,
                  config.num_topics, backend)
     run.open()
+    processes.barrier("output opened")
     try:
         result = train(run, corpus, heldout, config)
         model = with_provenance(result)

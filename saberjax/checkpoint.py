@@ -1,26 +1,30 @@
 """Checkpoints: the whole training state on disk, so that a killed run resumes bit-identically.
 
-The checkpoint of iteration N is a pair of files in the checkpoint folder::
+The checkpoint of iteration N is a set of files in the checkpoint folder::
 
-    checkpoint-0000000N.npz   the state arrays: per chunk i, z and A (chunk{i}.topics,
-                              chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
-                              device i's share of the vocabulary), the
-                              word-topic counts B (word_topic), iteration and seed
-    checkpoint-0000000N.json  the manifest: format version, iteration, seed, training config,
-                              corpus fingerprint, chunking, metrics so far and the SHA-256 of
-                              the .npz
+    checkpoint-0000000N.npz     the state arrays: per chunk i, z and A (chunk{i}.topics,
+                                chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
+                                device i's share of the vocabulary), the word-topic counts B
+                                (word_topic), iteration and seed
+    checkpoint-0000000N.pP.npz  in a run of several processes, process P's chunks (P > 0;
+                                process 0's are in the .npz above)
+    checkpoint-0000000N.json    the manifest: format version, iteration, seed, training config,
+                                corpus fingerprint, chunking, partition, metrics so far and the
+                                SHA-256 of every .npz
 
 B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
 with the computation every iteration ends with (execution.Placement.model_from_word_topic), so
-the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so a
-checkpoint does not depend on how the chunks were placed, only on the chunking.  Since every random draw is keyed by (seed, iteration, token id), a
-run resumed from a checkpoint ends with the same model as an uninterrupted one.
+the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so
+a checkpoint depends on the chunking, not on where the chunks were placed.  Since every random
+draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
+same model as an uninterrupted one.
 
 Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
-the .npz first: the manifest is the commit mark and names the digest of its .npz, so a
-checkpoint cut short or damaged is never taken as the latest.  Older checkpoints and leftovers
-of interrupted saves are deleted only after the new one is in place.
-"""
+the .npz files first (every process its own, then all wait for each other): process 0's
+manifest is the commit mark and names the digests of the .npz files, so a checkpoint cut short
+or damaged is never taken as the latest.  Older checkpoints and leftovers of interrupted saves
+are deleted only after the new one is in place.  The processes of a run share the folder (one
+host, or a file system all hosts see)."""
 
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ import re
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 
+from saberjax import processes
 from saberjax.execution import Placement
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
@@ -43,7 +49,8 @@ FORMAT_VERSION = 2  # 2: A as packed pairs (state.pack_pairs)
 MODEL_SETTINGS = ("num_topics", "alpha", "beta", "seed")
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
-_OWN_FILE = re.compile(r"\.?checkpoint-\d+\.(?:npz|json)(?:\..+\.tmp)?")  # ours, temporaries too
+# ours (process shards and temporaries too)
+_OWN_FILE = re.compile(r"\.?checkpoint-\d+\.(?:p\d+\.)?(?:npz|json)(?:\..+\.tmp)?")
 
 
 class CheckpointError(ValueError):
@@ -60,18 +67,29 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
     directory = Path(directory)
     iteration = int(state.iteration)
     manifest_path = directory / f"checkpoint-{iteration:08d}.json"
-    arrays_path = manifest_path.with_suffix(".npz")
-    arrays = _state_arrays(state, placement)
-    atomic_write(arrays_path, lambda file: np.savez(file, **arrays))
-    manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
-                    config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
-                    chunking=chunking(placement), partition=placement.partition,
-                    arrays_sha256=_sha256(arrays_path),
-                    metrics=list(metrics))
-    atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
-    _fsync_directory(directory)
-    _delete_all_but(directory, (manifest_path, arrays_path))
+    arrays = _state_arrays(state, placement)  # every process takes part (B is gathered)
+    shard = _shard_path(manifest_path, jax.process_index())
+    atomic_write(shard, lambda file: np.savez(file, **arrays))
+    processes.barrier(f"checkpoint {iteration} written")
+    if processes.is_writer():
+        shards = [_shard_path(manifest_path, process) for process in range(jax.process_count())]
+        manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
+                        config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
+                        chunking=chunking(placement), partition=placement.partition,
+                        arrays_sha256=_sha256(shards[0]),
+                        shards_sha256={path.name: _sha256(path) for path in shards[1:]},
+                        metrics=list(metrics))
+        atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
+        _fsync_directory(directory)
+        _delete_all_but(directory, (manifest_path, *shards))
+    processes.barrier(f"checkpoint {iteration} committed")
     return manifest_path
+
+
+def _shard_path(manifest_path: Path, process: int) -> Path:
+    """The arrays file of a process: process 0's holds B, the iteration and the seed too."""
+    return manifest_path.with_suffix(".npz" if process == 0 else f".p{process}.npz")
+
 
 
 def latest_checkpoint(directory) -> Path | None:
@@ -86,7 +104,7 @@ def latest_checkpoint(directory) -> Path | None:
              if (match := _MANIFEST_NAME.fullmatch(path.name))]
     for _, path in sorted(found, reverse=True):
         try:
-            _verified_arrays_path(path, read_manifest(path))
+            _verify_all(path, read_manifest(path))
         except CheckpointError as error:
             warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
             continue
@@ -119,7 +137,7 @@ def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
     path = Path(path)
     manifest = read_manifest(path)
     _check_compatible(path, manifest, placement, corpus_fingerprint, dataclasses.asdict(config))
-    arrays = _verify_arrays(path, manifest)
+    arrays = _verify_arrays(path, manifest, jax.process_index())
     hyper = placement.hyper
     chunk_states = {}
     for index in placement.own_chunks():
@@ -142,12 +160,16 @@ def chunking(placement: Placement) -> list[list[int]]:
 
 
 def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarray]:
-    """Every array of the state that the rest is computed from, gathered to the host."""
+    """This process's share of the arrays the state is computed from, on the host: its
+    chunks' states, and for process 0 also B, the iteration and the seed."""
     arrays = {f"chunk{index}.{field}": np.asarray(value)
               for index, chunk_state in sorted(placement.chunk_states(state).items())
               for field, value in chunk_state._asdict().items()}
-    return dict(arrays, word_topic=placement.word_topic(state),
-                iteration=np.asarray(state.iteration), seed=np.asarray(state.seed))
+    word_topic = placement.word_topic(state)  # a collective: every process gathers B
+    if not processes.is_writer():
+        return arrays
+    return dict(arrays, word_topic=word_topic, iteration=np.asarray(state.iteration),
+                seed=np.asarray(state.seed))
 
 
 def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_fingerprint: str,
@@ -188,20 +210,32 @@ def _check_shapes(path: Path, index: int, placement: Placement, chunk_state: Chu
                 f"lays it out as {np.dtype(dtype)}{list(shape)}")
 
 
-def _verified_arrays_path(path: Path, manifest: dict) -> Path:
-    """The checkpoint's .npz, after checking it against the manifest's digest."""
-    arrays_path = path.with_suffix(".npz")
+def _verified_arrays_path(path: Path, manifest: dict, process: int = 0) -> Path:
+    """A process's .npz of the checkpoint, after checking it against the manifest's digest."""
+    arrays_path = _shard_path(path, process)
+    expected = (manifest.get("arrays_sha256") if process == 0
+                else manifest.get("shards_sha256", {}).get(arrays_path.name))
     if not arrays_path.is_file():
         raise CheckpointError(f"{arrays_path}: missing")
-    if _sha256(arrays_path) != manifest.get("arrays_sha256"):
+    if _sha256(arrays_path) != expected:
         raise CheckpointError(f"{arrays_path}: content does not match its manifest (damaged)")
     return arrays_path
 
 
-def _verify_arrays(path: Path, manifest: dict) -> dict[str, np.ndarray]:
-    """The checkpoint's arrays, after checking the .npz against the manifest's digest."""
-    with np.load(_verified_arrays_path(path, manifest), allow_pickle=False) as npz:
-        return dict(npz)
+def _verify_all(path: Path, manifest: dict) -> None:
+    """Check every process's .npz of the checkpoint against the manifest."""
+    for process in range(1 + len(manifest.get("shards_sha256", {}))):
+        _verified_arrays_path(path, manifest, process)
+
+
+def _verify_arrays(path: Path, manifest: dict, process: int) -> dict[str, np.ndarray]:
+    """B, the iteration and the seed (process 0's file) and this process's chunk states,
+    after checking both files against the manifest's digests."""
+    arrays = {}
+    for shard in {0, process}:
+        with np.load(_verified_arrays_path(path, manifest, shard), allow_pickle=False) as npz:
+            arrays.update(npz)
+    return arrays
 
 
 def _sha256(path: Path) -> str:

@@ -71,6 +71,15 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     return True
 
 
+def barrier(name: str) -> None:
+    """Wait until every process gets here (nothing when alone): a step all processes must have
+    taken before any goes on, such as process 0 creating the output directory."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
+
+        multihost_utils.sync_global_devices(name)
+
+
 def is_writer() -> bool:
     """Whether this process writes the run's outputs (process 0; the only one when alone)."""
     return jax.process_index() == 0

@@ -103,8 +103,9 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     alive at a time, as in any step: the one being computed and the one it comes from.
     Streamed chunks are the exception: a streamed step returns only once its chunks are back
     in host memory, so queueing ahead would only delay the callback by an iteration.  A thread
-    waits for each state, so a record's seconds run from the previous iteration's end to this
-    one's whatever the host is doing meanwhile.
+    waits for each state from its dispatch on, so a record's seconds run from the later of the
+    previous iteration's end and this one's dispatch to this one's end, whatever the host is
+    doing meanwhile.
     """
     streamed, chunks = placement.streamed, placement.slots
     start = time.perf_counter()
@@ -123,33 +124,46 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
 
     first, last = int(state.iteration) + 1, config.iterations
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
+        def dispatch(state):
+            """(the next state, when it is ready (a future), when it was dispatched)."""
+            dispatched = time.perf_counter()
+            following = step(state)
+            return following, waiter.submit(_ready_at, following), dispatched
+
         finished = time.perf_counter()
-        following = step(state) if first <= last else None
+        following = dispatch(state) if first <= last else None
         for iteration in range(first, last + 1):
-            state, following = following, None
-            ready_at = waiter.submit(_ready_at, state)
+            (state, ready_at, dispatched), following = following, None
             if not streamed and iteration < last:
-                following = step(state)
+                following = dispatch(state)
             now = ready_at.result()
-            seconds, finished = now - finished, now
+            # from the later of the previous iteration's end and this one's dispatch, so host
+            # work between iterations (evaluation, callbacks, checkpoints) is not counted
+            seconds, finished = now - max(finished, dispatched), now
             record = dict(iteration=iteration, seconds=seconds,
                           tokens_per_second=corpus.num_tokens / seconds)
             if streamed:
                 record.update(chunks.counters.since(previous_counters).as_metrics())
                 previous_counters = dataclasses.replace(chunks.counters)
             due = config.eval_every and iteration % config.eval_every == 0
-            if heldout is not None and (due or iteration == last):
+            evaluate = heldout is not None and (due or iteration == last)
+            save = config.checkpoint_every and iteration % config.checkpoint_every == 0
+            if (evaluate or save) and following is not None and jax.process_count() > 1:
+                # their collectives must not run beside the queued iteration's: processes
+                # could pair up different collectives (seen with CPU collectives)
+                jax.block_until_ready(following[0])
+            if evaluate:
                 score = heldout_score(placement, state, heldout, config.em_iterations)
                 record.update(heldout_loglik_per_token=score.loglik_per_token,
                               perplexity=score.perplexity)
             metrics.append(record)
-            if config.checkpoint_every and iteration % config.checkpoint_every == 0:
+            if save:
                 checkpoint.save_checkpoint(checkpoint_dir, state, placement, config,
                                            corpus.fingerprint(), metrics)
             if callback is not None and callback(iteration, record, state):
                 break
             if following is None and iteration < last:
-                following = step(state)
+                following = dispatch(state)
     return Iterations(state, metrics, init_seconds, step.compile_seconds)
 
 
@@ -179,5 +193,6 @@ def train(corpus: Corpus, config: TrainConfig,
                         processes=jax.process_count(), streamed=placement.streamed,
                         partition=placement.partition,
                         iterations_run=len(run.metrics))
-    model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config)
+    model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config,
+                       tuple(run.metrics))
     return TrainResult(model, *run)

@@ -98,3 +98,39 @@ def test_the_cluster_flags_come_together():
     with pytest.raises(ValueError, match=r"--process_id=2 must be in \[0, --num_processes=2\)"):
         processes.initialize("localhost:1234", 2, 2)
     assert processes.initialize() is False  # alone: nothing to join
+
+
+def train_processes(count: int, corpus_dir, output, *flags: str):
+    """launch/train.py as `count` processes of one cluster (one process: no cluster flags)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    command = [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={corpus_dir}",
+               f"--output={output}", "--num_topics=6", "--backend=xla", "--test_fraction=0",
+               "--checkpoint_every=2", "--top_words=0", *flags]
+    cluster = [f"--coordinator_address=localhost:{free_port()}", f"--num_processes={count}"]
+    workers = [subprocess.Popen(command + (cluster + [f"--process_id={index}"] if count > 1
+                                           else []),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, cwd=ROOT)
+               for index in range(count)]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-3000:]
+
+
+def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp_path):
+    from saberjax.corpus import save_native
+
+    save_native(random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9),
+                tmp_path / "corpus")
+    train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=4")
+    train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
+    checkpoints = sorted(os.listdir(tmp_path / "two" / "checkpoints"))
+    assert checkpoints == ["checkpoint-00000004.json", "checkpoint-00000004.npz",
+                           "checkpoint-00000004.p1.npz"]
+    counts = [np.load(tmp_path / name / "model.npz")["word_topic_counts"]
+              for name in ("two", "one")]
+    np.testing.assert_array_equal(*counts)
+    train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=6", "--resume")
+    train_processes(1, tmp_path / "corpus", tmp_path / "six", "--iterations=6")
+    np.testing.assert_array_equal(np.load(tmp_path / "two" / "model.npz")["word_topic_counts"],
+                                  np.load(tmp_path / "six" / "model.npz")["word_topic_counts"])

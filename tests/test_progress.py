@@ -59,9 +59,6 @@ def test_train_logs_progress_lines_and_no_backend_probe(tmp_path):
     assert progress == [("2", "2"), ("4", "4"), ("5", "5")], result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs the trainer's iteration loop to time an iteration "
-                   "from the later of the previous iteration's end and its own dispatch, taken "
-                   "by the waiter thread when it is dispatched (see BUILD_NOTES, issue 14)")
 def test_host_work_between_iterations_is_not_counted_as_training_time():
     documents = random_corpus(num_docs=40, num_words=30, mean_length=20)
     train, test = corpus_io.train_test_split(documents, 0.25, seed=0)

@@ -65,8 +65,6 @@ def test_lda_verbose_prints_progress_lines(capsys):
     assert all("Mtoken/s, ETA" in line for line in lines)
 
 
-@pytest.mark.xfail(strict=True, reason="needs trainer.train to build its TopicModel with "
-                   "metrics=tuple(run.metrics) (see BUILD_NOTES, issue 14)")
 def test_a_model_trained_from_python_carries_its_metrics(tmp_path):
     result = trainer.train(random_corpus(num_docs=20, num_words=20, mean_length=10),
                            trainer.TrainConfig(num_topics=3, iterations=2, backend="xla"))
