@@ -112,10 +112,14 @@ def max_tiles(padded_tokens: int, num_words: int, tile_tokens: int) -> int:
 
 def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
                     tile_tokens: int = TILE_TOKENS) -> np.ndarray:
-    """Chunk.tile_start for word-major words (real tokens only)."""
-    run_starts = np.flatnonzero(np.diff(words, prepend=-1))  # each word's first token
-    word_first = np.repeat(run_starts, np.diff(np.append(run_starts, len(words))))
-    heads = np.flatnonzero((np.arange(len(words)) - word_first) % tile_tokens == 0)
+    """Chunk.tile_start for word-major words (real tokens only): each run of one word cut
+    into tiles of tile_tokens, computed per run (O(tiles) after one pass over the words)."""
+    words = np.asarray(words)
+    run_starts = np.flatnonzero(np.diff(words, prepend=-1) != 0)  # each word's first token
+    run_tiles = -(-np.diff(np.append(run_starts, len(words))) // tile_tokens)
+    tile_of_run = np.repeat(np.cumsum(run_tiles) - run_tiles, run_tiles)
+    heads = np.repeat(run_starts, run_tiles) + tile_tokens * (
+        np.arange(len(tile_of_run)) - tile_of_run)
     tile_start = np.full(max_tiles(padded_tokens, num_words, tile_tokens) + 1, len(words),
                          np.int32)
     tile_start[: len(heads)] = heads
@@ -160,33 +164,92 @@ def padded_shape(doc_offsets: np.ndarray, spans) -> tuple[int, int]:
 def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray,
                 padded_tokens: int, padded_docs: int) -> Chunk:
     """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
-    padded_tokens tokens and padded_docs documents (see padded_shape)."""
+    padded_tokens tokens and padded_docs documents (see padded_shape).
+
+    Linear in tokens, with no comparison sort: the chunk is cut into runs (maximal stretches
+    of one word inside one document; a bag-of-words file expanded to tokens has about one run
+    per entry), the runs are listed document by document, longest documents first (a sort of
+    documents), and that list is sorted stably by word rank with numpy's radix sort of 16-bit
+    keys.  Expanding the sorted runs back to tokens gives the word-major order (rank, longer
+    documents first, doc-major position).  Every pass over tokens is one numpy call that
+    releases the GIL, so build_layout's threads build chunks in parallel.
+    """
     offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
     token_base = int(offsets[0])
     words = np.asarray(corpus.word_ids[offsets[0] : offsets[-1]], dtype=np.int32)
     lengths = np.diff(offsets)
+    doc_starts = offsets[:-1] - token_base
     num_tokens, num_docs = len(words), last_doc - first_doc
 
-    local_doc = np.repeat(np.arange(num_docs, dtype=np.int32), lengths)
-    # Within a word, tokens of longer documents first: a kernel tile then holds documents of
-    # similar length, hence A rows of similar length (its block loop runs to the longest).
-    shortness = (lengths.max(initial=0) - lengths)[local_doc].astype(np.int64)
-    order = np.argsort(word_rank[words].astype(np.int64) << 32 | shortness,
-                       kind="stable").astype(np.int32)
-    pad = padded_tokens - num_tokens
+    is_run_start = np.ones(num_tokens, bool)
+    np.not_equal(words[1:], words[:-1], out=is_run_start[1:])
+    is_run_start[doc_starts[lengths > 0]] = True
+    run_start = np.flatnonzero(is_run_start).astype(np.int32)
+    num_runs = len(run_start)
+    doc_first_run = np.searchsorted(run_start, doc_starts).astype(np.int32)
+    doc_runs = np.diff(doc_first_run, append=np.int32(num_runs))
+    # the runs document by document, longest documents first (ties in document order)
+    doc_order = np.argsort(-lengths, kind="stable").astype(np.int32)
+    doc_order = doc_order[doc_runs[doc_order] > 0]
+    by_length = _expand_runs(doc_first_run[doc_order], doc_runs[doc_order], num_runs, step=1)
+    # each run's (start, length) packed in one int64, gathered in word rank order
+    start_length = np.empty((num_runs, 2), np.int32)
+    start_length[:, 0] = run_start[by_length]
+    start_length[:, 1] = np.diff(run_start, append=np.int32(num_tokens))[by_length]
+    by_rank = _stable_argsort_ranks(word_rank[words[start_length[:, 0]]])
+    sorted_start, sorted_length = start_length.view(np.int64)[by_rank].view(np.int32).T
+    sorted_doc = _expand_runs(doc_order, doc_runs[doc_order], num_runs)[by_rank]
+
+    word_order = np.empty_like(word_rank)
+    word_order[word_rank] = np.arange(len(word_rank), dtype=word_rank.dtype)
+    word_tokens = np.bincount(words, minlength=len(word_rank))[word_order]
+    word_major = np.zeros(padded_tokens, np.int32)
+    _expand_runs(word_order[word_tokens > 0], word_tokens[word_tokens > 0], num_tokens,
+                 out=word_major)
+    doc = np.full(padded_tokens, num_docs, np.int32)
+    _expand_runs(sorted_doc, sorted_length, num_tokens, out=doc)
+    doc_major_pos = np.arange(padded_tokens, dtype=np.int32)
+    _expand_runs(sorted_start, sorted_length, num_tokens, step=1, out=doc_major_pos)
     doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
     doc_start[: num_docs + 1] = offsets - token_base
-    word_major = words[order]
     return Chunk(
-        word=np.concatenate([word_major, np.zeros(pad, np.int32)]),
-        doc=np.concatenate([local_doc[order], np.full(pad, num_docs, np.int32)]),
-        doc_major_pos=np.concatenate([order, np.arange(num_tokens, padded_tokens, dtype=np.int32)]),
+        word=word_major,
+        doc=doc,
+        doc_major_pos=doc_major_pos,
         doc_start=doc_start,
         num_tokens=np.int32(num_tokens),
         token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
-        tile_start=word_tile_start(word_major, corpus.num_words, padded_tokens),
+        tile_start=word_tile_start(word_major[:num_tokens], corpus.num_words, padded_tokens),
         block_tokens=padded_tokens,
     )
+
+
+def _expand_runs(values: np.ndarray, lengths: np.ndarray, total: int, step: int = 0,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """Runs i of lengths[i] >= 1 int32 entries values[i], values[i] + step, ... written to
+    out[:total] (total = lengths.sum(); a new array when out is None) and returned.
+
+    np.repeat(values, lengths) for step 0, but as a scatter of the steps between runs and a
+    cumulative sum, which numpy runs without the GIL (np.repeat holds it).
+    """
+    target = np.empty(total, np.int32) if out is None else out[:total]
+    if total == 0:
+        return target
+    values, lengths = values.astype(np.int32, copy=False), lengths.astype(np.int32, copy=False)
+    target.fill(step)
+    target[0] = values[0]
+    target[np.cumsum(lengths[:-1])] = values[1:] - values[:-1] - step * (lengths[:-1] - 1)
+    np.cumsum(target, out=target)
+    return target
+
+
+def _stable_argsort_ranks(ranks: np.ndarray) -> np.ndarray:
+    """The stable sorting permutation of non-negative int32 ranks, by numpy's radix sort of
+    16-bit keys: one pass when every rank fits 16 bits, else low digits first, then high."""
+    if ranks.size == 0 or int(ranks.max()) < 1 << 16:
+        return np.argsort(ranks.astype(np.uint16), kind="stable")
+    order = np.argsort((ranks & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((ranks[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int = 1,
