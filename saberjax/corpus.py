@@ -44,6 +44,7 @@ __all__ = [
     "convert_to_native",
     "corpus_from_documents",
     "count_matrix_entries",
+    "detect_format",
     "from_count_matrix",
     "load_bundled",
     "load_corpus",
@@ -52,6 +53,7 @@ __all__ = [
     "load_text",
     "load_uci",
     "save_native",
+    "source_files",
     "split_document_halves",
     "train_test_split",
 ]
@@ -865,9 +867,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     max_df, max_vocab).
     """
     path = Path(path)
-    if format != "auto" and format not in FORMATS:
-        raise ValueError(f"unknown corpus format {format!r}; expected 'auto' or one of {FORMATS}")
-    chosen = _detect_format(path) if format == "auto" else format
+    chosen = _chosen_format(path, format)
     if chosen == "text":
         return load_text(path, **text_options)
     if text_options:
@@ -879,7 +879,32 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     return load_ldac(path, path.with_name(_VOCAB_FILE))
 
 
-def _detect_format(path: Path) -> str:
+def source_files(path, format: str = "auto") -> list[Path]:
+    """The files load_corpus(path, format) reads, in a fixed order (what a copy of the corpus,
+    such as saberjax.corpus_cache's, depends on)."""
+    path = Path(path)
+    chosen = _chosen_format(path, format)
+    if chosen == "text":
+        return text.document_files(path)
+    if chosen == "native":
+        return [path / name for name in _NATIVE_FILES]
+    if chosen == "uci":
+        docword = _uci_docword_in(path) if path.is_dir() else path
+        return [docword, _uci_vocab_beside(docword)]
+    return [path, path.with_name(_VOCAB_FILE)]
+
+
+def _chosen_format(path: Path, format: str) -> str:
+    """format, or the detected one for "auto"; ValueError for an unknown format name."""
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"unknown corpus format {format!r}; expected 'auto' or one of {FORMATS}")
+    return detect_format(path) if format == "auto" else format
+
+
+def detect_format(path) -> str:
+    """The format load_corpus(path) reads path in: one of FORMATS (CorpusFormatError when
+    none or several match; see load_corpus)."""
+    path = Path(path)
     if path.is_dir():
         matches = [fmt for fmt, present in (
             ("native", (path / _META_FILE).is_file()),

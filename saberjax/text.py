@@ -69,14 +69,22 @@ def tokenize(text: str) -> list[str]:
     return [word for word in _WORD.findall(folded.lower()) if word not in ENGLISH_STOP_WORDS]
 
 
+def document_files(path) -> list[Path]:
+    """The files read_documents reads: a folder's .txt files sorted by name, or the file."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    files = sorted(file for file in path.iterdir() if file.suffix == ".txt" and file.is_file())
+    if not files:
+        raise CorpusFormatError(f"{path}: no .txt files in this folder")
+    return files
+
+
 def read_documents(path) -> Iterator[str]:
     """The documents of a folder of .txt files (sorted by name) or of a one-per-line file."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(file for file in path.iterdir() if file.suffix == ".txt" and file.is_file())
-        if not files:
-            raise CorpusFormatError(f"{path}: no .txt files in this folder")
-        return (_read_text(file) for file in files)
+        return (_read_text(file) for file in document_files(path))
     lines = _read_text(path).split("\n")
     return iter(lines[:-1] if lines[-1] == "" else lines)
 

@@ -1,0 +1,132 @@
+"""saberjax.corpus_cache: native copies of corpora read from text formats, keyed by content and
+reading options, never trusted when stale or damaged."""
+
+import json
+import os
+import warnings
+
+import pytest
+from test_corpus import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
+
+from saberjax import corpus_cache
+from saberjax.corpus import load_corpus, save_native
+
+# documents 1 and 4 of 5 have entries; 2, 3 and 5 are dropped as empty
+SPARSE_UCI = "5\n4\n3\n1 2 2\n4 1 1\n4 4 3\n"
+TEXTS = ("the orbit of the comet around the sun", "a comet tail points away from the sun",
+         "river banks flood after rain", "rain falls on the river delta")
+
+
+def entries(cache_dir):
+    return sorted(path for path in cache_dir.iterdir() if not path.name.startswith("."))
+
+
+def load_quietly(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a valid entry or a fresh one: no warning at all
+        return corpus_cache.load_corpus(*args, **kwargs)
+
+
+def test_second_load_is_the_memory_mapped_copy_with_the_same_corpus(tmp_path):
+    source, cache = write_uci(tmp_path / "tiny", SPARSE_UCI), tmp_path / "cache"
+    with pytest.warns(UserWarning, match="docword.txt: dropped 3 empty document"):
+        expected = load_corpus(source.parent)
+    with pytest.warns(UserWarning, match="docword.txt: dropped 3 empty document"):
+        first = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    with pytest.warns(UserWarning, match="docword.txt: dropped 3 empty document"):
+        second = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    for corpus in (first, second):
+        assert_same_corpus(corpus, expected)
+        assert (corpus.name, corpus.dropped_empty_docs) == ("tiny", 3)
+        assert corpus.fingerprint() == expected.fingerprint()
+    assert is_memory_mapped(second.word_ids) and not is_memory_mapped(first.word_ids)
+    assert json.loads((entry / "cache.json").read_text())["source"] == str(source.parent)
+
+
+def test_a_changed_source_gets_a_new_entry_and_the_old_one_goes(tmp_path):
+    source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    (old,) = entries(cache)
+    source.write_text(UCI_TEXT.replace("3 3 1", "3 4 1"))
+    changed = load_quietly(source.parent, cache_dir=cache)
+    assert_same_corpus(changed, load_corpus(source.parent))
+    assert changed.word_ids[-1] == 3
+    (new,) = entries(cache)
+    assert new != old
+
+
+def test_reading_options_key_the_entry(tmp_path):
+    folder, cache = tmp_path / "texts", tmp_path / "cache"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"{i}.txt").write_text(text)
+    strict = load_quietly(folder, cache_dir=cache, min_df=2)
+    loose = load_quietly(folder, cache_dir=cache, min_df=1, max_df=1.0)
+    assert len(entries(cache)) == 2
+    assert strict.vocab == ("comet", "rain", "river", "sun")
+    assert len(loose.vocab) > len(strict.vocab)
+    assert load_quietly(folder, cache_dir=cache, min_df=2).vocab == strict.vocab
+    assert load_quietly(folder, cache_dir=cache, min_df=1, max_df=1.0).vocab == loose.vocab
+
+
+@pytest.mark.parametrize("damage", ["flip a token", "cut word_ids short", "manifest",
+                                    "other key"])
+def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, damage):
+    source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    word_ids = entry / "corpus" / "word_ids.npy"
+    manifest = entry / "cache.json"
+    if damage == "flip a token":  # still a valid corpus: only the fingerprint tells
+        data = bytearray(word_ids.read_bytes())
+        data[-4] ^= 1
+        word_ids.write_bytes(bytes(data))
+    elif damage == "cut word_ids short":
+        word_ids.write_bytes(word_ids.read_bytes()[:-4])
+    elif damage == "manifest":
+        manifest.write_text("{not json")
+    else:
+        manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), key="0" * 64)))
+    with pytest.warns(UserWarning, match="damaged or stale.*rebuilding"):
+        rebuilt = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    assert_same_corpus(rebuilt, load_corpus(source.parent))
+    assert_same_corpus(load_quietly(source.parent, cache_dir=cache), rebuilt)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_an_unwritable_cache_is_a_warning_not_an_error(tmp_path):
+    source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
+    cache.mkdir(mode=0o500)
+    with pytest.warns(UserWarning, match="not written"):
+        corpus = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    assert_same_corpus(corpus, load_corpus(source.parent))
+
+
+def test_a_cache_path_that_is_a_file_is_a_warning_not_an_error(tmp_path):
+    source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
+    cache.write_text("not a folder")
+    with pytest.warns(UserWarning, match="not written"):
+        corpus = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    assert_same_corpus(corpus, load_corpus(source.parent))
+
+
+def test_native_corpora_and_source_errors_bypass_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    save_native(load_corpus(write_uci(tmp_path / "tiny").parent), tmp_path / "native")
+    assert is_memory_mapped(load_quietly(tmp_path / "native", cache_dir=cache).word_ids)
+    bad = write_uci(tmp_path / "bad", UCI_TEXT.replace("3 3 1", "3 9 1"))
+    with pytest.raises(ValueError, match="wordID 9 is out of range"):
+        corpus_cache.load_corpus(bad.parent, cache_dir=cache)
+    with pytest.raises(ValueError, match="no such file"):
+        corpus_cache.load_corpus(tmp_path / "missing", cache_dir=cache)
+    assert not cache.exists()
+
+
+def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SABERJAX_CACHE_DIR", str(tmp_path / "mine"))
+    assert corpus_cache.default_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("SABERJAX_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert corpus_cache.default_cache_dir() == tmp_path / "xdg" / "saberjax" / "corpora"
+
