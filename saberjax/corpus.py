@@ -43,6 +43,7 @@ __all__ = [
     "bundled_corpus_path",
     "convert_to_native",
     "corpus_from_documents",
+    "corpus_in_vocabulary",
     "count_matrix_entries",
     "detect_format",
     "from_count_matrix",
@@ -93,7 +94,8 @@ class Corpus:
 
     doc_offsets: int64 [D+1]; word_ids: int32 [T], each document's tokens in file order;
     vocab: word id i is vocab[i]; dropped_empty_docs: documents a loader dropped for having no
-    tokens. Arrays are validated, converted to int64 / int32 (memory maps are not copied) and
+    tokens; unknown_tokens: tokens skipped for a word outside the vocabulary the documents
+    were matched to (corpus_in_vocabulary, align_vocabulary). Arrays are validated, converted to int64 / int32 (memory maps are not copied) and
     exposed read-only, so a corpus cannot change after its fingerprint is taken.
     """
 
@@ -102,6 +104,7 @@ class Corpus:
     vocab: tuple[str, ...]
     name: str = ""
     dropped_empty_docs: int = 0
+    unknown_tokens: int = 0
 
     def __post_init__(self):
         offsets = _int_vector(self.doc_offsets, "doc_offsets")
@@ -216,7 +219,8 @@ def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
     docs = np.repeat(np.arange(corpus.num_docs), corpus.doc_lengths())[known]
     lengths = np.bincount(docs, minlength=corpus.num_docs)
     return Corpus(_offsets_from_lengths(lengths), mapped[known].astype(np.int32), vocab,
-                  name=corpus.name)
+                  name=corpus.name, dropped_empty_docs=corpus.dropped_empty_docs,
+                  unknown_tokens=corpus.unknown_tokens + int((~known).sum()))
 
 
 def _int_vector(values, what: str) -> np.ndarray:
@@ -667,6 +671,30 @@ def corpus_from_documents(documents: Iterable[str], min_df: int = text.DEFAULT_M
     return _corpus_from_entries(entries.doc_ids, entries.word_ids,
                                 np.ones(entries.word_ids.size, np.int64), entries.num_docs,
                                 entries.vocab, name, source)
+
+
+def corpus_in_vocabulary(documents: Iterable[str], vocab: Sequence[str], name: str = "",
+                         source: str = "text") -> Corpus:
+    """One document per string, its tokens (saberjax.text's rules) matched to a model's
+    vocabulary: no document-frequency rule, documents without a known word kept (empty), so
+    that row d is document d.  Tokens of other words are skipped and counted: a warning says
+    how many of all, and CorpusFormatError is raised when no token at all is known (scoring
+    or inferring nothing would look like an answer)."""
+    tokens = text.tokens_in_vocabulary(documents, vocab)
+    entries = tokens.entries
+    corpus = _corpus_from_entries(entries.doc_ids, entries.word_ids,
+                                  np.ones(entries.word_ids.size, np.int64), entries.num_docs,
+                                  entries.vocab, name, source, keep_empty=True)
+    vocabulary = f"the model's vocabulary of {len(entries.vocab):,} words"
+    if corpus.num_docs and not corpus.num_tokens:
+        raise CorpusFormatError(f"{source}: none of the {tokens.tokens:,} tokens of its "
+                                f"{entries.num_docs:,} document(s) is a word of {vocabulary}; "
+                                f"is the text in the model's language?")
+    if tokens.unknown:
+        warnings.warn(f"{source}: {tokens.unknown:,} of {tokens.tokens:,} tokens "
+                      f"({tokens.unknown / tokens.tokens:.1%}) are words outside {vocabulary}; "
+                      f"they are skipped", stacklevel=2, skip_file_prefixes=(_PACKAGE_DIR,))
+    return dataclasses.replace(corpus, unknown_tokens=tokens.unknown)
 
 
 # ----------------------------------------------------------------------------- native format

@@ -30,6 +30,8 @@ import shutil
 import warnings
 from pathlib import Path
 
+from absl import flags
+
 from saberjax import corpus as corpus_io
 from saberjax import outputs, text
 from saberjax.corpus import Corpus
@@ -108,6 +110,23 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
         _warn(f"corpus cache entry {entry} not written ({error}); the corpus is read from "
               f"{path} each time")
     return corpus
+
+
+def define_flags() -> None:
+    """The launchers' --cache_dir and --[no]cache flags (absl)."""
+    flags.DEFINE_string("cache_dir", None, "Where corpora read from UCI, LDA-C or text are kept "
+                        "as memory-mapped native copies, keyed by the files' contents and the "
+                        "reading options (default: $SABERJAX_CACHE_DIR, else "
+                        "~/.cache/saberjax/corpora).")
+    flags.DEFINE_bool("cache", True, "Use the corpus cache (--nocache: read the source every "
+                      "time and write nothing to the cache).")
+
+
+def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
+    """load_corpus with the cache --cache_dir, or corpus.load_corpus under --nocache."""
+    if not flags.FLAGS.cache:
+        return corpus_io.load_corpus(path, format, **text_options)
+    return load_corpus(path, format, flags.FLAGS.cache_dir, **text_options)
 
 
 def _read_entry(entry: Path, key: str) -> Corpus | None:

@@ -4,8 +4,13 @@
     theta = lda.transform(new_counts)                          # [D, K], rows sum to 1
     lda.components_, lda.topic_word_, lda.perplexity(test_counts)
 
-Constructor arguments are kept as plain attributes and returned by get_params, so
-sklearn.base.clone, pipelines and grid searches work when scikit-learn is installed.
+It follows sklearn.decomposition.LatentDirichletAllocation's conventions: its parameter names
+are accepted (n_components, max_iter, doc_topic_prior, topic_word_prior, random_state, each an
+alias of saberjax's own), its fitted attributes are set (components_, n_iter_, n_features_in_,
+feature_names_in_ when the columns have names, get_feature_names_out), and constructor
+arguments are kept as plain attributes returned by get_params, so sklearn.base.clone, Pipeline
+(after a CountVectorizer) and grid searches work when scikit-learn is installed.  Settings are
+checked in fit, as scikit-learn does.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import sys
 
 import numpy as np
 
-from saberjax.corpus import Corpus, align_vocabulary, from_count_matrix, split_document_halves
+from saberjax.corpus import Corpus, from_count_matrix, split_document_halves
 from saberjax.evaluate import HeldOutScore, heldout_loglik
+from saberjax.inference import in_model_vocabulary, is_text_documents
 from saberjax.model import TopicModel
 from saberjax.progress import Progress, chain
 from saberjax.trainer import TrainConfig, train
@@ -25,6 +31,10 @@ from saberjax.trainer import TrainConfig, train
 
 # Parameters that define the model (restored by load), as opposed to how training runs.
 _MODEL_SETTINGS = ("num_topics", "alpha", "beta", "iterations", "seed")
+# scikit-learn's names -> saberjax's, with saberjax's default (an alias left None defers to it)
+_ALIASES = dict(n_components=("num_topics", 10), max_iter=("iterations", 100),
+                doc_topic_prior=("alpha", None), topic_word_prior=("beta", 0.01),
+                random_state=("seed", 0))
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -40,14 +50,25 @@ class LDA:
     progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
     the last (0: none).
 
+    scikit-learn's names are aliases: n_components (num_topics), max_iter (iterations),
+    doc_topic_prior (alpha), topic_word_prior (beta), random_state (seed: an int, or a
+    numpy RandomState / Generator an int is drawn from).  An alias left None defers to
+    saberjax's parameter; giving both with different values is an error in fit.  The
+    defaults stay saberjax's (alpha = 50 / K and beta = 0.01, not sklearn's 1 / K; 100
+    iterations).
+
     Fitted attributes: model_ (the TopicModel), metrics_ (per-iteration training metrics),
+    n_iter_ (iterations run), n_features_in_ (vocabulary size), feature_names_in_ (the
+    vocabulary, when the input named its columns: a Corpus, fit's vocabulary or a DataFrame),
     components_, topic_word_.
     """
 
     def __init__(self, num_topics: int = 10, alpha: float | None = None, beta: float = 0.01,
                  iterations: int = 100, seed: int = 0, backend: str = "auto",
                  chunk_tokens: int | None = None, num_devices: int = 0, callback=None,
-                 verbose: int = 0):
+                 verbose: int = 0, n_components: int | None = None, max_iter: int | None = None,
+                 doc_topic_prior: float | None = None, topic_word_prior: float | None = None,
+                 random_state=None):
         self.num_topics = num_topics
         self.alpha = alpha
         self.beta = beta
@@ -58,6 +79,21 @@ class LDA:
         self.num_devices = num_devices
         self.callback = callback
         self.verbose = verbose
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        """scikit-learn's description of the estimator (asked only by scikit-learn >= 1.6, so
+        it is importable then): a transformer of non-negative count matrices, dense or
+        sparse, needing no target."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(preserves_dtype=[]),  # theta is float32
+                    input_tags=InputTags(positive_only=True, sparse=True))
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -78,27 +114,68 @@ class LDA:
         return self
 
     def __repr__(self) -> str:
-        return f"LDA({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+        changed = {name: value for name, value in self.get_params().items()
+                   if value is not _DEFAULTS[name] and value != _DEFAULTS[name]}
+        return f"LDA({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
-    def fit(self, X, y=None, vocabulary=None) -> LDA:
-        """Train on X: a saberjax Corpus, or a documents x words count matrix (dense or
-        scipy.sparse, e.g. CountVectorizer output) with `vocabulary` naming its columns."""
-        del y  # unsupervised; accepted for pipelines
+    def _settings(self) -> dict:
+        """saberjax's settings with the scikit-learn aliases resolved (see the class doc)."""
+        settings = {name: getattr(self, name) for name in _MODEL_SETTINGS}
+        for alias, (name, default) in _ALIASES.items():
+            value = getattr(self, alias)
+            if value is None:
+                continue
+            if alias == "random_state":
+                value = _seed_of(value)
+            if settings[name] not in (default, value):
+                raise ValueError(f"LDA: {name}={settings[name]!r} and its scikit-learn alias "
+                                 f"{alias}={getattr(self, alias)!r} disagree; give one of them")
+            settings[name] = value
+        return settings
+
+    @staticmethod
+    def _corpus(X, vocabulary) -> tuple[Corpus, bool]:
+        """The training documents of fit's X (see fit), and whether their words have names."""
         if isinstance(X, Corpus):
             if vocabulary is not None:
                 raise ValueError("vocabulary applies to count matrices; a Corpus has its own")
-            corpus = X
-        else:
-            corpus = from_count_matrix(X, vocabulary)
+            return X, True
+        if is_text_documents(X):
+            raise TypeError("LDA.fit takes counts (a Corpus or a documents x words matrix, "
+                            "e.g. CountVectorizer's); put a CountVectorizer before it for text")
+        columns = getattr(X, "columns", None)  # a pandas DataFrame names its columns
+        if vocabulary is None and columns is not None and all(
+                isinstance(column, str) for column in columns):
+            vocabulary = list(columns)
+        return from_count_matrix(X, vocabulary), vocabulary is not None
+
+    def fit(self, X, y=None, vocabulary=None) -> LDA:
+        """Train on X: a saberjax Corpus, or a documents x words count matrix (dense,
+        scipy.sparse, e.g. CountVectorizer output, or a DataFrame of counts) with
+        `vocabulary` (or the DataFrame's columns) naming its columns."""
+        del y  # unsupervised; accepted for pipelines
+        corpus, named_columns = self._corpus(X, vocabulary)
         config_fields = {field.name for field in dataclasses.fields(TrainConfig)}
-        config = TrainConfig(**{name: value for name, value in self.get_params().items()
+        params = dict(self.get_params(), **self._settings())
+        config = TrainConfig(**{name: value for name, value in params.items()
                                 if name in config_fields})
         progress = (Progress(config.iterations, int(self.verbose),
                              lambda line: print(line, file=sys.stderr)) if self.verbose else None)
         result = train(corpus, config, callback=chain(progress, self.callback))
-        self.model_ = dataclasses.replace(result.model, metrics=tuple(result.metrics))
-        self.metrics_ = result.metrics
+        self._set_model(dataclasses.replace(result.model, metrics=tuple(result.metrics)),
+                        named_columns)
         return self
+
+    def _set_model(self, model: TopicModel, named_columns: bool) -> None:
+        """The fitted attributes of a model (fit's, or a loaded one's)."""
+        self.model_ = model
+        self.metrics_ = list(model.metrics)
+        self.n_iter_ = len(model.metrics)
+        self.n_features_in_ = model.num_words
+        if named_columns:
+            self.feature_names_in_ = np.array(model.vocab, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
 
     def fit_transform(self, X, y=None, vocabulary=None) -> np.ndarray:
         """fit, then the topic proportions of the training documents."""
@@ -112,9 +189,31 @@ class LDA:
 
     def transform(self, X) -> np.ndarray:
         """Topic proportions [D, K] (float32, rows sum to 1) by EM fold-in with the topics
-        fixed; X: a Corpus (words matched by string) or a count matrix over the fitted
-        vocabulary.  Empty documents get the uniform prior mean."""
-        return self._fitted_model().transform(X, num_devices=self.num_devices)
+        fixed; X: a Corpus (words matched by string), a list of raw document strings
+        (tokenised against the fitted vocabulary; words it lacks are counted in a warning) or
+        a count matrix over the fitted vocabulary.  Empty documents get the uniform prior
+        mean."""
+        return self._fitted_model().transform(self._checked_columns(X),
+                                              num_devices=self.num_devices)
+
+    def _checked_columns(self, X):
+        """X, once a count matrix's columns are checked to be as many as the fitted words
+        (in scikit-learn's words, which its checks look for)."""
+        model = self._fitted_model()
+        if not (isinstance(X, Corpus) or is_text_documents(X)):
+            columns = np.shape(X)[1:]
+            if columns != (model.num_words,):
+                raise ValueError(f"X has {columns[0] if columns else 0} features, but "
+                                 f"{type(self).__name__} is expecting {model.num_words} "
+                                 f"features as input (the words it was fitted on)")
+        return X
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of transform's output columns, one per topic: "lda0", "lda1", ... (as
+        scikit-learn names a decomposition's components)."""
+        del input_features  # the output does not depend on the input's names
+        return np.array([f"lda{k}" for k in range(self._fitted_model().num_topics)],
+                        dtype=object)
 
     @property
     def components_(self) -> np.ndarray:
@@ -130,11 +229,13 @@ class LDA:
 
     def _heldout_score(self, X) -> HeldOutScore:
         """Document completion: theta fitted to one half of each document's tokens (seeded by
-        `seed`), the other half scored; X as in transform."""
+        the training seed), the other half scored; X as in transform."""
         model = self._fitted_model()
-        documents = (align_vocabulary(X, model.vocab) if isinstance(X, Corpus)
-                     else from_count_matrix(X, model.vocab))
-        return heldout_loglik(model.topic_word, *split_document_halves(documents, self.seed),
+        documents = in_model_vocabulary(model, self._checked_columns(X))
+        if not isinstance(documents, Corpus):
+            documents = from_count_matrix(documents, model.vocab)
+        return heldout_loglik(model.topic_word,
+                              *split_document_halves(documents, model.config.get("seed", 0)),
                               model.alpha)
 
     def score(self, X, y=None) -> float:
@@ -161,5 +262,22 @@ class LDA:
         model = TopicModel.load(directory)
         params = {name: model.config[name] for name in _MODEL_SETTINGS if name in model.config}
         estimator = cls(**params)
-        estimator.model_ = model
+        estimator._set_model(model, named_columns=True)
         return estimator
+
+
+_DEFAULTS = {name: parameter.default
+             for name, parameter in inspect.signature(LDA.__init__).parameters.items()}
+
+
+def _seed_of(random_state) -> int:
+    """An int seed from scikit-learn's random_state: an int, or a numpy RandomState or
+    Generator (an int is drawn from it, as sklearn's check_random_state would use it)."""
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(np.iinfo(np.int32).max))
+    raise ValueError(f"random_state must be None, an int, a numpy RandomState or Generator, "
+                     f"got {random_state!r}")

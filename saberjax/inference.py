@@ -34,7 +34,8 @@ import numpy as np
 
 from saberjax import esca, rng
 from saberjax.backend import resolve_backend
-from saberjax.corpus import Corpus, align_vocabulary, count_matrix_entries, from_count_matrix
+from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
+                             from_count_matrix)
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
@@ -165,9 +166,11 @@ def infer_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITER
                  seed: int = 0) -> np.ndarray:
     """Topic proportions theta [D, K] (float32, rows sum to 1) of new documents.
 
-    documents: a Corpus (its words matched to the model's by string; unknown words are dropped)
-    or a documents x words count matrix, dense or scipy.sparse, whose columns are the model's
-    vocabulary.  Documents without (known) words get the prior mean, the uniform theta.
+    documents: a Corpus (its words matched to the model's by string; unknown words are dropped),
+    a list of document strings (tokenised by saberjax.text's rules against the model's
+    vocabulary, unknown words counted in a warning; in_model_vocabulary) or a documents x
+    words count matrix, dense or scipy.sparse, whose columns are the model's vocabulary.
+    Documents without (known) words get the prior mean, the uniform theta.
     method "em" (default): EM fold-in, see the module docstring; batch_slots: padded word
     slots per batch (default: BATCH_ELEMENTS // K); num_devices: local devices to spread
     batches over (0: all).  Neither changes the result.  method "esca": ESCA iterations with
@@ -177,16 +180,38 @@ def infer_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITER
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "esca":
         return sample_topics(model, documents, iterations, seed)
-    if isinstance(documents, Corpus):
-        slots = DocumentWords.from_corpus(align_vocabulary(documents, model.vocab))
-    else:
-        if np.shape(documents)[1:] != (model.num_words,):
-            raise ValueError(f"count matrix has shape {np.shape(documents)}, but its columns "
-                             f"must be the model's {model.num_words} words; pass a Corpus to "
-                             f"match words by string")
-        slots = DocumentWords.from_matrix(documents)
+    documents = in_model_vocabulary(model, documents)
+    slots = (DocumentWords.from_corpus(documents) if isinstance(documents, Corpus)
+             else DocumentWords.from_matrix(documents))
     return _fold_in_batches(model.topic_word, model.alpha, slots, iterations, batch_slots,
                             num_devices)
+
+
+def in_model_vocabulary(model: TopicModel, documents):
+    """New documents over the model's words: a Corpus re-expressed in its vocabulary (words
+    matched by string), document strings tokenised against it (corpus_in_vocabulary: words
+    it lacks are skipped and counted in a warning), or a count matrix as it is, once its
+    columns are checked to be the model's words."""
+    if isinstance(documents, str):
+        raise TypeError("documents is one string; pass a list of document strings")
+    if isinstance(documents, Corpus):
+        return align_vocabulary(documents, model.vocab)
+    if is_text_documents(documents):
+        return corpus_in_vocabulary(documents, model.vocab, source="documents")
+    if np.shape(documents)[1:] != (model.num_words,):
+        raise ValueError(f"count matrix has shape {np.shape(documents)}, but its columns "
+                         f"must be the model's {model.num_words} words; pass a Corpus or "
+                         f"document strings to match words by string")
+    return documents
+
+
+def is_text_documents(documents) -> bool:
+    """Whether documents are raw strings: a list or tuple holding strings, or a 1-D array of
+    strings or objects."""
+    if isinstance(documents, (list, tuple)):
+        return any(isinstance(document, str) for document in documents)
+    return (isinstance(documents, np.ndarray) and documents.ndim == 1
+            and documents.dtype.kind in "UO")
 
 
 def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWords,
@@ -222,7 +247,8 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     seed, round and token, so the result is reproducible and independent of chunking); theta
     is (A_dk + alpha) / (n_d + K alpha) averaged over the second half of the rounds.
     """
-    corpus = (align_vocabulary(documents, model.vocab) if isinstance(documents, Corpus)
+    documents = in_model_vocabulary(model, documents)
+    corpus = (documents if isinstance(documents, Corpus)
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)

@@ -113,8 +113,10 @@ class TopicModel:
 
     def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
                   batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:
-        """Topic proportions [D, K] of new documents (a Corpus or a count matrix whose columns
-        are this model's vocabulary), the topics fixed; see inference.infer_topics."""
+        """Topic proportions [D, K] of new documents, the topics fixed: a Corpus, a list of
+        raw document strings (tokenised against this model's vocabulary; words it lacks are
+        counted in a warning) or a count matrix whose columns are this model's vocabulary;
+        see inference.infer_topics."""
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
     def save(self, directory) -> pathlib.Path:

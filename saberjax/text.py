@@ -134,6 +134,36 @@ def token_entries(documents: Iterable[str], min_df: int = DEFAULT_MIN_DF,
                         tuple(words[vocab_ids].tolist()))
 
 
+class VocabularyTokens(NamedTuple):
+    """The tokens of documents that are words of a given vocabulary (as TokenEntries, ids into
+    that vocabulary), and how many tokens were not: `unknown` of `tokens` in all."""
+
+    entries: TokenEntries
+    unknown: int
+    tokens: int
+
+
+def tokens_in_vocabulary(documents: Iterable[str], vocab) -> VocabularyTokens:
+    """The tokens (tokenize's rules) of document strings matched to a fixed vocabulary, as a
+    trained model sees new text: no document-frequency rule, and tokens of other words are
+    counted, not kept."""
+    vocab = tuple(vocab)
+    word_id = {word: i for i, word in enumerate(vocab)}
+    doc_tokens = []
+    for document in documents:
+        if not isinstance(document, str):
+            raise TypeError(f"documents must be strings, got {type(document).__name__}")
+        tokens = tokenize(document)
+        doc_tokens.append(np.fromiter((word_id.get(token, -1) for token in tokens), np.int64,
+                                      len(tokens)))
+    lengths = np.array([tokens.size for tokens in doc_tokens], np.int64)
+    ids = np.concatenate(doc_tokens) if doc_tokens else np.zeros(0, np.int64)
+    known = ids >= 0
+    doc_of_token = np.repeat(np.arange(lengths.size), lengths)
+    return VocabularyTokens(TokenEntries(doc_of_token[known], ids[known], lengths.size, vocab),
+                            int(ids.size - known.sum()), int(ids.size))
+
+
 def _choose_vocabulary(words: np.ndarray, token_ids: np.ndarray, doc_of_token: np.ndarray,
                        num_docs: int, min_df: int, max_df: float, max_vocab: int) -> np.ndarray:
     """Ids (into `words`) of the vocabulary, in alphabetical order of their words."""

@@ -62,13 +62,14 @@ def test_params_follow_the_sklearn_protocol():
     params = lda.get_params()
     assert params == dict(num_topics=7, alpha=None, beta=0.1, iterations=100, seed=0,
                           backend="auto", chunk_tokens=None, num_devices=0, callback=None,
-                          verbose=0)
+                          verbose=0, n_components=None, max_iter=None, doc_topic_prior=None,
+                          topic_word_prior=None, random_state=None)
     clone = type(lda)(**lda.get_params(deep=False))  # what sklearn.base.clone does
     assert clone.get_params() == params and clone is not lda
     assert lda.set_params(iterations=5, alpha=0.2) is lda
     assert (lda.iterations, lda.alpha) == (5, 0.2)
     with pytest.raises(ValueError, match="unknown parameters"):
-        lda.set_params(n_components=3)
+        lda.set_params(n_topics=3)
     assert not hasattr(lda, "components_")
     with pytest.raises(NotFittedError, match="call fit first"):
         lda.transform(block_topic_counts())

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse
-from helpers import launch, random_corpus
+from helpers import launch, random_corpus, run_launcher
 
 from saberjax.corpus import Corpus, save_native
 from saberjax.inference import DocumentWords, infer_topics
@@ -156,3 +156,47 @@ def test_esca_fold_in_keeps_every_row_of_a_count_matrix():
     assert theta.shape == (3, NUM_TOPICS)
     np.testing.assert_allclose(theta[1], 1.0 / NUM_TOPICS, rtol=1e-6)  # empty: the prior mean
     np.testing.assert_array_equal(theta[[0, 2]].argmax(axis=1), [0, 2])
+
+
+def word_model() -> TopicModel:
+    """Two well-separated topics over real words: space (topic 0) and water (topic 1)."""
+    vocab = ("comet", "delta", "flood", "orbit", "planet", "rain", "river", "sun")
+    counts = np.array([[50, 0], [0, 50], [0, 50], [50, 0], [50, 0], [0, 50], [0, 50], [50, 0]],
+                      np.int32)
+    return TopicModel(counts, 0.1, 0.01, vocab, {"text_options": {"min_df": 5}})
+
+
+def test_raw_text_is_tokenised_against_the_model_vocabulary_without_df_rules():
+    model = word_model()
+    documents = ["The Comet's orbit around the Sun!", "Rain, rain: the river floods its delta",
+                 "nothing known here"]
+    with pytest.warns(UserWarning, match=r"documents: 2 of 9 tokens \(22\.2%\) are words "
+                                         r"outside the model's vocabulary of 8 words"):
+        theta = model.transform(documents)
+    expected = infer_topics(model, corpus_of([np.array([0, 3, 7]), np.array([5, 5, 6, 1]),
+                                              np.array([], np.int64)], model.vocab))
+    np.testing.assert_array_equal(theta, expected)
+    assert theta[0].argmax() == 0 and theta[1].argmax() == 1
+    np.testing.assert_array_equal(theta[2], [0.5, 0.5])  # no known word: the prior mean
+    assert infer_topics(model, ["sun sun comet"], method="esca")[0].argmax() == 0
+    with pytest.raises(ValueError, match="none of the 2 tokens of its 2 document"):
+        model.transform(["unknown words", "only"])
+    with pytest.raises(TypeError, match="one string"):
+        model.transform("comet orbit")
+
+
+def test_infer_launcher_reads_a_folder_of_new_texts(tmp_path):
+    """Two .txt files used to fail ("no word is in at least min_df=5 ... of the 2
+    documents"): the model's vocabulary applies, not a new one."""
+    word_model().save(tmp_path / "model")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "a.txt").write_text("A comet crossed the orbit of the planet.")
+    (tmp_path / "new" / "b.txt").write_text("The river delta floods after rain; boats wait.")
+    output = tmp_path / "theta.npy"
+    result = run_launcher("infer.py", f"--model={tmp_path / 'model'}",
+                          f"--corpus={tmp_path / 'new'}", f"--output={output}")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (summary["documents"], summary["tokens"], summary["unknown_tokens"]) == (2, 6, 4)
+    assert "4 of 10 tokens (40.0%) are words outside" in result.stderr
+    np.testing.assert_array_equal(np.load(output).argmax(axis=1), [0, 1])
