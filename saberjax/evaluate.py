@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import timing
 from saberjax.corpus import Corpus
 from saberjax.inference import DEFAULT_EM_ITERATIONS, DocumentWords, fold_in, plan_batches
 
@@ -53,6 +54,7 @@ def check_scorable(observed: Corpus, heldout: Corpus) -> None:
                          f"({heldout.num_docs} documents, none with 2 tokens or more)")
 
 
+@timing.in_phase("evaluation")
 def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout: Corpus,
                    alpha: float, em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
     """Document-completion score of topics `topic_word` [K, V] (rows sum to 1)."""

@@ -35,6 +35,7 @@ from collections.abc import Collection
 import jax
 import numpy as np
 
+from saberjax import timing
 from saberjax.corpus import Corpus
 from saberjax.rng import global_token_ids, split_token_id
 
@@ -112,15 +113,23 @@ def max_tiles(padded_tokens: int, num_words: int, tile_tokens: int) -> int:
 
 def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
                     tile_tokens: int = TILE_TOKENS) -> np.ndarray:
-    """Chunk.tile_start for word-major words (real tokens only): each run of one word cut
-    into tiles of tile_tokens, computed per run (O(tiles) after one pass over the words)."""
+    """Chunk.tile_start for word-major words (real tokens only)."""
     words = np.asarray(words)
     run_starts = np.flatnonzero(np.diff(words, prepend=-1) != 0)  # each word's first token
-    run_tiles = -(-np.diff(np.append(run_starts, len(words))) // tile_tokens)
+    return _tile_start(run_starts, np.diff(run_starts, append=len(words)), num_words,
+                       padded_tokens, tile_tokens)
+
+
+def _tile_start(run_starts: np.ndarray, run_lengths: np.ndarray, num_words: int,
+                padded_tokens: int, tile_tokens: int) -> np.ndarray:
+    """Chunk.tile_start of word-major runs of one word each (lengths >= 1): every run cut
+    into tiles of tile_tokens tokens, in O(tiles)."""
+    run_tiles = -(-run_lengths // tile_tokens)
     tile_of_run = np.repeat(np.cumsum(run_tiles) - run_tiles, run_tiles)
     heads = np.repeat(run_starts, run_tiles) + tile_tokens * (
         np.arange(len(tile_of_run)) - tile_of_run)
-    tile_start = np.full(max_tiles(padded_tokens, num_words, tile_tokens) + 1, len(words),
+    num_tokens = int(run_lengths.sum())
+    tile_start = np.full(max_tiles(padded_tokens, num_words, tile_tokens) + 1, num_tokens,
                          np.int32)
     tile_start[: len(heads)] = heads
     return tile_start
@@ -203,9 +212,9 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     word_order = np.empty_like(word_rank)
     word_order[word_rank] = np.arange(len(word_rank), dtype=word_rank.dtype)
     word_tokens = np.bincount(words, minlength=len(word_rank))[word_order]
+    present = word_tokens > 0
     word_major = np.zeros(padded_tokens, np.int32)
-    _expand_runs(word_order[word_tokens > 0], word_tokens[word_tokens > 0], num_tokens,
-                 out=word_major)
+    _expand_runs(word_order[present], word_tokens[present], num_tokens, out=word_major)
     doc = np.full(padded_tokens, num_docs, np.int32)
     _expand_runs(sorted_doc, sorted_length, num_tokens, out=doc)
     doc_major_pos = np.arange(padded_tokens, dtype=np.int32)
@@ -219,7 +228,9 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
         doc_start=doc_start,
         num_tokens=np.int32(num_tokens),
         token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
-        tile_start=word_tile_start(word_major[:num_tokens], corpus.num_words, padded_tokens),
+        tile_start=_tile_start(np.cumsum(word_tokens[present]) - word_tokens[present],
+                               word_tokens[present], corpus.num_words, padded_tokens,
+                               TILE_TOKENS),
         block_tokens=padded_tokens,
     )
 
@@ -252,6 +263,7 @@ def _stable_argsort_ranks(ranks: np.ndarray) -> np.ndarray:
     return order[np.argsort((ranks[order] >> 16).astype(np.uint16), kind="stable")]
 
 
+@timing.in_phase("layout")
 def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int = 1,
                  parts: Collection[int] | None = None) -> Layout:
     """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens, all of one shape.

@@ -52,6 +52,30 @@ class Progress:
                f"{_duration(eta)}{score}"
 
 
+TIME_PHASES = ("load", "layout", "transfer", "init", "compile", "training", "evaluation",
+               "save")
+
+
+def time_line(phases: dict[str, float], init: float, compile: float, iterations: float,
+              total: float) -> str:
+    """The training log's last line, where the time went:
+
+        time: load 0.16 s, layout 0.95 s, transfer 0.08 s, init 0.41 s, compile 1.20 s,
+        training 3.10 s, evaluation 0.35 s, save 1.02 s (total 7.52 s)
+
+    `phases` are a run's timing.Phases seconds, with "training" the trainer.train call (less
+    the layout and evaluation inside it), which is split into the trainer's own figures: init
+    (initialising or loading the checkpoint, its compilation included), compile (the
+    iteration), training (`iterations`: the seconds of this run's iterations, as in
+    metrics.jsonl) and transfer, the rest of the call: chiefly the corpus put on the devices
+    and the model fetched back (and any checkpoints).  total: the wall time it all came from.
+    """
+    seconds = dict(phases, init=init, compile=compile, training=iterations,
+                   transfer=max(0.0, phases.get("training", 0.0) - init - compile - iterations))
+    shown = ", ".join(f"{name} {seconds.get(name, 0.0):.2f} s" for name in TIME_PHASES)
+    return f"time: {shown} (total {total:.2f} s)"
+
+
 def chain(*callbacks: Callback | None) -> Callback:
     """One callback calling each given one in turn; it stops training when any of them asks."""
     present = [callback for callback in callbacks if callback is not None]

@@ -1,7 +1,19 @@
-"""Wall-clock timing of device work, shared by launch/bench.py and pallas/check_gpu.py."""
+"""Wall-clock timing: of device work (launch/bench.py, pallas/check_gpu.py) and of the phases
+of a run (the training log's "where the time went" line).
+
+Library code marks its phases with ``with timing.phase("layout"): ...`` (or the decorator
+``@timing.in_phase("layout")``); that costs nothing
+unless a run records them: ``with phases.recording(): ...`` makes a `Phases` the recorder of
+every phase entered in that context (the thread that runs the launcher; threads a phase starts
+are inside its wall-clock time).
+"""
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import contextvars
+import functools
 import time
 
 import jax
@@ -23,3 +35,61 @@ def copy_seconds(num_bytes: int, repeats: int, reduce=min) -> tuple[int, float]:
     copy = jax.jit(lambda v: v + 1.0)
     jax.block_until_ready(copy(x))
     return 2 * x.nbytes, reduce([timed(lambda: copy(x))[1] for _ in range(repeats)])
+
+
+_RECORDER: contextvars.ContextVar[Phases | None] = contextvars.ContextVar("saberjax_phases",
+                                                                         default=None)
+
+
+class Phases:
+    """Wall-clock seconds of the named phases of a run, each phase's own: time in a phase
+    entered inside another counts for the inner one only, so the phases add up to the time
+    spent in any of them."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self._nested: list[float] = []  # seconds of inner phases, per open phase
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Make this the recorder of every `phase` entered in the current context."""
+        token = _RECORDER.set(self)
+        try:
+            yield self
+        finally:
+            _RECORDER.reset(token)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Time the block as phase `name` (less the phases entered inside it)."""
+        start = time.perf_counter()
+        self._nested.append(0.0)
+        try:
+            yield
+        finally:
+            elapsed, nested = time.perf_counter() - start, self._nested.pop()
+            self.seconds[name] += elapsed - nested
+            if self._nested:
+                self._nested[-1] += elapsed
+
+
+@contextlib.contextmanager
+def phase(name: str):
+    """Time the block as phase `name` of the run recording in this context, if any."""
+    recorder = _RECORDER.get()
+    if recorder is None:
+        yield
+        return
+    with recorder.phase(name):
+        yield
+
+
+def in_phase(name: str):
+    """Decorator: every call of the function is timed as phase `name` (see phase)."""
+    def decorate(function):
+        @functools.wraps(function)
+        def timed_call(*args, **kwargs):
+            with phase(name):
+                return function(*args, **kwargs)
+        return timed_call
+    return decorate

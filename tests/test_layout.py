@@ -52,3 +52,32 @@ def test_bucket_sizes_pad_by_at_most_an_eighth_and_are_few():
     sizes = [bucket_size(n) for n in range(1, 100_000, 37)]
     assert all(b >= n and b <= max(256, n * 1.125) for b, n in zip(sizes, range(1, 100_000, 37)))
     assert len(set(sizes)) < 80
+
+
+def test_layout_build_is_linear_not_a_sort_of_tokens():
+    """The layout of a bag-of-words corpus (2.2M tokens, a document's tokens grouped by word,
+    as UCI files give them) builds in well under the time of one stable argsort of its tokens
+    (0.23x here; the comparison sort it replaced took 0.59x, wiki25k 7 s where it now takes 1)."""
+    import time
+
+    from saberjax.corpus import Corpus
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(200, 2000, 2000)
+    words = np.minimum(rng.zipf(1.3, lengths.sum()), 20_000) - 1
+    docs = np.repeat(np.arange(lengths.size), lengths)
+    corpus = Corpus(np.concatenate([[0], np.cumsum(lengths)]),
+                    words[np.lexsort((words, docs))].astype(np.int32),
+                    tuple(map(str, range(20_000))))
+    keys = rng.integers(0, 2**40, corpus.num_tokens)
+
+    def best_of_three(work) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    sort_seconds = best_of_three(lambda: np.argsort(keys, kind="stable"))
+    assert best_of_three(lambda: build_layout(corpus)) < 0.4 * sort_seconds
