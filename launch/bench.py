@@ -1,8 +1,10 @@
-r"""Performance benchmark of the ESCA trainer: Mtoken/s per K and backend, phase by phase.
+r"""Performance benchmark of the ESCA trainer: Mtoken/s per device count, partition, K and
+backend, phase by phase.
 
-For one corpus and each (K, backend) it times full ESCA iterations (E-step and A rebuild of
-every chunk, B counted, then the M-step: B-hat and the sampling trees), and prints one JSON
-object per (K, backend) line, then one summary line.
+For one corpus and each (device count, partition, K, backend) it times full ESCA iterations
+(E-step and A rebuild of every chunk, B counted, then the M-step: B-hat and the sampling
+trees, with the collectives between devices), and prints one JSON object per line, then one
+summary line.
 
 Reproduce (from the repo root; no install needed):
 
@@ -31,24 +33,33 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   Mtoken_per_s_best     tokens / the fastest timed iteration (the least disturbed figure when
                         other processes share the machine).
   iteration_seconds     wall time of each timed iteration, from the end of the one before
-                        (as trainer.train_on_chunks runs them: each iteration is queued on the
-                        device before the one before it is waited for, as in training).
-  compile_seconds       lower + compile of every jitted function one iteration runs (esca.chunk_step
-                        for each distinct chunk shape and esca.finish_step, esca.CompiledStep),
+                        (as trainer.train_placed runs them: each iteration is queued on the
+                        devices before the one before it is waited for, as in training).
+  compile_seconds       lower + compile of the iteration's program (execution.CompiledStep),
                         done explicitly with jax.jit(f).lower(...).compile(); the timed iterations
-                        call those compiled executables, so they never compile (the first
-                        iteration of a process still loads them onto the device).
-                        init_seconds: esca.init, compile included.
-  phases                each phase as its own jitted function over all chunks, block_until_ready
-                        between phases, median of `--phase_repeats` passes after one compiling pass:
+                        call the compiled executable, so they never compile (the first
+                        iteration of a process still loads it onto the devices).
+                        init_seconds: execution.Placement.init, compile included.
+  devices, partition    the mesh's device count and how they share the work (execution.place;
+                        `--num_devices` and `--partition` are lists, every pair runs).
+  speedup_vs_one_device steady Mtoken/s over the one-device run's at the same K and backend in
+                        the same run (when 1 is in `--num_devices`).
+  reduction_seconds     what an iteration spends combining the devices' work, timed alone
+                        (bench.measure_reduction): by documents the whole reduction program
+                        (reduce-scatter of B, totals, B-hat and trees of each device's rows,
+                        all-gather), by words its collectives; reduction_share = its share of
+                        the steady iteration; collective_seconds the collectives alone, with
+                        collective_bytes_per_device received and collective_GB_per_s.
+  placement             layout build and transfer to the devices (seconds, bytes, GB_per_s).
+  peak_device_GB        the most memory a local device held so far in the process.
+  phases                each phase as its own jitted function over the first device's chunks,
+                        block_until_ready between phases, median of `--phase_repeats` passes
+                        after one compiling pass (one process only):
                         sample (backend.sample_and_shuffle: the E-step and the shuffle of its
                         topics to doc-major order), rebuild_a (backend.rebuild_doc_topic),
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
-                        (backend.model_arrays: totals, B-hat and trees of the state's B, what
-                        esca.finish_step runs); each with seconds, Mtoken_per_s, share of the
-                        steady iteration and compile_seconds; plus transfer (host -> device
-                        device_put of all chunk arrays, measured once per run: seconds, GB_per_s;
-                        on CPU device_put may alias host memory, so that figure is not a copy).
+                        (backend.topic_totals and bhat_and_tree of the state's B); each with
+                        seconds, Mtoken_per_s, share of the steady iteration and compile_seconds.
   copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
                         `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
                         bytes) / seconds, best of several runs.
@@ -68,7 +79,7 @@ num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, g
 ("+dirty" when the sources differ from it), source_digest (of the saberjax sources that ran),
 load_average (1, 5, 15 min: other processes sharing the CPU slow the figures down) and date (UTC).
 A backend that cannot run here (Pallas without a GPU or without its kernels,
-trainer.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.  The summary line
+backend.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.  The summary line
 ("type": "summary") repeats the environment and lists every result's steady Mtoken/s.
 """
 

@@ -72,8 +72,8 @@ flags.DEFINE_float("device_memory_gb", None, "Device memory budget; a corpus lar
                    "streams through the device in chunks (default: free memory less headroom).")
 flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streaming.",
                      lower_bound=1)
-flags.DEFINE_integer("num_devices", 0, "Devices to spread chunks over (0: all local devices; "
-                     "on a CPU, one per core).", lower_bound=0)
+flags.DEFINE_integer("num_devices", 0, "Devices of the mesh that shares the work (0: every "
+                     "device of every process; on a CPU, one per core).", lower_bound=0)
 flags.DEFINE_enum("partition", "auto", ["auto", *execution.PARTITIONS], "How several devices "
                   "share the work: by documents (the model's counts reduced every iteration), "
                   "by words (every document's A gathered every iteration; each device holds "

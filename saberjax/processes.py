@@ -13,9 +13,11 @@ process with an error instead of leaving it waiting in a collective forever.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import jax
+import numpy as np
 from absl import flags
 
 DEFAULT_HEARTBEAT_SECONDS = 60
@@ -78,6 +80,24 @@ def barrier(name: str) -> None:
         from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
 
         multihost_utils.sync_global_devices(name)
+
+
+def check_agreement(what: str, *values: str) -> None:
+    """Raise ValueError unless every process has the same values (its corpus fingerprint and
+    settings, say): processes that disagree would train a model of nothing in particular or
+    wait for each other forever.  Nothing when alone."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
+
+    digest = hashlib.sha256("\0".join(values).encode()).digest()
+    digests = np.asarray(multihost_utils.process_allgather(
+        np.frombuffer(digest, np.uint8)[None], tiled=True))
+    others = [process for process, row in enumerate(digests) if row.tobytes() != digest]
+    if others:
+        raise ValueError(f"the processes disagree on {what}: process {jax.process_index()} "
+                         f"differs from process(es) {', '.join(map(str, others))}; give every "
+                         f"process the same corpus and flags")
 
 
 def is_writer() -> bool:

@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from saberjax import checkpoint, execution, streaming
+from saberjax import checkpoint, execution, processes, streaming
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
@@ -182,6 +182,8 @@ def train(corpus: Corpus, config: TrainConfig,
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
                                resolve_backend(config.backend))
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
+    processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
+                              repr(dataclasses.asdict(config)))
     placement = place(corpus, hyper, config)
     run = train_placed(corpus, placement, config, heldout, callback, checkpoint_dir,
                           resume_from)

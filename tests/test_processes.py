@@ -134,3 +134,22 @@ def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp
     train_processes(1, tmp_path / "corpus", tmp_path / "six", "--iterations=6")
     np.testing.assert_array_equal(np.load(tmp_path / "two" / "model.npz")["word_topic_counts"],
                                   np.load(tmp_path / "six" / "model.npz")["word_topic_counts"])
+
+
+def test_processes_given_different_settings_stop_with_one_clear_error(tmp_path):
+    from saberjax.corpus import save_native
+
+    save_native(random_corpus(num_docs=30, num_words=20, mean_length=10, seed=2),
+                tmp_path / "corpus")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    cluster = [f"--coordinator_address=localhost:{free_port()}", "--num_processes=2"]
+    workers = [subprocess.Popen(
+        [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={tmp_path / 'corpus'}",
+         f"--output={tmp_path / 'out'}", "--backend=xla", "--iterations=2", "--top_words=0",
+         f"--num_topics={4 + index}", *cluster, f"--process_id={index}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        for index in range(2)]
+    errors = [worker.communicate(timeout=120)[1] for worker in workers]
+    assert all(worker.returncode == 1 for worker in workers), errors
+    assert "error: the processes disagree on the corpus and the settings" in errors[0]
+    assert not (tmp_path / "out" / "model.npz").exists()
