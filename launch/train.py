@@ -33,7 +33,7 @@ use_every_cpu_core()
 
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, execution, processes, trainer
+from saberjax import checkpoint, cli, processes, trainer
 from saberjax import corpus as corpus_io
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
@@ -54,34 +54,10 @@ flags.DEFINE_integer("max_vocab", None, "Plain text: keep at most N words, the m
                      "(default 50,000).", lower_bound=1)
 flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary words); "
                     "overrides --test_fraction.")
-flags.DEFINE_integer("num_topics", 50, "Number of topics K.", lower_bound=2)
-flags.DEFINE_float("alpha", None, "Document-topic prior; default 50 / K.")
-flags.DEFINE_float("beta", 0.01, "Topic-word prior.")
-flags.DEFINE_integer("iterations", 100, "ESCA iterations.", lower_bound=1)
-flags.DEFINE_integer("seed", 0, "Random seed (also of the train/test split).", lower_bound=0)
-flags.DEFINE_enum("backend", "auto", ["auto", "xla", "pallas"],
-                  "auto: the Pallas kernels on a GPU, else the XLA path.")
-flags.DEFINE_integer("eval_every", 0, "Score held-out documents every N iterations "
-                     "(0: only at the end).", lower_bound=0)
 flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation, in "
                    "[0, 1) (0: none).")
-flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device, "
-                     "or, when the corpus does not fit the device, the fewest chunks that do).",
-                     lower_bound=1)
-flags.DEFINE_float("device_memory_gb", None, "Device memory budget; a corpus larger than it "
-                   "streams through the device in chunks (default: free memory less headroom).")
-flags.DEFINE_integer("prefetch", 2, "Chunks in flight to the device when streaming.",
-                     lower_bound=1)
-flags.DEFINE_integer("num_devices", 0, "Devices of the mesh that shares the work (0: every "
-                     "device of every process; on a CPU, one per core).", lower_bound=0)
-flags.DEFINE_enum("partition", "auto", ["auto", *execution.PARTITIONS], "How several devices "
-                  "share the work: by documents (the model's counts reduced every iteration), "
-                  "by words (every document's A gathered every iteration; each device holds "
-                  "only its words' rows of the model), or auto (by words when the model "
-                  "outweighs the corpus or only fits that way).")
+cli.define_config_flags(trainer.TrainConfig, FLAGS)
 processes.define_flags(FLAGS)
-flags.DEFINE_integer("em_iterations", 50, "EM iterations fitting theta in evaluation.",
-                     lower_bound=1)
 flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>); the run "
                     "writes OUTPUT.partial and renames it to OUTPUT when it has finished.")
 flags.DEFINE_bool("overwrite", False, "Replace the model already in --output (without it, a "
@@ -92,23 +68,15 @@ flags.DEFINE_integer("log_every", 10, "Log a progress line (Mtoken/s, ETA, lates
                      "score) every N iterations, and after the last.", lower_bound=1)
 flags.DEFINE_bool("report", False, "After training, write OUTPUT/report/: convergence plot, "
                   "topics with coherence (as launch/report.py does).")
-flags.DEFINE_integer("checkpoint_every", 0, "Save the training state in OUTPUT/checkpoints/ "
-                     "(OUTPUT.partial/checkpoints/ while a model in OUTPUT awaits replacement) "
-                     "every N iterations (0: never).", lower_bound=0)
 flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for --output "
                   "(OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a run that was to "
                   "replace a model): an interrupted run, or a finished one given more "
                   "--iterations; the same corpus and settings are required, and it is an error "
                   "when there is no checkpoint.")
-flags.register_validator("alpha", lambda alpha: alpha is None or alpha > 0,
-                         "--alpha must be positive (or left out for 50 / K)")
-flags.register_validator("beta", lambda beta: beta > 0, "--beta must be positive")
 flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <= 1,
                          "--max_df must be in (0, 1]")
 flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                          "--test_fraction must be in [0, 1)")
-flags.register_validator("device_memory_gb", lambda gb: gb is None or gb > 0,
-                         "--device_memory_gb must be positive")
 
 
 def text_options() -> dict:
@@ -138,14 +106,7 @@ def load_data():
 def main(argv):
     del argv
     processes.initialize_from_flags(FLAGS)
-    config = trainer.TrainConfig(
-        num_topics=FLAGS.num_topics, alpha=FLAGS.alpha, beta=FLAGS.beta,
-        iterations=FLAGS.iterations, seed=FLAGS.seed, backend=FLAGS.backend,
-        chunk_tokens=FLAGS.chunk_tokens, num_devices=FLAGS.num_devices,
-        partition=FLAGS.partition,
-        device_memory_gb=FLAGS.device_memory_gb, prefetch=FLAGS.prefetch,
-        eval_every=FLAGS.eval_every,
-        em_iterations=FLAGS.em_iterations, checkpoint_every=FLAGS.checkpoint_every)
+    config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     backend = trainer.resolve_backend(config.backend)
     corpus, heldout = load_data()
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",

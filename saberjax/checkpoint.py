@@ -45,8 +45,6 @@ from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
 
 FORMAT_VERSION = 2  # 2: A as packed pairs (state.pack_pairs)
-# Config fields that determine the model: a resumed run must share them with the checkpoint.
-MODEL_SETTINGS = ("num_topics", "alpha", "beta", "seed")
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
 # ours (process shards and temporaries too)
@@ -132,11 +130,12 @@ def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
     """(state, metrics so far) of a checkpoint, placed like `placement`'s chunks.
 
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus,
-    chunking, or model setting (MODEL_SETTINGS of `config`).
+    chunking, or model setting (`config.model_settings()`, trainer.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)
-    _check_compatible(path, manifest, placement, corpus_fingerprint, dataclasses.asdict(config))
+    _check_compatible(path, manifest, placement, corpus_fingerprint, dataclasses.asdict(config),
+                      config.model_settings())
     arrays = _verify_arrays(path, manifest, jax.process_index())
     hyper = placement.hyper
     chunk_states = {}
@@ -173,7 +172,7 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
 
 
 def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_fingerprint: str,
-                      config: dict) -> None:
+                      config: dict, model_settings: tuple[str, ...]) -> None:
     if manifest["corpus_fingerprint"] != corpus_fingerprint:
         raise CheckpointError(
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
@@ -181,7 +180,7 @@ def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_f
             f"seed, or start afresh")
     saved = manifest["config"]
     differences = [f"{name}={saved.get(name)!r} (this run: {config[name]!r})"
-                   for name in MODEL_SETTINGS if saved.get(name) != config[name]]
+                   for name in model_settings if saved.get(name) != config[name]]
     if differences:
         raise CheckpointError(f"{path} was trained with {', '.join(differences)}; resume with "
                               f"the same settings, or start afresh")

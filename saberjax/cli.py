@@ -15,6 +15,7 @@ initialize backend 'tpu'") is not logged, and a warning is one ``warning: ...`` 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -101,3 +102,33 @@ def _report(error: BaseException):
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"
+
+
+def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
+                        exclude: tuple[str, ...] = ()) -> None:
+    """One flag per field of a settings dataclass (trainer.TrainConfig): its default, its help,
+    its choices, and a check that fails the flag with the field's own requirement, so that
+    the flags and the library never disagree.  Fields in `exclude` get no flag."""
+    definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
+                "str": flags.DEFINE_string, "bool": flags.DEFINE_bool}
+    for field in dataclasses.fields(config_class):
+        if field.name in exclude:
+            continue
+        meta = field.metadata
+        kind = str(field.type).split("|")[0].strip()
+        if meta["choices"]:
+            flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
+                              flag_values=flag_values)
+            continue
+        definers[kind](field.name, field.default, meta["help"], flag_values=flag_values)
+        if meta["allowed"] is not None:
+            flags.register_validator(
+                field.name, lambda value, allowed=meta["allowed"]: value is None or allowed(value),
+                f"--{field.name} must be {meta['requirement']}", flag_values=flag_values)
+
+
+def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS, **given):
+    """The settings dataclass from the flags define_config_flags made (and `given` values)."""
+    return config_class(**{field.name: flag_values[field.name].value
+                           for field in dataclasses.fields(config_class)
+                           if field.name not in given and field.name in flag_values}, **given)

@@ -29,12 +29,15 @@ from saberjax.progress import Progress, chain
 from saberjax.trainer import TrainConfig, train
 
 
-# Parameters that define the model (restored by load), as opposed to how training runs.
-_MODEL_SETTINGS = ("num_topics", "alpha", "beta", "iterations", "seed")
+# saberjax's defaults, defined once in TrainConfig.
+_CONFIG = TrainConfig()
+# What a fit trains with and load restores: the model's settings and the iterations, as
+# opposed to where training runs.
+_MODEL_SETTINGS = (*TrainConfig.model_settings(), "iterations")
 # scikit-learn's names -> saberjax's, with saberjax's default (an alias left None defers to it)
-_ALIASES = dict(n_components=("num_topics", 10), max_iter=("iterations", 100),
-                doc_topic_prior=("alpha", None), topic_word_prior=("beta", 0.01),
-                random_state=("seed", 0))
+_ALIASES = {alias: (name, getattr(_CONFIG, name)) for alias, name in dict(
+    n_components="num_topics", max_iter="iterations", doc_topic_prior="alpha",
+    topic_word_prior="beta", random_state="seed").items()}
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -63,9 +66,11 @@ class LDA:
     components_, topic_word_.
     """
 
-    def __init__(self, num_topics: int = 10, alpha: float | None = None, beta: float = 0.01,
-                 iterations: int = 100, seed: int = 0, backend: str = "auto",
-                 chunk_tokens: int | None = None, num_devices: int = 0, callback=None,
+    def __init__(self, num_topics: int = _CONFIG.num_topics, alpha: float | None = _CONFIG.alpha,
+                 beta: float = _CONFIG.beta, iterations: int = _CONFIG.iterations,
+                 seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
+                 chunk_tokens: int | None = _CONFIG.chunk_tokens,
+                 num_devices: int = _CONFIG.num_devices, callback=None,
                  verbose: int = 0, n_components: int | None = None, max_iter: int | None = None,
                  doc_topic_prior: float | None = None, topic_word_prior: float | None = None,
                  random_state=None):
