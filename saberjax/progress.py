@@ -68,7 +68,9 @@ def time_line(phases: dict[str, float], init: float, compile: float, iterations:
     (initialising or loading the checkpoint, its compilation included), compile (the
     iteration), training (`iterations`: the seconds of this run's iterations, as in
     metrics.jsonl) and transfer, the rest of the call: chiefly the corpus put on the devices
-    and the model fetched back (and any checkpoints).  total: the wall time it all came from.
+    and the model fetched back (and any checkpoints).  evaluation is held-out scoring and any
+    other fold-in of documents (train.py --save_doc_topics).  total: the wall time it all
+    came from.
     """
     seconds = dict(phases, init=init, compile=compile, training=iterations,
                    transfer=max(0.0, phases.get("training", 0.0) - init - compile - iterations))

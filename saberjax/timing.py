@@ -3,9 +3,10 @@ of a run (the training log's "where the time went" line).
 
 Library code marks its phases with ``with timing.phase("layout"): ...`` (or the decorator
 ``@timing.in_phase("layout")``); that costs nothing
-unless a run records them: ``with phases.recording(): ...`` makes a `Phases` the recorder of
-every phase entered in that context (the thread that runs the launcher; threads a phase starts
-are inside its wall-clock time).
+unless a run records them: ``with phases.recording(): ...`` (or ``phases.record()``, for the
+rest of a launcher's run) makes a `Phases` the recorder of every phase entered in that
+context (the thread that runs the launcher; threads a phase starts are inside its wall-clock
+time).
 """
 
 from __future__ import annotations
@@ -52,12 +53,19 @@ class Phases:
 
     @contextlib.contextmanager
     def recording(self):
-        """Make this the recorder of every `phase` entered in the current context."""
+        """Make this the recorder of every `phase` entered in the current context, until the
+        block ends."""
         token = _RECORDER.set(self)
         try:
             yield self
         finally:
             _RECORDER.reset(token)
+
+    def record(self) -> Phases:
+        """Make this the recorder of every `phase` entered in the current context from now on
+        (a launcher's whole run); returns self."""
+        _RECORDER.set(self)
+        return self
 
     @contextlib.contextmanager
     def phase(self, name: str):

@@ -21,9 +21,10 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+from saberjax.platform import reuse_freed_memory, use_every_cpu_core  # noqa: E402
 
-use_every_cpu_core()
+use_every_cpu_core()  # before jax starts
+reuse_freed_memory()  # as the launchers do
 
 import jax
 import numpy as np
