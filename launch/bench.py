@@ -51,7 +51,9 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         the steady iteration; collective_seconds the collectives alone, with
                         collective_bytes_per_device received and collective_GB_per_s.
   placement             layout build and transfer to the devices (seconds, bytes, GB_per_s).
-  peak_device_GB        the most memory a local device held so far in the process.
+  peak_device_GB        the most memory a local device held so far in the process, beside
+                        planned_device_GB, the memory plan's figure for the placement
+                        (execution.resident_bytes with the measured bytes per token).
   phases                each phase as its own jitted function over the first device's chunks,
                         block_until_ready between phases, median of `--phase_repeats` passes
                         after one compiling pass (one process only):
@@ -502,6 +504,9 @@ def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int
         model_bytes=model_bytes,
         model_bytes_per_token=_sig(model_bytes / tokens),
         peak_device_GB=_peak_device_gigabytes(),
+        planned_device_GB=_sig(execution.resident_bytes(
+            corpus, hyper, placement.num_devices, placement.partition,
+            execution.device_bytes_per_token(corpus, hyper)) / 1e9),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:

@@ -597,41 +597,63 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     size = mesh.size
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else free_device_memory(jax.local_devices()[0]))
-    share = -(-corpus.num_tokens // size)
-    word_rows = -(-corpus.num_words // size)
-    by_word_bytes = (model_bytes(word_rows, hyper.padded_topics) + share * BYTES_PER_TOKEN_BOUND
-                     + WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
+    measured = functools.cache(lambda: device_bytes_per_token(corpus, hyper))
+
+    def fits(by: str) -> bool:
+        """Whether a resident placement by `by` fits the budget: the cheap bound, else the
+        measured bytes per token (probe chunks compiled only then)."""
+        return budget is None or any(
+            resident_bytes(corpus, hyper, size, by, per_token()) <= budget
+            for per_token in (lambda: BYTES_PER_TOKEN_BOUND, measured))
+
     if partition == "auto":
-        resident_by_word = (size > 1 and not stream and chunk_tokens is None
-                            and (budget is None or by_word_bytes <= budget))
-        by_document_bytes = (model_bytes(word_rows * size, hyper.padded_topics)
-                             + share * BYTES_PER_TOKEN_BOUND)
-        model_heavy = (corpus.num_words * hyper.padded_topics
-                       > WORD_PARTITION_CELLS_PER_TOKEN * corpus.num_tokens)
-        partition = ("words" if resident_by_word and (
-            model_heavy or (budget is not None and by_document_bytes > budget))
-            else "documents")
+        by_word = (size > 1 and not stream and chunk_tokens is None and fits("words") and (
+            corpus.num_words * hyper.padded_topics
+            > WORD_PARTITION_CELLS_PER_TOKEN * corpus.num_tokens or not fits("documents")))
+        partition = "words" if by_word else "documents"
     if partition == "words":
         if stream or chunk_tokens is not None:
             raise ValueError("partition 'words' keeps each device's share resident in one "
                              "chunk: leave out chunk_tokens and streaming, or partition by "
                              "documents")
-        if budget is not None and by_word_bytes > budget:
-            raise MemoryError(f"partition 'words' needs about {by_word_bytes / 1e9:.1f} GB a "
-                              f"device (K={hyper.num_topics}, {word_rows:,} word rows, "
-                              f"{share:,} tokens), the budget is {budget / 1e9:.1f} GB; use more "
-                              f"devices or partition by documents (which can stream)")
-        return _placed(corpus, hyper, mesh, None, False, prefetch, by_word=True)
-    padded_words = word_rows * size
+    if stream is False or partition == "words":
+        if not fits(partition):
+            needed = resident_bytes(corpus, hyper, size, partition, measured())
+            model = model_bytes(model_rows(corpus, size, partition), hyper.padded_topics)
+            raise MemoryError(
+                f"resident by {partition}, K={hyper.num_topics} over {size} device(s) needs "
+                f"{needed / 1e9:.1f} GB a device (model {model / 1e9:.1f} GB), the budget is "
+                f"{budget / 1e9:.1f} GB; use more devices, fewer topics, or let the corpus "
+                f"stream (partition by documents)")
+        return _placed(corpus, hyper, mesh, chunk_tokens, False, prefetch,
+                       by_word=partition == "words")
+    share = -(-corpus.num_tokens // size)
+    padded_words = model_rows(corpus, size, "documents")
     planned = None
-    if stream is not False and budget is not None and (
-            model_bytes(padded_words, hyper.padded_topics) + share * BYTES_PER_TOKEN_BOUND
-            > budget):
+    if budget is not None and not fits("documents"):
         planned = plan_chunk_tokens(share, padded_words, hyper.num_topics, hyper.padded_topics,
-                                    budget, device_bytes_per_token(corpus, hyper), prefetch)
+                                    budget, measured(), prefetch)
     streamed = planned is not None if stream is None else stream
     return _placed(corpus, hyper, mesh, chunk_tokens or (planned if streamed else None),
                    streamed, prefetch, by_word=False)
+
+
+def model_rows(corpus: Corpus, num_devices: int, partition: str) -> int:
+    """Rows of the model on each device: V padded to a multiple of the device count by
+    documents (B-hat is whole everywhere), a V / N share by words."""
+    rows = -(-corpus.num_words // num_devices)
+    return rows if partition == "words" else rows * num_devices
+
+
+def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partition: str,
+                   per_token: float) -> int:
+    """Planned device bytes a device needs with every chunk resident: the model and its update
+    (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
+    by words every document's A and the E-step's doc-major topics."""
+    share = -(-corpus.num_tokens // num_devices)
+    extra = WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens if partition == "words" else 0
+    return int(model_bytes(model_rows(corpus, num_devices, partition), hyper.padded_topics)
+               + share * per_token + extra)
 
 
 def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | None,

@@ -97,3 +97,18 @@ def test_a_model_too_large_for_the_budget_is_a_clear_error():
     with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
         trainer.train(corpus, trainer.TrainConfig(num_topics=8, iterations=1,
                                                   device_memory_gb=1e-6))
+
+
+@pytest.mark.parametrize("num_devices, partition", [(1, "documents"), (2, "words")])
+def test_a_resident_placement_too_large_for_the_budget_names_the_gb_it_needs(num_devices,
+                                                                             partition):
+    corpus = random_corpus(num_docs=2500, num_words=60, seed=16)  # more tokens than the probes
+    hyper = Hyperparams.create(30)
+    needed = execution.resident_bytes(corpus, hyper, num_devices, partition,
+                                      execution.device_bytes_per_token(corpus, hyper))
+    with pytest.raises(MemoryError, match=f"resident by {partition}, K=30 over {num_devices} "
+                                          f"device.* needs {needed / 1e9:.1f} GB a device"):
+        execution.place(corpus, hyper, num_devices, device_memory_gb=needed / 2e9,
+                        stream=False, partition=partition)
+    assert execution.place(corpus, hyper, num_devices, device_memory_gb=needed / 1e9,
+                           stream=False, partition=partition).partition == partition
