@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, rng
+from saberjax import esca, execution, rng
 from saberjax.backend import resolve_backend
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              from_count_matrix)
@@ -214,12 +214,22 @@ def is_text_documents(documents) -> bool:
             and documents.dtype.kind in "UO")
 
 
+def _check_device_room(what: str, needed: int, device) -> None:
+    """MemoryError naming the GB needed when the device says it has less free, before
+    anything is allocated."""
+    free = execution.free_device_memory(device)
+    if free is not None and needed > free:
+        raise MemoryError(f"{what} of this model needs {needed / 1e9:.1f} GB on the device, "
+                          f"{free / 1e9:.1f} GB are free; use a device with more memory")
+
+
 def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWords,
                      iterations: int, batch_slots: int | None, num_devices: int) -> np.ndarray:
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
     with one batch per device queued while the host pads the next."""
     num_topics = topic_word.shape[0]
     devices = jax.local_devices()[: num_devices or None]
+    _check_device_room("EM fold-in", topic_word.size * 4 + BATCH_ELEMENTS * 8, devices[0])
     replicas = [jax.device_put(np.ascontiguousarray(topic_word.T, np.float32), device)
                 for device in devices]
     theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
@@ -257,6 +267,9 @@ def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITE
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
+    _check_device_room("ESCA fold-in", execution.model_bytes(model.num_words,
+                                                             hyper.padded_topics),
+                       jax.local_devices()[0])
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)

@@ -200,3 +200,15 @@ def test_infer_launcher_reads_a_folder_of_new_texts(tmp_path):
     assert (summary["documents"], summary["tokens"], summary["unknown_tokens"]) == (2, 6, 4)
     assert "4 of 10 tokens (40.0%) are words outside" in result.stderr
     np.testing.assert_array_equal(np.load(output).argmax(axis=1), [0, 1])
+
+
+def test_inference_that_does_not_fit_the_device_is_refused_before_allocating(monkeypatch):
+    from saberjax import execution, inference
+    from saberjax.model import TopicModel
+
+    model = TopicModel(np.ones((50, 4), np.int32), 0.5, 0.01, tuple(f"w{i}" for i in range(50)))
+    corpus = random_corpus(num_docs=5, num_words=50, seed=3)
+    monkeypatch.setattr(execution, "free_device_memory", lambda device=None: 1000)
+    for method in inference.METHODS:
+        with pytest.raises(MemoryError, match="fold-in of this model needs .* GB on the device"):
+            inference.infer_topics(model, corpus, method=method)
