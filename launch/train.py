@@ -24,20 +24,24 @@ import dataclasses
 import json
 import pathlib
 import sys
+import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from saberjax.platform import use_every_cpu_core  # noqa: E402 (before jax starts)
+from saberjax.platform import reuse_freed_memory, use_every_cpu_core  # noqa: E402
 
-use_every_cpu_core()
+use_every_cpu_core()  # before jax starts
+reuse_freed_memory()
 
+import numpy as np
 from absl import flags, logging
 
 from saberjax import checkpoint, cli, processes, trainer
 from saberjax import corpus as corpus_io
+from saberjax import corpus_cache, timing
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
-from saberjax.progress import Progress
+from saberjax.progress import Progress, time_line
 from saberjax.report import write_report
 from saberjax.run_directory import RunDirectory
 
@@ -77,6 +81,10 @@ flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <
                          "--max_df must be in (0, 1]")
 flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                          "--test_fraction must be in [0, 1)")
+flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: the topic "
+                  "proportions [D, K] of every document of --corpus, training and held-out, in "
+                  "order (EM fold-in under the final topics, as launch/infer.py gives them).")
+corpus_cache.define_flags()
 
 
 def text_options() -> dict:
@@ -86,21 +94,25 @@ def text_options() -> dict:
 
 
 def load_data():
-    """(training corpus, held-out halves or None) as the flags ask."""
+    """(every document of the corpus, the training corpus, held-out halves or None) as the
+    flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
-        corpus = corpus_io.load_corpus(FLAGS.corpus, FLAGS.format, **text_options())
+        documents = corpus_cache.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
+                                                        **text_options())
     else:
-        corpus = corpus_io.load_bundled("kos")
+        documents = corpus_io.load_bundled("kos")
+    corpus = documents
     if FLAGS.test_corpus:
-        test = corpus_io.load_corpus(FLAGS.test_corpus, FLAGS.format, **text_options())
+        test = corpus_cache.load_corpus_as_flagged(FLAGS.test_corpus, FLAGS.format,
+                                                   **text_options())
         test = corpus_io.align_vocabulary(test, corpus.vocab)
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
-        return corpus, None
+        return documents, corpus, None
     halves = corpus_io.split_document_halves(test, FLAGS.seed)
     check_scorable(*halves)
-    return corpus, halves
+    return documents, corpus, halves
 
 
 def main(argv):
@@ -108,7 +120,9 @@ def main(argv):
     processes.initialize_from_flags(FLAGS)
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     backend = trainer.resolve_backend(config.backend)
-    corpus, heldout = load_data()
+    phases, started = timing.Phases().record(), time.perf_counter()
+    with phases.phase("load"):
+        documents, corpus, heldout = load_data()
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume)
     if not processes.is_writer():  # trains its share; process 0 writes everything
@@ -124,9 +138,11 @@ def main(argv):
     run.open()
     processes.barrier("output opened")
     try:
-        result = train(run, corpus, heldout, config)
+        with phases.phase("training"):
+            result = train(run, corpus, heldout, config)
         model = with_provenance(result)
-        output = run.finish(lambda staging: save_result(staging, model, corpus))
+        with phases.phase("save"):
+            output = run.finish(lambda staging: save_result(staging, model, corpus, documents))
     except BaseException:
         run.abandon()
         raise
@@ -143,6 +159,11 @@ def main(argv):
         summary.update(heldout_loglik_per_token=final["heldout_loglik_per_token"],
                        perplexity=final["perplexity"])
     print(json.dumps(summary))
+    resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
+    logging.info(time_line(phases.seconds, result.init_seconds, result.compile_seconds,
+                           sum(record["seconds"] for record in result.metrics
+                               if record["iteration"] > resumed_at),
+                           time.perf_counter() - started))
 
 
 def train(run: RunDirectory, corpus, heldout, config) -> trainer.TrainResult:
@@ -174,9 +195,14 @@ def with_provenance(result: trainer.TrainResult):
         text_options=text_options()))
 
 
-def save_result(directory: pathlib.Path, model, corpus) -> None:
-    """The model files, and with --report the report, into the directory being assembled."""
+def save_result(directory: pathlib.Path, model, corpus, documents) -> None:
+    """The model files, with --save_doc_topics the topic proportions of `documents`, and with
+    --report the report, into the directory being assembled."""
     model.save(directory)
+    if FLAGS.save_doc_topics:
+        with timing.phase("evaluation"):
+            theta = model.transform(documents, num_devices=FLAGS.num_devices)
+        atomic_write(directory / "doc_topics.npy", lambda file: np.save(file, theta))
     if FLAGS.report:
         write_report(model, directory / "report", corpus, model.metrics)
 

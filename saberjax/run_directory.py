@@ -37,7 +37,8 @@ WORK_SUFFIX = ".partial"
 CHECKPOINTS = "checkpoints"
 METRICS = "metrics.jsonl"
 MODEL_FILE = "model.npz"
-RUN_FILES = (MODEL_FILE, "vocab.txt", "config.json", METRICS, "report", CHECKPOINTS)
+DOC_TOPICS = "doc_topics.npy"  # train.py --save_doc_topics
+RUN_FILES = (MODEL_FILE, "vocab.txt", "config.json", METRICS, "report", CHECKPOINTS, DOC_TOPICS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,113 @@
+"""Start-up of a training run (issue 15, section 1): where the time went, and the launcher's
+corpus cache, timing line and training documents' topic proportions."""
+
+import json
+import re
+import time
+
+import numpy as np
+from helpers import random_corpus, run_launcher
+
+from saberjax import timing
+from saberjax.corpus import split_document_halves
+from saberjax.evaluate import heldout_loglik
+from saberjax.layout import build_layout
+from saberjax.model import TopicModel
+from saberjax.progress import time_line
+
+
+def test_phases_count_each_second_once_and_only_when_recorded():
+    phases = timing.Phases()
+    with timing.phase("layout"):  # nobody records: nothing happens
+        pass
+    with phases.recording():
+        with phases.phase("training"):
+            time.sleep(0.05)
+            with timing.phase("evaluation"):
+                time.sleep(0.1)
+        with timing.phase("evaluation"):
+            time.sleep(0.05)
+    with timing.phase("evaluation"):  # recording is over
+        time.sleep(0.1)
+    assert set(phases.seconds) == {"training", "evaluation"}
+    assert 0.05 <= phases.seconds["training"] < 0.1
+    assert 0.15 <= phases.seconds["evaluation"] < 0.2
+
+
+def test_layout_and_evaluation_are_phases_of_their_own():
+    corpus = random_corpus(num_docs=30, seed=2)
+    model = TopicModel(np.ones((corpus.num_words, 3), np.int32), 0.1, 0.01, corpus.vocab)
+    phases = timing.Phases()
+    with phases.recording():
+        build_layout(corpus)
+        heldout_loglik(model.topic_word, *split_document_halves(corpus), model.alpha)
+    assert set(phases.seconds) == {"layout", "evaluation"}
+
+
+def test_time_line_splits_the_training_call_into_the_trainers_figures():
+    line = time_line(dict(load=0.5, layout=1.0, training=10.0, evaluation=0.25, save=2.0),
+                     init=1.5, compile=2.0, iterations=6.0, total=14.0)
+    assert line == ("time: load 0.50 s, layout 1.00 s, transfer 0.50 s, init 1.50 s, compile "
+                    "2.00 s, training 6.00 s, evaluation 0.25 s, save 2.00 s (total 14.00 s)")
+
+
+def uci_folder(path, corpus):
+    """corpus written as a UCI bag-of-words folder (docword.txt + vocab.txt)."""
+    path.mkdir()
+    doc, word, count = corpus.doc_word_counts()
+    lines = [f"{corpus.num_docs}\n{corpus.num_words}\n{doc.size}\n"]
+    lines += [f"{d + 1} {w + 1} {c}\n" for d, w, c in zip(doc, word, count)]
+    (path / "docword.txt").write_text("".join(lines))
+    (path / "vocab.txt").write_text("".join(f"{w}\n" for w in corpus.vocab))
+    return path
+
+
+def train(tmp_path, *flags):
+    result = run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=4",
+                          "--iterations=2", "--backend=xla", "--top_words=0",
+                          f"--cache_dir={tmp_path / 'cache'}", *flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_path):
+    uci_folder(tmp_path / "uci", random_corpus(num_docs=40, seed=5))
+    first = train(tmp_path, f"--output={tmp_path / 'run1'}")
+    last_log_line = first.stderr.strip().splitlines()[-1]
+    assert re.search(r"time: load \d+\.\d\d s, layout \d+\.\d\d s, transfer \d+\.\d\d s, init "
+                     r"\d+\.\d\d s, compile \d+\.\d\d s, training \d+\.\d\d s, evaluation "
+                     r"\d+\.\d\d s, save \d+\.\d\d s \(total \d+\.\d\d s\)$", last_log_line)
+    (entry,) = (tmp_path / "cache").iterdir()
+    assert (entry / "corpus" / "word_ids.npy").is_file()
+    # the second run reads the cached copy: same model, and its source may even be gone
+    (tmp_path / "uci" / "docword.txt").rename(tmp_path / "docword.txt")
+    assert run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=4",
+                        f"--cache_dir={tmp_path / 'cache'}", f"--output={tmp_path / 'x'}"
+                        ).returncode == 1  # the key needs the source: never a stale copy
+    (tmp_path / "docword.txt").rename(tmp_path / "uci" / "docword.txt")
+    train(tmp_path, f"--output={tmp_path / 'run2'}")
+    first_model, second_model = (TopicModel.load(tmp_path / run) for run in ("run1", "run2"))
+    np.testing.assert_array_equal(first_model.word_topic_counts, second_model.word_topic_counts)
+    assert first_model.config["corpus_fingerprint"] == second_model.config["corpus_fingerprint"]
+
+
+def test_nocache_writes_no_cache_entry(tmp_path):
+    uci_folder(tmp_path / "uci", random_corpus(num_docs=20, seed=6))
+    train(tmp_path, f"--output={tmp_path / 'run'}", "--nocache")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_save_doc_topics_writes_every_corpus_documents_proportions(tmp_path):
+    corpus = random_corpus(num_docs=30, seed=7)
+    uci_folder(tmp_path / "uci", corpus)
+    train(tmp_path, f"--output={tmp_path / 'run'}", "--save_doc_topics")
+    theta = np.load(tmp_path / "run" / "doc_topics.npy")
+    assert theta.shape == (30, 4) and theta.dtype == np.float32
+    np.testing.assert_allclose(theta.sum(axis=1), 1, rtol=1e-5)
+    model = TopicModel.load(tmp_path / "run")
+    np.testing.assert_allclose(theta, model.transform(corpus), atol=1e-6)
+    # a run directory holding doc_topics.npy is still the run's own: --overwrite replaces it
+    train(tmp_path, f"--output={tmp_path / 'run'}", "--overwrite")
+    assert not (tmp_path / "run" / "doc_topics.npy").exists()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["num_topics"] == 4
+
