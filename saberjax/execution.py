@@ -113,7 +113,7 @@ class Placement:
     chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
     num_words: int
     hyper: Hyperparams
-    # partition by word: each device's share of the vocabulary's tokens (layout.word_share,
+    # partition by word: each device's share of the vocabulary's tokens (layout.word_shares,
     # by device) and the words by rank (rank r is device r % N's row r // N); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
@@ -128,10 +128,8 @@ class Placement:
 
     @property
     def model_rows(self) -> int:
-        """Rows of B on each device: all V (padded) by document, a V / N share by word."""
-        if self.word_shares is None:
-            return self.padded_words
-        return -(-self.num_words // self.num_devices)
+        """Rows of the model on each device (model_rows)."""
+        return model_rows(self.num_words, self.num_devices, self.partition)
 
     @property
     def num_devices(self) -> int:
@@ -149,7 +147,7 @@ class Placement:
     def padded_words(self) -> int:
         """V rounded up to a multiple of the device count: the rows of the model's global
         arrays, N equal shares."""
-        return -(-self.num_words // self.num_devices) * self.num_devices
+        return model_rows(self.num_words, self.num_devices, "documents")
 
     @property
     def streamed(self) -> bool:
@@ -253,11 +251,15 @@ class Placement:
                 axis=0, dtype=doc_major.dtype)
         state = esca.chunk_state_from_topics(_local(slots[0]), topics, doc_major, self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
-        totals = backend_ops(self.hyper.backend).topic_totals(counts)
+        return (_stacked(state),), self._model_of_own_rows(counts)
+
+    def _model_of_own_rows(self, rows) -> Model:
+        """Partition by word: the model of this device's rows of B, with the topic totals
+        summed over the mesh; B-hat and the trees stay with their rows."""
+        totals = backend_ops(self.hyper.backend).topic_totals(rows)
         if self.num_devices > 1:
             totals = lax.psum(totals, AXIS)
-        model = esca.model_from_totals(counts, totals, self.hyper, self.num_words)
-        return (_stacked(state),), model
+        return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
 
     def _iteration_args(self, state: TrainState, key) -> tuple:
         return self.slots, self.word_shares, state.chunks, state.model, key
@@ -288,12 +290,7 @@ class Placement:
     @functools.cached_property
     def _model_program(self):
         """Rows of B -> the model (no gather by word: each device keeps its rows' B-hat)."""
-        def by_word(rows):
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
-            totals = lax.psum(totals, AXIS) if self.num_devices > 1 else totals
-            return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
-
-        body = self._model_of_rows if self.word_shares is None else by_word
+        body = self._model_of_rows if self.word_shares is None else self._model_of_own_rows
         return jax.jit(self._shard_map(body, P(AXIS), self.model_spec))
 
     @functools.cached_property
@@ -619,7 +616,8 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if stream is False or partition == "words":
         if not fits(partition):
             needed = resident_bytes(corpus, hyper, size, partition, measured())
-            model = model_bytes(model_rows(corpus, size, partition), hyper.padded_topics)
+            rows = model_rows(corpus.num_words, size, partition)
+            model = model_bytes(rows, hyper.padded_topics)
             raise MemoryError(
                 f"resident by {partition}, K={hyper.num_topics} over {size} device(s) needs "
                 f"{needed / 1e9:.1f} GB a device (model {model / 1e9:.1f} GB), the budget is "
@@ -628,7 +626,7 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         return _placed(corpus, hyper, mesh, chunk_tokens, False, prefetch,
                        by_word=partition == "words")
     share = -(-corpus.num_tokens // size)
-    padded_words = model_rows(corpus, size, "documents")
+    padded_words = model_rows(corpus.num_words, size, "documents")
     planned = None
     if budget is not None and not fits("documents"):
         planned = plan_chunk_tokens(share, padded_words, hyper.num_topics, hyper.padded_topics,
@@ -638,10 +636,10 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                    streamed, prefetch, by_word=False)
 
 
-def model_rows(corpus: Corpus, num_devices: int, partition: str) -> int:
+def model_rows(num_words: int, num_devices: int, partition: str) -> int:
     """Rows of the model on each device: V padded to a multiple of the device count by
     documents (B-hat is whole everywhere), a V / N share by words."""
-    rows = -(-corpus.num_words // num_devices)
+    rows = -(-num_words // num_devices)
     return rows if partition == "words" else rows * num_devices
 
 
@@ -652,7 +650,8 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     by words every document's A and the E-step's doc-major topics."""
     share = -(-corpus.num_tokens // num_devices)
     extra = WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens if partition == "words" else 0
-    return int(model_bytes(model_rows(corpus, num_devices, partition), hyper.padded_topics)
+    rows = model_rows(corpus.num_words, num_devices, partition)
+    return int(model_bytes(rows, hyper.padded_topics)
                + share * per_token + extra)
 
 
