@@ -68,6 +68,7 @@ def load_documents(model: TopicModel) -> corpus_io.Corpus:
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
+    corpus_cache.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
     documents = load_documents(model)
     start = time.perf_counter()

@@ -43,7 +43,7 @@ from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.progress import Progress, time_line
 from saberjax.report import write_report
-from saberjax.run_directory import RunDirectory
+from saberjax.run_directory import DOC_TOPICS, RunDirectory
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain text: "
@@ -121,10 +121,13 @@ def main(argv):
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     backend = trainer.resolve_backend(config.backend)
     phases, started = timing.Phases().record(), time.perf_counter()
+    corpus_cache.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume)
+    # read now: the run's own checkpoints replace the one it resumes from
+    resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     if not processes.is_writer():  # trains its share; process 0 writes everything
         processes.barrier("output planned")
         processes.barrier("output opened")
@@ -159,7 +162,6 @@ def main(argv):
         summary.update(heldout_loglik_per_token=final["heldout_loglik_per_token"],
                        perplexity=final["perplexity"])
     print(json.dumps(summary))
-    resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     logging.info(time_line(phases.seconds, result.init_seconds, result.compile_seconds,
                            sum(record["seconds"] for record in result.metrics
                                if record["iteration"] > resumed_at),
@@ -202,7 +204,7 @@ def save_result(directory: pathlib.Path, model, corpus, documents) -> None:
     if FLAGS.save_doc_topics:
         with timing.phase("evaluation"):
             theta = model.transform(documents, num_devices=FLAGS.num_devices)
-        atomic_write(directory / "doc_topics.npy", lambda file: np.save(file, theta))
+        atomic_write(directory / DOC_TOPICS, lambda file: np.save(file, theta))
     if FLAGS.report:
         write_report(model, directory / "report", corpus, model.metrics)
 

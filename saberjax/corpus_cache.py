@@ -42,16 +42,33 @@ MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
 _ENTRY_FILES = (MANIFEST, CORPUS_FOLDER)
 _READ_BLOCK = 1 << 24
+COMPILE_SECONDS_CACHED = 0.2
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def default_cache_dir() -> Path:
-    """$SABERJAX_CACHE_DIR, else the user's cache directory ($XDG_CACHE_HOME or ~/.cache)
-    /saberjax/corpora."""
+def cache_root() -> Path:
+    """saberjax's cache folder: $SABERJAX_CACHE_DIR, else the user's cache directory
+    ($XDG_CACHE_HOME or ~/.cache)/saberjax.  It holds corpora/ (this module's entries) and
+    xla/ (compiled programs, use_compilation_cache)."""
     if os.environ.get("SABERJAX_CACHE_DIR"):
         return Path(os.environ["SABERJAX_CACHE_DIR"])
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "saberjax" / "corpora"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "saberjax"
+
+
+def default_cache_dir() -> Path:
+    """Where load_corpus keeps its entries by default: cache_root()/corpora."""
+    return cache_root() / "corpora"
+
+
+def use_compilation_cache(directory) -> None:
+    """Keep the programs XLA compiles in `directory` (JAX's persistent compilation cache), so
+    that a later run with the same shapes and settings loads them instead of compiling
+    (wiki25k at K = 16 on two cores: the iteration's 2.5 s compile becomes 0.3 s).  Only
+    compilations of COMPILE_SECONDS_CACHED or more are kept."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", COMPILE_SECONDS_CACHED)
 
 
 def reading_options(path, format: str = "auto", **text_options) -> dict:
@@ -114,19 +131,30 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
 
 def define_flags() -> None:
     """The launchers' --cache_dir and --[no]cache flags (absl)."""
-    flags.DEFINE_string("cache_dir", None, "Where corpora read from UCI, LDA-C or text are kept "
-                        "as memory-mapped native copies, keyed by the files' contents and the "
-                        "reading options (default: $SABERJAX_CACHE_DIR, else "
-                        "~/.cache/saberjax/corpora).")
-    flags.DEFINE_bool("cache", True, "Use the corpus cache (--nocache: read the source every "
-                      "time and write nothing to the cache).")
+    flags.DEFINE_string("cache_dir", None, "Cache folder: corpora/ keeps corpora read from UCI, "
+                        "LDA-C or text as memory-mapped native copies, keyed by the files' "
+                        "contents and the reading options; xla/ keeps compiled programs "
+                        "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).")
+    flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
+                      "source and compile every program, writing nothing to --cache_dir).")
+
+
+def use_caches_as_flagged() -> None:
+    """The compilation cache in --cache_dir/xla, unless --nocache (call before compiling)."""
+    if flags.FLAGS.cache:
+        use_compilation_cache(_flagged_root() / "xla")
 
 
 def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
-    """load_corpus with the cache --cache_dir, or corpus.load_corpus under --nocache."""
+    """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
+    --nocache."""
     if not flags.FLAGS.cache:
         return corpus_io.load_corpus(path, format, **text_options)
-    return load_corpus(path, format, flags.FLAGS.cache_dir, **text_options)
+    return load_corpus(path, format, _flagged_root() / "corpora", **text_options)
+
+
+def _flagged_root() -> Path:
+    return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else cache_root()
 
 
 def _read_entry(entry: Path, key: str) -> Corpus | None:

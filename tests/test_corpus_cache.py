@@ -125,7 +125,7 @@ def test_native_corpora_and_source_errors_bypass_the_cache(tmp_path):
 
 def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SABERJAX_CACHE_DIR", str(tmp_path / "mine"))
-    assert corpus_cache.default_cache_dir() == tmp_path / "mine"
+    assert corpus_cache.default_cache_dir() == tmp_path / "mine" / "corpora"
     monkeypatch.delenv("SABERJAX_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert corpus_cache.default_cache_dir() == tmp_path / "xdg" / "saberjax" / "corpora"

@@ -77,8 +77,9 @@ def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_
     assert re.search(r"time: load \d+\.\d\d s, layout \d+\.\d\d s, transfer \d+\.\d\d s, init "
                      r"\d+\.\d\d s, compile \d+\.\d\d s, training \d+\.\d\d s, evaluation "
                      r"\d+\.\d\d s, save \d+\.\d\d s \(total \d+\.\d\d s\)$", last_log_line)
-    (entry,) = (tmp_path / "cache").iterdir()
+    (entry,) = (tmp_path / "cache" / "corpora").iterdir()
     assert (entry / "corpus" / "word_ids.npy").is_file()
+    assert any((tmp_path / "cache" / "xla").iterdir())  # the compiled iteration, kept
     # the second run reads the cached copy: same model, and its source may even be gone
     (tmp_path / "uci" / "docword.txt").rename(tmp_path / "docword.txt")
     assert run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=4",
