@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 
 import numpy as np
 
@@ -25,7 +24,6 @@ from saberjax.corpus import Corpus, from_count_matrix, split_document_halves
 from saberjax.evaluate import HeldOutScore, heldout_loglik
 from saberjax.inference import in_model_vocabulary, is_text_documents
 from saberjax.model import TopicModel
-from saberjax.progress import Progress, chain
 from saberjax.trainer import TrainConfig, train
 
 
@@ -164,9 +162,7 @@ class LDA:
         params = dict(self.get_params(), **self._settings())
         config = TrainConfig(**{name: value for name, value in params.items()
                                 if name in config_fields})
-        progress = (Progress(config.iterations, int(self.verbose),
-                             lambda line: print(line, file=sys.stderr)) if self.verbose else None)
-        result = train(corpus, config, callback=chain(progress, self.callback))
+        result = train(corpus, config, callback=self.callback, verbose=int(self.verbose))
         self._set_model(dataclasses.replace(result.model, metrics=tuple(result.metrics)),
                         named_columns)
         return self

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import sys
 import time
 from typing import Callable, NamedTuple
 
@@ -25,6 +26,7 @@ from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
 from saberjax.model import TopicModel
+from saberjax.progress import Progress, chain
 from saberjax.state import Hyperparams, TrainState, check_document_lengths
 
 
@@ -232,13 +234,18 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
           callback: Callable[[int, dict, TrainState], bool | None] | None = None,
-          checkpoint_dir=None, resume_from=None) -> TrainResult:
+          checkpoint_dir=None, resume_from=None, verbose: int = 0) -> TrainResult:
     """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents.
 
     Checkpoints go to `checkpoint_dir` (needed when config.checkpoint_every is set);
     `resume_from` is a checkpoint (e.g. checkpoint.latest_checkpoint(dir)) to continue from,
-    its metrics included, instead of initialising.
+    its metrics included, instead of initialising.  verbose=N prints a progress line
+    (progress.Progress: Mtoken/s, ETA, latest held-out score) to stderr every N iterations
+    and after the last.
     """
+    if verbose:
+        callback = chain(Progress(config.iterations, verbose,
+                                  lambda line: print(line, file=sys.stderr)), callback)
     if config.checkpoint_every and checkpoint_dir is None:
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,

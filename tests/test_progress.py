@@ -73,3 +73,11 @@ def test_host_work_between_iterations_is_not_counted_as_training_time():
                            corpus_io.split_document_halves(test), callback=slow_host)
     assert [m["iteration"] for m in result.metrics] == [1, 2, 3, 4]
     assert result.metrics[2]["seconds"] < pause / 2, result.metrics
+
+
+def test_train_from_python_prints_progress_with_verbose(capsys):
+    result = trainer.train(random_corpus(num_docs=20, num_words=20, mean_length=10),
+                           trainer.TrainConfig(num_topics=3, iterations=3, backend="xla"),
+                           verbose=2)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "Mtoken/s" in line]
+    assert [line.split()[1] for line in lines] == ["2/3:", "3/3:"] and len(result.metrics) == 3
