@@ -67,13 +67,15 @@ def time_line(phases: dict[str, float], init: float, compile: float, iterations:
     the layout and evaluation inside it), which is split into the trainer's own figures: init
     (initialising or loading the checkpoint, its compilation included), compile (the
     iteration), training (`iterations`: the seconds of this run's iterations, as in
-    metrics.jsonl) and transfer, the rest of the call: chiefly the corpus put on the devices
-    and the model fetched back (and any checkpoints).  evaluation is held-out scoring and any
+    metrics.jsonl) and transfer: a "transfer" phase where the library marks one, plus the
+    rest of the call, chiefly the corpus put on the devices and the model fetched back (and
+    any checkpoints).  evaluation is held-out scoring and any
     other fold-in of documents (train.py --save_doc_topics).  total: the wall time it all
     came from.
     """
+    rest = max(0.0, phases.get("training", 0.0) - init - compile - iterations)
     seconds = dict(phases, init=init, compile=compile, training=iterations,
-                   transfer=max(0.0, phases.get("training", 0.0) - init - compile - iterations))
+                   transfer=phases.get("transfer", 0.0) + rest)
     shown = ", ".join(f"{name} {seconds.get(name, 0.0):.2f} s" for name in TIME_PHASES)
     return f"time: {shown} (total {total:.2f} s)"
 

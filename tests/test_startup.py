@@ -49,6 +49,9 @@ def test_time_line_splits_the_training_call_into_the_trainers_figures():
                      init=1.5, compile=2.0, iterations=6.0, total=14.0)
     assert line == ("time: load 0.50 s, layout 1.00 s, transfer 0.50 s, init 1.50 s, compile "
                     "2.00 s, training 6.00 s, evaluation 0.25 s, save 2.00 s (total 14.00 s)")
+    marked = time_line(dict(load=0.5, layout=1.0, transfer=0.25, training=9.75, save=2.0),
+                       init=1.5, compile=2.0, iterations=6.0, total=14.0)
+    assert "transfer 0.50 s" in marked  # the marked phase plus the rest of the call
 
 
 def uci_folder(path, corpus):
