@@ -41,7 +41,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, streaming
+from saberjax import esca, streaming, timing
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
@@ -667,13 +667,16 @@ def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | 
     chunking = tuple((int(offsets[first]), int(offsets[last] - offsets[first]))
                      for first, last in layout.chunk_docs)
     sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
-    slots = tuple(_by_device_array({device: layout.chunks[device * num_slots + slot]
-                                    for device in own}, sharding)
-                  for slot in range(num_slots))
-    if streamed:
-        slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE), prefetch)
+    with timing.phase("transfer"):
+        slots = tuple(_by_device_array({device: layout.chunks[device * num_slots + slot]
+                                        for device in own}, sharding)
+                      for slot in range(num_slots))
+        if streamed:
+            slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE), prefetch)
     if not by_word:
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
-    shares = _by_device_array(word_shares(corpus, layout, size, own), sharding)
+    shares = word_shares(corpus, layout, size, own)
+    with timing.phase("transfer"):
+        shares = _by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, layout.word_order)

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from saberjax import checkpoint, execution, processes, streaming
+from saberjax import checkpoint, execution, processes, streaming, timing
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
@@ -256,7 +256,8 @@ def train(corpus: Corpus, config: TrainConfig,
     placement = place(corpus, hyper, config)
     run = train_placed(corpus, placement, config, heldout, callback, checkpoint_dir,
                           resume_from)
-    counts = placement.word_topic(run.state)[:, :hyper.num_topics]
+    with timing.phase("transfer"):
+        counts = placement.word_topic(run.state)[:, :hyper.num_topics]
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
