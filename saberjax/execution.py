@@ -302,11 +302,13 @@ class Placement:
 
     # -- running --
 
-    def _stream(self, run_slot, chunk_states):
-        """(states, model) of run_slot(chunk, state, counts) over the streamed slots."""
+    def stream(self, run_slot, chunk_states, zero_counts=None, reduce=None):
+        """(states, model) of run_slot(chunk, state, counts) over the streamed slots, the
+        partial counts made by zero_counts() and reduced by reduce(counts) (None: the jitted
+        zero_partial_counts and reduce; CompiledStep passes their compiled executables)."""
         states, counts = streaming.stream_over_chunks(
-            self.slots, chunk_states, self.zero_partial_counts(), run_slot)
-        return states, self.reduce(counts)
+            self.slots, chunk_states, (zero_counts or self.zero_partial_counts)(), run_slot)
+        return states, (reduce or self.reduce)(counts)
 
     def replicated(self, value) -> jax.Array:
         """A host value (the same on every process) as an array on every device."""
@@ -317,7 +319,7 @@ class Placement:
         """The state after random initialisation (esca.init over the mesh)."""
         seed = self.replicated(np.uint32(seed))
         if self.streamed:
-            states, model = self._stream(
+            states, model = self.stream(
                 lambda chunk, _, counts: self._slot_init_program(chunk, seed, counts), None)
         else:
             states, model = self._init_program(self.slots, self.word_shares, seed)
@@ -470,11 +472,11 @@ class CompiledStep:
             chunk, chunk_state = jax.tree.map(
                 lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device),
                 (placement.slots[0], state.chunks[0]))
-            counts = placement.zero_partial_counts.lower().compile()
-            self._counts = counts
+            self._counts = placement.zero_partial_counts.lower().compile()
+            counts = jax.eval_shape(self._counts)
             self._slot = placement._slot_step_program.lower(
-                chunk, chunk_state, state.model, key, jax.eval_shape(counts)).compile()
-            self._reduce = placement.reduce.lower(jax.eval_shape(counts)).compile()
+                chunk, chunk_state, state.model, key, counts).compile()
+            self._reduce = placement.reduce.lower(counts).compile()
             self.num_executables = 3
         else:
             self._iteration = placement._iteration_program.lower(
@@ -487,11 +489,10 @@ class CompiledStep:
         placement = self.placement
         iteration, key = esca.next_iteration(state.seed, state.iteration)
         if placement.streamed:
-            states, counts = streaming.stream_over_chunks(
-                placement.slots, state.chunks, self._counts(),
+            states, model = placement.stream(
                 lambda chunk, chunk_state, counts: self._slot(chunk, chunk_state, state.model,
-                                                              key, counts))
-            model = self._reduce(counts)
+                                                              key, counts),
+                state.chunks, self._counts, self._reduce)
         else:
             states, model = self._iteration(*placement._iteration_args(state, key))
         return TrainState(states, model, iteration, state.seed)

@@ -170,6 +170,15 @@ def padded_shape(doc_offsets: np.ndarray, spans) -> tuple[int, int]:
     return bucket_size(tokens), bucket_size(docs + 1)
 
 
+def padded_doc_start(offsets: np.ndarray, padded_tokens: int, padded_docs: int) -> np.ndarray:
+    """Chunk.doc_start of a chunk whose documents have corpus offsets `offsets` (one more than
+    its documents): each document's segment start, then the padding document's (at the
+    chunk's real tokens, its segment the padding tokens) and padded_tokens for the rest."""
+    doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
+    doc_start[: len(offsets)] = offsets - offsets[0]
+    return doc_start
+
+
 def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray,
                 padded_tokens: int, padded_docs: int) -> Chunk:
     """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
@@ -219,8 +228,7 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     _expand_runs(sorted_doc, sorted_length, num_tokens, out=doc)
     doc_major_pos = np.arange(padded_tokens, dtype=np.int32)
     _expand_runs(sorted_start, sorted_length, num_tokens, step=1, out=doc_major_pos)
-    doc_start = np.full(padded_docs + 1, padded_tokens, dtype=np.int32)
-    doc_start[: num_docs + 1] = offsets - token_base
+    doc_start = padded_doc_start(offsets, padded_tokens, padded_docs)
     return Chunk(
         word=word_major,
         doc=doc,
@@ -346,9 +354,8 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int,
     # sort key: row, then longer documents first (positions are increasing already)
     shortness = (lengths.max(initial=0) - lengths)[doc_of_token]
     key = (ranks // num_parts).astype(np.int64) * (lengths.max(initial=0) + 1) + shortness
-    doc_start = np.concatenate(
-        [np.concatenate([offsets[first:last] - offsets[first],
-                         np.full(padded_docs - (last - first), padded_tokens)])
+    doc_start = np.concatenate(  # every chunk's segment starts, chunk e's at e * padded_tokens
+        [padded_doc_start(offsets[first:last + 1], padded_tokens, padded_docs)[:-1]
          + e * padded_tokens for e, (first, last) in enumerate(layout.chunk_docs)]
         + [[num_chunks * padded_tokens]]).astype(np.int32)
     token_base = np.array([split_token_id(int(offsets[first])) for first in firsts], np.uint32)

@@ -25,7 +25,7 @@ from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.segmented_count import shuffle_to_doc_major
-from saberjax.state import BHAT_DTYPE, Hyperparams
+from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams
 
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
                                    platform="gpu")
@@ -287,3 +287,52 @@ def test_lowering_check_rejects_what_triton_cannot_lower():
     with pytest.raises(NotImplementedError, match="sort"):
         lower_for_h100(sort, jnp.zeros(16, jnp.float32))
 
+
+
+def word_share_state(num_topics: int):
+    """(share, state over every document's A, model, key, hyper) of the first of two shares of
+    the vocabulary (layout.word_shares: a token_base table of two blocks, doc-major output
+    as long as both chunks)."""
+    from saberjax.layout import word_shares  # noqa: PLC0415
+
+    corpus = ragged_corpus()
+    chunk, _, model, key, hyper = random_state(corpus, num_topics, seed=2)
+    layout = build_layout(corpus, -(-corpus.num_tokens // 2), num_parts=2)
+    share = jax.device_put(word_shares(corpus, layout, 2, [0])[0])
+    tokens, docs = layout.chunks[0].padded_tokens, layout.chunks[0].padded_docs
+    state = ChunkState(topics=jnp.zeros(share.padded_tokens, hyper.topic_dtype),
+                       a_pairs=jnp.zeros(2 * tokens, jnp.uint32),
+                       a_nnz=jnp.zeros(2 * docs, jnp.int32))
+    assert share.token_base.shape == (2, 2) and share.block_tokens == tokens
+    return share, state, model, key, hyper
+
+
+def test_sampler_kernel_on_a_word_share_lowers_to_triton_for_h100():
+    share, state, model, key, hyper = word_share_state(1000)
+    sample = functools.partial(pallas_sampler.sample_and_shuffle, interpret=False)
+    text = lower_for_h100(lambda *args: sample(*args, hyper.alpha), share, state, model, key)
+    assert "triton" in text.lower()
+
+
+def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
+    """The kernels on word shares (token ids through a table of blocks, doc-major topics as
+    long as every chunk), two iterations from the same seed: bit-identical in interpret mode,
+    within Triton's rounding compiled on a GPU."""
+    from saberjax import execution  # noqa: PLC0415
+
+    corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
+    results = {}
+    for backend in ("xla", "pallas"):
+        placed = execution.place(corpus, Hyperparams.create(30, backend=backend),
+                                 min(2, jax.device_count()), partition="words")
+        state = placed.init(11)
+        step = placed.compile(state)
+        for _ in range(2):
+            state = step(state)
+        results[backend] = (placed.corpus_order_topics(state), placed.word_topic(state))
+    (topics, counts), (xla_topics, xla_counts) = results["pallas"], results["xla"]
+    if default_interpret():
+        np.testing.assert_array_equal(topics, xla_topics)
+        np.testing.assert_array_equal(counts, xla_counts)
+    else:
+        assert np.mean(topics != xla_topics) <= 0.01
