@@ -26,7 +26,7 @@ import collections
 import dataclasses
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +39,19 @@ from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, cou
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
-if TYPE_CHECKING:
-    from saberjax.model import TopicModel
+
+class ModelTopics(Protocol):
+    """What inference reads of a model: saberjax.model.TopicModel's fields (a protocol, as
+    model imports this module)."""
+
+    topic_word: np.ndarray  # float32 [K, V]
+    word_topic_counts: np.ndarray  # int32 [V, K]
+    alpha: float
+    beta: float
+    vocab: tuple[str, ...]
+    num_topics: int
+    num_words: int
+
 
 DEFAULT_EM_ITERATIONS = 50
 # Upper bound on word slots x topics held at once in a batch (floats), whatever K is.
@@ -161,7 +172,7 @@ def fold_in(topics_of_word, words, counts, alpha, iterations: int):
 METHODS = ("em", "esca")
 
 
-def infer_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITERATIONS,
+def infer_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_ITERATIONS,
                  batch_slots: int | None = None, num_devices: int = 0, method: str = "em",
                  seed: int = 0) -> np.ndarray:
     """Topic proportions theta [D, K] (float32, rows sum to 1) of new documents.
@@ -187,7 +198,7 @@ def infer_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITER
                             num_devices)
 
 
-def in_model_vocabulary(model: TopicModel, documents):
+def in_model_vocabulary(model: ModelTopics, documents):
     """New documents over the model's words: a Corpus re-expressed in its vocabulary (words
     matched by string), document strings tokenised against it (corpus_in_vocabulary: words
     it lacks are skipped and counted in a warning), or a count matrix as it is, once its
@@ -248,7 +259,7 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWo
     return theta
 
 
-def sample_topics(model: TopicModel, documents, iterations: int = DEFAULT_EM_ITERATIONS,
+def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_ITERATIONS,
                   seed: int = 0, backend: str = "auto") -> np.ndarray:
     """theta [D, K] by ESCA fold-in: the training sampler with B-hat fixed.
 

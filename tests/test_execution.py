@@ -125,21 +125,15 @@ def test_a_mesh_with_more_chunks_than_documents_leaves_some_empty():
 
 def package_imports() -> dict[str, set[str]]:
     """saberjax module -> the saberjax modules it imports anywhere (lazy imports inside
-    functions too; imports only for type checkers excluded, they never run; `from saberjax
-    import x` imports saberjax.x)."""
+    functions and imports for type checkers too; `from saberjax import x` imports
+    saberjax.x)."""
     package = ROOT / "saberjax"
     modules = {}
     for path in package.rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        type_checking = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-                         and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-                         for statement in block.body for node in ast.walk(statement)}
         found = set()
-        for node in ast.walk(tree):
-            if id(node) in type_checking:
-                continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module:
