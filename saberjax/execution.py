@@ -25,13 +25,16 @@ has no collectives and is esca.step's computation.
 
 Streaming: when a device's share does not fit its memory, slots stay in pinned host memory
 (streaming.HostChunks) and flow through the devices one slot program at a time, each device
-streaming its own chunks; the reduction then runs as a program of its own.
+streaming its own chunks; the reduction then runs as a program of its own.  When the chunks
+and their states do not fit the host memory budget either, they stream from a chunk store on
+local disk (chunk_store.StoredChunks), built without the whole layout in memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 
 import jax
@@ -41,11 +44,11 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, streaming, timing
+from saberjax import chunk_store, esca, streaming, timing
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
-from saberjax.layout import Chunk, build_layout, word_shares
+from saberjax.layout import Chunk, build_layout, plan_layout, word_shares
 from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
 
 AXIS = "data"
@@ -73,6 +76,11 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS))
 PARTITIONS = ("documents", "words")
+# The host memory budget by default: this fraction of the memory available at the start.
+HOST_MEMORY_FRACTION = 0.75
+# Host bytes per token of streaming from host memory: the chunks and states pinned, and the
+# layout they are copied from while they are placed (measured peak; BUILD_NOTES.md, streaming).
+IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:
@@ -108,7 +116,7 @@ class Placement:
     """
 
     mesh: Mesh
-    slots: tuple[Chunk, ...] | streaming.HostChunks
+    slots: tuple[Chunk, ...] | streaming.HostChunks | chunk_store.StoredChunks
     chunk_docs: tuple[tuple[int, int], ...]
     chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
     num_words: int
@@ -151,7 +159,12 @@ class Placement:
 
     @property
     def streamed(self) -> bool:
-        return isinstance(self.slots, streaming.HostChunks)
+        return isinstance(self.slots, (streaming.HostChunks, chunk_store.StoredChunks))
+
+    @property
+    def stored(self) -> bool:
+        """Whether the chunks stream from a chunk store on disk."""
+        return isinstance(self.slots, chunk_store.StoredChunks)
 
     def with_hyper(self, hyper: Hyperparams) -> "Placement":
         """The same chunks for other settings (another K or backend)."""
@@ -350,6 +363,11 @@ class Placement:
             leaves, treedef = jax.tree.flatten(tree)
             by_device = {}
             for leaf_index, leaf in enumerate(leaves):
+                if isinstance(leaf, np.ndarray):  # [devices, ...] in a chunk store
+                    for device in _own_devices(self.mesh):
+                        by_device.setdefault(device, [None] * len(leaves))[leaf_index] = \
+                            leaf[device]
+                    continue
                 for shard in leaf.addressable_shards:
                     device = shard.index[0].start or 0
                     by_device.setdefault(device, [None] * len(leaves))[leaf_index] = \
@@ -360,7 +378,14 @@ class Placement:
         return found
 
     def place_chunk_states(self, chunk_states: dict[int, ChunkState]) -> tuple:
-        """Slot states on the mesh from host states by layout chunk index (this process's)."""
+        """Slot states on the mesh (or in the chunk store) from host states by layout chunk
+        index (this process's)."""
+        if self.stored:
+            devices = range(self.num_devices)
+            return self.slots.write_states(
+                jax.tree.map(lambda *parts: np.stack(parts),
+                             *(chunk_states[device * self.num_slots + slot] for device in devices))
+                for slot in range(self.num_slots))
         kind = "pinned_host" if self.streamed else None
         return tuple(_by_device_array(
             {device: chunk_states[device * self.num_slots + slot]
@@ -570,16 +595,66 @@ def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
     return max(large - small, 0) / (large_tokens - small_tokens)
 
 
+def available_host_memory() -> int:
+    """Bytes of host memory available now (MemAvailable: free memory and reclaimable cache)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def host_memory_budget(host_memory_gb: float | None) -> int:
+    """The host memory budget in bytes: host_memory_gb, else HOST_MEMORY_FRACTION of what is
+    available."""
+    if host_memory_gb:
+        return int(host_memory_gb * 1e9)
+    return int(HOST_MEMORY_FRACTION * available_host_memory())
+
+
+def host_model_bytes(num_words: int, padded_topics: int) -> int:
+    """Host bytes a run needs whatever its chunks: the trained counts fetched from the devices
+    and the model's topic-word matrix made from them (V x K_pad, 4 bytes each)."""
+    return 2 * 4 * num_words * padded_topics
+
+
+def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
+                            prefetch: int) -> int | None:
+    """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
+    (bytes): None when the corpus and its states fit the budget (streaming from host memory).
+    ValueError, naming --host_memory_gb, when the budget cannot hold one chunk."""
+    room = host_budget - host_model_bytes(corpus.num_words, hyper.padded_topics)
+    if corpus.num_tokens * IN_MEMORY_HOST_BYTES_PER_TOKEN <= room:
+        return None
+    tokens = chunk_store.host_chunk_tokens(max(room, 0), prefetch)
+    longest = int(corpus.doc_lengths().max(initial=0))
+    if tokens < max(longest, 1024):
+        raise ValueError(
+            f"--host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk: next to the "
+            f"model's {host_model_bytes(corpus.num_words, hyper.padded_topics) / 1e9:.2f} GB "
+            f"it leaves room for chunks of {tokens:,} tokens, and a chunk needs at least "
+            f"{max(longest, 1024):,} (the longest document has {longest:,}); raise "
+            f"--host_memory_gb")
+    return tokens
+
+
 def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
           chunk_tokens: int | None = None, device_memory_gb: float | None = None,
           prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None,
-          partition: str = "auto") -> Placement:
+          partition: str = "auto", host_memory_gb: float | None = None,
+          chunk_store_dir=None) -> Placement:
     """The corpus laid out on a mesh of num_devices devices (0: all), resident or streamed.
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
     of about that many tokens) when its share fits device_memory_gb (None: what the device
     has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
     fit, streamed from pinned host memory.  stream: True or False overrides the plan's choice.
+    Streamed chunks whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of
+    the memory available) stream from a chunk store in chunk_store_dir (None:
+    chunk_store.default_directory()), in chunks small enough for both budgets.
     partition: "documents" (each device samples its documents' tokens against the whole
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
@@ -633,8 +708,20 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         planned = plan_chunk_tokens(share, padded_words, hyper.num_topics, hyper.padded_topics,
                                     budget, measured(), prefetch)
     streamed = planned is not None if stream is None else stream
-    return _placed(corpus, hyper, mesh, chunk_tokens or (planned if streamed else None),
-                   streamed, prefetch, by_word=False)
+    chunk_tokens = chunk_tokens or (planned if streamed else None)
+    host_budget = host_memory_budget(host_memory_gb)
+    stored = streamed and plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch)
+    if not stored:
+        return _placed(corpus, hyper, mesh, chunk_tokens, streamed, prefetch, by_word=False)
+    plan = plan_layout(corpus, min(chunk_tokens or stored, stored), size)
+    room = host_budget - host_model_bytes(corpus.num_words, hyper.padded_topics)
+    workers = max(1, min(os.cpu_count() or 1,
+                         room // (plan.padded_tokens * chunk_store.BUILD_BYTES_PER_TOKEN)))
+    slots = chunk_store.StoredChunks(corpus, plan, hyper, chunk_store_dir
+                                     or chunk_store.default_directory(),
+                                     NamedSharding(mesh, BY_DEVICE), prefetch, workers)
+    return Placement(mesh, slots, plan.chunk_docs, _chunking(corpus, plan.chunk_docs),
+                     corpus.num_words, hyper)
 
 
 def model_rows(num_words: int, num_devices: int, partition: str) -> int:
@@ -656,6 +743,13 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
                + share * per_token + extra)
 
 
+def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
+    """Placement.chunking: [first token id, tokens] of the chunks of documents chunk_docs."""
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    return tuple((int(offsets[first]), int(offsets[last] - offsets[first]))
+                 for first, last in chunk_docs)
+
+
 def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | None,
             streamed: bool, prefetch: int, by_word: bool) -> Placement:
     """The layout built (this process's chunks) and put on the mesh."""
@@ -664,9 +758,7 @@ def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | 
     layout = build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // size), size,
                           parts=own)
     num_slots = len(layout.chunks) // size
-    offsets = np.asarray(corpus.doc_offsets, np.int64)
-    chunking = tuple((int(offsets[first]), int(offsets[last] - offsets[first]))
-                     for first, last in layout.chunk_docs)
+    chunking = _chunking(corpus, layout.chunk_docs)
     sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
     with timing.phase("transfer"):
         slots = tuple(_by_device_array({device: layout.chunks[device * num_slots + slot]

@@ -271,16 +271,27 @@ def _stable_argsort_ranks(ranks: np.ndarray) -> np.ndarray:
     return order[np.argsort((ranks[order] >> 16).astype(np.uint16), kind="stable")]
 
 
-@timing.in_phase("layout")
-def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int = 1,
-                 parts: Collection[int] | None = None) -> Layout:
-    """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens, all of one shape.
+@dataclasses.dataclass(frozen=True, eq=False)
+class LayoutPlan:
+    """Where a corpus is cut into chunks and the one shape they are padded to, decided before
+    any chunk is built (build_layout builds them in memory, saberjax.chunk_store on disk)."""
 
-    num_parts: the number of chunks is a multiple of it, part p holding the p-th run of
-    n / num_parts consecutive chunks (one equal share per device of a mesh).  parts: the parts
-    whose chunks are built (None: all); the others are None in Layout.chunks, for a process
-    that holds only its own devices' share.
-    """
+    chunk_docs: tuple[tuple[int, int], ...]  # [first, last) corpus documents of each chunk
+    padded_tokens: int
+    padded_docs: int
+    word_order: np.ndarray  # int32 [V] word ids by decreasing corpus frequency
+    word_rank: np.ndarray  # int32 [V] rank of each word id in word_order
+
+    def build_chunk(self, corpus: Corpus, index: int) -> Chunk:
+        """The PDOW arrays of chunk `index` (build_chunk)."""
+        return build_chunk(corpus, *self.chunk_docs[index], self.word_rank,
+                           self.padded_tokens, self.padded_docs)
+
+
+def plan_layout(corpus: Corpus, chunk_tokens: int | None = None,
+                num_parts: int = 1) -> LayoutPlan:
+    """The chunks of at most about chunk_tokens tokens that build_layout cuts the corpus into,
+    all of one shape; the number of chunks is a multiple of num_parts (see build_layout)."""
     if corpus.num_tokens == 0:
         raise ValueError(f"corpus {corpus.name!r} has no tokens to train on")
     if corpus.num_tokens >= 2**31 and chunk_tokens is None:
@@ -293,14 +304,27 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
     word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
     cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens, num_parts)
     spans = tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
-    shape = padded_shape(corpus.doc_offsets, spans)
+    return LayoutPlan(spans, *padded_shape(corpus.doc_offsets, spans), word_order, word_rank)
 
+
+@timing.in_phase("layout")
+def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int = 1,
+                 parts: Collection[int] | None = None) -> Layout:
+    """Cut the corpus into PDOW chunks of at most about chunk_tokens tokens, all of one shape.
+
+    num_parts: the number of chunks is a multiple of it, part p holding the p-th run of
+    n / num_parts consecutive chunks (one equal share per device of a mesh).  parts: the parts
+    whose chunks are built (None: all); the others are None in Layout.chunks, for a process
+    that holds only its own devices' share.
+    """
+    plan = plan_layout(corpus, chunk_tokens, num_parts)
+    spans = plan.chunk_docs
     chunks_per_part = len(spans) // num_parts
 
     def build_one(index: int) -> Chunk | None:
         if parts is not None and index // chunks_per_part not in parts:
             return None
-        return build_chunk(corpus, *spans[index], word_rank, *shape)
+        return plan.build_chunk(corpus, index)
 
     # numpy's sort releases the GIL, so chunks of a large corpus build in parallel.
     with concurrent.futures.ThreadPoolExecutor(min(len(spans), os.cpu_count() or 1)) as pool:
@@ -311,7 +335,7 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
         num_words=corpus.num_words,
         num_docs=corpus.num_docs,
         num_tokens=corpus.num_tokens,
-        word_order=word_order,
+        word_order=plan.word_order,
     )
 
 

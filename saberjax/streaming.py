@@ -48,6 +48,8 @@ class StreamCounters:
     # busy with queued work then, so this bounds the device's idle time from above)
     write_back: float = 0.0  # device -> host copies, in the writer thread
     chunks: int = 0
+    bytes_put: int = 0  # host -> device
+    bytes_written: int = 0  # device -> host
 
     def since(self, before: "StreamCounters") -> "StreamCounters":
         """The counts accumulated after `before` was copied."""
@@ -56,7 +58,8 @@ class StreamCounters:
 
     def as_metrics(self) -> dict:
         return dict(transfer_seconds=self.transfer, waited_seconds=self.waited,
-                    write_back_seconds=self.write_back)
+                    write_back_seconds=self.write_back, bytes_put=self.bytes_put,
+                    bytes_written=self.bytes_written)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -96,15 +99,30 @@ class HostChunks:
     def __getitem__(self, index):
         return self.chunks[index]
 
+    def put(self, index: int, chunk_states):
+        """(chunk index, its state or None) on the devices; chunk_states: host states, None
+        at initialisation."""
+        item = (self.chunks[index], None if chunk_states is None else chunk_states[index])
+        self.counters.bytes_put += sum(leaf.nbytes for leaf in jax.tree.leaves(item))
+        return self.to_device(item)
 
-def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue,
-                  stop: threading.Event) -> None:
+    def writer_for(self, chunk_states):
+        """write(index, new state on the devices) -> its host state (pinned)."""
+        del chunk_states  # every state has pinned buffers of its own
+        return self._write
+
+    def _write(self, index: int, chunk_state):
+        del index
+        self.counters.bytes_written += sum(leaf.nbytes for leaf in jax.tree.leaves(chunk_state))
+        return self.to_host(chunk_state)
+
+
+def _put_in_order(host, chunk_states, slots: queue.Queue, stop: threading.Event) -> None:
     """Producer: put each (chunk, state) on the device, in order, as slots free up."""
     try:
-        for index, chunk in enumerate(host.chunks):
+        for index in range(len(host)):
             start = time.perf_counter()
-            item = jax.block_until_ready(host.to_device(
-                (chunk, None if chunk_states is None else chunk_states[index])))
+            item = jax.block_until_ready(host.put(index, chunk_states))
             host.counters.transfer += time.perf_counter() - start
             while not stop.is_set():
                 try:
@@ -118,19 +136,23 @@ def _put_in_order(host: "HostChunks", chunk_states, slots: queue.Queue,
         slots.put((None, error))
 
 
-def _write_back(host: "HostChunks", chunk_state):
+def _write_back(host, write: Callable, index: int, chunk_state):
     start = time.perf_counter()
-    written = jax.block_until_ready(host.to_host(chunk_state))
+    written = jax.block_until_ready(write(index, chunk_state))
     host.counters.write_back += time.perf_counter() - start
     return written
 
 
-def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
-                       run_chunk: Callable):
-    """run_chunk(chunk, state, counts) -> (state, counts) over host chunks, streamed.
+def stream_over_chunks(host, chunk_states, counts: jax.Array, run_chunk: Callable):
+    """run_chunk(chunk, state, counts) -> (state, counts) over streamed chunks.
 
-    `chunk_states` are host states (None at initialisation); returns (new host states, counts).
+    `host` is where the chunks live: HostChunks (host memory) or chunk_store.StoredChunks
+    (local disk), each giving len(), put(index, chunk_states) -> (chunk, state) on the
+    devices, writer_for(chunk_states) -> write(index, new state) -> host state, `prefetch`
+    and `counters`.  `chunk_states` are host states (None at initialisation); returns (new
+    host states, counts).
     """
+    write = host.writer_for(chunk_states)
     slots: queue.Queue = queue.Queue(maxsize=host.prefetch)
     stop = threading.Event()
     producer = threading.Thread(target=_put_in_order, name="saberjax-prefetch", daemon=True,
@@ -150,7 +172,7 @@ def stream_over_chunks(host: HostChunks, chunk_states, counts: jax.Array,
             new_state, counts = run_chunk(chunk, chunk_state, counts)
             if expected >= host.prefetch:  # bound the states waiting on the device
                 written[expected - host.prefetch].result()
-            written.append(writer.submit(_write_back, host, new_state))
+            written.append(writer.submit(_write_back, host, write, expected, new_state))
             host.counters.chunks += 1
         return tuple(future.result() for future in written), counts
     finally:

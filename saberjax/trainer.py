@@ -89,6 +89,16 @@ class TrainConfig:
         "in chunks (default: free memory less headroom).", "positive", _positive_or_none)
     prefetch: int = _setting(streaming.DEFAULT_PREFETCH, "Chunks in flight to each device when "
                              "streaming.", "at least 1", _at_least(1))
+    host_memory_gb: float | None = _setting(
+        None, "Host memory budget in GB; streamed chunks whose states do not fit it stream from "
+        "a chunk store on local disk (--chunk_store) in chunks small enough for both budgets "
+        f"(default: {execution.HOST_MEMORY_FRACTION:.0%} of the memory available).", "positive",
+        _positive_or_none)
+    chunk_store: str | None = _setting(
+        None, "Folder of the chunk store on local disk, used when the corpus does not fit "
+        "--host_memory_gb; built once, reused while the corpus and chunking are the same "
+        "(default: chunk_store/ in the cache folder, $SABERJAX_CACHE_DIR or "
+        "~/.cache/saberjax).", "a folder name", lambda value: value is None or bool(value))
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -133,7 +143,8 @@ def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.
     """The corpus on the devices config asks for (execution.place)."""
     return execution.place(corpus, hyper, config.num_devices, config.chunk_tokens,
                            config.device_memory_gb, config.prefetch,
-                           partition=config.partition)
+                           partition=config.partition, host_memory_gb=config.host_memory_gb,
+                           chunk_store_dir=config.chunk_store)
 
 
 def _ready_at(tree) -> float:
@@ -263,6 +274,7 @@ def train(corpus: Corpus, config: TrainConfig,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
                         num_chunks=placement.num_chunks, devices=placement.num_devices,
                         processes=jax.process_count(), streamed=placement.streamed,
+                        stored=placement.stored,
                         partition=placement.partition,
                         iterations_run=len(run.metrics))
     model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config,

@@ -1,0 +1,468 @@
+"""The chunk store: a layout's chunks and their states on local disk, for corpora whose chunks
+and states do not fit the host memory budget.
+
+Streaming (saberjax.streaming) keeps every chunk and its state in host memory.  When they do
+not fit the budget (`host_memory_gb`), the chunks live in a folder on local disk instead::
+
+    DIR/manifest.json   what the store holds (format, key, file sizes); written last
+    DIR/static.bin      the chunks in compact form, slot after slot; in a slot each field
+                        for every device of the mesh ([devices, ...], one read a slot)
+    DIR/state0.bin      the chunk states (z, A's pairs, A's nonzeros) of even iterations,
+    DIR/state1.bin      and of odd ones, laid out like the chunks
+    DIR.lock            held (flock) by the run that uses the store
+
+The chunks are built once, out of core: the layout is planned (layout.plan_layout: document
+ranges of the memory-mapped corpus, one padded shape), then worker threads build chunk after
+chunk with layout's own builder, compact it and write it to its place, never holding more
+than a chunk per worker.  Every iteration the prefetcher reads each slot's chunk and its
+state's A ahead, puts them on the devices and expands the chunk there; the writer thread
+writes each new state back into the other state file.
+
+Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
+doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
+`doc` arrays (8 bytes a token) by the chunk's word runs (8 bytes a distinct word), from which
+the devices recompute both (`expand`: a scatter and a cumulative sum each, and a gather);
+and a state is put without z, which the E-step does not read (its placeholder is zeros; z is
+written back for checkpoints).  Per token about 8.5 bytes go to the device and 6 come back,
+against 18.5 and 6 from host memory.
+
+States of consecutive iterations go to the two state files in turn, so a step reads one
+while it writes the other: the host view of a state (numpy memory maps, what checkpoints and
+corpus_order_topics read) stays valid while the next step runs, as two states are alive at
+a time in memory, and is overwritten by the step after.
+
+A store is used only when its manifest names the same key (format, corpus fingerprint,
+chunking, padded shape, devices) and its files have the sizes the key implies; anything else
+is rebuilt, with a warning saying why.  A store is built in a hidden sibling folder and
+renamed into place (outputs.staged_directory), so a crash leaves the old store or none, and
+the disk's free space is checked against the store's size before anything is written.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fcntl
+import functools
+import gc
+import hashlib
+import json
+import os
+import shutil
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from saberjax import outputs, streaming, timing
+from saberjax.corpus import Corpus
+from saberjax.corpus_cache import cache_root
+from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
+from saberjax.state import ChunkState, Hyperparams
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STATIC = "static.bin"
+STATES = ("state0.bin", "state1.bin")
+OWN_NAMES = (MANIFEST, STATIC, *STATES)
+# Host bytes per token of building one chunk (layout.build_chunk's peak, the corpus slice
+# and the compact copy included), for a corpus of one word run per token, the worst case.
+BUILD_BYTES_PER_TOKEN = 72
+# Host bytes per token of one slot streamed from the store: the compact chunk and A read
+# (8.5) and the state written back (6).
+STREAM_BYTES_PER_TOKEN = 15
+
+
+def default_directory() -> Path:
+    """Where a run keeps its chunk store unless told: chunk_store/ in saberjax's cache folder
+    (corpus_cache.cache_root); one store, replaced when a run needs another."""
+    return cache_root() / "chunk_store"
+
+
+class ChunkStoreError(OSError):
+    """A chunk store that cannot be built or used (no room on the disk, in use by another
+    run); the message names the folder and the flag that chooses another."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class CompactChunk:
+    """A layout.Chunk as stored and put on the devices: `word` and `doc` replaced by the
+    chunk's word runs (expand recomputes them)."""
+
+    doc_major_pos: np.ndarray  # int32 [T_pad], as Chunk
+    doc_start: np.ndarray  # int32 [D_pad + 1], as Chunk
+    tile_start: np.ndarray  # int32, as Chunk
+    run_word: np.ndarray  # int32 [R] the chunk's words in word-major order, then zeros (at
+    # least one: padding tokens are word 0)
+    run_tokens: np.ndarray  # int32 [R] tokens of each of those words, then zeros
+    num_tokens: np.ndarray  # int32 scalar, as Chunk
+    token_base: np.ndarray  # uint32 [1, 2], as Chunk
+    tile_tokens: int = dataclasses.field(default=TILE_TOKENS, metadata=dict(static=True))
+    block_tokens: int = dataclasses.field(default=1 << 31, metadata=dict(static=True))
+
+
+_ARRAY_FIELDS = tuple(field.name for field in dataclasses.fields(CompactChunk)
+                      if not field.metadata.get("static"))
+
+
+def compact(chunk: Chunk, num_runs: int) -> CompactChunk:
+    """The compact form of a host chunk, with room for num_runs - 1 word runs."""
+    num_tokens = int(chunk.num_tokens)
+    words = np.asarray(chunk.word)[:num_tokens]
+    starts = np.flatnonzero(np.diff(words, prepend=-1))
+    run_word, run_tokens = np.zeros(num_runs, np.int32), np.zeros(num_runs, np.int32)
+    run_word[: len(starts)] = words[starts]
+    run_tokens[: len(starts)] = np.diff(starts, append=num_tokens)
+    return CompactChunk(chunk.doc_major_pos, chunk.doc_start, chunk.tile_start, run_word,
+                        run_tokens, chunk.num_tokens, chunk.token_base, chunk.tile_tokens,
+                        chunk.block_tokens)
+
+
+def expand(chunk: CompactChunk) -> Chunk:
+    """The layout.Chunk of a compact chunk (jax; the inverse of compact)."""
+    padded_tokens = chunk.doc_major_pos.shape[0]
+    run_start = jnp.cumsum(chunk.run_tokens) - chunk.run_tokens
+    word_step = jnp.diff(chunk.run_word, prepend=0)  # padding runs start at num_tokens: word 0
+    word = jnp.cumsum(jnp.zeros(padded_tokens + 1, jnp.int32).at[run_start].add(word_step)
+                      [:padded_tokens], dtype=jnp.int32)
+    # the document of each doc-major position: how many segments after the first start there
+    doc_of_position = jnp.cumsum(jnp.zeros(padded_tokens + 1, jnp.int32)
+                                 .at[chunk.doc_start[1:]].add(1)[:padded_tokens],
+                                 dtype=jnp.int32)
+    return Chunk(word=word, doc=doc_of_position[chunk.doc_major_pos],
+                 doc_major_pos=chunk.doc_major_pos, doc_start=chunk.doc_start,
+                 num_tokens=chunk.num_tokens, token_base=chunk.token_base,
+                 tile_start=chunk.tile_start, tile_tokens=chunk.tile_tokens,
+                 block_tokens=chunk.block_tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    """One array of a slot record: its name, shape per device and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def nbytes(self, devices: int) -> int:
+        return devices * int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class _Records:
+    """Fixed-size slot records of a file: every field for every device, field after field."""
+
+    fields: tuple[_Field, ...]
+    devices: int
+    slots: int
+
+    @property
+    def slot_bytes(self) -> int:
+        return sum(field.nbytes(self.devices) for field in self.fields)
+
+    @property
+    def file_bytes(self) -> int:
+        return self.slots * self.slot_bytes
+
+    def offset(self, slot: int, name: str) -> int:
+        """Where field `name` of a slot starts in the file."""
+        before = 0
+        for field in self.fields:
+            if field.name == name:
+                return slot * self.slot_bytes + before
+            before += field.nbytes(self.devices)
+        raise KeyError(name)
+
+    def read(self, fd: int, slot: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Fields `names` (consecutive in the record) of a slot, [devices, ...] each."""
+        chosen = [field for field in self.fields if field.name in names]
+        buffer = _read_exactly(fd, self.offset(slot, chosen[0].name),
+                               sum(field.nbytes(self.devices) for field in chosen))
+        arrays, at = {}, 0
+        for field in chosen:
+            size = field.nbytes(self.devices)
+            arrays[field.name] = buffer[at: at + size].view(field.dtype).reshape(
+                self.devices, *field.shape)
+            at += size
+        return arrays
+
+    def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray]) -> None:
+        """Every field of a slot from [devices, ...] arrays."""
+        _write_exactly(fd, self.offset(slot, self.fields[0].name), [
+            np.ascontiguousarray(arrays[field.name], field.dtype) for field in self.fields])
+
+    def views(self, mapped: np.ndarray, slot: int) -> dict[str, np.ndarray]:
+        """Read-only [devices, ...] views of a slot's fields in a memory map of the file."""
+        return {field.name: mapped[self.offset(slot, field.name):][: field.nbytes(self.devices)]
+                .view(field.dtype).reshape(self.devices, *field.shape) for field in self.fields}
+
+
+def _read_exactly(fd: int, offset: int, size: int) -> np.ndarray:
+    buffer = np.empty(size, np.uint8)
+    done = 0
+    while done < size:
+        count = os.preadv(fd, [memoryview(buffer)[done:]], offset + done)
+        if count == 0:
+            raise ChunkStoreError(f"chunk store file ends at byte {offset + done:,}, "
+                                  f"{size - done:,} bytes short (truncated)")
+        done += count
+    return buffer
+
+
+def _write_exactly(fd: int, offset: int, arrays: list[np.ndarray]) -> None:
+    for array in arrays:
+        data = memoryview(array.reshape(-1)).cast("B")
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], offset + done)
+        offset += len(data)
+
+
+def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
+    tokens, docs = plan.padded_tokens, plan.padded_docs
+    runs = min(num_words, tokens) + 1  # the last run (of no tokens) sets the padding to word 0
+    shapes = dict(doc_major_pos=(tokens,), doc_start=(docs + 1,),
+                  tile_start=(max_tiles(tokens, num_words, TILE_TOKENS) + 1,), run_word=(runs,),
+                  run_tokens=(runs,), num_tokens=(), token_base=(1, 2))
+    return _Records(tuple(_Field(name, shapes[name], np.dtype(np.uint32 if name == "token_base"
+                                                              else np.int32))
+                          for name in _ARRAY_FIELDS),
+                    devices, len(plan.chunk_docs) // devices)
+
+
+def _state_records(plan: LayoutPlan, hyper: Hyperparams, devices: int) -> _Records:
+    tokens, docs = plan.padded_tokens, plan.padded_docs
+    return _Records((_Field("topics", (tokens,), np.dtype(hyper.topic_dtype)),
+                     _Field("a_pairs", (tokens,), np.dtype(np.uint32)),
+                     _Field("a_nnz", (docs,), np.dtype(np.int32))),
+                    devices, len(plan.chunk_docs) // devices)
+
+
+def host_chunk_tokens(budget: int, prefetch: int) -> int:
+    """The most tokens per chunk a host memory budget (bytes, beyond the run's fixed needs)
+    allows when streaming from the store: one chunk built by one worker, or prefetch + 2 slots
+    read, worked on and written back."""
+    return int(budget / max(BUILD_BYTES_PER_TOKEN, STREAM_BYTES_PER_TOKEN * (prefetch + 2)))
+
+
+def _key(corpus: Corpus, plan: LayoutPlan, devices: int) -> dict:
+    return dict(format_version=FORMAT_VERSION, corpus_fingerprint=corpus.fingerprint(),
+                chunk_docs=hashlib.sha256(np.asarray(plan.chunk_docs, np.int64).tobytes())
+                .hexdigest(), padded_tokens=plan.padded_tokens, padded_docs=plan.padded_docs,
+                devices=devices, tile_tokens=TILE_TOKENS)
+
+
+def _stale_reason(directory: Path, key: dict, static_bytes: int) -> str | None:
+    """Why the store in `directory` cannot be used for `key` (None: it can)."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no manifest"
+    except (OSError, ValueError) as error:
+        return f"unreadable manifest ({error})"
+    if not isinstance(manifest, dict) or manifest.get("key") != key:
+        return "made for another corpus or chunking"
+    size = (directory / STATIC).stat().st_size if (directory / STATIC).is_file() else None
+    if size != static_bytes or manifest.get("static_bytes") != static_bytes:
+        return f"{STATIC} has {size} bytes, {static_bytes} expected (truncated or damaged)"
+    return None
+
+
+def _own_bytes(directory: Path) -> int:
+    """Bytes of the store files already in `directory` (replaced, so free for the new ones)."""
+    return sum((directory / name).stat().st_size for name in OWN_NAMES
+               if (directory / name).is_file())
+
+
+def _check_room(directory: Path, needed: int, plan: LayoutPlan) -> None:
+    probe = directory if directory.exists() else directory.parent
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free + (_own_bytes(directory) if directory.is_dir() else 0)
+    if needed > free:
+        raise ChunkStoreError(
+            f"the chunk store needs {needed / 1e9:.1f} GB at {directory} ({len(plan.chunk_docs)} "
+            f"chunks of {plan.padded_tokens:,} tokens and two generations of their states), "
+            f"but that disk has {free / 1e9:.1f} GB free; free some space or choose a folder "
+            f"on a larger disk with --chunk_store")
+
+
+def _lock(directory: Path):
+    """The store's lock file, held (flock) until it is closed; a ChunkStoreError when another
+    run holds it."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(directory.with_name(directory.name + ".lock"), "a+b")  # noqa: SIM115
+    for attempt in range(2):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if attempt == 0:
+                gc.collect()  # a finished placement of this process may still hold it
+    handle.close()
+    raise ChunkStoreError(f"the chunk store {directory} is in use by another run; wait for it "
+                          f"or choose another folder with --chunk_store")
+
+
+@timing.in_phase("layout")
+def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
+           key: dict, workers: int) -> None:
+    """Build every chunk (workers at a time), write the compact chunks and the manifest into
+    a hidden sibling and rename it to `directory`."""
+    runs = records.fields[_ARRAY_FIELDS.index("run_word")].shape[0]
+    with outputs.staged_directory(directory, OWN_NAMES, "chunk store") as staging:
+        path = staging / STATIC
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, records.file_bytes)
+
+            def build_slot(slot: int) -> None:
+                chunks = [compact(plan.build_chunk(corpus, device * records.slots + slot), runs)
+                          for device in range(records.devices)]
+                records.write(fd, slot, {name: np.stack([getattr(chunk, name) for chunk in chunks])
+                                         for name in _ARRAY_FIELDS})
+
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                for done in pool.map(build_slot, range(records.slots)):
+                    del done
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with open(staging / MANIFEST, "w", encoding="utf-8") as file:
+            json.dump(dict(key=key, static_bytes=records.file_bytes), file, indent=1)
+            file.flush()
+            os.fsync(file.fileno())
+
+
+class StoredChunks:
+    """The chunk store as streaming.stream_over_chunks' source: slot i's compact chunk and
+    its state's A read from disk and put on the devices (`put`), new states written back to
+    the other state file (`writer_for`).  Indexing gives slot i's chunk on the devices (for
+    shapes and host views); len() is the number of slots."""
+
+    def __init__(self, corpus: Corpus, plan: LayoutPlan, hyper: Hyperparams, directory,
+                 sharding: jax.sharding.NamedSharding, prefetch: int = streaming.DEFAULT_PREFETCH,
+                 workers: int = 1):
+        if jax.process_count() > 1:
+            raise ChunkStoreError("a chunk store serves one process; with several processes "
+                                  "give each host the memory to stream from RAM "
+                                  "(--host_memory_gb)")
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, got {prefetch}")
+        directory = Path(os.path.abspath(directory))
+        outputs.check_replaceable(directory, OWN_NAMES, "a saberjax chunk store")
+        devices = sharding.mesh.size
+        self.directory, self.sharding, self.prefetch = directory, sharding, prefetch
+        self.counters = streaming.StreamCounters()
+        self.static = _static_records(plan, corpus.num_words, devices)
+        self.states = _state_records(plan, hyper, devices)
+        self._topic_dtype = hyper.topic_dtype
+        self._lock = _lock(directory)
+        try:
+            key = _key(corpus, plan, devices)
+            reason = _stale_reason(directory, key, self.static.file_bytes)
+            if reason and (directory / MANIFEST).exists():
+                warnings.warn(f"rebuilding the chunk store {directory}: {reason}", stacklevel=2)
+            if reason:  # never trusted, so its room is free for the new one
+                for name in OWN_NAMES:
+                    (directory / name).unlink(missing_ok=True)
+            _check_room(directory, self.disk_bytes, plan)
+            start = time.perf_counter()
+            if reason:
+                _build(corpus, plan, directory, self.static, key, workers)
+            self.build_seconds = time.perf_counter() - start if reason else 0.0
+            self._static_fd = os.open(directory / STATIC, os.O_RDONLY)
+            self._state_fds = tuple(os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o644)
+                                    for name in STATES)
+            for fd in self._state_fds:
+                os.ftruncate(fd, self.states.file_bytes)
+            self._maps = tuple(np.memmap(directory / name, np.uint8, "r") for name in STATES)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes of the store on disk: the compact chunks and two generations of states."""
+        return self.static.file_bytes + 2 * self.states.file_bytes
+
+    def close(self) -> None:
+        """Close the store's files and release its lock (also when it is garbage)."""
+        for fd in (*self.__dict__.pop("_state_fds", ()),
+                   *([self.__dict__.pop("_static_fd")] if "_static_fd" in self.__dict__ else [])):
+            os.close(fd)
+        if "_lock" in self.__dict__:
+            self.__dict__.pop("_lock").close()
+
+    __del__ = close
+
+    def __len__(self) -> int:
+        return self.static.slots
+
+    def __getitem__(self, slot: int) -> Chunk:
+        return self.put(slot, None)[0]
+
+    def __iter__(self):
+        return (self[slot] for slot in range(len(self)))
+
+    @functools.cached_property
+    def _expand(self):
+        """(compact slot, its A or None) -> (the slot's chunk, its state with zero z), on the
+        devices."""
+        dtype = self._topic_dtype
+
+        def one(chunk: CompactChunk, a_pairs, a_nnz):
+            full = expand(chunk)
+            return full, ChunkState(jnp.zeros(a_pairs.shape, dtype), a_pairs, a_nnz)
+
+        return jax.jit(jax.vmap(one), out_shardings=self.sharding)
+
+    @functools.cached_property
+    def _expand_chunk(self):
+        return jax.jit(jax.vmap(expand), out_shardings=self.sharding)
+
+    def _generation(self, chunk_states) -> int:
+        """The state file that holds host states (views of one of the two memory maps)."""
+        for generation, mapped in enumerate(self._maps):
+            if np.may_share_memory(chunk_states[0].a_pairs, mapped):
+                return generation
+        raise ValueError("these chunk states are not in the chunk store")
+
+    def put(self, slot: int, chunk_states):
+        """(slot's chunk, its state or None) on the devices, chunk_states being host states
+        (None at initialisation)."""
+        arrays = self.static.read(self._static_fd, slot, _ARRAY_FIELDS)
+        chunk = CompactChunk(**arrays, block_tokens=self.static.fields[0].shape[0])
+        self.counters.bytes_put += self.static.slot_bytes
+        if chunk_states is None:
+            return self._expand_chunk(jax.device_put(chunk, self.sharding)), None
+        state = self.states.read(self._state_fds[self._generation(chunk_states)], slot,
+                                 ("a_pairs", "a_nnz"))
+        self.counters.bytes_put += sum(array.nbytes for array in state.values())
+        return self._expand(*jax.device_put((chunk, state["a_pairs"], state["a_nnz"]),
+                                            self.sharding))
+
+    def writer_for(self, chunk_states):
+        """write(slot, new state on the devices) -> its host state, into the state file that
+        does not hold chunk_states (the even one at initialisation)."""
+        generation = 0 if chunk_states is None else 1 - self._generation(chunk_states)
+        return functools.partial(self._write, generation)
+
+    def _write(self, generation: int, slot: int, chunk_state: ChunkState) -> ChunkState:
+        arrays = {name: np.asarray(value) for name, value in chunk_state._asdict().items()}
+        self.states.write(self._state_fds[generation], slot, arrays)
+        self.counters.bytes_written += sum(array.nbytes for array in arrays.values())
+        return self.host_state(generation, slot)
+
+    def host_state(self, generation: int, slot: int) -> ChunkState:
+        """Read-only views of a slot's state in a state file ([devices, ...] each)."""
+        return ChunkState(**self.states.views(self._maps[generation], slot))
+
+    def write_states(self, slot_states) -> tuple[ChunkState, ...]:
+        """Host states of every slot ([devices, ...] numpy) written as the even generation;
+        their views in the store (a checkpoint being resumed)."""
+        return tuple(self._write(0, slot, state) for slot, state in enumerate(slot_states))

@@ -1,0 +1,167 @@
+"""Streaming from a chunk store on disk gives the in-memory model, and the store is never
+trusted when stale, truncated, in use or without room."""
+
+import shutil
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from helpers import random_corpus
+
+from saberjax import checkpoint, chunk_store, execution, trainer
+from saberjax.corpus import Corpus
+from saberjax.layout import plan_layout
+from saberjax.outputs import OutputConflictError
+from saberjax.state import Hyperparams
+
+# A host budget that holds a chunk of a few thousand tokens but not these corpora's states.
+TINY_HOST_GB = 2e-4
+
+
+def test_compact_chunks_expand_to_the_layouts_chunks():
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=21)
+    lengths = corpus.doc_lengths().copy()
+    lengths[[0, 57, 199]] = 0  # empty documents, the last one too
+    words = np.concatenate([np.asarray(corpus.word_ids)[start:start + length] for start, length
+                            in zip(np.asarray(corpus.doc_offsets)[:-1], lengths)])
+    corpus = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words, corpus.vocab)
+    plan = plan_layout(corpus, 1500)
+    runs = min(corpus.num_words, plan.padded_tokens) + 1
+    expand = jax.jit(chunk_store.expand)
+    for index in range(len(plan.chunk_docs)):  # every word present in some chunks
+        chunk = plan.build_chunk(corpus, index)
+        back = jax.device_get(expand(chunk_store.compact(chunk, runs)))
+        assert jax.tree.structure(back) == jax.tree.structure(chunk)
+        for name, leaf in zip(("word", "doc", "doc_major_pos", "doc_start", "num_tokens",
+                               "token_base", "tile_start"), jax.tree.leaves(chunk)):
+            np.testing.assert_array_equal(getattr(back, name), leaf, err_msg=name)
+
+
+def stored_placement(corpus, hyper, num_devices, directory, chunk_tokens=1500):
+    return execution.place(corpus, hyper, num_devices, chunk_tokens=chunk_tokens, stream=True,
+                           host_memory_gb=TINY_HOST_GB, chunk_store_dir=directory)
+
+
+def run(placement, iterations, seed=5):
+    state = placement.init(seed)
+    step = placement.compile(state)
+    for _ in range(iterations):
+        state = step(state)
+    return state
+
+
+@pytest.mark.parametrize("num_devices", [1, 2])
+def test_same_seed_same_model_in_memory_streamed_from_memory_and_from_disk(num_devices,
+                                                                           tmp_path):
+    corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=22)
+    hyper = Hyperparams.create(10)
+    resident = execution.place(corpus, hyper, num_devices)
+    from_memory = execution.place(corpus, hyper, num_devices, chunk_tokens=1500, stream=True)
+    from_disk = stored_placement(corpus, hyper, num_devices, tmp_path / "store")
+    assert not resident.streamed and from_memory.streamed and not from_memory.stored
+    assert from_disk.stored and from_disk.num_slots > from_disk.slots.prefetch
+    states = [run(placement, 3) for placement in (resident, from_memory, from_disk)]
+    for placement, state in zip((from_memory, from_disk), states[1:]):
+        np.testing.assert_array_equal(placement.word_topic(state), resident.word_topic(states[0]))
+        np.testing.assert_array_equal(placement.corpus_order_topics(state),
+                                      resident.corpus_order_topics(states[0]))
+    # the states on disk are the in-memory states, A included
+    for index, state in from_disk.chunk_states(states[2]).items():
+        for field, value in state._asdict().items():
+            np.testing.assert_array_equal(value, from_memory.chunk_states(states[1])[index]
+                                          ._asdict()[field], err_msg=field)
+    # a compact chunk and A without z: fewer bytes a token put on the devices than from memory
+    put = [placement.slots.counters.bytes_put for placement in (from_memory, from_disk)]
+    assert put[1] < 0.65 * put[0]  # 0.46 for large chunks, more where V is a large part
+
+
+def test_training_streams_from_disk_when_the_host_budget_is_small_and_resumes_bit_identically(
+        tmp_path):
+    corpus = random_corpus(num_docs=400, num_words=60, mean_length=40, seed=14)
+    base = dict(num_topics=8, iterations=4, backend="xla", num_devices=1,
+                device_memory_gb=0.002)
+    stored = dict(base, host_memory_gb=TINY_HOST_GB, chunk_store=str(tmp_path / "store"))
+    whole = trainer.train(corpus, trainer.TrainConfig(**stored, checkpoint_every=2),
+                          checkpoint_dir=tmp_path / "checkpoints")
+    assert whole.model.config["stored"] and whole.model.config["num_chunks"] > 3
+    assert all(record["bytes_put"] > 0 and record["bytes_written"] > 0
+               for record in whole.metrics)
+    # resumed from iteration 2's checkpoint (kept aside: the run went on to iteration 4)
+    saved = tmp_path / "at2"
+    shutil.copytree(tmp_path / "checkpoints", saved)
+    two = trainer.train(corpus, trainer.TrainConfig(**dict(stored, iterations=2),
+                                                    checkpoint_every=2),
+                        checkpoint_dir=saved)
+    resumed = trainer.train(corpus, trainer.TrainConfig(**stored),
+                            resume_from=checkpoint.latest_checkpoint(saved))
+    assert int(two.state.iteration) == 2 and len(resumed.metrics) == 4
+    np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                  whole.model.word_topic_counts)
+
+
+def test_a_store_is_reused_and_a_stale_or_truncated_one_rebuilt(tmp_path):
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=23)
+    hyper, directory = Hyperparams.create(6), tmp_path / "store"
+    first = stored_placement(corpus, hyper, 1, directory)
+    expected = first.word_topic(run(first, 2))
+    assert first.slots.build_seconds > 0
+    del first
+    reused = stored_placement(corpus, hyper, 1, directory)  # the first one's lock is released
+    assert reused.slots.build_seconds == 0
+    del reused
+    with open(directory / chunk_store.STATIC, "r+b") as static:  # cut short
+        static.truncate(100)
+    with pytest.warns(UserWarning, match="rebuilding the chunk store .*truncated"):
+        rebuilt = stored_placement(corpus, hyper, 1, directory)
+    np.testing.assert_array_equal(rebuilt.word_topic(run(rebuilt, 2)), expected)
+    del rebuilt
+    other = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=24)
+    with pytest.warns(UserWarning, match="made for another corpus or chunking"):
+        stored_placement(other, hyper, 1, directory)
+    with warnings.catch_warnings():  # a chunking of its own is another store too
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="another corpus or chunking"):
+            stored_placement(other, hyper, 1, directory, chunk_tokens=1200)
+
+
+def test_a_store_in_use_by_another_run_is_refused(tmp_path):
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=25)
+    hyper = Hyperparams.create(6)
+    holding = stored_placement(corpus, hyper, 1, tmp_path / "store")
+    with pytest.raises(chunk_store.ChunkStoreError, match="store .* is in use by another run; "
+                                                          ".*--chunk_store"):
+        stored_placement(corpus, hyper, 1, tmp_path / "store")
+    assert holding.stored
+
+
+def test_a_folder_holding_other_files_is_never_used_as_a_store(tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "manifest.json").write_text("mine")
+    (tmp_path / "store" / "notes.txt").write_text("mine too")
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=28)
+    with pytest.raises(OutputConflictError, match="holds files that are not a saberjax chunk "
+                                                  "store \\(notes.txt\\)"):
+        stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
+    assert (tmp_path / "store" / "manifest.json").read_text() == "mine"
+
+
+def test_a_disk_without_room_for_the_store_is_a_clear_error(tmp_path, monkeypatch):
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=26)
+    monkeypatch.setattr(chunk_store.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 1000, 1000))
+    with pytest.raises(chunk_store.ChunkStoreError,
+                       match=rf"the chunk store needs 0\.0 GB at {tmp_path / 'store'} .* but "
+                             r"that disk has 0\.0 GB free; .*--chunk_store"):
+        stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_host_budget_that_cannot_hold_one_chunk_names_the_flag(tmp_path):
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=27)
+    with pytest.raises(ValueError, match=r"--host_memory_gb=5e-05 cannot hold one chunk: .* "
+                                         r"chunks of [\d,]+ tokens, and a chunk needs at least "
+                                         r"1,024"):
+        execution.place(corpus, Hyperparams.create(6), 1, chunk_tokens=1500, stream=True,
+                        host_memory_gb=5e-5, chunk_store_dir=tmp_path / "store")
+    assert not (tmp_path / "store").exists()
