@@ -38,7 +38,7 @@ from absl import flags, logging
 
 from saberjax import checkpoint, cli, processes, trainer
 from saberjax import corpus as corpus_io
-from saberjax import corpus_cache, timing
+from saberjax import corpus_cache, layout_cache, timing
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.progress import Progress, time_line
@@ -122,6 +122,7 @@ def main(argv):
     backend = trainer.resolve_backend(config.backend)
     phases, started = timing.Phases().record(), time.perf_counter()
     corpus_cache.use_caches_as_flagged()
+    layout_cache.use_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",

@@ -168,15 +168,21 @@ class Corpus:
         return digest.hexdigest()
 
     def subset(self, doc_indices) -> Corpus:
-        """The given documents, in the given order, with the same vocabulary and name."""
+        """The given documents, in the given order, with the same vocabulary and name.
+
+        Each run of consecutive documents is copied as one slice, so the tokens cost no
+        memory beyond the result (a train/test split of the corpus is a few thousand runs).
+        """
         docs = _int_vector(doc_indices, "doc_indices")
         if docs.size and (docs.min() < 0 or docs.max() >= self.num_docs):
             raise IndexError(f"doc_indices must lie in [0, {self.num_docs}), "
                              f"got values from {docs.min()} to {docs.max()}")
-        lengths = self.doc_lengths()[docs]
-        offsets = _offsets_from_lengths(lengths)
-        shift = np.repeat(self.doc_offsets[docs] - offsets[:-1], lengths)
-        return Corpus(offsets, self.word_ids[np.arange(offsets[-1]) + shift], self.vocab,
+        heads = docs[np.diff(docs, prepend=-2) != 1]  # first and last document of each run
+        tails = docs[np.diff(docs, append=-2) != 1]
+        starts, ends = self.doc_offsets[heads].tolist(), self.doc_offsets[tails + 1].tolist()
+        word_ids = np.concatenate([self.word_ids[:0]] + [
+            self.word_ids[start:end] for start, end in zip(starts, ends)])
+        return Corpus(_offsets_from_lengths(self.doc_lengths()[docs]), word_ids, self.vocab,
                       name=self.name)
 
     def doc_word_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -120,12 +120,12 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
         corpus = corpus_io.load_corpus(path, chosen, **text_options)
     notes = [str(warning.message) for warning in caught]
     for note in notes:
-        _warn(note)
+        cache_warning(note)
     try:
         _write_entry(entry, key, corpus, path, options, notes)
     except OSError as error:
-        _warn(f"corpus cache entry {entry} not written ({error}); the corpus is read from "
-              f"{path} each time")
+        cache_warning(f"corpus cache entry {entry} not written ({error}); the corpus is read "
+                      f"from {path} each time")
     return corpus
 
 
@@ -141,19 +141,22 @@ def define_flags() -> None:
 
 def use_caches_as_flagged() -> None:
     """The compilation cache in --cache_dir/xla, unless --nocache (call before compiling)."""
-    if flags.FLAGS.cache:
-        use_compilation_cache(_flagged_root() / "xla")
+    if flagged_root() is not None:
+        use_compilation_cache(flagged_root() / "xla")
 
 
 def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
     """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
     --nocache."""
-    if not flags.FLAGS.cache:
+    if flagged_root() is None:
         return corpus_io.load_corpus(path, format, **text_options)
-    return load_corpus(path, format, _flagged_root() / "corpora", **text_options)
+    return load_corpus(path, format, flagged_root() / "corpora", **text_options)
 
 
-def _flagged_root() -> Path:
+def flagged_root() -> Path | None:
+    """The launchers' cache folder: --cache_dir, else cache_root(); None under --nocache."""
+    if not flags.FLAGS.cache:
+        return None
     return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else cache_root()
 
 
@@ -173,10 +176,11 @@ def _read_entry(entry: Path, key: str) -> Corpus | None:
                                     f"from those cached")
         notes = [str(note) for note in manifest["notes"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        _warn(f"corpus cache entry {entry} is damaged or stale ({error}); rebuilding it")
+        cache_warning(f"corpus cache entry {entry} is damaged or stale ({error}); rebuilding "
+                      f"it")
         return None
     for note in notes:
-        _warn(note)
+        cache_warning(note)
     return corpus
 
 
@@ -203,5 +207,6 @@ def _write_entry(entry: Path, key: str, corpus: Corpus, source: Path, options: d
             shutil.rmtree(other, ignore_errors=True)
 
 
-def _warn(message: str) -> None:
+def cache_warning(message: str) -> None:
+    """A warning about a cache entry, attributed to the caller outside saberjax."""
     warnings.warn(message, stacklevel=2, skip_file_prefixes=(_PACKAGE_DIR,))

@@ -49,6 +49,7 @@ from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
 from saberjax.layout import Chunk, build_layout, plan_layout, word_shares
+from saberjax.layout_cache import cached_layout
 from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
 
 AXIS = "data"
@@ -752,11 +753,12 @@ def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
 
 def _placed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | None,
             streamed: bool, prefetch: int, by_word: bool) -> Placement:
-    """The layout built (this process's chunks) and put on the mesh."""
+    """The layout built (this process's chunks; layout_cache.cached_layout) and put on the
+    mesh."""
     size = mesh.size
     own = _own_devices(mesh)
-    layout = build_layout(corpus, chunk_tokens or -(-corpus.num_tokens // size), size,
-                          parts=own)
+    layout = cached_layout(corpus, chunk_tokens or -(-corpus.num_tokens // size), size,
+                           parts=own)
     num_slots = len(layout.chunks) // size
     chunking = _chunking(corpus, layout.chunk_docs)
     sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)

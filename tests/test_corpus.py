@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -431,6 +432,22 @@ def test_subset_takes_documents_in_the_given_order():
     assert tiny_corpus().subset([]).num_docs == 0
     with pytest.raises(IndexError):
         tiny_corpus().subset([3])
+
+
+def test_subset_copies_runs_of_documents_with_no_memory_beyond_the_result():
+    corpus = load_bundled("kos")
+    docs = np.concatenate([np.arange(5, 900), [3, 3], np.arange(1000, 3000, 3), [3429, 0]])
+    tracemalloc.start()
+    try:
+        sub = corpus.subset(docs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    expected = np.concatenate([corpus.word_ids[corpus.doc_offsets[d]:corpus.doc_offsets[d + 1]]
+                               for d in docs])
+    np.testing.assert_array_equal(sub.word_ids, expected)
+    assert sub.word_ids.dtype == np.int32 and type(sub.word_ids) is np.ndarray
+    assert peak < 2 * sub.word_ids.nbytes  # an index per token took 7 times the result
 
 
 def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():

@@ -83,6 +83,7 @@ def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_
     (entry,) = (tmp_path / "cache" / "corpora").iterdir()
     assert (entry / "corpus" / "word_ids.npy").is_file()
     assert any((tmp_path / "cache" / "xla").iterdir())  # the compiled iteration, kept
+    (layout,) = (tmp_path / "cache" / "layouts").iterdir()  # read by the second run
     # the second run reads the cached copy: same model, and its source may even be gone
     (tmp_path / "uci" / "docword.txt").rename(tmp_path / "docword.txt")
     assert run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=4",
