@@ -44,8 +44,32 @@ def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array, num
 
     Returns (a_pairs, a_nnz): document d's pairs are at doc_start[d] + j for j < a_nnz[d],
     topics increasing; the rest of its segment holds 0.  Positions from num_tokens on (the
-    padding document) are not counted, so its row is empty.
+    padding document) are not counted, so its row is empty.  Counted in a table of every
+    document's topic counts when it has no more cells than there are positions, else by
+    sorting (document, topic) pairs; both give the same arrays.
     """
+    small_table = (doc_start.shape[0] - 1) * num_topics <= topics.shape[0]
+    count = _count_in_table if small_table else _count_by_sorting
+    return count(doc, topics, doc_start, num_tokens, num_topics)
+
+
+def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int):
+    """segmented_count from a [documents, topics] table of counts: no sort, and the table's
+    cells are at most the positions."""
+    size, num_docs = topics.shape[0], doc_start.shape[0] - 1
+    counted = jnp.arange(size) < num_tokens
+    table = jnp.zeros((num_docs, num_topics), jnp.int32).at[
+        jnp.where(counted, doc, num_docs), topics.astype(jnp.int32)].add(1, mode="drop")
+    present = table > 0
+    slot = doc_start[:-1, None] + jnp.cumsum(present, axis=1, dtype=jnp.int32) - 1
+    pairs = pack_pairs(jnp.arange(num_topics, dtype=jnp.int32)[None, :], table, num_topics)
+    a_pairs = jnp.zeros(size, jnp.uint32).at[jnp.where(present, slot, size).ravel()].set(
+        pairs.ravel(), mode="drop")
+    return a_pairs, present.sum(axis=1, dtype=jnp.int32)
+
+
+def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int):
+    """segmented_count by sorting the (document, topic) pairs."""
     size = topics.shape[0]
     doc, topics = sort_by_doc_then_topic(doc, topics, doc_start.shape[0])
     position = jnp.arange(size)
