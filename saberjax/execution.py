@@ -617,28 +617,43 @@ def host_memory_budget(host_memory_gb: float | None) -> int:
 
 
 def host_model_bytes(num_words: int, padded_topics: int) -> int:
-    """Host bytes a run needs whatever its chunks: the trained counts fetched from the devices
-    and the model's topic-word matrix made from them (V x K_pad, 4 bytes each)."""
+    """Host bytes of the trained model: the counts fetched from the devices and the model's
+    topic-word matrix made from them (V x K_pad, 4 bytes each)."""
     return 2 * 4 * num_words * padded_topics
+
+
+def anonymous_host_memory() -> int:
+    """Bytes of this process's resident memory that are not file pages (RssAnon): what the
+    run holds already (the runtime, the corpus when it is not memory-mapped)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
                             prefetch: int) -> int | None:
     """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
-    (bytes): None when the corpus and its states fit the budget (streaming from host memory).
-    ValueError, naming --host_memory_gb, when the budget cannot hold one chunk."""
-    room = host_budget - host_model_bytes(corpus.num_words, hyper.padded_topics)
-    if corpus.num_tokens * IN_MEMORY_HOST_BYTES_PER_TOKEN <= room:
+    (bytes, of which the process holds anonymous_host_memory already): None when the corpus
+    and its states fit the budget beside the model (streaming from host memory).  The chunks
+    of a store are gone when the model is fetched, so either fits the room on its own.
+    ValueError, naming --host_memory_gb, when the room cannot hold the model or one chunk."""
+    room = host_budget - anonymous_host_memory()
+    model = host_model_bytes(corpus.num_words, hyper.padded_topics)
+    if corpus.num_tokens * IN_MEMORY_HOST_BYTES_PER_TOKEN + model <= room:
         return None
     tokens = chunk_store.host_chunk_tokens(max(room, 0), prefetch)
-    longest = int(corpus.doc_lengths().max(initial=0))
-    if tokens < max(longest, 1024):
+    needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
+    if tokens < needed or model > room:
         raise ValueError(
-            f"--host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk: next to the "
-            f"model's {host_model_bytes(corpus.num_words, hyper.padded_topics) / 1e9:.2f} GB "
-            f"it leaves room for chunks of {tokens:,} tokens, and a chunk needs at least "
-            f"{max(longest, 1024):,} (the longest document has {longest:,}); raise "
-            f"--host_memory_gb")
+            f"--host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk and the model: "
+            f"beside the {(host_budget - room) / 1e9:.2f} GB this process holds it leaves room "
+            f"for chunks of {tokens:,} tokens (a chunk needs {needed:,}: 1,024 or the longest "
+            f"document) and the model needs {model / 1e9:.2f} GB; raise --host_memory_gb")
     return tokens
 
 
@@ -715,7 +730,7 @@ def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if not stored:
         return _placed(corpus, hyper, mesh, chunk_tokens, streamed, prefetch, by_word=False)
     plan = plan_layout(corpus, min(chunk_tokens or stored, stored), size)
-    room = host_budget - host_model_bytes(corpus.num_words, hyper.padded_topics)
+    room = host_budget - anonymous_host_memory()
     workers = max(1, min(os.cpu_count() or 1,
                          room // (plan.padded_tokens * chunk_store.BUILD_BYTES_PER_TOKEN)))
     slots = chunk_store.StoredChunks(corpus, plan, hyper, chunk_store_dir

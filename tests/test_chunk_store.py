@@ -1,22 +1,30 @@
 """Streaming from a chunk store on disk gives the in-memory model, and the store is never
 trusted when stale, truncated, in use or without room."""
 
+import importlib.util
+import json
 import shutil
 import warnings
 
 import jax
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import ROOT, random_corpus
 
 from saberjax import checkpoint, chunk_store, execution, trainer
-from saberjax.corpus import Corpus
+from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 from saberjax.outputs import OutputConflictError
 from saberjax.state import Hyperparams
 
-# A host budget that holds a chunk of a few thousand tokens but not these corpora's states.
+# A host budget that holds a chunk of a few thousand tokens but not these corpora's states,
+# beside nothing else: the memory the test process holds (jax) is taken as none.
 TINY_HOST_GB = 2e-4
+
+
+@pytest.fixture(autouse=True)
+def process_holds_no_host_memory(monkeypatch):
+    monkeypatch.setattr(execution, "anonymous_host_memory", lambda: 0)
 
 
 def test_compact_chunks_expand_to_the_layouts_chunks():
@@ -159,9 +167,39 @@ def test_a_disk_without_room_for_the_store_is_a_clear_error(tmp_path, monkeypatc
 
 def test_a_host_budget_that_cannot_hold_one_chunk_names_the_flag(tmp_path):
     corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=27)
-    with pytest.raises(ValueError, match=r"--host_memory_gb=5e-05 cannot hold one chunk: .* "
-                                         r"chunks of [\d,]+ tokens, and a chunk needs at least "
-                                         r"1,024"):
+    with pytest.raises(ValueError, match=r"--host_memory_gb=5e-05 cannot hold one chunk and "
+                                         r"the model: .* chunks of [\d,]+ tokens \(a chunk "
+                                         r"needs 1,024: "):
         execution.place(corpus, Hyperparams.create(6), 1, chunk_tokens=1500, stream=True,
                         host_memory_gb=5e-5, chunk_store_dir=tmp_path / "store")
     assert not (tmp_path / "store").exists()
+
+
+@pytest.fixture
+def streaming_bench():
+    """tools/streaming_bench.py imported as a module (its flags in a registry of their own)."""
+    spec = importlib.util.spec_from_file_location("saberjax_streaming_bench",
+                                                  ROOT / "tools" / "streaming_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_streaming_bench_compares_disk_and_memory_streaming_in_one_invocation(
+        streaming_bench, tmp_path, capsys):
+    save_native(random_corpus(num_docs=300, num_words=50, mean_length=30, seed=29),
+                tmp_path / "corpus")
+    streaming_bench.FLAGS(["streaming_bench", f"--corpus={tmp_path / 'corpus'}",
+                           "--num_topics=8", "--iterations=2", "--backend=xla",
+                           "--budget_fraction=0.5", "--skip_resident", "--disk",
+                           f"--host_memory_gb={TINY_HOST_GB}",
+                           f"--chunk_store={tmp_path / 'store'}", "--disk_probe_gb=0.01"])
+    streaming_bench.main(["streaming_bench"])
+    header, disk, memory, summary = map(json.loads, capsys.readouterr().out.splitlines())
+    assert header["disk_read_gb_per_s"] > 0 and header["h2d_pinned_gb_per_s"] > 0
+    assert (disk["run"], disk["stored"], memory["run"], memory["stored"]) == (
+        "disk", True, "memory", False)
+    assert disk["store_bytes_per_token"] > 0 and disk["setup_seconds"] > 0
+    assert disk["bytes_put_per_token"] < memory["bytes_put_per_token"]
+    assert disk["transfer_floor_mtoken_per_s"] > 0 and disk["peak_rss_gb"] > 0
+    assert summary["disk_to_memory"] == disk["mtoken_per_s"] / memory["mtoken_per_s"]
