@@ -52,6 +52,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -74,6 +75,9 @@ BUILD_BYTES_PER_TOKEN = 72
 # Host bytes per token of one slot streamed from the store: the compact chunk and A read
 # (8.5) and the state written back (6).
 STREAM_BYTES_PER_TOKEN = 15
+# Threads reading the store, and the pieces a slot's read is cut into for them.
+READERS = 4
+READ_PIECE_BYTES = 1 << 25
 
 
 def default_directory() -> Path:
@@ -177,17 +181,29 @@ class _Records:
             before += field.nbytes(self.devices)
         raise KeyError(name)
 
-    def read(self, fd: int, slot: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Fields `names` (consecutive in the record) of a slot, [devices, ...] each."""
+    def read(self, pool: concurrent.futures.Executor, fd: int, slot: int,
+             names: tuple[str, ...]) -> Callable[[], dict[str, np.ndarray]]:
+        """Start reading fields `names` (consecutive in the record) of a slot, in pieces of
+        READ_PIECE_BYTES read by the pool's threads at once; returns the wait for them,
+        [devices, ...] each."""
         chosen = [field for field in self.fields if field.name in names]
-        buffer = _read_exactly(fd, self.offset(slot, chosen[0].name),
-                               sum(field.nbytes(self.devices) for field in chosen))
-        arrays, at = {}, 0
-        for field in chosen:
-            size = field.nbytes(self.devices)
-            arrays[field.name] = buffer[at: at + size].view(field.dtype).reshape(
-                self.devices, *field.shape)
-            at += size
+        offset = self.offset(slot, chosen[0].name)
+        buffer = np.empty(sum(field.nbytes(self.devices) for field in chosen), np.uint8)
+        pieces = [pool.submit(_read_exactly, fd, offset + start,
+                              buffer[start: start + READ_PIECE_BYTES])
+                  for start in range(0, buffer.size, READ_PIECE_BYTES)]
+
+        def arrays() -> dict[str, np.ndarray]:
+            for piece in pieces:
+                piece.result()
+            found, at = {}, 0
+            for field in chosen:
+                size = field.nbytes(self.devices)
+                found[field.name] = buffer[at: at + size].view(field.dtype).reshape(
+                    self.devices, *field.shape)
+                at += size
+            return found
+
         return arrays
 
     def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray]) -> None:
@@ -201,16 +217,15 @@ class _Records:
                 .view(field.dtype).reshape(self.devices, *field.shape) for field in self.fields}
 
 
-def _read_exactly(fd: int, offset: int, size: int) -> np.ndarray:
-    buffer = np.empty(size, np.uint8)
+def _read_exactly(fd: int, offset: int, buffer: np.ndarray) -> None:
+    """Fill a uint8 buffer from the file at offset."""
     done = 0
-    while done < size:
+    while done < buffer.size:
         count = os.preadv(fd, [memoryview(buffer)[done:]], offset + done)
         if count == 0:
             raise ChunkStoreError(f"chunk store file ends at byte {offset + done:,}, "
-                                  f"{size - done:,} bytes short (truncated)")
+                                  f"{buffer.size - done:,} bytes short (truncated)")
         done += count
-    return buffer
 
 
 def _write_exactly(fd: int, offset: int, arrays: list[np.ndarray]) -> None:
@@ -361,6 +376,9 @@ class StoredChunks:
         self.static = _static_records(plan, corpus.num_words, devices)
         self.states = _state_records(plan, hyper, devices)
         self._topic_dtype = hyper.topic_dtype
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            READERS, thread_name_prefix="saberjax-read")
+        self._ahead: dict[tuple[int | None, int], tuple] = {}
         self._lock = _lock(directory)
         try:
             key = _key(corpus, plan, devices)
@@ -392,6 +410,9 @@ class StoredChunks:
 
     def close(self) -> None:
         """Close the store's files and release its lock (also when it is garbage)."""
+        if "_readers" in self.__dict__:
+            self.__dict__.pop("_readers").shutdown(wait=True, cancel_futures=True)
+        self.__dict__.pop("_ahead", None)
         for fd in (*self.__dict__.pop("_state_fds", ()),
                    *([self.__dict__.pop("_static_fd")] if "_static_fd" in self.__dict__ else [])):
             os.close(fd)
@@ -432,16 +453,29 @@ class StoredChunks:
                 return generation
         raise ValueError("these chunk states are not in the chunk store")
 
+    def _read_ahead(self, generation: int | None, slot: int) -> None:
+        """Start reading a slot's compact chunk and (generation not None) its A from that
+        state file, unless it was started."""
+        if (generation, slot) not in self._ahead:
+            chunk = self.static.read(self._readers, self._static_fd, slot, _ARRAY_FIELDS)
+            state = None if generation is None else self.states.read(
+                self._readers, self._state_fds[generation], slot, ("a_pairs", "a_nnz"))
+            self._ahead[generation, slot] = (chunk, state)
+
     def put(self, slot: int, chunk_states):
         """(slot's chunk, its state or None) on the devices, chunk_states being host states
-        (None at initialisation)."""
-        arrays = self.static.read(self._static_fd, slot, _ARRAY_FIELDS)
-        chunk = CompactChunk(**arrays, block_tokens=self.static.fields[0].shape[0])
-        self.counters.bytes_put += self.static.slot_bytes
-        if chunk_states is None:
+        (None at initialisation).  The next `prefetch` slots are read from disk meanwhile."""
+        generation = None if chunk_states is None else self._generation(chunk_states)
+        for other in [key for key in self._ahead if key[0] != generation]:
+            del self._ahead[other]  # reads of another iteration (one stopped by an error)
+        for ahead in range(slot, min(slot + self.prefetch + 1, len(self))):
+            self._read_ahead(generation, ahead)
+        chunk_read, state_read = self._ahead.pop((generation, slot))
+        chunk = CompactChunk(**chunk_read(), block_tokens=self.static.fields[0].shape[0])
+        state = None if state_read is None else state_read()
+        self.counters.bytes_put += sum(array.nbytes for array in jax.tree.leaves(chunk))
+        if state is None:
             return self._expand_chunk(jax.device_put(chunk, self.sharding)), None
-        state = self.states.read(self._state_fds[self._generation(chunk_states)], slot,
-                                 ("a_pairs", "a_nnz"))
         self.counters.bytes_put += sum(array.nbytes for array in state.values())
         return self._expand(*jax.device_put((chunk, state["a_pairs"], state["a_nnz"]),
                                             self.sharding))

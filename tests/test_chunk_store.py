@@ -4,6 +4,8 @@ trusted when stale, truncated, in use or without room."""
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 
 import jax
@@ -203,3 +205,18 @@ def test_streaming_bench_compares_disk_and_memory_streaming_in_one_invocation(
     assert disk["bytes_put_per_token"] < memory["bytes_put_per_token"]
     assert disk["transfer_floor_mtoken_per_s"] > 0 and disk["peak_rss_gb"] > 0
     assert summary["disk_to_memory"] == disk["mtoken_per_s"] / memory["mtoken_per_s"]
+
+
+def test_train_py_names_the_host_budget_that_cannot_hold_a_chunk_in_one_line(tmp_path):
+    save_native(random_corpus(num_docs=400, num_words=60, mean_length=40, seed=30),
+                tmp_path / "corpus")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={tmp_path / 'corpus'}",
+         "--num_topics=4", "--iterations=1", "--backend=xla", "--device_memory_gb=0.002",
+         "--host_memory_gb=0.0001", f"--chunk_store={tmp_path / 'store'}",
+         f"--output={tmp_path / 'model'}"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: --host_memory_gb=0.0001 cannot hold one chunk and the model: beside the ")
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "model").exists() and not (tmp_path / "store").exists()
