@@ -596,16 +596,24 @@ def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
     return max(large - small, 0) / (large_tokens - small_tokens)
 
 
-def available_host_memory() -> int:
-    """Bytes of host memory available now (MemAvailable: free memory and reclaimable cache)."""
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A "Field: N kB" line of a /proc file in bytes (None where the system has none)."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
+        with open(path, encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
+def available_host_memory() -> int:
+    """Bytes of host memory available now (MemAvailable: free memory and reclaimable cache)."""
+    available = _proc_bytes("/proc/meminfo", "MemAvailable")
+    if available is None:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return available
 
 
 def host_memory_budget(host_memory_gb: float | None) -> int:
@@ -625,14 +633,7 @@ def host_model_bytes(num_words: int, padded_topics: int) -> int:
 def anonymous_host_memory() -> int:
     """Bytes of this process's resident memory that are not file pages (RssAnon): what the
     run holds already (the runtime, the corpus when it is not memory-mapped)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _proc_bytes("/proc/self/status", "RssAnon") or 0
 
 
 def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -26,6 +27,15 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def import_script(path: str, module_name: str):
+    """A script of the repository (e.g. "launch/bench.py") imported as module `module_name`;
+    a script that defines its flags in a registry of its own when imported keeps them there."""
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_launcher(script: str, *flags: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 from absl import flags
 
-from helpers import ROOT, random_corpus
+from helpers import import_script, random_corpus
 from saberjax import esca, execution
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
@@ -22,11 +21,7 @@ from saberjax.state import Hyperparams
 @pytest.fixture(scope="module")
 def bench():
     """launch/bench.py imported as a module (its flags in a registry of their own)."""
-    spec = importlib.util.spec_from_file_location("saberjax_launch_bench",
-                                                  ROOT / "launch" / "bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_script("launch/bench.py", "saberjax_launch_bench")
 
 
 @pytest.fixture

@@ -1,17 +1,14 @@
 """Streaming from a chunk store on disk gives the in-memory model, and the store is never
 trusted when stale, truncated, in use or without room."""
 
-import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 import warnings
 
 import jax
 import numpy as np
 import pytest
-from helpers import ROOT, random_corpus
+from helpers import import_script, random_corpus, run_launcher
 
 from saberjax import checkpoint, chunk_store, execution, trainer
 from saberjax.corpus import Corpus, save_native
@@ -180,11 +177,7 @@ def test_a_host_budget_that_cannot_hold_one_chunk_names_the_flag(tmp_path):
 @pytest.fixture
 def streaming_bench():
     """tools/streaming_bench.py imported as a module (its flags in a registry of their own)."""
-    spec = importlib.util.spec_from_file_location("saberjax_streaming_bench",
-                                                  ROOT / "tools" / "streaming_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_script("tools/streaming_bench.py", "saberjax_streaming_bench")
 
 
 def test_streaming_bench_compares_disk_and_memory_streaming_in_one_invocation(
@@ -210,11 +203,10 @@ def test_streaming_bench_compares_disk_and_memory_streaming_in_one_invocation(
 def test_train_py_names_the_host_budget_that_cannot_hold_a_chunk_in_one_line(tmp_path):
     save_native(random_corpus(num_docs=400, num_words=60, mean_length=40, seed=30),
                 tmp_path / "corpus")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={tmp_path / 'corpus'}",
-         "--num_topics=4", "--iterations=1", "--backend=xla", "--device_memory_gb=0.002",
-         "--host_memory_gb=0.0001", f"--chunk_store={tmp_path / 'store'}",
-         f"--output={tmp_path / 'model'}"], capture_output=True, text=True, timeout=300)
+    done = run_launcher("train.py", f"--corpus={tmp_path / 'corpus'}", "--num_topics=4",
+                        "--iterations=1", "--backend=xla", "--device_memory_gb=0.002",
+                        "--host_memory_gb=0.0001", f"--chunk_store={tmp_path / 'store'}",
+                        f"--output={tmp_path / 'model'}", timeout=300)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith(
         "error: --host_memory_gb=0.0001 cannot hold one chunk and the model: beside the ")

@@ -15,11 +15,12 @@ one or more devices; JSON lines.
         --device_memory_gb=16 --iterations=3 --skip_resident --num_devices=1,4
 
 Runs go in this order: from disk (--disk; --disk_runs=2 runs again on the store the first
-built), from host memory (unless --skip_memory), resident (unless --skip_resident), so that
-each run's peak host memory is its own: it is sampled from /proc/self/status while the run
-lasts (peak_rss_gb: resident set; peak_anon_gb: the part that is not file pages, which a
-memory-mapped corpus and the page cache do not add to).  The last line compares the runs:
-disk against host memory, streamed against resident.
+built), from host memory (unless --skip_memory; its host budget is all the memory
+available), resident (unless --skip_resident).  peak_anon_gb is the run's own peak of
+anonymous resident memory (sampled while it lasts: what the budget bounds; a memory-mapped
+corpus and the page cache are file pages), peak_rss_gb the process's peak resident set so
+far (the disk run's own, since it goes first).  The last line compares the runs: disk
+against host memory, streamed against resident.
 
 The budget fraction is applied to what the corpus needs on the device beyond the model
 (device bytes per token, from XLA's memory analysis, times tokens).  Throughput excludes the
@@ -37,6 +38,7 @@ import contextlib
 import json
 import os
 import pathlib
+import resource
 import sys
 import threading
 import time
@@ -66,9 +68,9 @@ flags.DEFINE_bool("skip_resident", False, "No resident run.", **_flag)
 flags.DEFINE_bool("skip_memory", False, "No run streamed from host memory.", **_flag)
 flags.DEFINE_bool("disk", False, "Also stream from a chunk store on disk, under "
                   "--host_memory_gb (one device).", **_flag)
-flags.DEFINE_float("host_memory_gb", None, "The disk run's host memory budget (the other "
-                   "runs get the default: a fraction of the memory available).", lower_bound=0,
-                   **_flag)
+flags.DEFINE_float("host_memory_gb", None, "The disk run's host memory budget (default: a "
+                   "fraction of the memory available; the run from host memory may use all "
+                   "of it).", lower_bound=0, **_flag)
 flags.DEFINE_string("chunk_store", None, "Folder of the disk run's chunk store (default: "
                     "chunk_store/ in the cache folder).", **_flag)
 flags.DEFINE_integer("disk_runs", 1, "Disk runs (the later ones reuse the store).",
@@ -81,20 +83,15 @@ flags.DEFINE_list("num_devices", ["1"], "Device counts of the runs streamed from
 
 
 class PeakMemory:
-    """Peak VmRSS and RssAnon of this process (bytes), sampled every `period` seconds from
-    /proc/self/status while the `with` block runs."""
+    """Peak anonymous resident memory of this process (execution.anonymous_host_memory,
+    bytes), sampled every `period` seconds while the `with` block runs."""
 
     def __init__(self, period: float = 0.05):
-        self.period, self.rss, self.anon = period, 0, 0
+        self.period, self.anon = period, 0
         self._stop = threading.Event()
 
     def _sample(self) -> None:
-        with open("/proc/self/status", encoding="ascii") as status:
-            fields = dict(line.split(":", 1) for line in status if ":" in line)
-        kilobytes = {name: int(fields.get(name, "0 kB").split()[0]) * 1024
-                     for name in ("VmRSS", "RssAnon")}
-        self.rss = max(self.rss, kilobytes["VmRSS"])
-        self.anon = max(self.anon, kilobytes["RssAnon"])
+        self.anon = max(self.anon, execution.anonymous_host_memory())
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
@@ -189,7 +186,8 @@ def run(corpus, mode: str, num_devices: int = 1, **settings) -> dict:
                   setup_seconds=first_end[0] - start - result.metrics[0]["seconds"],
                   layout_seconds=phases.seconds.get("layout", 0.0),
                   init_seconds=result.init_seconds, compile_seconds=result.compile_seconds,
-                  wall_seconds=wall, peak_rss_gb=memory.rss / 1e9,
+                  wall_seconds=wall,
+                  peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
                   peak_anon_gb=memory.anon / 1e9,
                   peak_anon_bytes_per_token=memory.anon / corpus.num_tokens, **settings)
     if record["streamed"]:
@@ -255,7 +253,8 @@ def main(argv):
         record.update(store_bytes_per_token=store_bytes_on_disk(store) / corpus.num_tokens)
         report(record)
     for count in ([] if FLAGS.skip_memory else [int(n) for n in FLAGS.num_devices]):
-        report(run(corpus, "memory", count, device_memory_gb=budget))
+        report(run(corpus, "memory", count, device_memory_gb=budget,
+                   host_memory_gb=execution.available_host_memory() / 1e9))
     if not FLAGS.skip_resident:
         report(run(corpus, "resident"))
 
