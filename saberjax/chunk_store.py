@@ -14,9 +14,12 @@ not fit the budget (`host_memory_gb`), the chunks live in a folder on local disk
 The chunks are built once, out of core: the layout is planned (layout.plan_layout: document
 ranges of the memory-mapped corpus, one padded shape), then worker threads build chunk after
 chunk with layout's own builder, compact it and write it to its place, never holding more
-than a chunk per worker.  Every iteration the prefetcher reads each slot's chunk and its
-state's A ahead, puts them on the devices and expands the chunk there; the writer thread
-writes each new state back into the other state file.
+than a chunk per worker (as many workers as the host budget holds).  Every iteration the
+producer thread of streaming puts slot after slot on the devices and expands the chunk there,
+while reader threads read the next `prefetch` slots' chunks and A from disk (in pieces, at
+once); the writer thread writes each new state back into the other state file.  Reads and
+writes go through pread / pwrite into buffers of their own, so the store's pages never count
+in the process's resident memory (the page cache holds them while the machine has room).
 
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
 doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
@@ -34,8 +37,11 @@ a time in memory, and is overwritten by the step after.
 A store is used only when its manifest names the same key (format, corpus fingerprint,
 chunking, padded shape, devices) and its files have the sizes the key implies; anything else
 is rebuilt, with a warning saying why.  A store is built in a hidden sibling folder and
-renamed into place (outputs.staged_directory), so a crash leaves the old store or none, and
-the disk's free space is checked against the store's size before anything is written.
+renamed into place (outputs.staged_directory), so a crash leaves the old store or none; the
+disk's free space is checked against the store's size before anything is written, a folder
+holding other files is never used, and a store another run holds (its lock) is refused.
+The states in a store are a run's working memory, not a checkpoint: a resumed run starts
+from its checkpoint (saberjax.checkpoint) and writes them anew.  One process uses a store.
 """
 
 from __future__ import annotations
@@ -75,6 +81,9 @@ BUILD_BYTES_PER_TOKEN = 72
 # Host bytes per token of one slot streamed from the store: the compact chunk and A read
 # (8.5) and the state written back (6).
 STREAM_BYTES_PER_TOKEN = 15
+# Threads building a store's chunks at once where the host budget allows (chunks are planned
+# small enough for them: building is most of the set-up before the first iteration).
+BUILD_WORKERS = 8
 # Threads reading the store, and the pieces a slot's read is cut into for them.
 READERS = 4
 READ_PIECE_BYTES = 1 << 25
@@ -257,11 +266,12 @@ def _state_records(plan: LayoutPlan, hyper: Hyperparams, devices: int) -> _Recor
                     devices, len(plan.chunk_docs) // devices)
 
 
-def host_chunk_tokens(budget: int, prefetch: int) -> int:
+def host_chunk_tokens(budget: int, prefetch: int, workers: int = 1) -> int:
     """The most tokens per chunk a host memory budget (bytes, beyond the run's fixed needs)
-    allows when streaming from the store: one chunk built by one worker, or prefetch + 2 slots
-    read, worked on and written back."""
-    return int(budget / max(BUILD_BYTES_PER_TOKEN, STREAM_BYTES_PER_TOKEN * (prefetch + 2)))
+    allows when streaming from the store: a chunk being built by each of `workers` threads,
+    or prefetch + 2 slots read, worked on and written back."""
+    return int(budget / max(BUILD_BYTES_PER_TOKEN * workers,
+                            STREAM_BYTES_PER_TOKEN * (prefetch + 2)))
 
 
 def _key(corpus: Corpus, plan: LayoutPlan, devices: int) -> dict:

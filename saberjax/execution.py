@@ -640,15 +640,20 @@ def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int
                             prefetch: int) -> int | None:
     """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
     (bytes, of which the process holds anonymous_host_memory already): None when the corpus
-    and its states fit the budget beside the model (streaming from host memory).  The chunks
-    of a store are gone when the model is fetched, so either fits the room on its own.
+    and its states fit the budget beside the model (streaming from host memory).  Chunks are
+    small enough for chunk_store.BUILD_WORKERS builders (or as many as the cores) where the
+    room allows, else for one.  The chunks of a store are gone when the model is fetched, so
+    either fits the room on its own.
     ValueError, naming --host_memory_gb, when the room cannot hold the model or one chunk."""
     room = host_budget - anonymous_host_memory()
     model = host_model_bytes(corpus.num_words, hyper.padded_topics)
     if corpus.num_tokens * IN_MEMORY_HOST_BYTES_PER_TOKEN + model <= room:
         return None
-    tokens = chunk_store.host_chunk_tokens(max(room, 0), prefetch)
     needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
+    workers = min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
+    tokens = chunk_store.host_chunk_tokens(max(room, 0), prefetch, workers)
+    if tokens < needed:  # fewer builders, larger chunks
+        tokens = chunk_store.host_chunk_tokens(max(room, 0), prefetch)
     if tokens < needed or model > room:
         raise ValueError(
             f"--host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk and the model: "

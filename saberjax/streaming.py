@@ -19,7 +19,8 @@ left running.
 Host memory (pinned) per token (K <= 32,767): word, doc and shuffle pointer (int32 each, 12
 bytes), the E-step's work list (about 0.5 bytes), z (int16, 2 bytes), A's packed (topic, count)
 pair (4 bytes): 18.5 bytes, plus 8 bytes per document (doc_start, nnz) and 4 per distinct word
-of a chunk; 20.5 bytes per token when K > 32,767.
+of a chunk; 20.5 bytes per token when K > 32,767.  When that does not fit the host memory
+budget, the chunks stream from local disk instead (saberjax.chunk_store, the same loop).
 """
 
 from __future__ import annotations
