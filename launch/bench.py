@@ -161,8 +161,18 @@ flags.DEFINE_integer("phase_repeats", 3, "Timed passes per phase (the median is 
                      lower_bound=1, **_flag)
 flags.DEFINE_integer("copy_mib", 0, "Array size of the copy-bandwidth test in MiB "
                      "(0: 1024 on GPU, 256 elsewhere).", lower_bound=0, **_flag)
+flags.DEFINE_list("optimize_alpha_every", [str(trainer.TrainConfig.optimize_alpha_every)],
+                  "Comma list of optimize_alpha_every values (0: alpha fixed) to run each K "
+                  "with; with 0 first, the others' lines carry learned_alpha_cost, the share of "
+                  "mean throughput that learning alpha costs.", **_flag)
 flags.mark_flags_as_mutual_exclusive(["corpus", "synth_preset"], **_flag)
 processes.define_flags(FLAGS)
+
+
+@flags.validator("optimize_alpha_every", "--optimize_alpha_every: each must be an integer "
+                 ">= 0", **_flag)
+def _check_optimize_alpha_every(values):
+    return all(value.strip().isdigit() for value in values)
 
 
 @flags.validator("backends", f"--backends: each must be one of {', '.join(BACKENDS)}", **_flag)
@@ -393,7 +403,9 @@ def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
         cells = shape[0] * shape[1]
         moved = int(cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * share)
         seconds = _median_seconds(on_mesh(collectives), zeros(shape, jnp.int32), repeats)
-        reduction = _median_seconds(placement.reduce, zeros(shape, jnp.int32), repeats)
+        alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
+        reduction = _median_seconds(lambda counts: placement.reduce(counts, alpha),
+                                    zeros(shape, jnp.int32), repeats)
     return dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(seconds),
                 collective_bytes_per_device=moved,
                 collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
@@ -408,7 +420,7 @@ def measure_phases(placement: execution.Placement, state: TrainState, repeats: i
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = backend_ops(hyper.backend)
     key = esca.next_iteration(state.seed, state.iteration)[1]
-    sample = jax.jit(functools.partial(ops.sample_and_shuffle, alpha=hyper.alpha))
+    sample = jax.jit(ops.sample_and_shuffle)
     rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
     count = jax.jit(ops.count_word_topic, donate_argnums=2)
     # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
@@ -416,7 +428,8 @@ def measure_phases(placement: execution.Placement, state: TrainState, repeats: i
     @jax.jit
     def bhat_trees(word_topic):
         totals = ops.topic_totals(word_topic)
-        return totals, ops.bhat_and_tree(word_topic, totals, hyper.num_topics, hyper.beta)
+        return totals, ops.bhat_and_tree(word_topic, totals, state.model.alpha, hyper.num_topics,
+                                         hyper.beta)
 
     def run_sample():
         return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
@@ -469,14 +482,16 @@ def backend_unavailable(name: str) -> str | None:
 
 def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int,
               warmup: int, seed: int, phases: bool, phase_repeats: int,
-              heldout: tuple[Corpus, Corpus] | None = None) -> dict:
-    """The record of one (devices, K, backend); with heldout (observed, held-out halves of the
-    test documents) also the held-out log-likelihood per token after the timed iterations."""
+              heldout: tuple[Corpus, Corpus] | None = None,
+              optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
+    """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
+    held-out halves of the test documents) also the held-out log-likelihood per token after
+    the timed iterations."""
     hyper = placement.hyper
     num_topics, backend = hyper.num_topics, hyper.backend
     tokens = corpus.num_tokens
     config = trainer.TrainConfig(num_topics, iterations=warmup + iterations, seed=seed,
-                                 backend=backend)
+                                 backend=backend, optimize_alpha_every=optimize_alpha_every)
     run = trainer.train_placed(corpus, placement, config, heldout)
     state = run.state
     warmup_seconds = [record["seconds"] for record in run.metrics[:warmup]]
@@ -489,7 +504,9 @@ def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int
     model_bytes = _nbytes(state.model)
     record = dict(
         type="result", K=num_topics, padded_K=hyper.padded_topics, backend=backend,
-        alpha=_sig(hyper.alpha), beta=hyper.beta, iterations=iterations, warmup=warmup,
+        alpha=_sig(hyper.alpha), optimize_alpha_every=optimize_alpha_every,
+        alpha_sum=_sig(float(placement.alpha(state).sum())), beta=hyper.beta,
+        iterations=iterations, warmup=warmup,
         Mtoken_per_s_mean=_sig(tokens * len(times) / sum(times) / 1e6),
         Mtoken_per_s_steady=_sig(tokens * len(steady) / sum(steady) / 1e6),
         Mtoken_per_s_best=_sig(tokens / min(times) / 1e6),
@@ -526,9 +543,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   num_devices: tuple[int, ...] = (0,), partitions: tuple[str, ...] = ("auto",),
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
+                  optimize_alpha_every: tuple[int, ...] = (
+                      trainer.TrainConfig.optimize_alpha_every,),
                   emit=print) -> list[dict]:
-    """Benchmark every (device count, K, backend); emit(json_line) for each record and the
-    summary.  heldout: (observed, held-out) halves of test documents to score each model on."""
+    """Benchmark every (device count, K, backend, optimize_alpha_every); emit(json_line) for
+    each record and the summary.  heldout: (observed, held-out) halves of test documents to
+    score each model on."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
@@ -536,7 +556,8 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
     # xla first, so that every other backend's line can carry its ratio to xla.
     order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
-    records, one_device = [], {}  # (K, backend) -> steady Mtoken/s on one device
+    # (K, backend, optimize_alpha_every) -> steady Mtoken/s on one device
+    records, one_device = [], {}
 
     def put(record):
         record = {**{key: record[key] for key in ("type", "devices", "K", "backend")
@@ -544,6 +565,8 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         records.append(record)
         emit(json.dumps(record))
 
+    # (devices, K, backend) -> mean Mtoken/s with alpha fixed, when optimize_alpha_every has 0
+    fixed_alpha = {}
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
                        V=corpus.num_words, chunk_tokens=chunk_tokens)
     for count, partition in itertools.product(num_devices, partitions):
@@ -552,7 +575,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
                          num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
-        for k in num_topics:
+        for k, every in itertools.product(num_topics, optimize_alpha_every):
             xla_steady = None
             for backend in order:
                 head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
@@ -562,7 +585,8 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                     continue
                 result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
                                    corpus, iterations=iterations, warmup=warmup, seed=seed,
-                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout)
+                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout,
+                                   optimize_alpha_every=every)
                 traffic = result["min_traffic_bytes"]
                 result.update(
                     **bandwidth,
@@ -577,14 +601,20 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 if len(order) > 1 and xla_steady:
                     result["speedup_vs_xla"] = _sig(steady / xla_steady, 4)
                 if placement.num_devices == 1:
-                    one_device.setdefault((k, backend), steady)
-                if (k, backend) in one_device:
-                    result["speedup_vs_one_device"] = _sig(steady / one_device[k, backend], 4)
+                    one_device.setdefault((k, backend, every), steady)
+                if (k, backend, every) in one_device:
+                    result["speedup_vs_one_device"] = _sig(
+                        steady / one_device[k, backend, every], 4)
+                fixed = fixed_alpha.setdefault((placement.num_devices, k, backend),
+                                               result["Mtoken_per_s_mean"] if every == 0 else None)
+                if every and fixed:
+                    result["learned_alpha_cost"] = _sig(1 - result["Mtoken_per_s_mean"] / fixed, 3)
                 put(dict({**head, **result}, **env))
     summary = dict(
         type="summary", **corpus_info, **env, **bandwidth,
         iterations=iterations, warmup=warmup, seed=seed,
         results=[{key: r[key] for key in ("devices", "partition", "K", "backend",
+                                          "optimize_alpha_every", "learned_alpha_cost",
                                           "Mtoken_per_s_steady",
                                           "Mtoken_per_s_mean", "Mtoken_per_s_best",
                                           "compile_seconds", "speedup_vs_xla",
@@ -621,6 +651,7 @@ def main(argv):
                   partitions=tuple(FLAGS.partition),
                   seed=FLAGS.seed, phases=FLAGS.phases,
                   phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
+                  optimize_alpha_every=tuple(int(n) for n in FLAGS.optimize_alpha_every),
                   emit=emit)
 
 

@@ -17,13 +17,14 @@ from saberjax import mstep, sampler, segmented_count
 class Backend(NamedTuple):
     """The hot operations of one backend; the XLA set is the reference for every other."""
 
-    # (chunk, chunk_state, model, key, alpha) -> (word-major topics, doc-major topics)
+    # (chunk, chunk_state, model, key) -> (word-major topics, doc-major topics)
     sample_and_shuffle: Callable
     # (chunk, doc-major topics, num_topics) -> (a_pairs, a_nnz), padding tokens not counted
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
     topic_totals: Callable  # (B) -> column sums of B
-    # (rows of B, totals, num_topics, beta, num_words) -> (B-hat, its tree levels, top first)
+    # (rows of B, totals, alpha, num_topics, beta, num_words) -> (B-hat, the levels of its
+    # trees over alpha_k B-hat_vk, top first)
     bhat_and_tree: Callable
 
 

@@ -5,7 +5,7 @@ The checkpoint of iteration N is a set of files in the checkpoint folder::
     checkpoint-0000000N.npz     the state arrays: per chunk i, z and A (chunk{i}.topics,
                                 chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
                                 device i's share of the vocabulary), the word-topic counts B
-                                (word_topic), iteration and seed
+                                (word_topic), the prior alpha, iteration and seed
     checkpoint-0000000N.pP.npz  in a run of several processes, process P's chunks (P > 0;
                                 process 0's are in the .npz above)
     checkpoint-0000000N.json    the manifest: format version, iteration, seed, training config,
@@ -13,7 +13,7 @@ The checkpoint of iteration N is a set of files in the checkpoint folder::
                                 SHA-256 of every .npz
 
 B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
-with the computation every iteration ends with (execution.Placement.model_from_word_topic), so
+and alpha with the computation every iteration ends with (execution.Placement.model_from_word_topic), so
 the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so
 a checkpoint depends on the chunking, not on where the chunks were placed.  Since every random
 draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
@@ -44,7 +44,7 @@ from saberjax.execution import Placement
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
 
-FORMAT_VERSION = 2  # 2: A as packed pairs (state.pack_pairs)
+FORMAT_VERSION = 3  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
 # ours (process shards and temporaries too)
@@ -147,7 +147,11 @@ def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
     if word_topic.shape != (placement.num_words, hyper.padded_topics):
         raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run needs "
                               f"{[placement.num_words, hyper.padded_topics]}")
-    model = placement.model_from_word_topic(word_topic)
+    alpha = arrays["alpha"]
+    if alpha.shape != (hyper.padded_topics,):
+        raise CheckpointError(f"{path}: alpha is {list(alpha.shape)}, this run needs "
+                              f"{[hyper.padded_topics]}")
+    model = placement.model_from_word_topic(word_topic, alpha)
     iteration, seed = (placement.replicated(arrays[name]) for name in ("iteration", "seed"))
     return (TrainState(placement.place_chunk_states(chunk_states), model, iteration, seed),
             manifest["metrics"])
@@ -160,14 +164,16 @@ def chunking(placement: Placement) -> list[list[int]]:
 
 def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarray]:
     """This process's share of the arrays the state is computed from, on the host: its
-    chunks' states, and for process 0 also B, the iteration and the seed."""
+    chunks' states, and for process 0 also B, alpha, the iteration and the seed."""
     arrays = {f"chunk{index}.{field}": np.asarray(value)
               for index, chunk_state in sorted(placement.chunk_states(state).items())
               for field, value in chunk_state._asdict().items()}
     word_topic = placement.word_topic(state)  # a collective: every process gathers B
     if not processes.is_writer():
         return arrays
-    return dict(arrays, word_topic=word_topic, iteration=np.asarray(state.iteration),
+    return dict(arrays, word_topic=word_topic,
+                alpha=np.asarray(state.model.alpha.addressable_data(0)),
+                iteration=np.asarray(state.iteration),
                 seed=np.asarray(state.seed))
 
 

@@ -1,6 +1,6 @@
 """ESCA (stochastic EM) for LDA: `init` and `step` over the PDOW chunks (paper Algorithm 1).
 
-E-step: every token draws a new topic from (A_dk + alpha) B-hat_vk with the current counts.
+E-step: every token draws a new topic from (A_dk + alpha_k) B-hat_vk with the current counts.
 M-step: A rebuilt per chunk by shuffle and segmented count, B counted, B-hat and the sampling
 trees recomputed.  Every function here is a pure function of pytrees: `init` and `step` run a
 whole iteration over a tuple of chunks; `init_chunk` / `chunk_step` (one chunk's E-step and A
@@ -22,25 +22,29 @@ import numpy as np
 from saberjax import rng, segmented_count
 from saberjax.backend import backend_ops
 from saberjax.layout import Chunk
+from saberjax.mstep import bhat_denominator
 from saberjax.state import ChunkState, Hyperparams, Model, TrainState
 from saberjax.tree import tree_totals
 
 
-def model_from_totals(word_topic: jax.Array, totals: jax.Array, hyper: Hyperparams,
-                      num_words: int | None = None) -> Model:
-    """The model of rows of B given the topic totals: B-hat and its trees for those rows.
+def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array,
+                      hyper: Hyperparams, num_words: int | None = None) -> Model:
+    """The model of rows of B given the topic totals and the prior alpha [K_pad]: B-hat and
+    its trees over alpha_k B-hat_vk for those rows.
 
     num_words: the vocabulary's V when word_topic holds only some of its rows (a device's
     share), None when it holds them all."""
-    bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, hyper.num_topics,
-                                                          hyper.beta, num_words)
-    return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat))
+    bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
+                                                          hyper.num_topics, hyper.beta,
+                                                          num_words)
+    return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat, alpha), alpha,
+                 bhat_denominator(totals, num_words or word_topic.shape[0], hyper.beta))
 
 
-def model_from_counts(word_topic: jax.Array, hyper: Hyperparams) -> Model:
-    """The model (B, its topic totals, B-hat and its sampling trees) of counts B."""
+def model_from_counts(word_topic: jax.Array, alpha: jax.Array, hyper: Hyperparams) -> Model:
+    """The model (B, its topic totals, B-hat, alpha and the sampling trees) of counts B."""
     return model_from_totals(word_topic, backend_ops(hyper.backend).topic_totals(word_topic),
-                             hyper)
+                             alpha, hyper)
 
 
 def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: jax.Array,
@@ -52,8 +56,7 @@ def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: j
 
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
     """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
-    return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key,
-                                                         hyper.alpha)
+    return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
@@ -124,7 +127,8 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed) ->
     for chunk in chunks:
         chunk_state, word_topic = init_chunk(chunk, seed, word_topic, hyper)
         chunk_states.append(chunk_state)
-    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), jnp.int32(0), seed)
+    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper.initial_alpha(), hyper),
+                      jnp.int32(0), seed)
 
 
 @jax.jit
@@ -143,7 +147,8 @@ def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> Tr
         chunk_state, word_topic = chunk_step(chunk, chunk_state, state.model, key, word_topic,
                                              hyper)
         chunk_states.append(chunk_state)
-    return TrainState(tuple(chunk_states), finish_step(word_topic, hyper), iteration, state.seed)
+    return TrainState(tuple(chunk_states), finish_step(word_topic, state.model.alpha, hyper),
+                      iteration, state.seed)
 
 
 def corpus_order_topics(chunks: tuple[Chunk, ...], chunk_states) -> np.ndarray:

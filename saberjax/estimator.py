@@ -45,8 +45,9 @@ class NotFittedError(ValueError, AttributeError):
 class LDA:
     """Latent Dirichlet allocation trained by saberjax's ESCA sampler.
 
-    num_topics, alpha (None: 50 / num_topics), beta, iterations, seed, backend, chunk_tokens,
-    num_devices: as in trainer.TrainConfig.  callback(iteration, metrics, state) is called
+    num_topics, alpha (None: 50 / num_topics; where alpha is learned, its starting value),
+    optimize_alpha_every, burn_in, beta, iterations, seed, backend, chunk_tokens, num_devices:
+    as in trainer.TrainConfig.  callback(iteration, metrics, state) is called
     after every training iteration and stops training by returning True.  verbose=N prints a
     progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
     the last (0: none).
@@ -65,7 +66,8 @@ class LDA:
     """
 
     def __init__(self, num_topics: int = _CONFIG.num_topics, alpha: float | None = _CONFIG.alpha,
-                 beta: float = _CONFIG.beta, iterations: int = _CONFIG.iterations,
+                 optimize_alpha_every: int = _CONFIG.optimize_alpha_every,
+                 burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta, iterations: int = _CONFIG.iterations,
                  seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
                  chunk_tokens: int | None = _CONFIG.chunk_tokens,
                  num_devices: int = _CONFIG.num_devices, callback=None,
@@ -74,6 +76,8 @@ class LDA:
                  random_state=None):
         self.num_topics = num_topics
         self.alpha = alpha
+        self.optimize_alpha_every = optimize_alpha_every
+        self.burn_in = burn_in
         self.beta = beta
         self.iterations = iterations
         self.seed = seed

@@ -56,8 +56,9 @@ def check_scorable(observed: Corpus, heldout: Corpus) -> None:
 
 @timing.in_phase("evaluation")
 def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout: Corpus,
-                   alpha: float, em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
-    """Document-completion score of topics `topic_word` [K, V] (rows sum to 1)."""
+                   alpha, em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
+    """Document-completion score of topics `topic_word` [K, V] (rows sum to 1) under the
+    document-topic prior alpha ([K], or one number for every topic)."""
     check_scorable(observed, heldout)
     topics_of_word = jnp.asarray(topic_word, jnp.float32).T
     observed_words = DocumentWords.from_corpus(observed)
@@ -67,7 +68,8 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1])):
         partial_sums.append(_batch_loglik(
             topics_of_word, *observed_words.padded(batch.rows, batch.shape),
-            *heldout_words.padded(batch.rows, batch.shape), jnp.float32(alpha), em_iterations))
+            *heldout_words.padded(batch.rows, batch.shape), jnp.asarray(alpha, jnp.float32),
+            em_iterations))
     total = sum(float(partial) for partial in partial_sums)
     tokens = heldout.num_tokens
     per_token = total / max(tokens, 1)

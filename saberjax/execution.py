@@ -44,7 +44,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, streaming, timing
+from saberjax import chunk_store, esca, prior, streaming, timing
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
@@ -72,10 +72,11 @@ WORD_PARTITION_BYTES_PER_TOKEN = 6
 WORD_PARTITION_CELLS_PER_TOKEN = 1.5
 # Shard specs: a slot's arrays and states by device; the model's B by word rows, the rest whole.
 BY_DEVICE = P(AXIS)
-MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tree_total=P())
+MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tree_total=P(),
+                   alpha=P(), bhat_denominator=P())
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
-                        tree_total=P(AXIS))
+                        tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
 PARTITIONS = ("documents", "words")
 # The host memory budget by default: this fraction of the memory available at the start.
 HOST_MEMORY_FRACTION = 0.75
@@ -184,23 +185,27 @@ class Placement:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
-    def _model_of_rows(self, rows) -> Model:
-        """The model of this device's rows of B: totals summed over the mesh, B-hat and trees
-        of the rows, then B-hat and the trees gathered whole on every device."""
-        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+    def _model_of_rows(self, rows, alpha, totals=None) -> Model:
+        """The model of this device's rows of B and prior alpha: totals summed over the mesh
+        (None: computed), B-hat and trees of the rows, then B-hat and the trees gathered whole
+        on every device."""
+        if totals is None:
+            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            if self.num_devices > 1:
+                totals = lax.psum(totals, AXIS)
+        local = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
         if self.num_devices == 1:
-            return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
-        local = esca.model_from_totals(rows, lax.psum(totals, AXIS), self.hyper,
-                                       self.num_words)
+            return local
         gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
         return local._replace(bhat=gather(local.bhat), tree=tuple(map(gather, local.tree)),
                               tree_total=gather(local.tree_total))
 
-    def _model_of_partial_counts(self, counts) -> Model:
-        """The model of every device's partial counts B_d (reduce-scattered by word rows)."""
+    def _model_of_partial_counts(self, counts, alpha) -> Model:
+        """The model of every device's partial counts B_d (reduce-scattered by word rows) and
+        prior alpha."""
         if self.num_devices > 1:
             counts = lax.psum_scatter(counts, AXIS, scatter_dimension=0, tiled=True)
-        return self._model_of_rows(counts)
+        return self._model_of_rows(counts, alpha)
 
     def _over_slots(self, run_chunk, slots, slot_states, counts):
         """run_chunk(chunk, state, counts) over this device's chunks, slot by slot."""
@@ -224,12 +229,14 @@ class Placement:
         def by_document(slots, _, seed):
             states, counts = self._over_slots(self._init_chunk(seed), slots, None,
                                               self._zero_counts())
-            return states, self._model_of_partial_counts(counts)
+            return states, self._model_of_partial_counts(counts, self.hyper.initial_alpha())
 
         def by_word(slots, shares, seed):
             share = _local(shares)
-            return self._word_finish(slots, share, *esca.initial_topics(
-                share, seed, self.hyper, self.num_devices * slots[0].word.shape[1]))
+            return self._word_finish(slots, share, self.hyper.initial_alpha(),
+                                     *esca.initial_topics(share, seed, self.hyper,
+                                                          self.num_devices
+                                                          * slots[0].word.shape[1]))
 
         body = by_document if self.word_shares is None else by_word
         return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, P()),
@@ -241,39 +248,42 @@ class Placement:
         def by_document(slots, _, slot_states, model, key):
             states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
                                               self._zero_counts())
-            return states, self._model_of_partial_counts(counts)
+            return states, self._model_of_partial_counts(counts, model.alpha)
 
         def by_word(slots, shares, slot_states, model, key):
             share, state = _local(shares), _local(slot_states[0])
             if self.num_devices > 1:  # every document's A, for the tokens of this share
                 gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
                 state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
-            return self._word_finish(slots, share,
+            return self._word_finish(slots, share, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
         body = by_document if self.word_shares is None else by_word
         return jax.jit(self._shard_map(body, (BY_DEVICE,) * 3 + (self.model_spec, P()),
                                        (BY_DEVICE, self.model_spec)))
 
-    def _word_finish(self, slots, share, topics, doc_major):
+    def _word_finish(self, slots, share, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device drew for the chunk's tokens, its words' B counted, and
-        the model of its rows (totals summed over the mesh; B-hat is never gathered)."""
+        the model of its rows and prior alpha (totals summed over the mesh; B-hat is never
+        gathered)."""
         if self.num_devices > 1:  # the segments of the other devices' chunks go to them
             parts = doc_major.reshape(self.num_devices, -1)
             doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
                 axis=0, dtype=doc_major.dtype)
         state = esca.chunk_state_from_topics(_local(slots[0]), topics, doc_major, self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
-        return (_stacked(state),), self._model_of_own_rows(counts)
+        return (_stacked(state),), self._model_of_own_rows(counts, alpha)
 
-    def _model_of_own_rows(self, rows) -> Model:
-        """Partition by word: the model of this device's rows of B, with the topic totals
-        summed over the mesh; B-hat and the trees stay with their rows."""
-        totals = backend_ops(self.hyper.backend).topic_totals(rows)
-        if self.num_devices > 1:
-            totals = lax.psum(totals, AXIS)
-        return esca.model_from_totals(rows, totals, self.hyper, self.num_words)
+    def _model_of_own_rows(self, rows, alpha, totals=None) -> Model:
+        """Partition by word: the model of this device's rows of B and prior alpha, with the
+        topic totals summed over the mesh (None: computed); B-hat and the trees stay with
+        their rows."""
+        if totals is None:
+            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            if self.num_devices > 1:
+                totals = lax.psum(totals, AXIS)
+        return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
 
     def _iteration_args(self, state: TrainState, key) -> tuple:
         return self.slots, self.word_shares, state.chunks, state.model, key
@@ -297,15 +307,51 @@ class Placement:
 
     @functools.cached_property
     def reduce(self):
-        """Partial counts [N, V_pad, K_pad] (donated) -> the model of their sum."""
-        return jax.jit(self._shard_map(lambda counts: self._model_of_partial_counts(counts[0]),
-                                       BY_DEVICE, MODEL_SPEC), donate_argnums=0)
+        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
+        return jax.jit(self._shard_map(
+            lambda counts, alpha: self._model_of_partial_counts(counts[0], alpha),
+            (BY_DEVICE, P()), MODEL_SPEC), donate_argnums=0)
 
     @functools.cached_property
     def _model_program(self):
-        """Rows of B -> the model (no gather by word: each device keeps its rows' B-hat)."""
+        """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
         body = self._model_of_rows if self.word_shares is None else self._model_of_own_rows
-        return jax.jit(self._shard_map(body, P(AXIS), self.model_spec))
+        return jax.jit(self._shard_map(body, (P(AXIS), P()), self.model_spec))
+
+    @functools.cached_property
+    def _zero_histograms(self):
+        """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
+        return jax.jit(lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics,
+                                                width), jnp.int32),
+                       static_argnums=0, out_shardings=self.sharding())
+
+    @functools.cached_property
+    def _count_histogram_program(self):
+        """(A pairs of some slots, histograms) -> each device's histogram plus its chunks'
+        (topic, count) pairs (prior.count_histogram; histograms donated)."""
+        def body(slot_pairs, histogram):
+            histogram = histogram[0]
+            for pairs in slot_pairs:
+                histogram = prior.count_histogram(_local(pairs), histogram)
+            return histogram[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE), BY_DEVICE),
+                       donate_argnums=1)
+
+    @functools.cached_property
+    def _learned_alpha_program(self):
+        """(histograms by device, model, length histogram) -> the model with alpha learned
+        from the histograms' sum (prior.fixed_point) and B-hat's trees rebuilt for it (B and
+        its totals as they are)."""
+        rebuild = self._model_of_rows if self.word_shares is None else self._model_of_own_rows
+
+        def body(histogram, model, lengths):
+            histogram = histogram[0]
+            if self.num_devices > 1:
+                histogram = lax.psum(histogram, AXIS)
+            alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
+            return rebuild(model.word_topic, alpha, model.topic_totals)
+        return jax.jit(self._shard_map(body, (BY_DEVICE, self.model_spec, P()),
+                                       self.model_spec))
 
     @functools.cached_property
     def zero_partial_counts(self):
@@ -316,13 +362,14 @@ class Placement:
 
     # -- running --
 
-    def stream(self, run_slot, chunk_states, zero_counts=None, reduce=None):
+    def stream(self, run_slot, chunk_states, alpha, zero_counts=None, reduce=None):
         """(states, model) of run_slot(chunk, state, counts) over the streamed slots, the
-        partial counts made by zero_counts() and reduced by reduce(counts) (None: the jitted
-        zero_partial_counts and reduce; CompiledStep passes their compiled executables)."""
+        partial counts made by zero_counts() and reduced with prior alpha by
+        reduce(counts, alpha) (None: the jitted zero_partial_counts and reduce; CompiledStep
+        passes their compiled executables)."""
         states, counts = streaming.stream_over_chunks(
             self.slots, chunk_states, (zero_counts or self.zero_partial_counts)(), run_slot)
-        return states, (reduce or self.reduce)(counts)
+        return states, (reduce or self.reduce)(counts, alpha)
 
     def replicated(self, value) -> jax.Array:
         """A host value (the same on every process) as an array on every device."""
@@ -334,7 +381,8 @@ class Placement:
         seed = self.replicated(np.uint32(seed))
         if self.streamed:
             states, model = self.stream(
-                lambda chunk, _, counts: self._slot_init_program(chunk, seed, counts), None)
+                lambda chunk, _, counts: self._slot_init_program(chunk, seed, counts), None,
+                self.replicated(self.hyper.initial_alpha()))
         else:
             states, model = self._init_program(self.slots, self.word_shares, seed)
         return TrainState(states, model, self.replicated(np.int32(0)), seed)
@@ -342,6 +390,11 @@ class Placement:
     def compile(self, state: TrainState) -> "CompiledStep":
         """The iteration for states like `state`, compiled ahead of time."""
         return CompiledStep(self, state)
+
+    def compile_alpha_update(self, state: TrainState, doc_lengths) -> "CompiledAlphaUpdate":
+        """The update of alpha for states like `state` from a corpus of these document
+        lengths, compiled ahead of time."""
+        return CompiledAlphaUpdate(self, state, doc_lengths)
 
     # -- host views of a state --
 
@@ -406,13 +459,18 @@ class Placement:
         """B [V, K_pad] on the host, rows by word id (every process takes part)."""
         return _to_host(state.model.word_topic)[self._row_of_word()]
 
-    def model_from_word_topic(self, word_topic: np.ndarray) -> Model:
-        """The model of host counts B [V, K_pad]: its rows spread over the mesh."""
+    def alpha(self, state: TrainState) -> np.ndarray:
+        """The state's alpha of the real topics on the host (float32 [K])."""
+        return np.asarray(state.model.alpha.addressable_data(0))[:self.hyper.num_topics]
+
+    def model_from_word_topic(self, word_topic: np.ndarray, alpha: np.ndarray) -> Model:
+        """The model of host counts B [V, K_pad] and prior alpha [K_pad]: B's rows spread over
+        the mesh."""
         rows = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
         rows[self._row_of_word()] = word_topic
         placed = jax.make_array_from_callback(rows.shape, self.sharding(P(AXIS)),
                                               lambda index: rows[index])
-        return self._model_program(placed)
+        return self._model_program(placed, self.replicated(np.asarray(alpha, np.float32)))
 
     def topic_word(self, state: TrainState) -> jax.Array:
         """float32 B-hat [K, V] of the state's counts, whole on every device (for scoring)."""
@@ -502,7 +560,7 @@ class CompiledStep:
             counts = jax.eval_shape(self._counts)
             self._slot = placement._slot_step_program.lower(
                 chunk, chunk_state, state.model, key, counts).compile()
-            self._reduce = placement.reduce.lower(counts).compile()
+            self._reduce = placement.reduce.lower(counts, state.model.alpha).compile()
             self.num_executables = 3
         else:
             self._iteration = placement._iteration_program.lower(
@@ -518,10 +576,42 @@ class CompiledStep:
             states, model = placement.stream(
                 lambda chunk, chunk_state, counts: self._slot(chunk, chunk_state, state.model,
                                                               key, counts),
-                state.chunks, self._counts, self._reduce)
+                state.chunks, state.model.alpha, self._counts, self._reduce)
         else:
             states, model = self._iteration(*placement._iteration_args(state, key))
         return TrainState(states, model, iteration, state.seed)
+
+
+class CompiledAlphaUpdate:
+    """The learned prior's update (saberjax.prior) of a Placement's state through executables
+    compiled ahead of time: each device counts the (topic, count) pairs of its chunks' A into
+    a histogram (streamed chunks' A copied to it one slot at a time), then one program sums
+    the histograms over the mesh, runs the fixed point and rebuilds B-hat and its trees for
+    the new alpha.  Calling it never compiles (`compile_seconds`)."""
+
+    def __init__(self, placement: Placement, state: TrainState, doc_lengths):
+        start = time.perf_counter()
+        self.placement = placement
+        self._lengths = placement.replicated(prior.length_histogram(doc_lengths))
+        width = prior.histogram_width(self._lengths.shape[0] - 1, placement.hyper.padded_topics)
+        self._zeros = placement._zero_histograms.lower(width).compile()
+        histogram = jax.eval_shape(self._zeros)
+        self._on_devices = placement.sharding(memory_kind="device")
+        pairs = jax.ShapeDtypeStruct(state.chunks[0].a_pairs.shape, state.chunks[0].a_pairs.dtype,
+                                     sharding=self._on_devices)
+        self._count = placement._count_histogram_program.lower((pairs,), histogram).compile()
+        self._learn = placement._learned_alpha_program.lower(histogram, state.model,
+                                                             self._lengths).compile()
+        self.compile_seconds = time.perf_counter() - start
+
+    def __call__(self, state: TrainState) -> TrainState:
+        histogram = self._zeros()
+        for chunk_state in state.chunks:
+            pairs = chunk_state.a_pairs
+            if self.placement.streamed:  # from pinned host memory or the chunk store
+                pairs = jax.device_put(pairs, self._on_devices)
+            histogram = self._count((pairs,), histogram)
+        return state._replace(model=self._learn(histogram, state.model, self._lengths))
 
 
 # -- the device-memory plan --

@@ -2,7 +2,7 @@
 
 With B-hat (the model's topic_word) fixed, each document's theta_d is fitted by EM,
 
-    theta_dk  <-  (n_dk + alpha) / (n_d + K alpha),
+    theta_dk  <-  (n_dk + alpha_k) / (n_d + sum_k alpha_k),
     n_dk       =  sum over words v of d:  count_dv * theta_dk B-hat_vk / sum_j theta_dj B-hat_vj,
 
 from the uniform theta, for a fixed number of rounds; the result is the final EM estimate.
@@ -46,7 +46,7 @@ class ModelTopics(Protocol):
 
     topic_word: np.ndarray  # float32 [K, V]
     word_topic_counts: np.ndarray  # int32 [V, K]
-    alpha: float
+    alpha: np.ndarray  # float [K]
     beta: float
     vocab: tuple[str, ...]
     num_topics: int
@@ -152,11 +152,13 @@ def fold_in(topics_of_word, words, counts, alpha, iterations: int):
     """theta [rows, K] fitted by `iterations` EM rounds to padded rows of (word, count) slots.
 
     topics_of_word: B-hat [V, K]; words, counts: [rows, width], padding slots have count 0
-    (a row without counts keeps the uniform theta).
+    (a row without counts keeps the uniform theta); alpha: the prior, [K] or one number for
+    every topic.
     """
     num_topics = topics_of_word.shape[1]
     phi = topics_of_word[words]  # [rows, width, K]
-    normaliser = jnp.sum(counts, axis=1, keepdims=True) + num_topics * alpha
+    alpha = jnp.broadcast_to(jnp.asarray(alpha, jnp.float32), (num_topics,))
+    normaliser = jnp.sum(counts, axis=1, keepdims=True) + jnp.sum(alpha)
 
     def em_round(_, theta):
         mixture = jnp.sum(phi * theta[:, None, :], axis=2)
@@ -234,7 +236,7 @@ def _check_device_room(what: str, needed: int, device) -> None:
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
 
 
-def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWords,
+def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: DocumentWords,
                      iterations: int, batch_slots: int | None, num_devices: int) -> np.ndarray:
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
     with one batch per device queued while the host pads the next."""
@@ -250,7 +252,7 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: float, documents: DocumentWo
         device = index % len(devices)
         words, counts = jax.device_put(documents.padded(batch.rows, batch.shape), devices[device])
         in_flight.append((batch.rows, fold_in(replicas[device], words, counts,
-                                              np.float32(alpha), iterations)))
+                                              np.asarray(alpha, np.float32), iterations)))
         if len(in_flight) > len(devices):
             rows, result = in_flight.popleft()
             theta[rows] = np.asarray(result)[:rows.size]
@@ -264,24 +266,26 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     """theta [D, K] by ESCA fold-in: the training sampler with B-hat fixed.
 
     Every token of the new documents starts from a random topic and is resampled from
-    (A_dk + alpha) B-hat_vk for `iterations` rounds (counter-based random numbers keyed by
+    (A_dk + alpha_k) B-hat_vk for `iterations` rounds (counter-based random numbers keyed by
     seed, round and token, so the result is reproducible and independent of chunking); theta
-    is (A_dk + alpha) / (n_d + K alpha) averaged over the second half of the rounds.
+    is (A_dk + alpha_k) / (n_d + sum_k alpha_k) averaged over the second half of the rounds.
     """
     documents = in_model_vocabulary(model, documents)
     corpus = (documents if isinstance(documents, Corpus)
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
-    hyper = Hyperparams.create(model.num_topics, model.alpha, model.beta,
+    hyper = Hyperparams.create(model.num_topics, float(np.mean(model.alpha)), model.beta,
                                resolve_backend(backend))
+    alpha = np.zeros(hyper.padded_topics, np.float32)
+    alpha[: model.num_topics] = model.alpha
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
     _check_device_room("ESCA fold-in", execution.model_bytes(model.num_words,
                                                              hyper.padded_topics),
                        jax.local_devices()[0])
-    topics_fixed = esca.model_from_counts(jnp.asarray(counts), hyper)
+    topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
@@ -295,7 +299,7 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
                 _add_doc_topic(theta_sum[first:last], chunk, chunk_state)
     averaged = iterations - iterations // 2
     lengths = corpus.doc_lengths()[:, None]
-    theta = (theta_sum / averaged + model.alpha) / (lengths + model.num_topics * model.alpha)
+    theta = (theta_sum / averaged + model.alpha) / (lengths + np.sum(model.alpha))
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
 
 

@@ -1,7 +1,8 @@
 """The trained model as an artifact: a directory with model.npz, vocab.txt and config.json.
 
     model.npz    topic_word (K x V float32, rows sum to 1), word_topic_counts (V x K int32),
-                 alpha, beta, format_version
+                 alpha (K float64: the document-topic prior of every topic; a scalar in
+                 format version 1), beta, format_version
     vocab.txt    one word per line, line i = word id i
     config.json  every training setting, the corpus fingerprint, the format version
     metrics.jsonl  the training run's per-iteration records, one JSON object a line
@@ -27,7 +28,7 @@ import numpy as np
 
 from saberjax import inference
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: alpha one value per topic
 TOPIC_WORD_BLOCK = 256  # words per block of topic_word_from_counts
 
 
@@ -77,7 +78,7 @@ class TopicModel:
     knew: its settings and corpus provenance (config) and per-iteration records (metrics)."""
 
     word_topic_counts: np.ndarray  # int32 [V, K]
-    alpha: float
+    alpha: np.ndarray  # float64 [K] the document-topic prior; a number stands for every topic
     beta: float
     vocab: tuple[str, ...]
     config: dict = dataclasses.field(default_factory=dict)
@@ -87,6 +88,13 @@ class TopicModel:
         if self.word_topic_counts.shape[0] != len(self.vocab):
             raise ValueError(f"model has {self.word_topic_counts.shape[0]} word rows but "
                              f"{len(self.vocab)} vocabulary words")
+        alpha = np.asarray(self.alpha, np.float64)
+        if alpha.ndim == 0:
+            alpha = np.full(self.num_topics, float(alpha))
+        if alpha.shape != (self.num_topics,) or not np.all(alpha > 0):
+            raise ValueError(f"alpha must be {self.num_topics} positive values (one per topic) "
+                             f"or one positive number, got shape {list(alpha.shape)}")
+        object.__setattr__(self, "alpha", alpha)
 
     @property
     def num_topics(self) -> int:
@@ -127,7 +135,7 @@ class TopicModel:
         atomic_write(directory / "vocab.txt",
                      lambda f: f.write("".join(w + "\n" for w in self.vocab)), mode="w")
         config = dict(self.config, format_version=FORMAT_VERSION, num_topics=self.num_topics,
-                      num_words=self.num_words, alpha=self.alpha, beta=self.beta)
+                      num_words=self.num_words, beta=self.beta)
         atomic_write(directory / "config.json",
                      lambda f: json.dump(config, f, indent=2, sort_keys=True), mode="w")
         atomic_write(directory / "metrics.jsonl", lambda f: f.writelines(
@@ -140,7 +148,7 @@ class TopicModel:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             topic_word = pool.submit(topic_word_from_counts, self.word_topic_counts, self.beta)
             arrays = dict(word_topic_counts=lambda: np.asarray(self.word_topic_counts, np.int32),
-                          alpha=lambda: np.float64(self.alpha), beta=lambda: np.float64(self.beta),
+                          alpha=lambda: self.alpha, beta=lambda: np.float64(self.beta),
                           format_version=lambda: np.int32(FORMAT_VERSION),
                           topic_word=topic_word.result)
             with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -164,7 +172,7 @@ class TopicModel:
                     raise ModelFormatError(f"{path}: format version {version} is newer than this "
                                            f"saberjax reads ({FORMAT_VERSION}); upgrade saberjax")
                 counts = np.asarray(arrays["word_topic_counts"], np.int32)
-                alpha, beta = float(arrays["alpha"]), float(arrays["beta"])
+                alpha, beta = np.asarray(arrays["alpha"], np.float64), float(arrays["beta"])
         except ModelFormatError:
             raise
         except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as error:

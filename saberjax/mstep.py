@@ -3,7 +3,7 @@
     B[v, k]       tokens of word v with topic k
     totals[k]     sum over v of B[v, k]
     B-hat[v, k]   (B[v, k] + beta) / (totals[k] + V beta), 0 in padding columns
-    trees         the W-ary sampling trees over each row of B-hat (saberjax.tree)
+    trees         the W-ary sampling trees over each row of alpha_k B-hat[v, k] (saberjax.tree)
 
 The Pallas kernels (saberjax.pallas.word_topic_count, saberjax.pallas.bhat_tree) compute the
 same things and are tested against these functions.  B-hat and the trees are row-wise given the
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from saberjax.layout import Chunk
 from saberjax.state import BHAT_DTYPE
-from saberjax.tree import build_tree
+from saberjax.tree import build_tree, weighted_leaves
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> jax.Array:
@@ -47,15 +47,16 @@ def float32_bhat(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta
     return jnp.where(real_topic, (word_topic + beta) / denominator, 0.0).astype(jnp.float32)
 
 
-def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta,
-                  num_words: int | None = None, dtype=BHAT_DTYPE):
-    """B-hat in dtype and its sampling trees' levels above it, top first, summed in float32
-    from the values B-hat holds (so a tree walk's last level adds up to the node above it)."""
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, num_topics: int,
+                  beta, num_words: int | None = None, dtype=BHAT_DTYPE):
+    """B-hat in dtype and the levels of the sampling trees over alpha_k B-hat_vk above it, top
+    first, summed in float32 from the values B-hat holds times alpha [K_pad] (so a tree walk's
+    last level adds up to the node above it)."""
     bhat = float32_bhat(word_topic, totals, num_topics, beta, num_words).astype(dtype)
-    return bhat, build_tree(bhat.astype(jnp.float32))
+    return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 
-def model_arrays(word_topic: jax.Array, num_topics: int, beta):
-    """(topic totals, B-hat, its tree levels top first) of counts B."""
+def model_arrays(word_topic: jax.Array, alpha: jax.Array, num_topics: int, beta):
+    """(topic totals, B-hat, its tree levels top first) of counts B and prior alpha."""
     totals = topic_totals(word_topic)
-    return (totals, *bhat_and_tree(word_topic, totals, num_topics, beta))
+    return (totals, *bhat_and_tree(word_topic, totals, alpha, num_topics, beta))

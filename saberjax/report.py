@@ -5,7 +5,9 @@
     convergence.png  held-out log-likelihood per token against training time and against
                      iteration, and throughput per iteration (needs matplotlib, an optional
                      dependency: pip install 'saberjax[report]')
-    topics.md        a summary of the model, then every topic's share of the tokens,
+    alpha.png        where alpha was learned (one value per topic): alpha_k of every topic,
+                     largest first, beside the topic's share of the tokens (matplotlib too)
+    topics.md        a summary of the model, then every topic's share of the tokens, alpha,
                      coherence (NPMI, UMass) and top words, largest topics first
     topics.html      the same as one self-contained page (inline CSS, the plot embedded)
 """
@@ -27,8 +29,9 @@ from saberjax.coherence import MEASURES, CoherenceScores, cooccurrence
 from saberjax.corpus import Corpus
 from saberjax.model import TopicModel, atomic_write
 
-PLOT_FILE, MARKDOWN_FILE, HTML_FILE = "convergence.png", "topics.md", "topics.html"
-REPORT_FILES = (PLOT_FILE, MARKDOWN_FILE, HTML_FILE)
+PLOT_FILE, PRIOR_FILE = "convergence.png", "alpha.png"
+MARKDOWN_FILE, HTML_FILE = "topics.md", "topics.html"
+REPORT_FILES = (PLOT_FILE, PRIOR_FILE, MARKDOWN_FILE, HTML_FILE)
 MATPLOTLIB_HINT = "pip install 'saberjax[report]'"
 NPMI_COLOUR_RANGE = 0.25  # NPMI cells shade from red at -0.25 and below to green at +0.25
 
@@ -39,6 +42,7 @@ class TopicRow:
 
     topic: int
     share: float
+    alpha: float
     words: list[str]
     npmi: float
     umass: float
@@ -82,6 +86,32 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
     throughput.set_ylim(bottom=0)
     for axes in (by_time, by_iteration, throughput):
         axes.grid(alpha=0.3)
+    return _png(figure)
+
+
+def prior_png(model: TopicModel) -> bytes:
+    """The learned prior as PNG bytes: alpha_k of every topic as bars, largest first, and each
+    topic's share of the tokens beside it; ImportError without matplotlib."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 (optional dependency)
+
+    order = np.argsort(-model.alpha, kind="stable")
+    ranks = np.arange(1, model.num_topics + 1)
+    figure = Figure(figsize=(12, 3.5), dpi=100, layout="constrained")
+    axes = figure.subplots()
+    axes.bar(ranks, model.alpha[order], width=1.0, color="tab:blue", label="alpha_k")
+    axes.set(xlabel="topics by alpha (largest first)", ylabel="alpha_k",
+             title=f"learned document-topic prior (sum {model.alpha.sum():.3g})")
+    shares = axes.twinx()
+    shares.plot(ranks, 100 * model.topic_shares()[order], color="tab:orange", marker=".",
+                linestyle="none", label="share of tokens (%)")
+    shares.set(ylabel="share of tokens (%)")
+    shares.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    figure.legend(loc="upper right")
+    return _png(figure)
+
+
+def _png(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
@@ -99,7 +129,8 @@ def write_report(model: TopicModel, directory, reference: Corpus,
     counts = cooccurrence(model, reference, top_n)
     scores = {measure: counts.score(measure) for measure in MEASURES}
     shares = model.topic_shares()
-    rows = sorted((TopicRow(k, float(shares[k]), [model.vocab[v] for v in counts.top_word_ids[k]],
+    rows = sorted((TopicRow(k, float(shares[k]), float(model.alpha[k]),
+                            [model.vocab[v] for v in counts.top_word_ids[k]],
                             float(scores["npmi"].per_topic[k]), float(scores["umass"].per_topic[k]))
                    for k in range(model.num_topics)), key=lambda row: (-row.share, row.topic))
     summary = model_summary(model, metrics, scores, reference)
@@ -111,11 +142,26 @@ def write_report(model: TopicModel, directory, reference: Corpus,
         warnings.warn(plot_skipped, stacklevel=2)
     else:
         files.append(_write_bytes(directory / PLOT_FILE, plot))
+    prior_plot = _prior_plot(model)
+    if prior_plot is not None:
+        files.append(_write_bytes(directory / PRIOR_FILE, prior_plot))
+    plots = {name: png for name, png in ((PLOT_FILE, plot), (PRIOR_FILE, prior_plot))
+             if png is not None}
     files.append(_write_bytes(directory / MARKDOWN_FILE,
-                              topics_markdown(title, summary, rows, plot is not None).encode()))
+                              topics_markdown(title, summary, rows, list(plots)).encode()))
     files.append(_write_bytes(directory / HTML_FILE,
-                              topics_html(title, summary, rows, plot).encode()))
+                              topics_html(title, summary, rows, plots).encode()))
     return Report(files, scores, plot_skipped)
+
+
+def _prior_plot(model: TopicModel) -> bytes | None:
+    """alpha.png's bytes where alpha was learned and matplotlib is installed, else None."""
+    if np.ptp(model.alpha) == 0:
+        return None
+    try:
+        return prior_png(model)
+    except ImportError:
+        return None
 
 
 def _convergence_plot(metrics: Sequence[dict]) -> tuple[bytes | None, str | None]:
@@ -137,7 +183,10 @@ def model_summary(model: TopicModel, metrics: Sequence[dict],
                   scores: dict[str, CoherenceScores], reference: Corpus) -> list[tuple[str, str]]:
     """(label, text) lines describing the model, its training run and its mean coherence."""
     config = model.config
-    lines = [("topics", f"{model.num_topics:,}"), ("alpha", f"{model.alpha:.4g}"),
+    alpha = model.alpha
+    alpha_text = (f"{alpha[0]:.4g} (every topic)" if np.all(alpha == alpha[0]) else
+                  f"learned, {alpha.min():.4g} to {alpha.max():.4g} (sum {alpha.sum():.4g})")
+    lines = [("topics", f"{model.num_topics:,}"), ("alpha", alpha_text),
              ("beta", f"{model.beta:.4g}"), ("vocabulary", f"{model.num_words:,} words")]
     if "corpus_docs" in config:
         source = (config["corpus_path"] or "bundled") if "corpus_path" in config else \
@@ -176,16 +225,17 @@ def _markdown_escape(text: str) -> str:
 
 
 def topics_markdown(title: str, summary: list[tuple[str, str]], rows: list[TopicRow],
-                    with_plot: bool) -> str:
-    """The topics page in Markdown."""
+                    plot_files: Sequence[str] = ()) -> str:
+    """The topics page in Markdown, showing the plots written beside it (plot_files)."""
     lines = [f"# {_markdown_escape(title)}", ""]
     lines += [f"- **{label}**: {_markdown_escape(text)}" for label, text in summary]
-    if with_plot:
-        lines += ["", f"![convergence]({PLOT_FILE})"]
-    lines += ["", "| rank | topic | share | NPMI | UMass | top words |",
-              "|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {rank} | {row.topic} | {100 * row.share:.2f}% | {_number(row.npmi, 3)} | "
-              f"{_number(row.umass, 2)} | {' '.join(map(_markdown_escape, row.words))} |"
+    for name in plot_files:
+        lines += ["", f"![{name.split('.')[0]}]({name})"]
+    lines += ["", "| rank | topic | share | alpha | NPMI | UMass | top words |",
+              "|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {rank} | {row.topic} | {100 * row.share:.2f}% | {row.alpha:.4g} | "
+              f"{_number(row.npmi, 3)} | {_number(row.umass, 2)} | "
+              f"{' '.join(map(_markdown_escape, row.words))} |"
               for rank, row in enumerate(rows, 1)]
     return "\n".join(lines) + "\n"
 
@@ -228,8 +278,9 @@ def _npmi_cell(npmi: float) -> str:
 
 
 def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow],
-                plot: bytes | None) -> str:
-    """The topics page as one self-contained HTML document (words and labels escaped)."""
+                plots: dict[str, bytes] | None = None) -> str:
+    """The topics page as one self-contained HTML document (words and labels escaped), the
+    plots (PNG bytes by file name) embedded."""
     escape = html.escape
     largest = max((row.share for row in rows), default=0.0) or 1.0
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -237,21 +288,22 @@ def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow]
              f"<h1>{escape(title)}</h1>", '<dl class="summary">']
     parts += [f"<dt>{escape(label)}</dt><dd>{escape(text)}</dd>" for label, text in summary]
     parts.append("</dl>")
-    if plot is not None:
-        parts.append(f'<img class="plot" alt="convergence plot" '
-                     f'src="data:image/png;base64,{base64.b64encode(plot).decode()}">')
+    for name, png in (plots or {}).items():
+        parts.append(f'<img class="plot" alt="{name.split(".")[0]} plot" '
+                     f'src="data:image/png;base64,{base64.b64encode(png).decode()}">')
     parts.append(f'<p class="legend">Topics by share of training tokens. NPMI (in [-1, 1]) '
                  f'shaded red at {-NPMI_COLOUR_RANGE} and below to green at '
                  f'{NPMI_COLOUR_RANGE} and above; UMass sums its word pairs (higher is more '
                  f'coherent).</p>')
-    parts.append('<table><thead><tr><th>rank</th><th>topic</th><th>share</th><th>NPMI</th>'
-                 '<th>UMass</th><th class="words">top words</th></tr></thead><tbody>')
+    parts.append('<table><thead><tr><th>rank</th><th>topic</th><th>share</th><th>alpha</th>'
+                 '<th>NPMI</th><th>UMass</th><th class="words">top words</th></tr></thead>'
+                 '<tbody>')
     for rank, row in enumerate(rows, 1):
         words = "".join(f"<span>{escape(word)}</span>" for word in row.words)
         parts.append(
             f"<tr><td>{rank}</td><td>{row.topic}</td><td class=share>{100 * row.share:.2f}%"
             f'<span class=bar style="width:{100 * row.share / largest:.1f}%"></span></td>'
-            f"{_npmi_cell(row.npmi)}<td>{_number(row.umass, 2)}</td>"
+            f"<td>{row.alpha:.4g}</td>{_npmi_cell(row.npmi)}<td>{_number(row.umass, 2)}</td>"
             f"<td class=words>{words}</td></tr>")
     parts.append("</tbody></table></body></html>")
     return "\n".join(parts) + "\n"

@@ -26,6 +26,7 @@ STREAM_BRANCH = 0  # sparse part or tree part
 STREAM_POSITION = 1  # where in the chosen part
 STREAM_INIT = 2  # initial topic
 STREAM_BLOCK = 3  # block b of a document's nonzeros uses stream STREAM_BLOCK + b
+STREAM_OWN = 1 << 20  # the token's own topic in the sparse part's reservoir (past every block)
 
 
 def mix32(x):

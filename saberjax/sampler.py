@@ -1,9 +1,16 @@
 """The sparsity-aware E-step sampler (paper section 2.3 and 3.2), plain-JAX reference.
 
-For a token of word v in document d, p(k) is proportional to (A_dk + alpha) B-hat_vk, split as
+For a token of word v in document d whose current topic is z, p(k) is proportional to
+(A_dk + alpha_k) B-hat_vk with the token itself left out of the counts (alpha one value per
+topic, Model.alpha), as a collapsed Gibbs sampler leaves it out: A_dz - 1, and for topic z
+B-hat without the token, (B_vz - 1 + beta) / (n_z - 1 + V beta) (own_topic_mass).  Counting
+the token in its own topic would make it stick there: a word seen once has B-hat about
+(1 + beta) / beta times larger in its current topic than in any other.  Split as
 
-    sparse part  P_k = A_dk B-hat_vk over the nonzeros of A_d,   S = sum_k P_k
-    dense part   alpha B-hat_vk, drawn from word v's W-ary tree,  Q = alpha * tree_total_v
+    sparse part  P_k = A_dk B-hat_vk over the nonzeros of A_d but z,      S = sum_k P_k
+    own topic    P_z = (A_dz - 1 + alpha_z) B-hat_vz without the token,   added to S
+    dense part   alpha_k B-hat_vk for k != z, drawn from word v's W-ary tree with z's leaf
+                 skipped (tree.descend_excluding),  Q = tree_total_v - alpha_z B-hat_vz
 
 A first uniform picks the sparse part with probability S / (S + Q); a second locates the
 draw inside the chosen part.  The nonzeros of A_d are visited 32 at a time, like the paper's
@@ -60,7 +67,23 @@ def _map_in_order(fn, order: jax.Array, batch: int, with_index: bool = False):
         results)
 
 
-def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha: float):
+def own_topic_mass(own_count, alpha, bhat, denominator):
+    """The mass of a token's own (current) topic z without the token: (A_dz - 1 + alpha_z) times
+    B-hat_vz without it, (B_vz - 1 + beta) / (n_z - 1 + V beta), which is
+    (B-hat_vz D_z - 1) / (D_z - 1) for B-hat's denominator D_z = n_z + V beta (the token is
+    one of B_vz and n_z, so both stay non-negative; clamped against B-hat's rounding)."""
+    bhat_without = (jnp.maximum(bhat * denominator - 1.0, 0.0)
+                    / jnp.maximum(denominator - 1.0, 1e-30))
+    return (jnp.maximum(own_count - 1.0, 0.0) + alpha) * bhat_without
+
+
+def dense_mass(tree_total, alpha, bhat):
+    """The prior part's mass without the token's own topic z: the tree's total less the leaf
+    alpha_z B-hat_vz (own_topic_mass holds all of z)."""
+    return jnp.maximum(tree_total - bhat * alpha, 0.0)
+
+
+def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
     """New topic of every word-major token of a chunk (padding tokens get topic 0).
 
     Pass one (tokens batched by their number of 32-blocks of nonzeros) computes the sparse
@@ -80,6 +103,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     token_state = token_hash_state(chunk, key, positions)
     u_branch = rng.uniform(token_state, rng.STREAM_BRANCH)
     u_position = rng.uniform(token_state, rng.STREAM_POSITION)
+    old_topics = chunk_state.topics.astype(jnp.int32)
 
     def sparse_pass(batch):
         word = chunk.word[batch]
@@ -87,25 +111,37 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
         nnz = doc_nnz[batch]
         state = token_state[batch]
 
+        own = old_topics[batch]
+
         def visit_block(block, carry):
-            lane_mass, kept_topics = carry
+            lane_mass, kept_topics, own_count = carry
             offset = block * WIDTH
             topics = slice_block(a_topics, start + offset)
+            counts = slice_block(a_counts, start + offset)
+            inside = offset + lanes < nnz[:, None]
+            is_own = topics == own[:, None]
+            own_count = own_count + jnp.sum(jnp.where(inside & is_own, counts, 0.0), axis=1)
             # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
-            products = slice_block(a_counts, start + offset) * model.bhat[
-                word[:, None], topics].astype(jnp.float32)
-            products = jnp.where(offset + lanes < nnz[:, None], products, 0.0)
+            products = counts * model.bhat[word[:, None], topics].astype(jnp.float32)
+            products = jnp.where(inside & ~is_own, products, 0.0)
             lane_mass = lane_mass + products
             keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
-            return lane_mass, jnp.where(keep, topics, kept_topics)
+            return lane_mass, jnp.where(keep, topics, kept_topics), own_count
 
-        lane_mass, kept_topics = jax.lax.fori_loop(
+        lane_mass, kept_topics, own_count = jax.lax.fori_loop(
             0, jnp.max(token_blocks[batch]), visit_block,
             (jnp.zeros((*batch.shape, WIDTH), jnp.float32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.int32)))
+             jnp.zeros((*batch.shape, WIDTH), jnp.int32), jnp.zeros(batch.shape, jnp.float32)))
+        own_bhat = model.bhat[word, own].astype(jnp.float32)
+        own_mass = own_topic_mass(own_count, model.alpha[own], own_bhat,
+                                  model.bhat_denominator[own])
+        # the own topic's whole mass joins lane 0's reservoir as one more product
+        lane_mass = lane_mass.at[:, 0].add(own_mass)
+        keep_own = rng.uniform(state, rng.STREAM_OWN) * lane_mass[:, 0] < own_mass
+        kept_topics = kept_topics.at[:, 0].set(jnp.where(keep_own, own, kept_topics[:, 0]))
         total = lane_sums(lane_mass)[-1][:, 0]
-        dense_total = alpha * model.tree_total[word]
-        take_sparse = u_branch[batch] * (total + dense_total) < total
+        dense = dense_mass(model.tree_total[word], model.alpha[own], own_bhat)
+        take_sparse = u_branch[batch] * (total + dense) < total
         lane, _ = search_block(lane_mass, u_position[batch] * total)
         return take_sparse, jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
 
@@ -118,7 +154,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     def dense_pass(batch_index, batch):
         return jax.lax.cond(
             batch_index * BATCH < num_dense,
-            lambda: tree_sample(model.tree, model.bhat, chunk.word[batch], u_position[batch]),
+            lambda: tree_sample(model.tree, model.bhat, model.alpha, chunk.word[batch],
+                                u_position[batch], excluded=old_topics[batch]),
             lambda: jnp.zeros(batch.shape, jnp.int32))
 
     dense_topics = _map_in_order(dense_pass, dense_order, BATCH, with_index=True)
@@ -126,9 +163,9 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha
     return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)
 
 
-def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha):
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
     """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input;
     as long as A, 0 where no token of the chunk is)."""
-    topics = sample_chunk(chunk, chunk_state, model, key, alpha)
+    topics = sample_chunk(chunk, chunk_state, model, key)
     return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,
                                                         chunk_state.a_pairs.shape[0])

@@ -3,9 +3,10 @@
 `TrainState` holds, per chunk, the topic assignments z (word-major) and the sparse doc-topic
 matrix A (doc-major, each document's (topic, count) pairs compacted at the front of its
 segment, `a_nnz` pairs per document, each pair packed in one uint32: see pack_pairs), and the
-model: the word-topic counts B, the per-topic totals, B-hat (bfloat16, BHAT_DTYPE) and the
-W-ary sampling trees over B-hat (float32).  Topic columns are padded to a
-multiple of 32 (the tree width); padding columns are zero in every array.
+model: the word-topic counts B, the per-topic totals, B-hat (bfloat16, BHAT_DTYPE), the
+document-topic prior alpha (one value per topic: learned by saberjax.prior, or the same for
+every topic) and the W-ary sampling trees over alpha_k B-hat_vk (float32).  Topic columns are
+padded to a multiple of 32 (the tree width); padding columns are zero in every array.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ BHAT_DTYPE = jnp.bfloat16
 
 @dataclasses.dataclass(frozen=True)
 class Hyperparams:
-    """Static settings of an ESCA run (hashable, so jit can specialise on them)."""
+    """Static settings of an ESCA run (hashable, so jit can specialise on them).
+
+    alpha is the document-topic prior every topic starts with (initial_alpha); a run that
+    learns alpha carries its current values in the model (Model.alpha)."""
 
     num_topics: int
     alpha: float
@@ -57,6 +61,11 @@ class Hyperparams:
     @property
     def padded_topics(self) -> int:
         return padded_width(self.num_topics)
+
+    def initial_alpha(self) -> jax.Array:
+        """alpha for every padded topic column: hyper.alpha for real topics, 0 in padding."""
+        return jnp.where(jnp.arange(self.padded_topics) < self.num_topics,
+                         jnp.float32(self.alpha), jnp.float32(0))
 
     @property
     def topic_dtype(self):
@@ -119,8 +128,11 @@ class Model(NamedTuple):
     word_topic: jax.Array  # int32 [V, K_pad] B
     topic_totals: jax.Array  # int32 [K_pad] column sums of B
     bhat: jax.Array  # BHAT_DTYPE [V, K_pad] (B + beta) / (totals + V beta); padding columns 0
-    tree: tuple[jax.Array, ...]  # float32 [V, width] upper tree levels, top first
-    tree_total: jax.Array  # float32 [V] sum of each B-hat row as the tree adds it up
+    tree: tuple[jax.Array, ...]  # float32 [V, width] upper levels of the trees over
+    # alpha_k B-hat_vk, top first (the leaves are B-hat times alpha, formed as they are read)
+    tree_total: jax.Array  # float32 [V] sum of each row of alpha_k B-hat_vk as the tree adds it
+    alpha: jax.Array  # float32 [K_pad] the document-topic prior alpha_k; 0 in padding columns
+    bhat_denominator: jax.Array  # float32 [K_pad] topic total + V beta, B-hat's denominators
 
 
 class TrainState(NamedTuple):

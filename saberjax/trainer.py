@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from saberjax import checkpoint, execution, processes, streaming, timing
+from saberjax import checkpoint, execution, prior, processes, streaming, timing
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
@@ -57,9 +57,16 @@ class TrainConfig:
 
     num_topics: int = _setting(50, "Number of topics K.", "at least 2", _at_least(2),
                                model=True)
-    alpha: float | None = _setting(None, "Document-topic prior (default 50 / K).",
+    alpha: float | None = _setting(None, "Document-topic prior of every topic (default 50 / K); "
+                                   "the starting value when alpha is learned.",
                                    "positive (or left out for 50 / K)", _positive_or_none,
                                    model=True)
+    optimize_alpha_every: int = _setting(
+        10, "Learn an asymmetric alpha (one value per topic) from the documents' topic counts "
+        "every N iterations (Minka's fixed point, as tomotopy's optim_interval; 0: alpha stays "
+        "fixed).", "at least 0", _at_least(0), model=True)
+    burn_in: int = _setting(0, "Iterations before alpha is first learned.", "at least 0",
+                            _at_least(0), model=True)
     beta: float = _setting(0.01, "Topic-word prior.", "positive", lambda value: value > 0,
                            model=True)
     iterations: int = _setting(100, "ESCA iterations.", "at least 1", _at_least(1))
@@ -128,15 +135,15 @@ class TrainResult:
     state: TrainState
     metrics: list[dict]
     init_seconds: float  # initialisation or loading the checkpoint, compilation included
-    compile_seconds: float  # compiling the iteration
+    compile_seconds: float  # compiling the iteration (and the update of a learned alpha)
 
 
 def heldout_score(placement: execution.Placement, state: TrainState, heldout,
                   em_iterations: int = DEFAULT_EM_ITERATIONS):
     """Document completion of the (observed, held-out) halves `heldout` under the state's
     B-hat, computed on the devices in float32 (training's evaluation and the benchmark's)."""
-    return heldout_loglik(placement.topic_word(state), *heldout, placement.hyper.alpha,
-                          em_iterations)
+    return heldout_loglik(placement.topic_word(state), *heldout,
+                          state.model.alpha[:placement.hyper.num_topics], em_iterations)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
@@ -156,7 +163,7 @@ def _ready_at(tree) -> float:
 class Iterations(NamedTuple):
     """What train_placed ran: the last state, one metrics record per iteration, the seconds
     of initialisation (or loading the checkpoint, compilation included) and of compiling the
-    iteration."""
+    iteration (and the update of a learned alpha)."""
 
     state: TrainState
     metrics: list[dict]
@@ -195,22 +202,27 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     step = placement.compile(state)
+    update_alpha = (placement.compile_alpha_update(state, corpus.doc_lengths())
+                    if config.optimize_alpha_every else None)
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
     first, last = int(state.iteration) + 1, config.iterations
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
-        def dispatch(state):
-            """(the next state, when it is ready (a future), when it was dispatched)."""
+        def dispatch(state, iteration):
+            """(the state after `iteration`, alpha learned if due (prior.is_due), when it is
+            ready (a future), when it was dispatched)."""
             dispatched = time.perf_counter()
             following = step(state)
+            if prior.is_due(iteration, config.optimize_alpha_every, config.burn_in):
+                following = update_alpha(following)
             return following, waiter.submit(_ready_at, following), dispatched
 
         finished = time.perf_counter()
-        following = dispatch(state) if first <= last else None
+        following = dispatch(state, first) if first <= last else None
         for iteration in range(first, last + 1):
             (state, ready_at, dispatched), following = following, None
             if not streamed and iteration < last:
-                following = dispatch(state)
+                following = dispatch(state, iteration + 1)
             now = ready_at.result()
             # from the later of the previous iteration's end and this one's dispatch, so host
             # work between iterations (evaluation, callbacks, checkpoints) is not counted
@@ -238,8 +250,9 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
             if callback is not None and callback(iteration, record, state):
                 break
             if following is None and iteration < last:
-                following = dispatch(state)
-    return Iterations(state, metrics, init_seconds, step.compile_seconds)
+                following = dispatch(state, iteration + 1)
+    return Iterations(state, metrics, init_seconds, step.compile_seconds
+                      + (update_alpha.compile_seconds if update_alpha else 0.0))
 
 
 def train(corpus: Corpus, config: TrainConfig,
@@ -277,6 +290,6 @@ def train(corpus: Corpus, config: TrainConfig,
                         stored=placement.stored,
                         partition=placement.partition,
                         iterations_run=len(run.metrics))
-    model = TopicModel(counts, hyper.alpha, hyper.beta, tuple(corpus.vocab), model_config,
-                       tuple(run.metrics))
+    model = TopicModel(counts, placement.alpha(run.state), hyper.beta, tuple(corpus.vocab),
+                       model_config, tuple(run.metrics))
     return TrainResult(model, *run)

@@ -1,13 +1,17 @@
-"""The W-ary sampling tree (W = 32): draw k with probability proportional to B-hat[v, k].
+"""The W-ary sampling tree (W = 32): draw k with probability proportional to alpha_k B-hat[v, k].
+
+The leaves are B-hat's row times the prior alpha (one weight per column, shared by every row):
+the tree's levels hold sums of those products, and a walk forms the products of the 32
+leaves it reads, so no second [V, K] array of leaves is stored.
 
 Layout for one word v (paper section 3.2, "W-ary sampling tree"), drawn for K = 1,000::
 
     level 0 (top)     [ s0  s1 ... s31 ]                 32 node sums (one row per word)
                          |   \\
-    leaves (B-hat)    [ b0 ... b31 | b32 ... b63 | ... ]  ceil32(K) = 1,024 columns
+    leaves            [ a0 b0 ... a31 b31 | ... ]        ceil32(K) = 1,024 columns
 
 Every level is a multiple of 32 wide and node i of a level is the sum of children
-32*i .. 32*i+31 of the level below; the leaves are B-hat itself, so the tree costs only
+32*i .. 32*i+31 of the level below; the leaves are B-hat times alpha, so the tree costs only
 about K/31 extra floats per word.  Levels are padded with zeros (zero-weight nodes are never
 chosen), so any K from 2 to 65,536 and beyond works; depth = ceil(log32(ceil32(K))).
 
@@ -52,9 +56,15 @@ def build_tree(leaves: jax.Array) -> tuple[jax.Array, ...]:
     return tuple(reversed(levels))
 
 
-def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array) -> jax.Array:
-    """Total mass of every row's tree: the sum of its top level."""
-    top = tree[0] if tree else leaves
+def weighted_leaves(leaves: jax.Array, weights: jax.Array) -> jax.Array:
+    """The trees' leaves: leaves [..., K_pad] (B-hat) times weights [K_pad] (alpha), float32."""
+    return leaves.astype(jnp.float32) * weights
+
+
+def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array, weights: jax.Array) -> jax.Array:
+    """Total mass of every row's tree: the sum of its top level (of the weighted leaves when
+    the tree has no level above them)."""
+    top = tree[0] if tree else weighted_leaves(leaves, weights)
     return lane_sums(top.astype(jnp.float32))[-1][..., 0]
 
 
@@ -106,17 +116,53 @@ def descend(level_widths: tuple[int, ...], load_children, x: jax.Array) -> jax.A
     return node
 
 
-def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, rows: jax.Array,
-                uniforms: jax.Array) -> jax.Array:
-    """Draw one leaf per (row, uniform) pair with probability proportional to leaves[row].
+def mass_before(level_widths: tuple[int, ...], load_children, leaf: jax.Array) -> jax.Array:
+    """The mass of the leaves before `leaf` (ids below it), summed down the path to it: at each
+    level, the siblings before the path's node.  level_widths and load_children as in descend,
+    so the same code serves arrays and a Pallas kernel's refs."""
+    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
+    depth, shift = len(level_widths), WIDTH.bit_length() - 1
+    mass = jnp.zeros(leaf.shape, jnp.float32)
+    for level, width in enumerate(level_widths):
+        node = leaf >> (shift * (depth - 1 - level))
+        first = node - node % WIDTH
+        children = first[..., None] + lanes
+        values = load_children(level, children, children < width)
+        mass = mass + jnp.sum(jnp.where(lanes < (node - first)[..., None], values, 0.0), axis=-1)
+    return mass
 
-    `rows` and `uniforms` have any (equal) shape; so does the result.
+
+def descend_excluding(level_widths: tuple[int, ...], load_children, x: jax.Array,
+                      excluded: jax.Array, excluded_mass: jax.Array) -> jax.Array:
+    """descend for a mass x in [0, total - excluded_mass): the draw of a tree without leaf
+    `excluded` (whose mass is excluded_mass), by skipping that leaf's interval.  Rounding
+    between the sums may still land a draw on it, with probability of the order of float
+    precision."""
+    before = mass_before(level_widths, load_children, excluded)
+    return descend(level_widths, load_children, jnp.where(x >= before, x + excluded_mass, x))
+
+
+def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, weights: jax.Array,
+                rows: jax.Array, uniforms: jax.Array, excluded: jax.Array | None = None
+                ) -> jax.Array:
+    """Draw one leaf per (row, uniform) pair with probability proportional to
+    weights * leaves[row], leaving out leaf `excluded` of each draw where given.
+
+    `rows`, `uniforms` and `excluded` have any (equal) shape; so does the result.
     """
     levels = tuple(tree) + (leaves,)
+    widths = tuple(level.shape[1] for level in levels)
 
     def load_children(level, children, inside):
-        values = levels[level][rows[..., None], jnp.where(inside, children, 0)]
-        return jnp.where(inside, values.astype(jnp.float32), 0)
+        column = jnp.where(inside, children, 0)
+        values = levels[level][rows[..., None], column].astype(jnp.float32)
+        if level == len(tree):
+            values = weighted_leaves(values, weights[column])
+        return jnp.where(inside, values, 0)
 
-    return descend(tuple(level.shape[1] for level in levels), load_children,
-                   uniforms * tree_totals(tree, leaves)[rows])
+    total = tree_totals(tree, leaves, weights)[rows]
+    if excluded is None:
+        return descend(widths, load_children, uniforms * total)
+    removed = weighted_leaves(leaves[rows, excluded], weights[excluded])
+    return descend_excluding(widths, load_children, uniforms * jnp.maximum(total - removed, 0.0),
+                             excluded, removed)

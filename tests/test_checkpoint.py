@@ -20,7 +20,7 @@ from saberjax.state import Hyperparams
 
 # two chunks whatever the device count (the corpus has about 800 tokens)
 CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2,
-                             chunk_tokens=400)
+                             chunk_tokens=400, optimize_alpha_every=1)
 
 
 # Training subprocesses allocate device memory as they need it: on a GPU the test process and
@@ -113,6 +113,8 @@ def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
     uninterrupted = trainer.train(corpus, longer)
     np.testing.assert_array_equal(resumed.model.word_topic_counts,
                                   uninterrupted.model.word_topic_counts)
+    np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
+    assert np.ptp(resumed.model.alpha) > 0  # learned: one value per topic
     assert [record["iteration"] for record in resumed.metrics] == [1, 2, 3, 4, 5, 6]
     for mine, theirs in zip(resumed.state.chunks, uninterrupted.state.chunks):
         assert mine.a_pairs.sharding == theirs.a_pairs.sharding

@@ -87,7 +87,7 @@ def test_training_streams_from_disk_when_the_host_budget_is_small_and_resumes_bi
         tmp_path):
     corpus = random_corpus(num_docs=400, num_words=60, mean_length=40, seed=14)
     base = dict(num_topics=8, iterations=4, backend="xla", num_devices=1,
-                device_memory_gb=0.002)
+                device_memory_gb=0.002, optimize_alpha_every=2)  # A read back from disk too
     stored = dict(base, host_memory_gb=TINY_HOST_GB, chunk_store=str(tmp_path / "store"))
     whole = trainer.train(corpus, trainer.TrainConfig(**stored, checkpoint_every=2),
                           checkpoint_dir=tmp_path / "checkpoints")

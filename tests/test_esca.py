@@ -126,11 +126,12 @@ def test_bhat_is_rounded_to_its_dtype_and_its_tree_adds_up_what_it_holds(num_top
     hyper = Hyperparams.create(num_topics)
     counts = np.random.default_rng(0).geometric(0.01, (3, hyper.padded_topics)) - 1
     counts[:, hyper.num_topics:] = 0
-    model = esca.model_from_counts(jnp.asarray(counts, jnp.int32), hyper)
+    model = esca.model_from_counts(jnp.asarray(counts, jnp.int32), hyper.initial_alpha(), hyper)
     assert model.bhat.dtype == BHAT_DTYPE == jnp.bfloat16
     held = np.asarray(model.bhat, np.float64)
     exact = mstep.float32_bhat(model.word_topic, model.topic_totals, hyper.num_topics, hyper.beta)
     np.testing.assert_allclose(held, np.asarray(exact), rtol=2**-8)  # rounded, nothing more
-    level_above = held.reshape(3, -1, WIDTH).sum(axis=2)
+    alpha = np.asarray(model.alpha, np.float64)  # the trees hold alpha_k B-hat_vk
+    level_above = (held * alpha).reshape(3, -1, WIDTH).sum(axis=2)
     np.testing.assert_allclose(np.asarray(model.tree[-1])[:, :level_above.shape[1]],
                                level_above, rtol=1e-5)

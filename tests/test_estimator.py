@@ -60,7 +60,8 @@ def test_score_and_perplexity_are_held_out_document_completion(fitted):
 def test_params_follow_the_sklearn_protocol():
     lda = LDA(num_topics=7, beta=0.1)
     params = lda.get_params()
-    assert params == dict(num_topics=7, alpha=None, beta=0.1, iterations=100, seed=0,
+    assert params == dict(num_topics=7, alpha=None, optimize_alpha_every=10, burn_in=0, beta=0.1,
+                          iterations=100, seed=0,
                           backend="auto", chunk_tokens=None, num_devices=0, callback=None,
                           verbose=0, n_components=None, max_iter=None, doc_topic_prior=None,
                           topic_word_prior=None, random_state=None)

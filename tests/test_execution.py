@@ -58,7 +58,8 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
         assert state.model.bhat.sharding.spec == execution.WORD_MODEL_SPEC.bhat
     np.testing.assert_allclose(np.asarray(placed.topic_word(state)).T,
                                np.asarray(esca.model_from_counts(
-                                   word_topic, hyper).bhat, np.float32)[:, :40], rtol=2**-7)
+                                   word_topic, hyper.initial_alpha(), hyper).bhat,
+                                          np.float32)[:, :40], rtol=2**-7)
 
 
 def test_four_devices_give_the_one_device_model():

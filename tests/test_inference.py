@@ -43,7 +43,7 @@ def direct_em(model: TopicModel, corpus: Corpus, iterations: int) -> np.ndarray:
             responsibility = theta[d][:, None] * topic_word[:, tokens]
             responsibility /= responsibility.sum(axis=0)
             theta[d] = ((responsibility.sum(axis=1) + model.alpha)
-                        / (len(tokens) + model.num_topics * model.alpha))
+                        / (len(tokens) + model.alpha.sum()))
     return theta
 
 
@@ -57,7 +57,7 @@ def test_recovers_the_generating_topics():
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-6)
     np.testing.assert_array_equal(theta[:NUM_TOPICS].argmax(axis=1), np.arange(NUM_TOPICS))
     assert theta[np.arange(NUM_TOPICS), np.arange(NUM_TOPICS)].min() > 0.95
-    prior = model.alpha / (60 + NUM_TOPICS * model.alpha)
+    prior = model.alpha[1] / (60 + model.alpha.sum())
     np.testing.assert_allclose(theta[NUM_TOPICS], [0.75, prior, 0.25, prior], atol=0.01)
 
 

@@ -19,7 +19,8 @@ def test_saved_model_loads_back_identically(tmp_path):
     np.testing.assert_array_equal(loaded.word_topic_counts, counts)
     np.testing.assert_allclose(loaded.topic_word, model.topic_word)
     np.testing.assert_allclose(loaded.topic_word.sum(axis=1), 1.0, rtol=1e-5)
-    assert loaded.vocab == model.vocab and loaded.alpha == 0.5 and loaded.beta == 0.01
+    assert loaded.vocab == model.vocab and loaded.beta == 0.01
+    np.testing.assert_array_equal(loaded.alpha, [0.5] * 4)  # one value per topic
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     assert config["format_version"] == FORMAT_VERSION and config["seed"] == 3
     assert not [p for p in (tmp_path / "m").iterdir() if p.name.startswith(".")]
@@ -84,6 +85,15 @@ def test_device_count_does_not_change_the_model():
     np.testing.assert_array_equal(models[0].word_topic_counts, models[1].word_topic_counts)
 
 
+def test_a_learned_alpha_is_saved_per_topic_and_must_fit_the_topics(tmp_path):
+    counts = np.ones((3, 2), np.int32)
+    model = TopicModel(counts, np.array([0.2, 1.5]), 0.01, ("a", "b", "c"))
+    np.testing.assert_array_equal(TopicModel.load(model.save(tmp_path)).alpha, [0.2, 1.5])
+    for wrong in (np.array([0.2, 1.5, 1.0]), np.array([0.2, 0.0])):
+        with pytest.raises(ValueError, match="alpha must be 2 positive values"):
+            TopicModel(counts, wrong, 0.01, ("a", "b", "c"))
+
+
 def test_a_model_from_before_format_versions_still_loads(tmp_path):
     """Version-1 directories written before format_version and config.json existed."""
     counts = np.arange(12, dtype=np.int32).reshape(6, 2)
@@ -92,7 +102,8 @@ def test_a_model_from_before_format_versions_still_loads(tmp_path):
     (tmp_path / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(6)))
     loaded = TopicModel.load(tmp_path)
     np.testing.assert_array_equal(loaded.word_topic_counts, counts)
-    assert loaded.alpha == 0.25 and loaded.config == {}
+    np.testing.assert_array_equal(loaded.alpha, [0.25, 0.25])  # a scalar: every topic's
+    assert loaded.config == {}
     assert loaded.top_words(1) == [["w5"], ["w5"]]
 
 

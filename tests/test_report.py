@@ -75,6 +75,25 @@ def test_the_plot_is_written_and_embedded_when_matplotlib_is_installed(model_and
     assert f"]({report.PLOT_FILE})" in (tmp_path / report.MARKDOWN_FILE).read_text()
 
 
+def test_a_learned_alpha_is_plotted_and_listed_per_topic(model_and_reference, tmp_path):
+    pytest.importorskip("matplotlib")
+    model, reference = model_and_reference
+    learned = dataclasses.replace(model, alpha=np.array([0.9, 0.05, 2.5, 0.3, 0.3, 0.125]))
+    written = report.write_report(learned, tmp_path, reference, METRICS)
+    assert tmp_path / report.PRIOR_FILE in written.files
+    assert (tmp_path / report.PRIOR_FILE).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    markdown = (tmp_path / report.MARKDOWN_FILE).read_text()
+    assert f"]({report.PRIOR_FILE})" in markdown
+    assert "| 1 | 2 | " in markdown and "| 2.5 |" in markdown  # the largest topic's alpha
+    page = (tmp_path / report.HTML_FILE).read_text()
+    assert page.count("data:image/png;base64,") == 2 and "<td>0.125</td>" in page
+    assert "learned, 0.05 to 2.5" in page
+    # a fixed alpha has no prior plot
+    fixed = report.write_report(model, tmp_path / "fixed", reference, METRICS)
+    assert tmp_path / "fixed" / report.PRIOR_FILE not in fixed.files
+    assert "0.5 (every topic)" in (tmp_path / "fixed" / report.HTML_FILE).read_text()
+
+
 def test_report_launcher_on_a_tiny_trained_model(tmp_path):
     corpus = load_bundled("kos").subset(np.arange(200))
     save_native(corpus, tmp_path / "corpus")

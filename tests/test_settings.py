@@ -60,4 +60,5 @@ def test_a_flag_out_of_range_fails_with_the_settings_own_requirement():
 
 
 def test_the_model_settings_are_marked_once():
-    assert trainer.TrainConfig.model_settings() == ("num_topics", "alpha", "beta", "seed")
+    assert trainer.TrainConfig.model_settings() == ("num_topics", "alpha", "optimize_alpha_every",
+                                                    "burn_in", "beta", "seed")

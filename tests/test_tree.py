@@ -1,4 +1,4 @@
-"""The W-ary sampling tree draws exactly from its leaves' distribution, for any K."""
+"""The W-ary sampling tree draws exactly from its weighted leaves' distribution, for any K."""
 
 import jax
 import jax.numpy as jnp
@@ -11,12 +11,16 @@ from saberjax import tree
 DRAWS = 200_000
 
 
-def draw(weights: np.ndarray, draws: int, seed: int = 0) -> np.ndarray:
-    leaves = jnp.asarray(np.pad(weights, (0, tree.padded_width(len(weights)) - len(weights))))[None]
-    levels = tree.build_tree(leaves)
+def draw(weights: np.ndarray, draws: int, seed: int = 0, column_weights=None) -> np.ndarray:
+    """Draws from the tree over leaves `weights` times column_weights (None: ones)."""
+    pad = tree.padded_width(len(weights)) - len(weights)
+    leaves = jnp.asarray(np.pad(weights, (0, pad)))[None]
+    column_weights = jnp.asarray(np.pad(np.ones_like(weights) if column_weights is None
+                                        else column_weights, (0, pad)))
+    levels = tree.build_tree(tree.weighted_leaves(leaves, column_weights))
     uniforms = jax.random.uniform(jax.random.key(seed), (draws,))
     rows = jnp.zeros(draws, jnp.int32)
-    return np.asarray(jax.jit(tree.tree_sample)(levels, leaves, rows, uniforms))
+    return np.asarray(jax.jit(tree.tree_sample)(levels, leaves, column_weights, rows, uniforms))
 
 
 @pytest.mark.parametrize("num_topics", [2, 31, 100, 1000, 2000])
@@ -28,6 +32,19 @@ def test_tree_sample_matches_exact_distribution(num_topics):
     wrong = weights.copy()
     wrong[np.argmax(weights)] *= 0.5
     assert goodness_of_fit_pvalue(samples, wrong) < 1e-6
+
+
+@pytest.mark.parametrize("num_topics", [3, 100, 1000])
+def test_tree_sample_draws_leaves_times_column_weights(num_topics):
+    """The trees over alpha_k B-hat_vk: p(k) is proportional to leaf times its column's weight,
+    not to the leaf alone."""
+    rng = np.random.default_rng(num_topics + 1)
+    leaves = rng.gamma(0.5, size=num_topics).astype(np.float32)
+    alpha = rng.gamma(0.3, size=num_topics).astype(np.float32)
+    alpha[1::5] = 0.0
+    samples = draw(leaves, DRAWS, column_weights=alpha)
+    assert goodness_of_fit_pvalue(samples, leaves * alpha) > 1e-4
+    assert goodness_of_fit_pvalue(samples, leaves + 1e-3) < 1e-6
 
 
 def test_tree_handles_65536_topics():

@@ -1,16 +1,19 @@
 """tomotopy (collapsed Gibbs LDA) baseline on a saberjax native corpus folder.
 
-usage: python tomotopy_train.py --corpus DIR --k K --iterations N --alpha A --beta B
+usage: python tomotopy_baseline.py --corpus DIR --k K --iterations N --alpha A --beta B
                                 --seed S --threads T --out OUT.npz [--parallel default|copy_merge|partition|none]
+                                [--optim_interval I]
 
 DIR holds doc_offsets.npy (int64, D+1), word_ids.npy (int32, T), vocab.txt (one word per line).
 alpha is the per-topic (symmetric) Dirichlet parameter, beta (tomotopy's eta) the topic-word one.
-Hyperparameter optimisation, term weighting and vocabulary pruning are all off.
+Term weighting and vocabulary pruning are off; hyperparameter optimisation too unless
+--optim_interval is set (tomotopy's own default is 10: alpha re-estimated every 10 iterations).
 
 OUT.npz: topic_word (K x V float32, columns = vocab.txt ids, rows sum to 1) with
 topic_word[k, v] = (n_kv + B) / (n_k + V * B), V = full corpus vocabulary size;
 seconds (wall time of train(N)), init_seconds (add_doc + train(0)), tokens, iterations,
-ll_per_word (tomotopy's log-likelihood per word after training), k, alpha, beta, seed, threads.
+ll_per_word (tomotopy's log-likelihood per word after training), k, alpha (the K-vector tomotopy
+ends with: the initial value everywhere unless optimised), beta, seed, threads, optim_interval.
 """
 import argparse
 import os
@@ -42,6 +45,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--parallel", default="default", choices=["default", "copy_merge", "partition", "none"])
+    ap.add_argument("--optim_interval", type=int, default=0,
+                    help="re-estimate alpha every this many iterations (0: alpha stays fixed)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -56,7 +61,7 @@ def main():
     t0 = time.perf_counter()
     model = tp.LDAModel(tw=tp.TermWeight.ONE, min_cf=0, min_df=0, rm_top=0,
                         k=K, alpha=a.alpha, eta=a.beta, seed=a.seed)
-    model.optim_interval = 0   # no hyperparameter optimisation: alpha, eta stay fixed
+    model.optim_interval = a.optim_interval
     model.burn_in = 0
     n_docs = 0
     for d in range(D):
@@ -68,7 +73,7 @@ def main():
                 "partition": tp.ParallelScheme.PARTITION, "none": tp.ParallelScheme.NONE}[a.parallel]
     model.train(0, workers=a.threads, parallel=parallel)
     init_seconds = time.perf_counter() - t0
-    assert np.allclose(model.alpha, a.alpha) and np.isclose(model.eta, a.beta), (model.alpha, model.eta)
+    assert (a.optim_interval or np.allclose(model.alpha, a.alpha)) and np.isclose(model.eta, a.beta), (model.alpha, model.eta)
     assert model.num_words == len(word_ids), (model.num_words, len(word_ids))
 
     t1 = time.perf_counter()
@@ -89,7 +94,8 @@ def main():
 
     np.savez(a.out, topic_word=topic_word, seconds=seconds, init_seconds=init_seconds,
              tokens=len(word_ids), iterations=a.iterations, ll_per_word=model.ll_per_word,
-             k=K, alpha=a.alpha, beta=a.beta, seed=a.seed, threads=a.threads, docs=n_docs)
+             k=K, alpha=np.asarray(model.alpha, np.float64), beta=a.beta, seed=a.seed,
+             threads=a.threads, docs=n_docs, optim_interval=a.optim_interval)
     print(f"tomotopy {tp.__version__} ({tp.isa}): D={D} V={V} T={len(word_ids)} K={K} "
           f"iters={a.iterations} threads={a.threads} init={init_seconds:.2f}s train={seconds:.2f}s "
           f"({len(word_ids) * a.iterations / max(seconds, 1e-9) / 1e6:.2f} Mtok/s) "

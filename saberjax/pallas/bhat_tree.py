@@ -7,8 +7,8 @@ Totals: a program adds up `rows_per_program` rows of `block_columns` columns in 
 atomic each; XLA's column reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
 
 B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
-stores it, and stores the 32-wide sums of the same values, the tree level just above the
-leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size and come
+stores it, and stores the 32-wide sums of the same values times alpha, the tree level just
+above the leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size and come
 from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against XLA's three
 reads and one write (B for the totals, B for B-hat, B-hat for the tree): at K = 10,000
 (V = 102,660, 4.1 GB arrays) XLA's phase took 8.7 ms of a 80 ms iteration (BUILD_NOTES.md).
@@ -68,9 +68,10 @@ def _totals_kernel(word_topic_ref, zero_totals_ref, totals_ref, *, rows_per_prog
     atomic_add(totals_ref, columns, sums, mask=inside, semantic="relaxed")
 
 
-def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat_ref,
+def _bhat_kernel(word_topic_ref, denominator_ref, alpha_ref, beta_ref, zero_level_ref, bhat_ref,
                  level_ref, *, block_columns: int, num_topics: int):
-    """B-hat and the 32-wide sums of columns block program_id(1) of word program_id(0)."""
+    """B-hat and the 32-wide sums of alpha_k B-hat_vk of columns block program_id(1) of word
+    program_id(0)."""
     del zero_level_ref  # aliased to level_ref: sums past the last block stay 0
     word, block = pl.program_id(0), pl.program_id(1)
     columns = block * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
@@ -81,7 +82,7 @@ def _bhat_kernel(word_topic_ref, denominator_ref, beta_ref, zero_level_ref, bhat
                      (counts.astype(jnp.float32) + beta_ref[0]) / denominator, 0.0)
     bhat = bhat.astype(bhat_ref.dtype)  # the tree sums what B-hat holds, as the reference
     plgpu.store(bhat_ref.at[word, columns], bhat, mask=inside)
-    bhat = bhat.astype(jnp.float32)
+    bhat = bhat.astype(jnp.float32) * plgpu.load(alpha_ref.at[columns], mask=inside, other=0.0)
     groups = block * (block_columns // WIDTH) + jnp.arange(block_columns // WIDTH,
                                                            dtype=jnp.int32)
     sums = jnp.sum(jnp.reshape(bhat, (block_columns // WIDTH, WIDTH)), axis=1)
@@ -127,17 +128,18 @@ def topic_totals(word_topic: jax.Array, *, block_columns: int = 1024,
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "num_words", "block_columns",
                                              "num_warps", "interpret"))
-def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, beta,
-                  num_words: int | None = None, *, block_columns: int = 1024,
+def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, num_topics: int,
+                  beta, num_words: int | None = None, *, block_columns: int = 1024,
                   num_warps: int = 4, interpret: bool | None = None):
-    """(B-hat, its tree levels top first) of rows of B given the topic totals.
+    """(B-hat, the levels of its trees over alpha_k B-hat_vk, top first) of rows of B given the
+    topic totals and the prior alpha [K_pad].
 
     Same contract as saberjax.mstep.bhat_and_tree (num_words: the vocabulary's V, None: B's
     rows are the whole vocabulary); knobs as in topic_totals.
     """
     rows, padded_topics = word_topic.shape
     if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
-        return bhat_and_tree_reference(word_topic, totals, num_topics, beta, num_words)
+        return bhat_and_tree_reference(word_topic, totals, alpha, num_topics, beta, num_words)
     block_columns = _block_columns(padded_topics, block_columns)
     denominator = bhat_denominator(totals, num_words or rows, beta)
     level_shape = (rows, padded_width(padded_topics // WIDTH))
@@ -146,20 +148,20 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, num_topics: int, bet
         out_shape=(jax.ShapeDtypeStruct(word_topic.shape, BHAT_DTYPE),
                    jax.ShapeDtypeStruct(level_shape, jnp.float32)),
         grid=(rows, pl.cdiv(padded_topics, block_columns)),
-        input_output_aliases={3: 1},
+        input_output_aliases={4: 1},
         name="saber_bhat_tree",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=default_interpret() if interpret is None else interpret,
-    )(word_topic, denominator, jnp.reshape(jnp.float32(beta), (1,)),
+    )(word_topic, denominator, alpha.astype(jnp.float32), jnp.reshape(jnp.float32(beta), (1,)),
       jnp.zeros(level_shape, jnp.float32))
     return bhat, build_tree(level) + (level,)
 
 
-def model_arrays(word_topic: jax.Array, num_topics: int, beta, *, block_columns: int = 1024,
-                 rows_per_program: int | None = None, num_warps: int = 4,
-                 interpret: bool | None = None):
-    """(topic totals, B-hat, its tree levels top first) of B: topic_totals, then
-    bhat_and_tree (same contract as saberjax.mstep.model_arrays)."""
+def model_arrays(word_topic: jax.Array, alpha: jax.Array, num_topics: int, beta, *,
+                 block_columns: int = 1024, rows_per_program: int | None = None,
+                 num_warps: int = 4, interpret: bool | None = None):
+    """(topic totals, B-hat, its tree levels top first) of B and prior alpha: topic_totals,
+    then bhat_and_tree (same contract as saberjax.mstep.model_arrays)."""
     knobs = dict(block_columns=block_columns, num_warps=num_warps, interpret=interpret)
     totals = topic_totals(word_topic, rows_per_program=rows_per_program, **knobs)
-    return (totals, *bhat_and_tree(word_topic, totals, num_topics, beta, **knobs))
+    return (totals, *bhat_and_tree(word_topic, totals, alpha, num_topics, beta, **knobs))

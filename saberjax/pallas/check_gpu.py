@@ -12,7 +12,7 @@ its doc-major copy against XLA's shuffle), whether the segmented-count and B-cou
 rebuild A and B exactly, on ragged documents at K = 2 and 65,536 and on the corpus after a few
 iterations.  Timings (median of --repeats, Mtoken/s = corpus tokens / seconds): each kernel
 variant, totals, B-hat and trees of both backends (and B bytes per second), and the
-E-step's bandwidth floor (22 + 4 * nnz bytes a token, saberjax/pallas/sampler.py) at the
+E-step's bandwidth floor (24 + 4 * nnz bytes a token, saberjax/pallas/sampler.py) at the
 measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
 """
 
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from saberjax import esca, rng, sampler, segmented_count
+from saberjax import esca, mstep, rng, sampler, segmented_count
 from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
@@ -109,17 +109,16 @@ def mean_doc_nonzeros(chunks, state) -> float:
 
 
 @guarded("agreement")
-def check_agreement(label, chunk, chunk_state, model, key, alpha, num_topics):
+def check_agreement(label, chunk, chunk_state, model, key, num_topics):
     """Pallas vs XLA on the same inputs: E-step mismatch fraction of every sampler variant,
     A rebuilt and B counted exactly."""
-    expected = jax.jit(sampler.sample_chunk, static_argnums=4)(chunk, chunk_state, model, key,
-                                                               alpha)
+    expected = jax.jit(sampler.sample_chunk)(chunk, chunk_state, model, key)
     real = int(chunk.num_tokens)
     for variant in FLAGS.sampler_variants:
         if variant in BHAT_DTYPES:
             continue  # timed only: the default variant checks the B-hat dtype the model holds
         (variant_chunk,), sample = sampler_variant(variant, (chunk,), model.bhat.shape[0])
-        got, doc_major = sample(variant_chunk, chunk_state, model, key, alpha)
+        got, doc_major = sample(variant_chunk, chunk_state, model, key)
         shuffled = segmented_count.shuffle_to_doc_major(got, chunk.doc_major_pos)
         report(check="agreement", case=label, variant=variant,
                sample_mismatch_fraction=float(jnp.mean((got != expected)[:real])),
@@ -163,7 +162,7 @@ def check_ragged_agreement():
         state = esca.step(esca.init(chunks, corpus.num_words, hyper, 1), chunks, hyper)
         key = rng.iteration_key(state.seed, 9)
         check_agreement(f"ragged K={num_topics}", chunks[0], state.chunks[0], state.model, key,
-                        hyper.alpha, num_topics)
+                        num_topics)
 
 
 def chunk_seconds(function, chunks, state) -> float:
@@ -193,10 +192,10 @@ def with_bhat_dtype(state, num_topics: int, variant: str):
     if variant not in BHAT_DTYPES:
         return state
     model, beta = state.model, Hyperparams.create(num_topics).beta
-    bhat, tree = esca.bhat_and_tree(model.word_topic, model.topic_totals, num_topics, beta,
-                                    BHAT_DTYPES[variant])
+    bhat, tree = mstep.bhat_and_tree(model.word_topic, model.topic_totals, model.alpha,
+                                     num_topics, beta, dtype=BHAT_DTYPES[variant])
     return state._replace(model=model._replace(bhat=bhat, tree=tree,
-                                               tree_total=tree_totals(tree, bhat)))
+                                               tree_total=tree_totals(tree, bhat, model.alpha)))
 
 
 def sampler_variant(variant: str, chunks, num_words: int):
@@ -224,11 +223,11 @@ def count_variant(variant: str):
                              num_warps=warps)
 
 
-def time_variants(num_topics, chunks, state, num_tokens, alpha):
+def time_variants(num_topics, chunks, state, num_tokens):
     """The XLA E-step, shuffle, A rebuild and B count, the kernels' tuning variants (the E-step
     kernel's include the shuffle), totals, B-hat and trees of both."""
-    time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(
-        functools.partial(sampler.sample_chunk, alpha=alpha)), chunks, state)
+    time_variant(num_topics, num_tokens, "xla", "sample", jax.jit(sampler.sample_chunk), chunks,
+                 state)
     time_variant(num_topics, num_tokens, "xla", "shuffle", jax.jit(
         lambda c, s, m, k: segmented_count.shuffle_to_doc_major(s.topics, c.doc_major_pos)),
         chunks, state)
@@ -242,7 +241,7 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
     for variant in FLAGS.sampler_variants:
         variant_chunks, sample = sampler_variant(variant, chunks, state.model.bhat.shape[0])
         time_variant(num_topics, num_tokens, "pallas", f"sample {variant}",
-                     jax.jit(functools.partial(sample, alpha=alpha)), variant_chunks,
+                     jax.jit(sample), variant_chunks,
                      with_bhat_dtype(state, num_topics, variant))
     for variant in FLAGS.ssc_variants:
         rebuild = jax.jit(functools.partial(
@@ -259,13 +258,13 @@ def time_variants(num_topics, chunks, state, num_tokens, alpha):
             chunks, state)
     model, beta = state.model, Hyperparams.create(num_topics).beta
     results = {}
-    for backend, model_arrays in (("xla", esca.model_arrays),
+    for backend, model_arrays in (("xla", mstep.model_arrays),
                                   ("pallas", pallas_bhat_tree.model_arrays)):
         function = jax.jit(functools.partial(model_arrays, num_topics=num_topics, beta=beta))
-        seconds = median_seconds(function, model.word_topic, repeats=FLAGS.repeats)
+        seconds = median_seconds(function, model.word_topic, model.alpha, repeats=FLAGS.repeats)
         report(check="bhat_tree", K=num_topics, backend=backend, seconds=seconds,
                word_topic_gigabytes_per_s=model.word_topic.nbytes / seconds / 1e9)
-        results[backend] = jax.tree.leaves(function(model.word_topic))
+        results[backend] = jax.tree.leaves(function(model.word_topic, model.alpha))
     report(check="agreement", case=f"totals, B-hat and trees K={num_topics}",
            max_relative_difference=max(
                float(jnp.max(jnp.abs(g - e) / jnp.maximum(jnp.abs(e), 1e-30)))
@@ -302,12 +301,12 @@ def main(argv):
             state = esca.step(state, chunks, hyper)
         nonzeros = mean_doc_nonzeros(chunks, state)
         report(check="floor", K=num_topics, mean_doc_nonzeros_per_token=nonzeros,
-               sample_floor_mtoken_per_s=bandwidth / (22 + 4 * nonzeros) / 1e6)
+               sample_floor_mtoken_per_s=bandwidth / (24 + 4 * nonzeros) / 1e6)
         key = esca.next_iteration(state.seed, state.iteration)[1]
         if FLAGS.checks:
             check_agreement(f"corpus K={num_topics}", chunks[0], state.chunks[0], state.model,
-                            key, hyper.alpha, num_topics)
-        time_variants(num_topics, chunks, state, corpus.num_tokens, hyper.alpha)
+                            key, num_topics)
+        time_variants(num_topics, chunks, state, corpus.num_tokens)
     if FLAGS.output:
         with open(FLAGS.output, "w") as output:
             output.writelines(json.dumps(result) + "\n" for result in RESULTS)

@@ -10,14 +10,19 @@ V = 102,660).  Token t of the tile is row t of [tile, 32] arrays: the nonzeros o
 document row A_d (packed pairs, state.pack_pairs: one load each) are visited 32 lanes at a
 time, in one pass, as in the reference:
 
-    per block   products P = A_dk * B-hat_vk; each lane adds its product to its running mass
+    per block   products P = A_dk * B-hat_vk (0 for the token's own topic z, whose count A_dz
+                the block adds up instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
                 reservoir per lane; u_block one uniform per token and block); the next
                 block's A entries are loaded before this block's B-hat gathers
-    branch      S = the lane masses' sum; sparse part with probability
-                S / (S + alpha * tree_total_v)
+    own topic   lane 0 takes z's whole mass without the token, (A_dz - 1 + alpha_z) times
+                B-hat_vz without it (saberjax.sampler.own_topic_mass), as one more product
+    branch      S = the lane masses' sum; sparse part with probability S / (S + Q), Q the
+                tree's total (the sum of alpha_k B-hat_vk) less z's leaf alpha_z B-hat_vz
     sparse      search the 32 lane masses for u_position * S; that lane's kept topic
-    dense       descend word v's W-ary tree, 32 children per level (only if a token needs it)
+    dense       descend word v's W-ary tree over alpha_k B-hat_vk, 32 children per level, the
+                leaves formed as B-hat times alpha, skipping z's leaf
+                (tree.descend_excluding; only if a token needs it)
 
 A block thus costs no sum across the warp's lanes (five shuffle steps per row) and no
 per-block bookkeeping; the lane masses are added across lanes once, after the loop (NOTES.md:
@@ -33,9 +38,10 @@ frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
 doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 
-Bandwidth floor: per token the kernel reads its 3 word-major ints (12 B), 2 ints of doc
-metadata (8 B) and its A row (4 B per nonzero: a packed (topic, count) pair), and writes its
-topic (2 B; the doc-major copy, scattered, is the shuffle's): 22 + 4 * nnz bytes, e.g. 0.9 KB
+Bandwidth floor: per token the kernel reads its 3 word-major ints and its current topic
+(14 B), 2 ints of doc metadata (8 B) and its A row (4 B per nonzero: a packed (topic, count)
+pair), and writes its new topic (2 B; the doc-major copy, scattered, is the shuffle's):
+24 + 4 * nnz bytes, e.g. 0.9 KB
 at nnz = 230 (NYTimes shape, K = 1,000, two iterations after the random start), 3.2 Gtoken/s
 at 3 TB/s.  A rows are shared by all tokens of a document
 and mostly come from L2, so the kernel is bound by issue and latency, not DRAM (NOTES.md).
@@ -53,16 +59,17 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax import rng
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, scatter, warp
+from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model, unpack_pairs
-from saberjax.tree import WIDTH, descend, search_block
+from saberjax.tree import WIDTH, descend_excluding, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
 
-def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
+def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
-                   tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
+                   old_topics_ref, tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
                    level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
@@ -80,6 +87,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
         start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
+        own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
         if token_base_ref.shape[0] == 2:  # one block: the chunk's documents are consecutive
             lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
         else:  # Chunk.token_ids
@@ -105,39 +113,57 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
             The next block's A entries are loaded first (they do not depend on this block), so
             their latency overlaps this block's gathers.
             """
-            lane_mass, kept_topics, (inside, topics, counts) = carry
+            lane_mass, kept_topics, own_count, (inside, topics, counts) = carry
             following = load_block(block + 1)
-            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+            is_own = topics == own[:, None]
+            own_count = own_count + jnp.sum(jnp.where(is_own, counts, 0.0), axis=1)
+            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
                                  eviction_policy="evict_last")
-            products = counts * weights.astype(jnp.float32)  # 0 outside the row
+            products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
             lane_mass = lane_mass + products
             keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                     < products)
-            return lane_mass, jnp.where(keep, topics, kept_topics), following
+            return lane_mass, jnp.where(keep, topics, kept_topics), own_count, following
 
-        lane_mass, kept_topics, _ = jax.lax.fori_loop(
+        lane_mass, kept_topics, own_count, _ = jax.lax.fori_loop(
             0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
             (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-             jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
+             jnp.zeros((tile_tokens, WIDTH), jnp.int32), jnp.zeros((tile_tokens,), jnp.float32),
+             load_block(0)))
+        # the own topic's whole mass joins lane 0's reservoir as one more product
+        own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
+        own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
+        own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
+                                  plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
+        first_lane = lanes[None, :] == 0
+        lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
+        keep_own = (rng.uniform(state, rng.STREAM_OWN)
+                    * warp.pick_lane(lane_mass, jnp.zeros_like(own)) < own_mass)
+        kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
         total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
                  else jnp.sum(lane_mass, axis=1))
-        tree_total = tree_total_ref[word]
+        dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
         take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
-                       * (total + alpha_ref[0] * tree_total) < total)
+                       * (total + dense_total) < total)
         u_position = rng.uniform(state, rng.STREAM_POSITION)
         lane, _ = search_block(lane_mass, u_position * total)
         sparse_topic = warp.pick_lane(kept_topics, lane)
         dense = real & ~take_sparse
 
         def load_children(level, children, inside):
-            """Children of word's tree nodes; only dense tokens' rows touch memory."""
-            return plgpu.load(level_refs[level].at[word, children],
-                              mask=dense[:, None] & inside, other=0.0,
-                              eviction_policy="evict_last").astype(jnp.float32)
+            """Children of word's tree nodes (leaves: B-hat times alpha); only dense tokens'
+            rows touch memory."""
+            mask = dense[:, None] & inside
+            values = plgpu.load(level_refs[level].at[word, children], mask=mask, other=0.0,
+                                eviction_policy="evict_last").astype(jnp.float32)
+            if level == len(level_widths) - 1:
+                values = values * plgpu.load(alpha_ref.at[children], mask=mask, other=0.0)
+            return values
 
         dense_topic = jax.lax.cond(
             jnp.max(dense.astype(jnp.int32)) > 0,
-            lambda: descend(level_widths, load_children, u_position * tree_total),
+            lambda: descend_excluding(level_widths, load_children, u_position * dense_total,
+                                      own, own_bhat * own_alpha),
             lambda: jnp.zeros((tile_tokens,), jnp.int32))
         topic = jnp.where(take_sparse, sparse_topic, dense_topic)
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
@@ -146,7 +172,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, tile_start_ref, word_ref,
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
                                              "interpret"))
-def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, alpha, *,
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        num_warps: int = 1, num_stages: int = 1, block_reduction: str = "sum",
                        interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
@@ -169,9 +195,9 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                                block_reduction=block_reduction)
     inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
-              jnp.reshape(alpha, (1,)).astype(jnp.float32), chunk.tile_start, chunk.word,
-              chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
-              chunk_state.a_pairs, model.tree_total, *levels)
+              model.alpha.astype(jnp.float32), model.bhat_denominator, chunk.tile_start,
+              chunk.word, chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
+              chunk_state.a_pairs, chunk_state.topics, model.tree_total, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
