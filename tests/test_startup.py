@@ -2,7 +2,10 @@
 corpus cache, timing line and training documents' topic proportions."""
 
 import json
+import pathlib
 import re
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -116,3 +119,16 @@ def test_save_doc_topics_writes_every_corpus_documents_proportions(tmp_path):
     assert not (tmp_path / "run" / "doc_topics.npy").exists()
     assert json.loads((tmp_path / "run" / "config.json").read_text())["num_topics"] == 4
 
+
+
+def test_first_iteration_tool_times_train_up_to_its_first_iteration(tmp_path):
+    uci_folder(tmp_path / "uci", random_corpus(num_docs=30, seed=8))
+    tool = pathlib.Path(__file__).resolve().parents[1] / "tools" / "first_iteration.py"
+    done = subprocess.run(
+        [sys.executable, str(tool), "--repeats=1", "--", f"--corpus={tmp_path / 'uci'}",
+         "--num_topics=4", "--iterations=3", "--backend=xla", f"--output={tmp_path / 'run'}",
+         "--overwrite", f"--cache_dir={tmp_path / 'cache'}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    assert len(figures["runs"]) == 1 and 0 < figures["best"] == figures["runs"][0]["seconds"]
+    assert not list(tmp_path.glob("run*/model.npz"))  # stopped before training: no model

@@ -14,16 +14,18 @@
 #   save_k10000_s        model write at K = 10,000 x V (floor 6 s)
 #
 # Needs no network.  PYTHON chooses the interpreter (default: .venv/bin/python when present,
-# else python3); it must import jax with CUDA.  BACKEND (default pallas), TRAIN_FLAGS (added
-# to train.py's) and SYNTH_SCALE (default 1: 100M tokens) are for trying it out on a CPU.  Scratch files go to a
-# temporary folder, removed at the end.
+# else python, else python3); it must import jax with CUDA.  BACKEND (default pallas),
+# TRAIN_FLAGS (added to train.py's) and SYNTH_SCALE (default 1: 100M tokens) are for trying
+# it out on a CPU.  Scratch files go to a temporary folder, removed at the end.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 CORPUS="${1:-.corpora/wiki25k}"
 if [[ -z "${PYTHON:-}" ]]; then
-  if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+  if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python
+  elif command -v python >/dev/null; then PYTHON=python
+  else PYTHON=python3; fi
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 [[ -d "$CORPUS" ]] || { echo "startup_floors: no corpus folder $CORPUS" >&2; exit 2; }
@@ -53,8 +55,8 @@ for line in open(sys.argv[1]):
 
 "$PYTHON" -c "import jax; print('startup_floors: jax', jax.__version__, jax.devices())"
 train=("$PYTHON" launch/train.py "--corpus=$CORPUS" --num_topics=1024 --iterations=100
-       "--backend=${BACKEND:-pallas}" --top_words=0 "--cache_dir=$SCRATCH/cache" "--output=$SCRATCH/run"
-       --overwrite ${TRAIN_FLAGS:-})
+       "--backend=${BACKEND:-pallas}" --top_words=0 "--cache_dir=$SCRATCH/cache"
+       "--output=$SCRATCH/run" --overwrite ${TRAIN_FLAGS:-})
 echo "train_first_run_s $(wall_seconds "${train[@]}")"
 echo "train_second_run_s $(wall_seconds "${train[@]}")"
 grep "time:" "$SCRATCH/last.log" | sed 's/^.*time:/train_second_run_time_line/'
