@@ -202,11 +202,14 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     step = placement.compile(state)
+    first, last = int(state.iteration) + 1, config.iterations
+    learns_alpha = config.optimize_alpha_every and any(
+        prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
+        for iteration in range(first, last + 1))  # a run too short to learn it compiles no update
     update_alpha = (placement.compile_alpha_update(state, corpus.doc_lengths())
-                    if config.optimize_alpha_every else None)
+                    if learns_alpha else None)
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
-    first, last = int(state.iteration) + 1, config.iterations
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
         def dispatch(state, iteration):
             """(the state after `iteration`, alpha learned if due (prior.is_due), when it is

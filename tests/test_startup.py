@@ -11,7 +11,7 @@ import time
 import numpy as np
 from helpers import random_corpus, run_launcher
 
-from saberjax import timing
+from saberjax import execution, timing, trainer
 from saberjax.corpus import split_document_halves
 from saberjax.evaluate import heldout_loglik
 from saberjax.layout import build_layout
@@ -132,3 +132,15 @@ def test_first_iteration_tool_times_train_up_to_its_first_iteration(tmp_path):
     figures = json.loads(done.stdout)
     assert len(figures["runs"]) == 1 and 0 < figures["best"] == figures["runs"][0]["seconds"]
     assert not list(tmp_path.glob("run*/model.npz"))  # stopped before training: no model
+
+
+def test_a_run_too_short_to_learn_alpha_compiles_no_alpha_update(monkeypatch):
+    compiled = []
+    learn = execution.Placement.compile_alpha_update
+    monkeypatch.setattr(execution.Placement, "compile_alpha_update",
+                        lambda *args: compiled.append(args) or learn(*args))
+    corpus = random_corpus(num_docs=20, seed=3)
+    for iterations in (2, 3):
+        trainer.train(corpus, trainer.TrainConfig(num_topics=4, iterations=iterations,
+                                                  optimize_alpha_every=3, backend="xla"))
+    assert len(compiled) == 1  # the 3-iteration run learns alpha after its third
