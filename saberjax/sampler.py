@@ -114,24 +114,26 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
         own = old_topics[batch]
 
         def visit_block(block, carry):
-            lane_mass, kept_topics, own_count = carry
+            lane_mass, kept_topics, own_counts = carry
             offset = block * WIDTH
             topics = slice_block(a_topics, start + offset)
             counts = slice_block(a_counts, start + offset)
             inside = offset + lanes < nnz[:, None]
             is_own = topics == own[:, None]
-            own_count = own_count + jnp.sum(jnp.where(inside & is_own, counts, 0.0), axis=1)
+            own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
             # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
             products = counts * model.bhat[word[:, None], topics].astype(jnp.float32)
             products = jnp.where(inside & ~is_own, products, 0.0)
             lane_mass = lane_mass + products
             keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_count
+            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts
 
-        lane_mass, kept_topics, own_count = jax.lax.fori_loop(
+        lane_mass, kept_topics, own_counts = jax.lax.fori_loop(
             0, jnp.max(token_blocks[batch]), visit_block,
             (jnp.zeros((*batch.shape, WIDTH), jnp.float32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.int32), jnp.zeros(batch.shape, jnp.float32)))
+             jnp.zeros((*batch.shape, WIDTH), jnp.int32),
+             jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
+        own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
         own_bhat = model.bhat[word, own].astype(jnp.float32)
         own_mass = own_topic_mass(own_count, model.alpha[own], own_bhat,
                                   model.bhat_denominator[own])

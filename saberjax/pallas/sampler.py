@@ -113,23 +113,24 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
             The next block's A entries are loaded first (they do not depend on this block), so
             their latency overlaps this block's gathers.
             """
-            lane_mass, kept_topics, own_count, (inside, topics, counts) = carry
+            lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
             following = load_block(block + 1)
             is_own = topics == own[:, None]
-            own_count = own_count + jnp.sum(jnp.where(is_own, counts, 0.0), axis=1)
+            own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
             weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
                                  eviction_policy="evict_last")
             products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
             lane_mass = lane_mass + products
             keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                     < products)
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_count, following
+            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
 
-        lane_mass, kept_topics, own_count, _ = jax.lax.fori_loop(
+        lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
             0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
             (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-             jnp.zeros((tile_tokens, WIDTH), jnp.int32), jnp.zeros((tile_tokens,), jnp.float32),
-             load_block(0)))
+             jnp.zeros((tile_tokens, WIDTH), jnp.int32),
+             jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
+        own_count = jnp.sum(own_counts, axis=1)  # one lane holds it: exact
         # the own topic's whole mass joins lane 0's reservoir as one more product
         own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
         own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
