@@ -16,7 +16,7 @@ ranges of the memory-mapped corpus, one padded shape), then worker threads build
 chunk with layout's own builder, compact it and write it to its place, never holding more
 than a chunk per worker (as many workers as the host budget holds).  Every iteration the
 producer thread of streaming puts slot after slot on the devices and expands the chunk there,
-while reader threads read the next `prefetch` slots' chunks and A from disk (in pieces, at
+while reader threads read the next `prefetch` slots' chunks and states from disk (in pieces, at
 once); the writer thread writes each new state back into the other state file.  Reads and
 writes go through pread / pwrite into buffers of their own, so the store's pages never count
 in the process's resident memory (the page cache holds them while the machine has room).
@@ -24,9 +24,8 @@ in the process's resident memory (the page cache holds them while the machine ha
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
 doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
 `doc` arrays (8 bytes a token) by the chunk's word runs (8 bytes a distinct word), from which
-the devices recompute both (`expand`: a scatter and a cumulative sum each, and a gather);
-and a state is put without z, which the E-step does not read (its placeholder is zeros; z is
-written back for checkpoints).  Per token about 8.5 bytes go to the device and 6 come back,
+the devices recompute both (`expand`: a scatter and a cumulative sum each, and a gather).
+Per token about 10 bytes go to the device (the compact chunk, z and A) and 6 come back,
 against 18.5 and 6 from host memory.
 
 States of consecutive iterations go to the two state files in turn, so a step reads one
@@ -78,9 +77,9 @@ OWN_NAMES = (MANIFEST, STATIC, *STATES)
 # Host bytes per token of building one chunk (layout.build_chunk's peak, the corpus slice
 # and the compact copy included), for a corpus of one word run per token, the worst case.
 BUILD_BYTES_PER_TOKEN = 72
-# Host bytes per token of one slot streamed from the store: the compact chunk and A read
-# (8.5) and the state written back (6).
-STREAM_BYTES_PER_TOKEN = 15
+# Host bytes per token of one slot streamed from the store: the compact chunk and its state
+# read (10) and the state written back (6).
+STREAM_BYTES_PER_TOKEN = 16
 # Threads building a store's chunks at once where the host budget allows (chunks are planned
 # small enough for them: building is most of the set-up before the first iteration).
 BUILD_WORKERS = 8
@@ -365,7 +364,7 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
 
 class StoredChunks:
     """The chunk store as streaming.stream_over_chunks' source: slot i's compact chunk and
-    its state's A read from disk and put on the devices (`put`), new states written back to
+    its state read from disk and put on the devices (`put`), new states written back to
     the other state file (`writer_for`).  Indexing gives slot i's chunk on the devices (for
     shapes and host views); len() is the number of slots."""
 
@@ -385,7 +384,6 @@ class StoredChunks:
         self.counters = streaming.StreamCounters()
         self.static = _static_records(plan, corpus.num_words, devices)
         self.states = _state_records(plan, hyper, devices)
-        self._topic_dtype = hyper.topic_dtype
         self._readers = concurrent.futures.ThreadPoolExecutor(
             READERS, thread_name_prefix="saberjax-read")
         self._ahead: dict[tuple[int | None, int], tuple] = {}
@@ -442,18 +440,7 @@ class StoredChunks:
 
     @functools.cached_property
     def _expand(self):
-        """(compact slot, its A or None) -> (the slot's chunk, its state with zero z), on the
-        devices."""
-        dtype = self._topic_dtype
-
-        def one(chunk: CompactChunk, a_pairs, a_nnz):
-            full = expand(chunk)
-            return full, ChunkState(jnp.zeros(a_pairs.shape, dtype), a_pairs, a_nnz)
-
-        return jax.jit(jax.vmap(one), out_shardings=self.sharding)
-
-    @functools.cached_property
-    def _expand_chunk(self):
+        """A compact slot -> the slot's chunk, on the devices."""
         return jax.jit(jax.vmap(expand), out_shardings=self.sharding)
 
     def _generation(self, chunk_states) -> int:
@@ -464,12 +451,12 @@ class StoredChunks:
         raise ValueError("these chunk states are not in the chunk store")
 
     def _read_ahead(self, generation: int | None, slot: int) -> None:
-        """Start reading a slot's compact chunk and (generation not None) its A from that
+        """Start reading a slot's compact chunk and (generation not None) its state from that
         state file, unless it was started."""
         if (generation, slot) not in self._ahead:
             chunk = self.static.read(self._readers, self._static_fd, slot, _ARRAY_FIELDS)
             state = None if generation is None else self.states.read(
-                self._readers, self._state_fds[generation], slot, ("a_pairs", "a_nnz"))
+                self._readers, self._state_fds[generation], slot, ChunkState._fields)
             self._ahead[generation, slot] = (chunk, state)
 
     def put(self, slot: int, chunk_states):
@@ -484,11 +471,11 @@ class StoredChunks:
         chunk = CompactChunk(**chunk_read(), block_tokens=self.static.fields[0].shape[0])
         state = None if state_read is None else state_read()
         self.counters.bytes_put += sum(array.nbytes for array in jax.tree.leaves(chunk))
+        chunk = self._expand(jax.device_put(chunk, self.sharding))
         if state is None:
-            return self._expand_chunk(jax.device_put(chunk, self.sharding)), None
+            return chunk, None
         self.counters.bytes_put += sum(array.nbytes for array in state.values())
-        return self._expand(*jax.device_put((chunk, state["a_pairs"], state["a_nnz"]),
-                                            self.sharding))
+        return chunk, jax.device_put(ChunkState(**state), self.sharding)
 
     def writer_for(self, chunk_states):
         """write(slot, new state on the devices) -> its host state, into the state file that

@@ -61,6 +61,7 @@ __all__ = [
 
 FORMATS = ("uci", "ldac", "native", "text")
 MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
+WORD_COUNT_BLOCK = 1 << 24  # tokens per np.bincount in Corpus.word_counts
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -148,8 +149,13 @@ class Corpus:
         return np.diff(self.doc_offsets)
 
     def word_counts(self) -> np.ndarray:
-        """Tokens per word id, int64 [V]."""
-        return np.bincount(self.word_ids, minlength=self.num_words).astype(np.int64, copy=False)
+        """Tokens per word id, int64 [V], counted WORD_COUNT_BLOCK tokens at a time
+        (np.bincount copies what it counts to int64: 8 bytes a token at once otherwise)."""
+        counts = np.zeros(self.num_words, np.int64)
+        for start in range(0, self.num_tokens, WORD_COUNT_BLOCK):
+            counts += np.bincount(self.word_ids[start: start + WORD_COUNT_BLOCK],
+                                  minlength=self.num_words)
+        return counts
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes.

@@ -78,9 +78,9 @@ def test_same_seed_same_model_in_memory_streamed_from_memory_and_from_disk(num_d
         for field, value in state._asdict().items():
             np.testing.assert_array_equal(value, from_memory.chunk_states(states[1])[index]
                                           ._asdict()[field], err_msg=field)
-    # a compact chunk and A without z: fewer bytes a token put on the devices than from memory
+    # compact chunks: fewer bytes a token put on the devices than from memory
     put = [placement.slots.counters.bytes_put for placement in (from_memory, from_disk)]
-    assert put[1] < 0.65 * put[0]  # 0.46 for large chunks, more where V is a large part
+    assert put[1] < 0.75 * put[0]  # 0.55 for large chunks, more where V is a large part
 
 
 def test_training_streams_from_disk_when_the_host_budget_is_small_and_resumes_bit_identically(

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse
+from helpers import random_corpus
 
+from saberjax import corpus as corpus_module
 from saberjax.corpus import (
     Corpus,
     align_vocabulary,
@@ -448,6 +450,15 @@ def test_subset_copies_runs_of_documents_with_no_memory_beyond_the_result():
     np.testing.assert_array_equal(sub.word_ids, expected)
     assert sub.word_ids.dtype == np.int32 and type(sub.word_ids) is np.ndarray
     assert peak < 2 * sub.word_ids.nbytes  # an index per token took 7 times the result
+
+
+def test_word_counts_are_counted_a_block_at_a_time(monkeypatch):
+    corpus = random_corpus(num_docs=50, num_words=30, seed=3)
+    expected = np.bincount(np.asarray(corpus.word_ids), minlength=30)
+    monkeypatch.setattr(corpus_module, "WORD_COUNT_BLOCK", 7)  # a last block of another size
+    assert corpus.num_tokens % 7
+    np.testing.assert_array_equal(corpus.word_counts(), expected)
+    assert corpus.word_counts().dtype == np.int64
 
 
 def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():

@@ -217,11 +217,12 @@ def main(argv):
     budget = FLAGS.device_memory_gb or (
         model_gb + FLAGS.budget_fraction * corpus.num_tokens * per_token / 1e9)
     store = pathlib.Path(FLAGS.chunk_store or chunk_store.default_directory()).absolute()
-    if FLAGS.disk and execution.plan_store_chunk_tokens(
-            corpus, hyper, execution.host_memory_budget(FLAGS.host_memory_gb),
-            trainer.TrainConfig.prefetch) is None:
-        raise app.UsageError(f"--host_memory_gb={FLAGS.host_memory_gb} holds this corpus in host "
-                             f"memory: the disk run needs a smaller budget")
+    host_budget = execution.host_memory_budget(FLAGS.host_memory_gb)
+    if FLAGS.disk and execution.plan_store_chunk_tokens(corpus, hyper, host_budget,
+                                                        trainer.TrainConfig.prefetch) is None:
+        raise app.UsageError(f"a host budget of {host_budget / 1e9:.3g} GB holds this corpus "
+                             f"and its states in memory: give the disk run a smaller "
+                             f"--host_memory_gb")
     header = dict(corpus=FLAGS.corpus, D=corpus.num_docs, T=corpus.num_tokens,
                   V=corpus.num_words, K=FLAGS.num_topics, load_seconds=load_seconds,
                   device=jax.devices()[0].device_kind, host_cpus=os.cpu_count(),
