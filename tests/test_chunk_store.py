@@ -212,3 +212,22 @@ def test_train_py_names_the_host_budget_that_cannot_hold_a_chunk_in_one_line(tmp
         "error: --host_memory_gb=0.0001 cannot hold one chunk and the model: beside the ")
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "model").exists() and not (tmp_path / "store").exists()
+
+
+def test_a_build_that_fails_leaves_no_store_behind(tmp_path, monkeypatch):
+    corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=31)
+    real_build_chunk, built = chunk_store.LayoutPlan.build_chunk, []
+
+    def failing_third_chunk(plan, corpus, index):
+        built.append(index)
+        if len(built) == 3:
+            raise OSError("disk on fire")
+        return real_build_chunk(plan, corpus, index)
+
+    monkeypatch.setattr(chunk_store.LayoutPlan, "build_chunk", failing_third_chunk)
+    with pytest.raises(OSError, match="disk on fire"):
+        stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["store.lock"]
+    monkeypatch.setattr(chunk_store.LayoutPlan, "build_chunk", real_build_chunk)
+    placement = stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
+    assert placement.slots.build_seconds > 0  # built whole the next time
