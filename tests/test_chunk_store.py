@@ -231,3 +231,18 @@ def test_a_build_that_fails_leaves_no_store_behind(tmp_path, monkeypatch):
     monkeypatch.setattr(chunk_store.LayoutPlan, "build_chunk", real_build_chunk)
     placement = stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
     assert placement.slots.build_seconds > 0  # built whole the next time
+
+
+def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monkeypatch):
+    """The host plan counts what the process holds already; a few MB more or less from one run
+    to the next must give the same chunks, or every run would build its store again (seen on
+    the GPU: the second run of one benchmark rebuilt a 35 GB store)."""
+    corpus = random_corpus(num_docs=400, num_words=60, mean_length=40, seed=14)
+    hyper = Hyperparams.create(8)
+    plans = []
+    for held in (50_000_000, 50_001_000, 50_002_000):
+        monkeypatch.setattr(execution, "anonymous_host_memory", lambda held=held: held)
+        plans.append(execution.plan_store_chunk_tokens(corpus, hyper,
+                                                       50_000_000 + int(TINY_HOST_GB * 1e9), 2))
+    assert plans[0] is not None and plans == [plans[0]] * 3
+    assert plans[0] == execution._coarse(plans[0])
