@@ -727,10 +727,10 @@ def anonymous_host_memory() -> int:
 
 
 def _coarse(tokens: int) -> int:
-    """tokens rounded down to three significant bits (at most 12.5% less), so that the few MB
+    """tokens rounded down to four significant bits (less than 12.5% less), so that the few MB
     a process holds more or less from run to run give the same chunking, and the next run
     finds its chunk store instead of building it again."""
-    drop = max(tokens.bit_length() - 3, 0)
+    drop = max(tokens.bit_length() - 4, 0)
     return tokens >> drop << drop
 
 

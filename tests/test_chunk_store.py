@@ -18,7 +18,7 @@ from saberjax.state import Hyperparams
 
 # A host budget that holds a chunk of a few thousand tokens but not these corpora's states,
 # beside nothing else: the memory the test process holds (jax) is taken as none.
-TINY_HOST_GB = 2e-4
+TINY_HOST_GB = 2.3e-4
 
 
 @pytest.fixture(autouse=True)
