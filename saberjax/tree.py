@@ -116,30 +116,20 @@ def descend(level_widths: tuple[int, ...], load_children, x: jax.Array) -> jax.A
     return node
 
 
-def mass_before(level_widths: tuple[int, ...], load_children, leaf: jax.Array) -> jax.Array:
-    """The mass of the leaves before `leaf` (ids below it), summed down the path to it: at each
-    level, the siblings before the path's node.  level_widths and load_children as in descend,
-    so the same code serves arrays and a Pallas kernel's refs."""
-    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
-    depth, shift = len(level_widths), WIDTH.bit_length() - 1
-    mass = jnp.zeros(leaf.shape, jnp.float32)
-    for level, width in enumerate(level_widths):
-        node = leaf >> (shift * (depth - 1 - level))
-        first = node - node % WIDTH
-        children = first[..., None] + lanes
-        values = load_children(level, children, children < width)
-        mass = mass + jnp.sum(jnp.where(lanes < (node - first)[..., None], values, 0.0), axis=-1)
-    return mass
-
-
 def descend_excluding(level_widths: tuple[int, ...], load_children, x: jax.Array,
                       excluded: jax.Array, excluded_mass: jax.Array) -> jax.Array:
-    """descend for a mass x in [0, total - excluded_mass): the draw of a tree without leaf
-    `excluded` (whose mass is excluded_mass), by skipping that leaf's interval.  Rounding
-    between the sums may still land a draw on it, with probability of the order of float
-    precision."""
-    before = mass_before(level_widths, load_children, excluded)
-    return descend(level_widths, load_children, jnp.where(x >= before, x + excluded_mass, x))
+    """descend for a mass x in [0, total - excluded_mass) through the tree without leaf
+    `excluded` (whose mass is excluded_mass): every node on the path to that leaf is read less
+    excluded_mass (clamped at 0 against rounding), so it is one walk, as descend's."""
+    shift = WIDTH.bit_length() - 1
+    depth = len(level_widths)
+
+    def load_without(level, children, inside):
+        values = load_children(level, children, inside)
+        on_path = children == (excluded >> (shift * (depth - 1 - level)))[..., None]
+        return jnp.where(on_path, jnp.maximum(values - excluded_mass[..., None], 0.0), values)
+
+    return descend(level_widths, load_without, x)
 
 
 def tree_sample(tree: tuple[jax.Array, ...], leaves: jax.Array, weights: jax.Array,
