@@ -605,10 +605,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 if (k, backend, every) in one_device:
                     result["speedup_vs_one_device"] = _sig(
                         steady / one_device[k, backend, every], 4)
-                fixed = fixed_alpha.setdefault((placement.num_devices, k, backend),
-                                               result["Mtoken_per_s_mean"] if every == 0 else None)
-                if every and fixed:
-                    result["learned_alpha_cost"] = _sig(1 - result["Mtoken_per_s_mean"] / fixed, 3)
+                run = (placement.num_devices, k, backend)
+                if every == 0:
+                    fixed_alpha[run] = result["Mtoken_per_s_mean"]
+                elif run in fixed_alpha:
+                    result["learned_alpha_cost"] = _sig(
+                        1 - result["Mtoken_per_s_mean"] / fixed_alpha[run], 3)
                 put(dict({**head, **result}, **env))
     summary = dict(
         type="summary", **corpus_info, **env, **bandwidth,

@@ -160,15 +160,22 @@ def flagged_root() -> Path | None:
     return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else cache_root()
 
 
+def keyed_manifest(path: Path, key: str) -> dict:
+    """The JSON manifest of a cache entry made for `key`; ValueError when it is not one
+    (OSError when it cannot be read)."""
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(manifest, dict) or manifest.get("key") != key:
+        raise ValueError(f"{path}: not the manifest of key {key[:32]}")
+    return manifest
+
+
 def _read_entry(entry: Path, key: str) -> Corpus | None:
     """The corpus of a valid entry; None (with a warning when the entry exists but is not
     valid) otherwise."""
     if not entry.exists():
         return None
     try:
-        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or manifest.get("key") != key:
-            raise CorpusFormatError(f"{entry / MANIFEST}: not the manifest of key {key[:32]}")
+        manifest = keyed_manifest(entry / MANIFEST, key)
         corpus = dataclasses.replace(corpus_io.load_native(entry / CORPUS_FOLDER),
                                      dropped_empty_docs=int(manifest["dropped_empty_docs"]))
         if corpus.fingerprint() != manifest.get("corpus_fingerprint"):

@@ -185,14 +185,16 @@ class Placement:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
+    def _summed_totals(self, rows):
+        """The topic totals of every device's rows of B, summed over the mesh."""
+        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+        return lax.psum(totals, AXIS) if self.num_devices > 1 else totals
+
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
-        (None: computed), B-hat and trees of the rows, then B-hat and the trees gathered whole
-        on every device."""
-        if totals is None:
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
-            if self.num_devices > 1:
-                totals = lax.psum(totals, AXIS)
+        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees gathered
+        whole on every device."""
+        totals = self._summed_totals(rows) if totals is None else totals
         local = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
         if self.num_devices == 1:
             return local
@@ -277,12 +279,9 @@ class Placement:
 
     def _model_of_own_rows(self, rows, alpha, totals=None) -> Model:
         """Partition by word: the model of this device's rows of B and prior alpha, with the
-        topic totals summed over the mesh (None: computed); B-hat and the trees stay with
-        their rows."""
-        if totals is None:
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
-            if self.num_devices > 1:
-                totals = lax.psum(totals, AXIS)
+        topic totals summed over the mesh (None: _summed_totals); B-hat and the trees stay
+        with their rows."""
+        totals = self._summed_totals(rows) if totals is None else totals
         return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
 
     def _iteration_args(self, state: TrainState, key) -> tuple:
@@ -327,13 +326,10 @@ class Placement:
 
     @functools.cached_property
     def _count_histogram_program(self):
-        """(A pairs of some slots, histograms) -> each device's histogram plus its chunks'
+        """(A pairs of a slot, histograms) -> each device's histogram plus its chunk's
         (topic, count) pairs (prior.count_histogram; histograms donated)."""
-        def body(slot_pairs, histogram):
-            histogram = histogram[0]
-            for pairs in slot_pairs:
-                histogram = prior.count_histogram(_local(pairs), histogram)
-            return histogram[None]
+        def body(pairs, histogram):
+            return prior.count_histogram(_local(pairs), histogram[0])[None]
         return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE), BY_DEVICE),
                        donate_argnums=1)
 
@@ -599,7 +595,7 @@ class CompiledAlphaUpdate:
         self._on_devices = placement.sharding(memory_kind="device")
         pairs = jax.ShapeDtypeStruct(state.chunks[0].a_pairs.shape, state.chunks[0].a_pairs.dtype,
                                      sharding=self._on_devices)
-        self._count = placement._count_histogram_program.lower((pairs,), histogram).compile()
+        self._count = placement._count_histogram_program.lower(pairs, histogram).compile()
         self._learn = placement._learned_alpha_program.lower(histogram, state.model,
                                                              self._lengths).compile()
         self.compile_seconds = time.perf_counter() - start
@@ -610,7 +606,7 @@ class CompiledAlphaUpdate:
             pairs = chunk_state.a_pairs
             if self.placement.streamed:  # from pinned host memory or the chunk store
                 pairs = jax.device_put(pairs, self._on_devices)
-            histogram = self._count((pairs,), histogram)
+            histogram = self._count(pairs, histogram)
         return state._replace(model=self._learn(histogram, state.model, self._lengths))
 
 

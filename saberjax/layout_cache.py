@@ -151,9 +151,7 @@ def _read_entry(entry: Path, key: str) -> layout.Layout | None:
     if not entry.exists():
         return None
     try:
-        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or manifest.get("key") != key:
-            raise ValueError(f"{entry / MANIFEST}: not the manifest of key {key[:32]}")
+        manifest = corpus_cache.keyed_manifest(entry / MANIFEST, key)
         arrays = {name: np.load(entry / name, mmap_mode="r") for name in manifest["arrays"]}
         for name, array in arrays.items():
             recorded = manifest["arrays"][name]

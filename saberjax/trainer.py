@@ -203,9 +203,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     init_seconds = time.perf_counter() - start
     step = placement.compile(state)
     first, last = int(state.iteration) + 1, config.iterations
-    learns_alpha = config.optimize_alpha_every and any(
-        prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
-        for iteration in range(first, last + 1))  # a run too short to learn it compiles no update
+    learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
+                       for iteration in range(first, last + 1))  # else no update is compiled
     update_alpha = (placement.compile_alpha_update(state, corpus.doc_lengths())
                     if learns_alpha else None)
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
