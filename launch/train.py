@@ -36,7 +36,7 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, processes, trainer
+from saberjax import checkpoint, cli, execution, processes, trainer
 from saberjax import corpus as corpus_io
 from saberjax import corpus_cache, layout_cache, timing
 from saberjax.evaluate import check_scorable
@@ -119,12 +119,13 @@ def main(argv):
     del argv
     processes.initialize_from_flags(FLAGS)
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
-    backend = trainer.resolve_backend(config.backend)
     phases, started = timing.Phases().record(), time.perf_counter()
+    execution.start_devices()  # beside the corpus load
     corpus_cache.use_caches_as_flagged()
     layout_cache.use_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
+    backend = trainer.resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume)
     # read now: the run's own checkpoints replace the one it resumes from

@@ -20,7 +20,8 @@ import numpy as np
 
 from saberjax import timing
 from saberjax.corpus import Corpus
-from saberjax.inference import DEFAULT_EM_ITERATIONS, DocumentWords, fold_in, plan_batches
+from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, compiled_by_key, fold_in,
+                                padded_batch_specs, plan_batches)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -64,12 +65,16 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     observed_words = DocumentWords.from_corpus(observed)
     heldout_words = DocumentWords.from_corpus(heldout)
     lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
-    partial_sums = []
-    for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1])):
-        partial_sums.append(_batch_loglik(
-            topics_of_word, *observed_words.padded(batch.rows, batch.shape),
-            *heldout_words.padded(batch.rows, batch.shape), jnp.asarray(alpha, jnp.float32),
-            em_iterations))
+    alpha = jnp.asarray(alpha, jnp.float32)
+    batches = list(plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1])))
+    programs = compiled_by_key(_batch_loglik, {
+        batch.shape: (topics_of_word, *padded_batch_specs(batch.shape),
+                      *padded_batch_specs(batch.shape), alpha) for batch in batches},
+        em_iterations=em_iterations)
+    partial_sums = [programs[batch.shape](topics_of_word,
+                                          *observed_words.padded(batch.rows, batch.shape),
+                                          *heldout_words.padded(batch.rows, batch.shape), alpha)
+                    for batch in batches]
     total = sum(float(partial) for partial in partial_sums)
     tokens = heldout.num_tokens
     per_token = total / max(tokens, 1)

@@ -32,9 +32,11 @@ local disk (chunk_store.StoredChunks), built without the whole layout in memory.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
+import threading
 import time
 
 import jax
@@ -83,6 +85,28 @@ HOST_MEMORY_FRACTION = 0.75
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
 # layout they are copied from while they are placed (measured peak; BUILD_NOTES.md, streaming).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
+
+
+def start_devices() -> concurrent.futures.Future:
+    """Start the devices in a thread of their own, while the caller reads its corpus: the
+    runtime's initialisation and its first allocation on a GPU (where XLA reserves its memory
+    pool) take about as long as loading a cached corpus, and need nothing from it.  The
+    future's result is the local devices; a failure surfaces where the devices are next
+    asked for; the process waits for the thread before it exits (the runtime must not be
+    torn down while it starts).  Call it after processes.initialize (jax.distributed must
+    come first)."""
+    started = concurrent.futures.Future()
+
+    def start():
+        try:
+            devices = jax.local_devices()
+            jax.device_put(np.zeros((), np.int32), devices[0]).block_until_ready()
+            started.set_result(devices)
+        except BaseException as error:  # noqa: BLE001 (the caller's next jax call reports it)
+            started.set_exception(error)
+
+    threading.Thread(target=start, name="saberjax-start-devices").start()
+    return started
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:

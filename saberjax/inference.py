@@ -23,9 +23,11 @@ how many) changes it by float rounding at most (about 1e-7), the device count no
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import functools
-from collections.abc import Iterator
+import os
+from collections.abc import Hashable, Iterator
 from typing import Protocol
 
 import jax
@@ -236,6 +238,24 @@ def _check_device_room(what: str, needed: int, device) -> None:
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
 
 
+def compiled_by_key(jitted, arguments: dict[Hashable, tuple], **static) -> dict:
+    """`jitted` lowered and compiled for each key's arguments (arrays or jax.ShapeDtypeStruct;
+    `static`: its static arguments), each in a thread of its own: XLA compiles without the
+    GIL, so the programs of a run's batch shapes compile (or load from the persistent
+    compilation cache) side by side instead of one after another."""
+    workers = max(1, min(len(arguments), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="saberjax-compile") as pool:
+        compiling = {key: pool.submit(lambda args=args: jitted.lower(*args, **static).compile())
+                     for key, args in arguments.items()}
+    return {key: future.result() for key, future in compiling.items()}
+
+
+def padded_batch_specs(shape: tuple[int, int], sharding=None) -> tuple:
+    """The (words int32, counts float32) of a padded batch of `shape` as jax.ShapeDtypeStruct."""
+    return (jax.ShapeDtypeStruct(shape, jnp.int32, sharding=sharding),
+            jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sharding))
+
+
 def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: DocumentWords,
                      iterations: int, batch_slots: int | None, num_devices: int) -> np.ndarray:
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
@@ -245,14 +265,20 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: Docum
     _check_device_room("EM fold-in", topic_word.size * 4 + BATCH_ELEMENTS * 8, devices[0])
     replicas = [jax.device_put(np.ascontiguousarray(topic_word.T, np.float32), device)
                 for device in devices]
+    alphas = [jax.device_put(np.asarray(alpha, np.float32), device) for device in devices]
     theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
+    batches = list(plan_batches(documents.lengths(),
+                                batch_slots or max(1, BATCH_ELEMENTS // num_topics)))
+    on_device = [(batch, index % len(devices)) for index, batch in enumerate(batches)]
+    programs = compiled_by_key(fold_in, {
+        (batch.shape, device): (replicas[device], *padded_batch_specs(
+            batch.shape, jax.sharding.SingleDeviceSharding(devices[device])), alphas[device])
+        for batch, device in on_device}, iterations=iterations)
     in_flight = collections.deque()  # (rows, theta on its device)
-    batches = plan_batches(documents.lengths(), batch_slots or max(1, BATCH_ELEMENTS // num_topics))
-    for index, batch in enumerate(batches):
-        device = index % len(devices)
+    for batch, device in on_device:
         words, counts = jax.device_put(documents.padded(batch.rows, batch.shape), devices[device])
-        in_flight.append((batch.rows, fold_in(replicas[device], words, counts,
-                                              np.asarray(alpha, np.float32), iterations)))
+        in_flight.append((batch.rows, programs[batch.shape, device](
+            replicas[device], words, counts, alphas[device])))
         if len(in_flight) > len(devices):
             rows, result = in_flight.popleft()
             theta[rows] = np.asarray(result)[:rows.size]

@@ -201,12 +201,17 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
                              f"iterations={config.iterations}")
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
-    step = placement.compile(state)
     first, last = int(state.iteration) + 1, config.iterations
     learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
                        for iteration in range(first, last + 1))  # else no update is compiled
-    update_alpha = (placement.compile_alpha_update(state, corpus.doc_lengths())
-                    if learns_alpha else None)
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-compile") as pool:
+        # the update compiles beside the iteration (XLA compiles without the GIL)
+        update_alpha = (pool.submit(placement.compile_alpha_update, state, corpus.doc_lengths())
+                        if learns_alpha else None)
+        step = placement.compile(state)
+        update_alpha = update_alpha and update_alpha.result()
+    compile_seconds = time.perf_counter() - start
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
@@ -253,8 +258,7 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
                 break
             if following is None and iteration < last:
                 following = dispatch(state, iteration + 1)
-    return Iterations(state, metrics, init_seconds, step.compile_seconds
-                      + (update_alpha.compile_seconds if update_alpha else 0.0))
+    return Iterations(state, metrics, init_seconds, compile_seconds)
 
 
 def train(corpus: Corpus, config: TrainConfig,

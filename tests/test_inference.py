@@ -8,7 +8,8 @@ import scipy.sparse
 from helpers import launch, random_corpus, run_launcher
 
 from saberjax.corpus import Corpus, save_native
-from saberjax.inference import DocumentWords, infer_topics
+from saberjax.inference import (DocumentWords, compiled_by_key, fold_in, infer_topics,
+                                padded_batch_specs)
 from saberjax.model import TopicModel
 
 NUM_TOPICS, BLOCK = 4, 10  # topic k owns words k*BLOCK .. (k+1)*BLOCK - 1
@@ -82,6 +83,21 @@ def test_deterministic_and_independent_of_batching_devices_and_token_order():
     np.testing.assert_allclose(infer_topics(model, grouped), theta, atol=1e-6)
     single = infer_topics(model, corpus.subset([7]))
     np.testing.assert_allclose(single[0], theta[7], atol=1e-6)
+
+
+def test_programs_compiled_side_by_side_equal_the_jitted_function():
+    topics_of_word = np.ascontiguousarray(random_model().topic_word.T)
+    alpha = np.full(topics_of_word.shape[1], 0.1, np.float32)
+    shapes = [(2, 8), (4, 12), (1, 16)]
+    programs = compiled_by_key(fold_in, {shape: (topics_of_word, *padded_batch_specs(shape), alpha)
+                                         for shape in shapes}, iterations=7)
+    assert sorted(programs) == sorted(shapes)
+    rng = np.random.default_rng(0)
+    for shape in shapes:
+        words = rng.integers(0, topics_of_word.shape[0], shape).astype(np.int32)
+        counts = rng.integers(0, 3, shape).astype(np.float32)
+        np.testing.assert_array_equal(programs[shape](topics_of_word, words, counts, alpha),
+                                      fold_in(topics_of_word, words, counts, alpha, 7))
 
 
 def test_words_match_by_string_and_documents_without_known_words_get_the_prior_mean():
