@@ -4,8 +4,9 @@ Each test document is split into an observed and a held-out half (corpus.split_d
 With the topics B-hat fixed, theta_d is fitted to the observed half by the EM fold-in of
 `inference` (`em_iterations` rounds from the uniform theta, 50 by default, as in the reference
 measurements in BASELINES.md), and the held-out half is scored by log sum_k theta_dk B-hat_vk
-per token.  Both halves of a document share one padded row width, so fitting and scoring a
-batch is one compiled function and theta never leaves the device.
+per token.  Both halves of a document share its rows (inference.Batch: one row width and batch shape
+per run), so fitting and scoring every batch is one compiled function and theta never leaves
+the device.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import numpy as np
 
 from saberjax import timing
 from saberjax.corpus import Corpus
-from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, compiled_by_key, fold_in,
-                                padded_batch_specs, plan_batches)
+from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, fold_in, plan_batches,
+                                row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -38,9 +39,10 @@ class HeldOutScore:
 
 @functools.partial(jax.jit, static_argnames="em_iterations")
 def _batch_loglik(topics_of_word, observed_words, observed_counts, heldout_words, heldout_counts,
-                  alpha, em_iterations: int):
-    """Sum of held-out log-likelihoods of one batch of padded rows (padding has count 0)."""
-    theta = fold_in(topics_of_word, observed_words, observed_counts, alpha, em_iterations)
+                  row_start, row_end, alpha, em_iterations: int):
+    """Sum of held-out log-likelihoods of one batch of rows (padding has count 0)."""
+    theta = fold_in(topics_of_word, observed_words, observed_counts, row_start, row_end, alpha,
+                    em_iterations)
     mixture = jnp.sum(topics_of_word[heldout_words] * theta[:, None, :], axis=2)
     return jnp.sum(heldout_counts * jnp.log(jnp.maximum(mixture, 1e-30)))
 
@@ -66,15 +68,12 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     heldout_words = DocumentWords.from_corpus(heldout)
     lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
     alpha = jnp.asarray(alpha, jnp.float32)
-    batches = list(plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1])))
-    programs = compiled_by_key(_batch_loglik, {
-        batch.shape: (topics_of_word, *padded_batch_specs(batch.shape),
-                      *padded_batch_specs(batch.shape), alpha) for batch in batches},
-        em_iterations=em_iterations)
-    partial_sums = [programs[batch.shape](topics_of_word,
-                                          *observed_words.padded(batch.rows, batch.shape),
-                                          *heldout_words.padded(batch.rows, batch.shape), alpha)
-                    for batch in batches]
+    partial_sums = [
+        _batch_loglik(topics_of_word, *observed_words.padded(batch),
+                      *heldout_words.padded(batch), batch.row_start, batch.row_end, alpha,
+                      em_iterations)
+        for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1]),
+                                  row_width(lengths))]
     total = sum(float(partial) for partial in partial_sums)
     tokens = heldout.num_tokens
     per_token = total / max(tokens, 1)

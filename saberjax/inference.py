@@ -12,22 +12,22 @@ documents' B-hat rows twice, O(word slots x K) of coalesced reads, which a GPU d
 bandwidth (the sparse sampler's O(tokens x nnz) random reads win only when K is far larger
 than a document's length).
 
-Layout: each document is a row of (word, count) slots, consecutive equal tokens merged into one
-slot (a count matrix gives its nonzeros directly).  Rows are padded to one of two widths per
-power of two (at most 1/3 padding) and stacked into batches of fixed shape per width, so one
-compiled function serves every batch of a width, and batches go round-robin to the devices.
-A row's result depends only on its document: the batching (which documents share a batch, and
-how many) changes it by float rounding at most (about 1e-7), the device count not at all.
+Layout: each document is a list of (word, count) slots, consecutive equal tokens merged into
+one slot (a count matrix gives its nonzeros directly), laid out in rows of one width chosen
+per run (row_width: a power of two fitted to the documents' lengths), a long document over
+several consecutive rows.  A round sums each row's slots, then each document's rows by a
+segmented scan (document_totals: a fixed order of additions, so results never vary from run
+to run).  Batches hold whole documents in a fixed number of rows, so a run compiles one
+program, and batches go round-robin to the devices.  A document's result depends only on it and the row width: the batching and
+the width change it by float rounding at most (about 1e-7), the device count not at all.
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import functools
-import os
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from typing import Protocol
 
 import jax
@@ -58,7 +58,8 @@ class ModelTopics(Protocol):
 DEFAULT_EM_ITERATIONS = 50
 # Upper bound on word slots x topics held at once in a batch (floats), whatever K is.
 BATCH_ELEMENTS = 1 << 26
-MIN_WIDTH = 8
+MIN_WIDTH, MAX_WIDTH = 8, 1024  # row widths a run chooses from (row_width)
+ROW_COST = 8  # slots a row's own work is worth, in row_width's choice
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,69 +104,100 @@ class DocumentWords:
         """Slots per document."""
         return np.diff(self.offsets)
 
-    def padded(self, rows: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """(words int32, counts float32) of documents `rows`, padded with zero counts to shape."""
-        columns = np.arange(shape[1])
-        starts = self.offsets[rows][:, None]
-        valid = columns < (self.offsets[rows + 1][:, None] - starts)
-        slots = np.where(valid, starts + columns, 0)
-        words = np.zeros(shape, np.int32)
-        counts = np.zeros(shape, np.float32)
-        words[:rows.size] = np.where(valid, self.words[slots], 0)
-        counts[:rows.size] = np.where(valid, self.counts[slots], 0)
-        return words, counts
+    def padded(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """(words int32, counts float32) [rows, width] of the batch's documents: each
+        document's slots fill its rows in order, padding slots have count 0."""
+        rows, width = batch.shape
+        lengths = self.offsets[batch.docs + 1] - self.offsets[batch.docs]
+        owner = np.repeat(np.arange(batch.docs.size), lengths)  # batch document of each slot
+        within = np.arange(owner.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        target = batch.first_row[owner].astype(np.int64) * width + within
+        source = np.repeat(self.offsets[batch.docs], lengths) + within
+        words = np.zeros(rows * width, np.int32)
+        counts = np.zeros(rows * width, np.float32)
+        words[target], counts[target] = self.words[source], self.counts[source]
+        return words.reshape(rows, width), counts.reshape(rows, width)
 
 
-def padded_widths(lengths: np.ndarray) -> np.ndarray:
-    """Row widths: 8, 12, 16, 24, 32, 48, ...: two per power of two, so few compiled shapes."""
-    needed = np.maximum(lengths, MIN_WIDTH)
-    power = np.left_shift(1, np.ceil(np.log2(needed)).astype(np.int64))
-    three_quarters = power // 4 * 3
-    return np.where(needed <= three_quarters, three_quarters, power)
+def row_width(lengths: np.ndarray) -> int:
+    """The one row width of a run over documents of `lengths` slots: the power of two from
+    MIN_WIDTH to MAX_WIDTH that costs the fewest padded slots, a row counted ROW_COST slots
+    more (a row's own work: its theta and its share of the segmented sums)."""
+    lengths = lengths[lengths > 0]
+    widths = MIN_WIDTH << np.arange((MAX_WIDTH // MIN_WIDTH).bit_length())
+    costs = [np.sum(-(-lengths // width)) * (width + ROW_COST) for width in widths]
+    return int(widths[np.argmin(costs)])
 
 
 @dataclasses.dataclass(frozen=True)
 class Batch:
-    rows: np.ndarray  # int64 documents in the batch (the first rows of its shape)
-    shape: tuple[int, int]  # (rows, width) of its padded arrays
+    """Documents laid out in rows of one width, each document in consecutive rows."""
+
+    docs: np.ndarray  # int64 [n] documents of the batch, in row order
+    first_row: np.ndarray  # int64 [n] each document's first row
+    row_start: np.ndarray  # bool [rows]: the row starts a document (padding rows: each one)
+    row_end: np.ndarray  # int32 [rows]: the last row of the row's document
+    shape: tuple[int, int]  # (rows, width)
 
 
-def plan_batches(lengths: np.ndarray, batch_slots: int) -> Iterator[Batch]:
-    """Batches of the documents with lengths > 0, grouped by padded width.
-
-    A width's batches all have one shape: as many rows as fit batch_slots (at least one), or
-    fewer, rounded up to a power of two, when the width has fewer documents.
-    """
+def plan_batches(lengths: np.ndarray, batch_slots: int, width: int) -> Iterator[Batch]:
+    """Batches of one shape holding the documents with lengths > 0, in order: as many rows
+    of `width` as fit batch_slots, or as one document needs, or, when all documents fit in
+    fewer, their rows rounded up to a power of two, so a run compiles one program."""
     docs = np.flatnonzero(lengths > 0)
-    widths = padded_widths(lengths[docs])
-    order = np.argsort(widths, kind="stable")
-    docs, widths = docs[order], widths[order]
-    bounds = np.flatnonzero(np.diff(widths, prepend=-1, append=-1))
-    for first, last in zip(bounds[:-1], bounds[1:]):
-        width = int(widths[first])
-        group = docs[first:last]
-        rows = min(max(1, batch_slots // width), 1 << (group.size - 1).bit_length())
-        for start in range(0, group.size, rows):
-            yield Batch(group[start:start + rows], (rows, width))
+    doc_rows = -(-lengths[docs] // width)
+    ends = np.cumsum(doc_rows)
+    total = int(ends[-1]) if docs.size else 0
+    rows = max(batch_slots // width, int(doc_rows.max(initial=1)))
+    rows = min(rows, 1 << max(total - 1, 0).bit_length())
+    first = 0
+    while first < docs.size:
+        done = int(ends[first - 1]) if first else 0
+        last = int(np.searchsorted(ends, done + rows, side="right"))
+        first_row = ends[first:last] - doc_rows[first:last] - done
+        row_start = np.ones(rows, bool)
+        row_start[: int(ends[last - 1]) - done] = False
+        row_start[first_row] = True
+        row_end = np.arange(rows, dtype=np.int32)
+        row_end[: int(ends[last - 1]) - done] = np.repeat(
+            ends[first:last] - done - 1, doc_rows[first:last]).astype(np.int32)
+        yield Batch(docs[first:last], first_row, row_start, row_end, (rows, width))
+        first = last
+
+
+def document_totals(values, row_start, row_end):
+    """Each row's document's total of `values` [rows, ...] over the document's rows: a
+    segmented scan (a fixed order of additions, so results never vary run to run) read at
+    the document's last row."""
+    def add_unless_started(earlier, later):
+        (earlier_sum, earlier_started), (later_sum, later_started) = earlier, later
+        started = later_started.reshape(later_started.shape + (1,) * (later_sum.ndim - 1))
+        return jnp.where(started, later_sum, earlier_sum + later_sum), earlier_started | later_started
+
+    sums, _ = jax.lax.associative_scan(add_unless_started, (values, row_start))
+    return sums[row_end]
 
 
 @functools.partial(jax.jit, static_argnames="iterations")
-def fold_in(topics_of_word, words, counts, alpha, iterations: int):
-    """theta [rows, K] fitted by `iterations` EM rounds to padded rows of (word, count) slots.
+def fold_in(topics_of_word, words, counts, row_start, row_end, alpha, iterations: int):
+    """theta [rows, K] fitted by `iterations` EM rounds to the documents of a batch's rows of
+    (word, count) slots, every row of a document holding its theta.
 
     topics_of_word: B-hat [V, K]; words, counts: [rows, width], padding slots have count 0
-    (a row without counts keeps the uniform theta); alpha: the prior, [K] or one number for
-    every topic.
+    (a document without counts keeps the uniform theta); row_start, row_end: the rows'
+    documents (Batch); alpha: the prior, [K] or one number for every topic.
     """
     num_topics = topics_of_word.shape[1]
     phi = topics_of_word[words]  # [rows, width, K]
     alpha = jnp.broadcast_to(jnp.asarray(alpha, jnp.float32), (num_topics,))
-    normaliser = jnp.sum(counts, axis=1, keepdims=True) + jnp.sum(alpha)
+    normaliser = (document_totals(jnp.sum(counts, axis=1), row_start, row_end)[:, None]
+                  + jnp.sum(alpha))
 
     def em_round(_, theta):
         mixture = jnp.sum(phi * theta[:, None, :], axis=2)
         weight = counts / jnp.maximum(mixture, 1e-30)
-        expected = theta * jnp.sum(phi * weight[:, :, None], axis=1)
+        expected = theta * document_totals(jnp.sum(phi * weight[:, :, None], axis=1),
+                                           row_start, row_end)
         return (expected + alpha) / normaliser
 
     uniform = jnp.full((words.shape[0], num_topics), 1.0 / num_topics, jnp.float32)
@@ -238,24 +270,6 @@ def _check_device_room(what: str, needed: int, device) -> None:
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
 
 
-def compiled_by_key(jitted, arguments: dict[Hashable, tuple], **static) -> dict:
-    """`jitted` lowered and compiled for each key's arguments (arrays or jax.ShapeDtypeStruct;
-    `static`: its static arguments), each in a thread of its own: XLA compiles without the
-    GIL, so the programs of a run's batch shapes compile (or load from the persistent
-    compilation cache) side by side instead of one after another."""
-    workers = max(1, min(len(arguments), os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="saberjax-compile") as pool:
-        compiling = {key: pool.submit(lambda args=args: jitted.lower(*args, **static).compile())
-                     for key, args in arguments.items()}
-    return {key: future.result() for key, future in compiling.items()}
-
-
-def padded_batch_specs(shape: tuple[int, int], sharding=None) -> tuple:
-    """The (words int32, counts float32) of a padded batch of `shape` as jax.ShapeDtypeStruct."""
-    return (jax.ShapeDtypeStruct(shape, jnp.int32, sharding=sharding),
-            jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sharding))
-
-
 def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: DocumentWords,
                      iterations: int, batch_slots: int | None, num_devices: int) -> np.ndarray:
     """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
@@ -267,23 +281,20 @@ def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: Docum
                 for device in devices]
     alphas = [jax.device_put(np.asarray(alpha, np.float32), device) for device in devices]
     theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
-    batches = list(plan_batches(documents.lengths(),
-                                batch_slots or max(1, BATCH_ELEMENTS // num_topics)))
-    on_device = [(batch, index % len(devices)) for index, batch in enumerate(batches)]
-    programs = compiled_by_key(fold_in, {
-        (batch.shape, device): (replicas[device], *padded_batch_specs(
-            batch.shape, jax.sharding.SingleDeviceSharding(devices[device])), alphas[device])
-        for batch, device in on_device}, iterations=iterations)
-    in_flight = collections.deque()  # (rows, theta on its device)
-    for batch, device in on_device:
-        words, counts = jax.device_put(documents.padded(batch.rows, batch.shape), devices[device])
-        in_flight.append((batch.rows, programs[batch.shape, device](
-            replicas[device], words, counts, alphas[device])))
+    lengths = documents.lengths()
+    batches = plan_batches(lengths, batch_slots or max(1, BATCH_ELEMENTS // num_topics),
+                           row_width(lengths))
+    in_flight = collections.deque()  # (batch, theta of its rows on its device)
+    for index, batch in enumerate(batches):
+        device = index % len(devices)
+        arrays = jax.device_put((*documents.padded(batch), batch.row_start, batch.row_end),
+                                devices[device])
+        in_flight.append((batch, fold_in(replicas[device], *arrays, alphas[device], iterations)))
         if len(in_flight) > len(devices):
-            rows, result = in_flight.popleft()
-            theta[rows] = np.asarray(result)[:rows.size]
-    for rows, result in in_flight:
-        theta[rows] = np.asarray(result)[:rows.size]
+            done, result = in_flight.popleft()
+            theta[done.docs] = np.asarray(result)[done.first_row]
+    for done, result in in_flight:
+        theta[done.docs] = np.asarray(result)[done.first_row]
     return theta
 
 

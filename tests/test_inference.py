@@ -8,8 +8,8 @@ import scipy.sparse
 from helpers import launch, random_corpus, run_launcher
 
 from saberjax.corpus import Corpus, save_native
-from saberjax.inference import (DocumentWords, compiled_by_key, fold_in, infer_topics,
-                                padded_batch_specs)
+from saberjax.inference import (DocumentWords, document_totals, fold_in, infer_topics,
+                                plan_batches, row_width)
 from saberjax.model import TopicModel
 
 NUM_TOPICS, BLOCK = 4, 10  # topic k owns words k*BLOCK .. (k+1)*BLOCK - 1
@@ -85,19 +85,43 @@ def test_deterministic_and_independent_of_batching_devices_and_token_order():
     np.testing.assert_allclose(single[0], theta[7], atol=1e-6)
 
 
-def test_programs_compiled_side_by_side_equal_the_jitted_function():
-    topics_of_word = np.ascontiguousarray(random_model().topic_word.T)
-    alpha = np.full(topics_of_word.shape[1], 0.1, np.float32)
-    shapes = [(2, 8), (4, 12), (1, 16)]
-    programs = compiled_by_key(fold_in, {shape: (topics_of_word, *padded_batch_specs(shape), alpha)
-                                         for shape in shapes}, iterations=7)
-    assert sorted(programs) == sorted(shapes)
-    rng = np.random.default_rng(0)
-    for shape in shapes:
-        words = rng.integers(0, topics_of_word.shape[0], shape).astype(np.int32)
-        counts = rng.integers(0, 3, shape).astype(np.float32)
-        np.testing.assert_array_equal(programs[shape](topics_of_word, words, counts, alpha),
-                                      fold_in(topics_of_word, words, counts, alpha, 7))
+def test_batches_hold_whole_documents_in_rows_of_one_shape_and_sum_them_by_document():
+    lengths = np.array([3, 0, 17, 8, 1, 40, 9, 0, 16, 2])
+    width = 8
+    batches = list(plan_batches(lengths, batch_slots=40, width=width))
+    assert {batch.shape for batch in batches} == {(5, 8)}  # 40 rows wide enough for doc 5
+    assert np.concatenate([batch.docs for batch in batches]).tolist() == [0, 2, 3, 4, 5, 6, 8, 9]
+    slots = DocumentWords(np.append(0, np.cumsum(lengths)), np.arange(lengths.sum(), dtype=np.int32),
+                          np.arange(lengths.sum(), dtype=np.float32) + 1)
+    for batch in batches:
+        words, counts = slots.padded(batch)
+        totals = np.asarray(document_totals(counts.sum(axis=1), batch.row_start, batch.row_end))
+        for doc, first in zip(batch.docs, batch.first_row):
+            rows = -(-lengths[doc] // width)
+            mine = slice(slots.offsets[doc], slots.offsets[doc + 1])
+            # the document's slots fill its rows in order, then padding
+            np.testing.assert_array_equal(words[first:first + rows].ravel()[:lengths[doc]],
+                                          slots.words[mine])
+            assert counts[first:first + rows].ravel()[lengths[doc]:].sum() == 0
+            np.testing.assert_array_equal(totals[first:first + rows], slots.counts[mine].sum())
+        used = int(np.sum(-(-lengths[batch.docs] // width)))
+        assert not counts[used:].any() and batch.row_start[used:].all()  # padding rows
+    # a single small batch is rounded up to a power of two of rows, not the whole budget
+    (small,) = plan_batches(np.array([5, 9]), batch_slots=1 << 20, width=8)
+    assert small.shape == (4, 8)
+    assert row_width(np.array([1, 2, 3, 5])) == 8
+    assert row_width(np.full(10, 1000)) > 8
+
+
+def test_a_run_compiles_one_fold_in_program_whatever_the_document_lengths():
+    model = random_model()
+    lengths = [1, 3, 9, 30, 70, 200]
+    rng = np.random.default_rng(3)
+    corpus = Corpus(np.append(0, np.cumsum(lengths)),
+                    rng.integers(0, model.num_words, sum(lengths)).astype(np.int32), model.vocab)
+    before = fold_in._cache_size()
+    infer_topics(model, corpus, iterations=5, batch_slots=64, num_devices=1)
+    assert fold_in._cache_size() == before + 1
 
 
 def test_words_match_by_string_and_documents_without_known_words_get_the_prior_mean():
