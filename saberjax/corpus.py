@@ -1,9 +1,11 @@
 """Corpus I/O: the token layout the trainer consumes, loaders, the native format and splits.
 
 A :class:`Corpus` is a CSR-like token stream: ``doc_offsets`` (int64, D+1) delimits each
-document's slice of ``word_ids`` (int32, T). Text formats (UCI bag-of-words, LDA-C) are parsed
-in one vectorised numpy pass and validated in bulk; only when something is wrong is the first
-bad line located and described, so errors name the file and line without slowing valid loads.
+document's slice of ``word_ids`` (int32, T). Text formats (UCI bag-of-words, LDA-C) are read in
+blocks and parsed in pieces of whole lines, on a thread per core while the file is still being
+read and decompressed, by whole-array numpy passes, and validated in bulk; only when something is
+wrong is the first bad line located and described, so errors name the file and line without
+slowing valid loads.
 The native format is a folder of ``.npy`` files that loads memory-mapped, written atomically.
 
 Text loaders and :func:`from_count_matrix` drop documents without tokens (with a warning and
@@ -19,6 +21,7 @@ import functools
 import gzip
 import hashlib
 import importlib.resources
+import itertools
 import json
 import os
 import re
@@ -26,12 +29,13 @@ import shutil
 import sys
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from saberjax import outputs, text
+from saberjax import outputs, platform, text
 from saberjax.errors import CorpusFormatError
 
 __all__ = [
@@ -78,7 +82,10 @@ _UCI_DOCWORD_FILES = ("docword.txt", "docword.txt.gz")
 _UCI_DOCWORD_NAME = re.compile(r"docword(?:\.(?P<tag>.+))?\.txt(?:\.gz)?")
 _LDAC_START = re.compile(rb"[ \t]*[0-9]+[ \t]+[0-9]+:[0-9]+")
 
-_INTEGER_BYTES = b"0123456789 \t\r\n"  # what a UCI body may contain; LDA-C adds b":"
+_READ_BYTES = 1 << 19  # bytes of a text file read (and decompressed) at a time
+_PIECE_BYTES = 1 << 21  # bytes of text parsed as one task
+_SLACK = 8  # bytes readable after a piece's text (see _TextPiece)
+_SEPARATORS = b" \t\r"  # between the fields of a UCI or LDA-C line
 _LINE_END = -1  # parsed where each line ends
 _PAIR_COLON = -2  # parsed where an LDA-C ``id:count`` colon was
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
@@ -268,25 +275,49 @@ def _offsets_from_lengths(lengths: np.ndarray) -> np.ndarray:
 
 def _read_bytes(path: Path) -> bytes:
     """The file's content, gunzipped when it starts with the gzip magic number."""
+    return b"".join(_text_blocks(path))
+
+
+def _text_blocks(path: Path) -> Iterator[bytes]:
+    """The file's content in blocks as it is read (_READ_BYTES of the file at a time), gunzipped
+    when it starts with the gzip magic number (a .gz file may hold several concatenated gzip
+    members), so that a loader parses early blocks while later ones are read and decompressed.
+    Read errors are CorpusFormatErrors naming the file."""
     try:
-        data = path.read_bytes()
+        file = open(path, "rb")
     except FileNotFoundError:
         raise CorpusFormatError(f"{path}: file not found") from None
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read: {error.strerror}") from error
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    members = []  # a .gz file may hold several concatenated gzip members
-    try:
+    with file:
+        def read() -> bytes:
+            try:
+                return file.read(_READ_BYTES)
+            except OSError as error:
+                raise CorpusFormatError(f"{path}: cannot read: {error.strerror}") from error
+
+        data = read()
+        if not data.startswith(_GZIP_MAGIC):
+            while data:
+                yield data
+                data = read()
+            return
+        decompressor = zlib.decompressobj(wbits=31)
         while data:
-            decompressor = zlib.decompressobj(wbits=31)
-            members.append(decompressor.decompress(data))
-            if not decompressor.eof:
-                raise CorpusFormatError(f"{path}: truncated gzip data")
-            data = decompressor.unused_data
-    except zlib.error as error:
-        raise CorpusFormatError(f"{path}: corrupt gzip data ({error})") from error
-    return b"".join(members)
+            try:
+                block = decompressor.decompress(data)
+            except zlib.error as error:
+                raise CorpusFormatError(f"{path}: corrupt gzip data ({error})") from error
+            if block:
+                yield block
+            if decompressor.eof:  # another member starts in what follows, if anything does
+                data = decompressor.unused_data or read()
+                if data:
+                    decompressor = zlib.decompressobj(wbits=31)
+            else:
+                data = read()
+        if not decompressor.eof:
+            raise CorpusFormatError(f"{path}: truncated gzip data")
 
 
 def _read_vocab(path: Path) -> tuple[str, ...]:
@@ -303,14 +334,92 @@ def _read_vocab(path: Path) -> tuple[str, ...]:
     return tuple(word.removesuffix("\r") for word in words)
 
 
+def _check_not_empty(path: Path, data: bytes) -> None:
+    if not data or data.isspace():
+        raise CorpusFormatError(f"{path}: file is empty")
+
+
+@dataclasses.dataclass(frozen=True)
+class _TextPiece:
+    """Whole lines of a text, ``buffer[:size]``, the last one ending with a newline.
+
+    At least _SLACK more bytes of buffer follow the text, so that 8 bytes can be read from
+    every position of the text at once (windows).
+    """
+
+    buffer: bytes
+    size: int
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.buffer, np.uint8, count=self.size)
+
+    def windows(self) -> np.ndarray:
+        """uint64 of the 8 bytes from each position of the text on, little-endian (a view)."""
+        return np.ndarray((self.size,), "<u8", self.buffer, strides=(1,))
+
+    def text(self) -> bytes:
+        return self.buffer[:self.size]
+
+    def line_text(self, line: int) -> str:
+        """Line `line` (0-based in the piece) without its line break, for error messages."""
+        newlines = np.flatnonzero(self.array() == ord("\n"))
+        start = newlines[line - 1] + 1 if line else 0
+        return self.buffer[start:newlines[line]].decode("utf-8", "replace").rstrip("\r")
+
+
+def _line_pieces(blocks: Iterable[bytes], piece_bytes: int) -> Iterator[_TextPiece]:
+    """The text of blocks as pieces of whole lines, each of piece_bytes or more but the last.
+
+    A piece ends at the last newline that leaves _SLACK bytes of the following text in its
+    buffer, so the text is copied once (the blocks' join); the last piece gets a newline if the
+    text does not end with one, and zeros as slack.
+    """
+    pending, size = [], 0
+    for block in blocks:
+        pending.append(block)
+        size += len(block)
+        if size < piece_bytes + _SLACK:
+            continue
+        buffer = b"".join(pending)
+        stop = buffer.rfind(b"\n", 0, len(buffer) - _SLACK) + 1
+        if stop:
+            yield _TextPiece(buffer, stop)
+            buffer = buffer[stop:]
+        pending, size = [buffer], len(buffer)
+    rest = b"".join(pending)
+    if rest:
+        if not rest.endswith(b"\n"):
+            rest += b"\n"
+        yield _TextPiece(rest + bytes(_SLACK), len(rest))
+
+
+def _parse_pieces(blocks: Iterable[bytes], parse_piece: Callable[[_TextPiece], _PieceEntries]
+                  ) -> list[_PieceEntries]:
+    """parse_piece of each piece of whole lines of the text in blocks (_line_pieces), in order.
+
+    The pieces are parsed on a thread per core while the following blocks are read and
+    decompressed on this one; numpy's whole-array passes and zlib release the GIL, so a large
+    gzipped file takes about as long as its decompression.
+    """
+    pool = ThreadPoolExecutor(platform.cpu_cores())
+    try:
+        futures = [pool.submit(parse_piece, piece)
+                   for piece in _line_pieces(blocks, _PIECE_BYTES)]
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class _ParsedLines:
-    """Every integer field of a text body in file order, parsed in one vectorised pass.
+    """Every integer field of a piece of text in file order, parsed by whole-array passes.
 
     ``values`` holds ``_LINE_END`` after each line's fields (and ``_PAIR_COLON`` where an LDA-C
-    colon was); ``line_ends[i]`` indexes line i's end marker. Bytes outside the format's
-    alphabet are parsed as digits so the pass completes; the first line holding one is
-    ``first_foreign_line`` and gets reported like any other bad line.
+    colon is); ``line_ends[i]`` indexes line i's end marker. A field of more than 18 digits
+    parses as the largest int64, outside every valid range. Bytes outside the format's
+    alphabet (digits, _SEPARATORS and the markers) separate fields so that the pass completes;
+    the first line holding one is ``first_foreign_line`` and gets reported like any other bad
+    line.
     """
 
     values: np.ndarray
@@ -318,50 +427,149 @@ class _ParsedLines:
     first_foreign_line: int | None
 
     @classmethod
-    def parse(cls, body: bytes, alphabet: bytes) -> _ParsedLines:
+    def parse(cls, piece: _TextPiece, markers: bytes) -> _ParsedLines:
+        """Parses piece, whose markers are b"\\n" (UCI) or b"\\n:" (LDA-C).
+
+        A field is a run of digits; the fields' first bytes and the marker bytes are the
+        tokens, in order, and each field's value comes from 8 bytes read at its start.
+        """
+        raw = piece.array()
+        digit = np.zeros(raw.size + 2, bool)  # digit[i + 1]: raw[i] is a digit
+        np.less(raw - ord("0"), 10, out=digit[1:-1])
+        token = digit[1:-1] > digit[:-2]  # a field starts
+        for marker in markers:
+            token |= raw == marker
+        tokens = np.flatnonzero(token)
+        kinds = raw[tokens]
+        is_field = kinds - ord("0") < 10
+        starts = tokens[is_field]
+        lengths = np.flatnonzero(digit[1:] < digit[:-1]) - starts  # ends minus starts
+        values = np.full(tokens.size, _LINE_END, np.int64)
+        values[is_field] = _decimal_values(piece.windows(), starts, lengths)
+        if b":" in markers:
+            values[kinds == ord(":")] = _PAIR_COLON
+        known = (lengths.sum() + tokens.size - starts.size
+                 + sum(np.count_nonzero(raw == byte) for byte in _SEPARATORS))
         first_foreign_line = None
-        if body.translate(None, alphabet):
-            first = re.search(b"[^" + re.escape(alphabet) + b"]", body).start()
-            first_foreign_line = body.count(b"\n", 0, first)
-            body = body.translate(bytes(c if c in alphabet else ord("0") for c in range(256)))
-        if b":" in alphabet:
-            body = body.replace(b":", b" %d " % _PAIR_COLON)
-        text = body.replace(b"\n", b" %d\n" % _LINE_END)
-        if body and not body.endswith(b"\n"):
-            text += b" %d" % _LINE_END
-        values = np.fromstring(text, dtype=np.int64, sep=" ")  # digits and whitespace only
-        return cls(values, np.flatnonzero(values == _LINE_END), first_foreign_line)
+        if known != raw.size:
+            alphabet = np.frombuffer(b"0123456789" + _SEPARATORS + markers, np.uint8)
+            first = int(np.argmax(~np.isin(raw, alphabet)))
+            first_foreign_line = int(np.count_nonzero(raw[:first] == ord("\n")))
+        return cls(values, np.flatnonzero(kinds == ord("\n")), first_foreign_line)
 
     def line_lengths(self) -> np.ndarray:
         """Fields (colon markers included) on each line."""
         return np.diff(self.line_ends, prepend=-1) - 1
 
 
+def _decimal_values(windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """int64 values of the runs of lengths[i] digits at starts[i] (windows: _TextPiece.windows).
+
+    Up to 8 digits are read at once, longer runs 8 digits at a time; a run of more than 18
+    digits gets the largest int64.
+    """
+    values = _leading_digits(windows, starts, np.minimum(lengths, 8))
+    longest = int(lengths.max(initial=0))
+    for done in range(8, min(longest, 19), 8):
+        longer = np.flatnonzero(lengths > done)
+        digits = np.minimum(lengths[longer] - done, 8)
+        values[longer] = (values[longer] * 10 ** digits
+                          + _leading_digits(windows, starts[longer] + done, digits))
+    if longest > 18:
+        values[lengths > 18] = np.iinfo(np.int64).max
+    return values
+
+
+_UNUSED_BITS = np.array([64 - 8 * digits for digits in range(9)], np.uint64)
+
+
+def _leading_digits(windows: np.ndarray, starts: np.ndarray, digits: np.ndarray) -> np.ndarray:
+    """int64 values of the digits[i] (1 to 8) digits at starts[i], by SWAR on 8-byte windows.
+
+    Shifting out the bytes after the digits leaves an 8-digit number with leading zeros,
+    first digit in the low byte; three multiply-shifts combine neighbouring digits, pairs
+    and quadruples.
+    """
+    x = windows[starts]
+    x <<= _UNUSED_BITS[digits]
+    x &= 0x0F0F0F0F0F0F0F0F
+    x *= 1 + (10 << 8)
+    x >>= 8
+    x &= 0x00FF00FF00FF00FF
+    x *= 1 + (100 << 16)
+    x >>= 16
+    x &= 0x0000FFFF0000FFFF
+    x *= 1 + (10000 << 32)
+    x >>= 32
+    return x.view(np.int64)
+
+
 @dataclasses.dataclass(frozen=True)
-class _TextBody:
-    """A text file's body (the part after any header), for naming bad lines in errors."""
+class _PieceEntries:
+    """The entries of a piece of a text body: its tokens, or the first line that is bad.
 
-    path: Path
-    body: bytes
-    first_line_number: int
+    word_ids: the tokens in file order; run_docs / run_tokens: the 0-based document of each
+    run of entries of one document and its number of tokens (LDA-C documents are numbered
+    from the piece's first document line); num_lines: lines in the piece; num_records: entry
+    lines (UCI) or document lines (LDA-C); blank: the piece is whitespace only; bad_line: the
+    first line (0-based in the piece) that is not valid, with its text; then the arrays are
+    empty.
+    """
 
-    def raise_first_bad(self, bad_lines: Iterable[int | None],
-                        describe: Callable[[str], str | None]) -> None:
-        """Raises for the earliest of bad_lines (0-based in body; None = no bad line of a kind)."""
+    num_lines: int
+    num_records: int
+    blank: bool
+    bad_line: int | None = None
+    bad_text: str = ""
+    word_ids: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int32))
+    run_docs: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+    run_tokens: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
+
+    @classmethod
+    def of(cls, piece: _TextPiece, lines: _ParsedLines, num_records: int,
+           bad_lines: Iterable[int | None], doc, word, count) -> _PieceEntries:
+        """The entries (doc, word, count: 0-based ids, in file order) of a parsed piece, or the
+        earliest of bad_lines (None: no bad line of a kind)."""
+        num_lines = lines.line_ends.size
+        blank = lines.values.size == num_lines and piece.text().isspace()
         found = [line for line in bad_lines if line is not None]
-        if not found:
-            return
-        line = min(found)
-        text = self.line_text(line)
-        problem = describe(text) or "malformed line"
-        raise CorpusFormatError(
-            f"{self.path}, line {self.first_line_number + line}: {problem} (line: {text[:80]!r})")
+        if found:
+            line = min(found)
+            return cls(num_lines, num_records, blank, line, piece.line_text(line))
+        run_starts = np.flatnonzero(np.diff(doc, prepend=-1))
+        run_tokens = (np.add.reduceat(count, run_starts) if run_starts.size
+                      else np.empty(0, np.int64))
+        return cls(num_lines, num_records, blank,
+                   word_ids=np.repeat(word.astype(np.int32), count),
+                   run_docs=doc[run_starts], run_tokens=run_tokens)
 
-    def line_text(self, line: int) -> str:
-        newlines = np.flatnonzero(np.frombuffer(self.body, np.uint8) == ord("\n"))
-        start = newlines[line - 1] + 1 if line else 0
-        end = newlines[line] if line < newlines.size else len(self.body)
-        return self.body[start:end].decode("utf-8", "replace").rstrip("\r")
+
+def _raise_first_bad_line(path: Path, first_line_number: int, pieces: Sequence[_PieceEntries],
+                          describe: Callable[[str], str | None]) -> None:
+    """Raises for the first bad line of the pieces, if any, naming the file and line (the
+    pieces' text starts at line first_line_number)."""
+    line_number = first_line_number
+    for piece in pieces:
+        if piece.bad_line is not None:
+            problem = describe(piece.bad_text) or "malformed line"
+            raise CorpusFormatError(f"{path}, line {line_number + piece.bad_line}: {problem} "
+                                    f"(line: {piece.bad_text[:80]!r})")
+        line_number += piece.num_lines
+
+
+def _corpus_from_pieces(pieces: Sequence[_PieceEntries], num_docs: int,
+                        vocab: tuple[str, ...], name: str, source: str,
+                        doc_bases: Sequence[int] | None = None) -> Corpus:
+    """The corpus of valid pieces' tokens; doc_bases[i] is added to piece i's documents."""
+    bases = [0] * len(pieces) if doc_bases is None else doc_bases
+    word_ids = np.concatenate([np.empty(0, np.int32)] + [p.word_ids for p in pieces])
+    run_docs = np.concatenate(
+        [np.empty(0, np.int64)] + [p.run_docs + base for p, base in zip(pieces, bases)])
+    run_tokens = np.concatenate([np.empty(0, np.int64)] + [p.run_tokens for p in pieces])
+    if np.any(run_docs[1:] < run_docs[:-1]):  # documents interleave: tokens sorted by document
+        return _corpus_from_entries(np.repeat(run_docs, run_tokens), word_ids,
+                                    np.ones(word_ids.size, np.int64), num_docs, vocab, name, source)
+    return _corpus_from_doc_runs(run_docs, run_tokens, word_ids, num_docs, vocab, name, source)
 
 
 def _first_true(mask: np.ndarray) -> int | None:
@@ -398,19 +606,24 @@ def load_uci(docword_path, vocab_path=None) -> Corpus:
     if docword.is_dir():
         docword = _uci_docword_in(docword)
     vocab_file = _uci_vocab_beside(docword) if vocab_path is None else Path(vocab_path)
-    data = _read_bytes(docword)
-    num_docs, num_words, num_entries, body = _split_uci_header(docword, data)
-    del data  # the body is a copy; free the whole file before parsing
+    num_docs, num_words, num_entries, body = _read_uci_header(docword)
+    pieces = _parse_pieces(body, functools.partial(
+        _uci_piece_entries, num_docs=num_docs, num_words=num_words))
     vocab = _read_vocab(vocab_file)
     if len(vocab) != num_words:
         raise CorpusFormatError(
             f"vocabulary size mismatch: {docword} declares W={num_words} (line 2) but "
             f"{vocab_file} has {len(vocab)} words")
-    doc, word, count = _parse_uci_entries(
-        _TextBody(docword, body, first_line_number=4), num_docs, num_words, num_entries)
+    _raise_first_bad_line(docword, 4, pieces,
+                          lambda text: _uci_line_problem(text, num_docs, num_words))
+    entry_lines = sum(piece.num_records for piece in pieces)
+    if entry_lines != num_entries:
+        raise CorpusFormatError(
+            f"{docword}, line 3: header declares NNZ={num_entries} but "
+            f"{entry_lines} entry lines follow")
     tag = _UCI_DOCWORD_NAME.fullmatch(docword.name)
     name = tag["tag"] if tag and tag["tag"] else docword.resolve().parent.name
-    return _corpus_from_entries(doc - 1, word - 1, count, num_docs, vocab, name, str(docword))
+    return _corpus_from_pieces(pieces, num_docs, vocab, name, str(docword))
 
 
 def _uci_docwords(directory: Path) -> list[Path]:
@@ -439,10 +652,29 @@ def _uci_vocab_beside(docword: Path) -> Path:
         f"{', '.join(str(c) for c in candidates)}); pass vocab_path")
 
 
+def _read_uci_header(path: Path) -> tuple[int, int, int, Iterator[bytes]]:
+    """(D, W, NNZ, the body's blocks) of a docword file, read only as far as the header.
+
+    A bad header is reported as _split_uci_header reports it for the whole file (gzip faults
+    and emptiness first).
+    """
+    blocks = _text_blocks(path)
+    head = b""
+    for block in blocks:
+        head += block
+        if head.count(b"\n") >= 3:
+            break
+    try:
+        *header, rest = _split_uci_header(path, head)
+    except CorpusFormatError:
+        _split_uci_header(path, head + b"".join(blocks))
+        raise
+    return *header, itertools.chain([rest], blocks)
+
+
 def _split_uci_header(path: Path, data: bytes) -> tuple[int, int, int, bytes]:
     """(D, W, NNZ, body) from a docword file; the header is lines 1-3, one integer each."""
-    if not data or data.isspace():
-        raise CorpusFormatError(f"{path}: file is empty")
+    _check_not_empty(path, data)
     lines = data.split(b"\n", 3)
     labels = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of entries)")
     header = []
@@ -459,9 +691,9 @@ def _split_uci_header(path: Path, data: bytes) -> tuple[int, int, int, bytes]:
     return *header, body
 
 
-def _parse_uci_entries(source: _TextBody, num_docs: int, num_words: int, num_entries: int):
-    """Validated (docID, wordID, count) int64 columns of the docword body, 1-based ids."""
-    lines = _ParsedLines.parse(source.body, _INTEGER_BYTES)
+def _uci_piece_entries(piece: _TextPiece, num_docs: int, num_words: int) -> _PieceEntries:
+    """The validated entries of a piece of a docword body (see _PieceEntries)."""
+    lines = _ParsedLines.parse(piece, b"\n")
     lengths = lines.line_lengths()
     entry_lines = np.flatnonzero(lengths == 3)
     if entry_lines.size == lengths.size:  # no blank or malformed lines: a free strided view
@@ -472,16 +704,10 @@ def _parse_uci_entries(source: _TextBody, num_docs: int, num_words: int, num_ent
     bad_entry = ((doc < 1) | (doc > num_docs) | (word < 1) | (word > num_words)
                  | (count < 1) | (count > MAX_COUNT))
     first_bad_entry = _first_true(bad_entry)
-    source.raise_first_bad(
-        [lines.first_foreign_line,
-         _first_true((lengths != 0) & (lengths != 3)),
-         None if first_bad_entry is None else int(entry_lines[first_bad_entry])],
-        lambda text: _uci_line_problem(text, num_docs, num_words))
-    if entry_lines.size != num_entries:
-        raise CorpusFormatError(
-            f"{source.path}, line 3: header declares NNZ={num_entries} but "
-            f"{entry_lines.size} entry lines follow")
-    return doc, word, count
+    bad_lines = [lines.first_foreign_line,
+                 _first_true((lengths != 0) & (lengths != 3)),
+                 None if first_bad_entry is None else int(entry_lines[first_bad_entry])]
+    return _PieceEntries.of(piece, lines, entry_lines.size, bad_lines, doc - 1, word - 1, count)
 
 
 def _uci_line_problem(text: str, num_docs: int, num_words: int) -> str | None:
@@ -508,19 +734,25 @@ def load_ldac(path, vocab_path) -> Corpus:
     A line ``0`` is an empty document (dropped); blank lines are ignored. Gzip is detected.
     """
     path, vocab_file = Path(path), Path(vocab_path)
-    body = _read_bytes(path)
-    if not body or body.isspace():
+    try:
+        vocab = _read_vocab(vocab_file)
+    except CorpusFormatError:
+        _check_not_empty(path, _read_bytes(path))  # faults of the file itself come first
+        raise
+    pieces = _parse_pieces(_text_blocks(path),
+                           functools.partial(_ldac_piece_entries, num_words=len(vocab)))
+    if all(piece.blank for piece in pieces):
         raise CorpusFormatError(f"{path}: file is empty")
-    vocab = _read_vocab(vocab_file)
-    doc, word, count, num_docs = _parse_ldac_entries(
-        _TextBody(path, body, first_line_number=1), len(vocab))
+    _raise_first_bad_line(path, 1, pieces, lambda text: _ldac_line_problem(text, len(vocab)))
+    first_docs = np.cumsum([0] + [piece.num_records for piece in pieces])
     name = Path(path.name.removesuffix(".gz")).stem
-    return _corpus_from_entries(doc, word, count, num_docs, vocab, name, str(path))
+    return _corpus_from_pieces(pieces, int(first_docs[-1]), vocab, name, str(path),
+                               doc_bases=first_docs[:-1])
 
 
-def _parse_ldac_entries(source: _TextBody, num_words: int):
-    """Validated (doc, word, count) int64 columns, 0-based, and the number of documents."""
-    lines = _ParsedLines.parse(source.body, _INTEGER_BYTES + b":")
+def _ldac_piece_entries(piece: _TextPiece, num_words: int) -> _PieceEntries:
+    """The validated pairs of a piece of an LDA-C file (see _PieceEntries)."""
+    lines = _ParsedLines.parse(piece, b"\n:")
     lengths = lines.line_lengths()
     doc_lines = np.flatnonzero(lengths > 0)
     starts = lines.line_ends[doc_lines] - lengths[doc_lines]
@@ -538,25 +770,22 @@ def _parse_ldac_entries(source: _TextBody, num_words: int):
                 | (count < 1) | (count > MAX_COUNT))
     first_bad_pair = _first_true(bad_pair)
     pair_doc = np.repeat(np.arange(num_sized), num_pairs[:num_sized])
-    source.raise_first_bad(
-        [lines.first_foreign_line,
-         _first_line_with_loose_colon(source.body),
-         None if first_missized is None else int(doc_lines[first_missized]),
-         None if first_bad_pair is None else int(doc_lines[pair_doc[first_bad_pair]])],
-        lambda text: _ldac_line_problem(text, num_words))
-    return pair_doc, word, count, doc_lines.size
+    bad_lines = [lines.first_foreign_line,
+                 _first_line_with_loose_colon(piece.array()),
+                 None if first_missized is None else int(doc_lines[first_missized]),
+                 None if first_bad_pair is None else int(doc_lines[pair_doc[first_bad_pair]])]
+    return _PieceEntries.of(piece, lines, doc_lines.size, bad_lines, pair_doc, word, count)
 
 
-def _first_line_with_loose_colon(body: bytes) -> int | None:
+def _first_line_with_loose_colon(raw: np.ndarray) -> int | None:
     """First line (0-based) with a colon not between two digits, as in ``3 :4`` or ``3:``."""
-    raw = np.frombuffer(body, np.uint8)
     colons = np.flatnonzero(raw == ord(":"))
     before = raw[np.maximum(colons - 1, 0)]
     after = raw[np.minimum(colons + 1, raw.size - 1)]
     loose = ((colons == 0) | (colons == raw.size - 1)
              | (before < ord("0")) | (before > ord("9")) | (after < ord("0")) | (after > ord("9")))
     first = _first_true(loose)
-    return None if first is None else body.count(b"\n", 0, colons[first])
+    return None if first is None else int(np.count_nonzero(raw[:colons[first]] == ord("\n")))
 
 
 def _ldac_line_problem(text: str, num_words: int) -> str | None:
@@ -647,12 +876,20 @@ def _corpus_from_entries(doc, word, count, num_docs: int, vocab: tuple[str, ...]
     if np.any(doc[1:] < doc[:-1]):
         order = np.argsort(doc, kind="stable")
         doc, word, count = doc[order], word[order], count[order]
-    word_ids = np.repeat(word.astype(np.int32), count)
-    if keep_empty:  # document d starts where the entries of documents >= d start
-        first_entry = np.searchsorted(doc, np.arange(num_docs + 1))
-        return Corpus(_offsets_from_lengths(count)[first_entry], word_ids, vocab, name=name)
-    doc_starts = np.flatnonzero(np.diff(doc, prepend=-1))  # counts are >= 1: no empty docs here
-    doc_offsets = _offsets_from_lengths(count)[np.append(doc_starts, doc.size)]
+    return _corpus_from_doc_runs(doc, count, np.repeat(word.astype(np.int32), count), num_docs,
+                                 vocab, name, source, keep_empty)
+
+
+def _corpus_from_doc_runs(doc, tokens, word_ids, num_docs: int, vocab: tuple[str, ...],
+                          name: str, source: str, keep_empty: bool = False) -> Corpus:
+    """The corpus of word_ids, made of runs of tokens[i] >= 1 tokens of document doc[i]
+    (non-decreasing in [0, num_docs)); documents without tokens are dropped (with a warning)
+    unless keep_empty."""
+    if keep_empty:  # document d starts where the runs of documents >= d start
+        first_run = np.searchsorted(doc, np.arange(num_docs + 1))
+        return Corpus(_offsets_from_lengths(tokens)[first_run], word_ids, vocab, name=name)
+    doc_starts = np.flatnonzero(np.diff(doc, prepend=-1))  # tokens >= 1: no empty docs here
+    doc_offsets = _offsets_from_lengths(tokens)[np.append(doc_starts, doc.size)]
     dropped = num_docs - doc_starts.size
     if dropped:
         warnings.warn(f"{source}: dropped {dropped} empty document(s)", stacklevel=2,
