@@ -1,6 +1,9 @@
 """Training produces a saved model that loads back identically and learns real structure."""
 
 import json
+import struct
+import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -8,7 +11,8 @@ from helpers import random_corpus
 
 from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
-from saberjax.model import FORMAT_VERSION, TopicModel
+from saberjax import model as model_module
+from saberjax.model import FORMAT_VERSION, TopicModel, crc32_combine
 
 
 def test_saved_model_loads_back_identically(tmp_path):
@@ -107,23 +111,101 @@ def test_a_model_from_before_format_versions_still_loads(tmp_path):
     assert loaded.top_words(1) == [["w5"], ["w5"]]
 
 
-def test_topic_word_is_computed_in_blocks_exactly_as_in_float64(tmp_path):
-    """Writing a large model stays fast because topic_word never holds a float64 copy of the
-    whole matrix (K = 1,024 x V = 50,000 took 2 s for that alone): peak memory is the float32
-    result plus a block; the values are the float64 formula rounded once, and model.npz holds
-    them as np.savez would."""
+def test_topic_word_is_computed_in_tiles_exactly_as_in_float64(tmp_path, monkeypatch):
+    """Writing a large model stays fast because topic_word is computed over a thread per core
+    and never holds a float64 copy of the whole matrix (K = 1,024 x V = 50,000 took 2 s for
+    that alone): peak memory is the float32 result plus a float64 tile per thread; the values
+    are the float64 formula rounded once, and model.npz holds them as np.savez would."""
     import tracemalloc
 
-    counts = np.random.default_rng(1).integers(0, 50, (20_000, 96)).astype(np.int32)
+    monkeypatch.setattr(model_module, "TOPIC_WORD_TILE", (100, 64))  # tiles cut the topics too
+    monkeypatch.setattr(model_module, "cpu_cores", lambda: 4)
+    counts = np.random.default_rng(1).integers(0, 50, (20_001, 96)).astype(np.int32)
     expected = ((counts.astype(np.float64) + 0.01)
                 / (counts.sum(axis=0) + counts.shape[0] * 0.01)).T.astype(np.float32)
+    model = TopicModel(counts, 0.5, 0.01, tuple(map(str, range(20_001))))
     tracemalloc.start()
-    topic_word = TopicModel(counts, 0.5, 0.01, tuple(map(str, range(20_000)))).topic_word
+    topic_word = model.topic_word
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     np.testing.assert_array_equal(topic_word, expected)
-    assert peak < 1.3 * expected.nbytes
-    TopicModel(counts, 0.5, 0.01, tuple(map(str, range(20_000)))).save(tmp_path)
+    per_thread = 8 * 100 * 64 + (1 << 18)  # a float64 tile and numpy's casting buffers
+    assert peak < 1.05 * expected.nbytes + 4 * per_thread < 1.3 * expected.nbytes
+    model.save(tmp_path)
     with np.load(tmp_path / "model.npz") as saved:
         np.testing.assert_array_equal(saved["topic_word"], expected)
         np.testing.assert_array_equal(saved["word_topic_counts"], counts)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 2), (5, 3), (333, 7)])
+def test_topic_word_of_any_shape_is_the_float64_formula_rounded_once(shape, monkeypatch):
+    monkeypatch.setattr(model_module, "TOPIC_WORD_TILE", (4, 2))
+    counts = np.random.default_rng(2).integers(0, 1000, shape).astype(np.int32)
+    expected = ((counts.astype(np.float64) + 0.1)
+                / (counts.sum(axis=0) + shape[0] * 0.1)).T.astype(np.float32)
+    np.testing.assert_array_equal(model_module.topic_word_from_counts(counts, 0.1), expected)
+
+
+def test_crc32_combine_gives_the_crc_of_the_concatenation():
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 100_000, dtype=np.uint8).tobytes()
+    for _ in range(200):
+        cuts = np.sort(rng.integers(0, len(data) + 1, rng.integers(1, 6)))
+        cuts = np.sort(np.concatenate([[0], cuts, cuts[:1], [len(data)]]))  # cuts[0] twice:
+        # an empty piece
+        pieces = [data[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+        crc = 0
+        for piece in pieces:
+            crc = crc32_combine(crc, zlib.crc32(piece), len(piece))
+        assert crc == zlib.crc32(b"".join(pieces))
+    head, zeros = b"head", bytes(1 << 24)
+    alone, after_head = 0, zlib.crc32(head)  # 33 x 16 MiB of zeros: length2 has bit 29 set,
+    # where the table of x^(2^n) wraps round (n = 29 + 3)
+    for _ in range(33):
+        alone, after_head = zlib.crc32(zeros, alone), zlib.crc32(zeros, after_head)
+    assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head
+
+
+def test_model_npz_is_the_zip64_archive_np_savez_writes(tmp_path, monkeypatch):
+    """model.npz is written in pieces by several threads (checksummed separately, CRCs
+    combined): its members and local headers are np.savez's byte for byte, the CRCs verify,
+    and the central directory's zip64 fields (sizes and offsets of every member) and zip64
+    end records are right."""
+    monkeypatch.setattr(model_module, "PIECE_BYTES", 4_097)  # many pieces, a short last one
+    counts = np.random.default_rng(4).integers(0, 99, (301, 13)).astype(np.int32)
+    model = TopicModel(counts, np.linspace(0.1, 1, 13), 0.02, tuple(map(str, range(301))))
+    model.save(tmp_path / "ours")
+    arrays = dict(word_topic_counts=counts, alpha=model.alpha, beta=np.float64(0.02),
+                  format_version=np.int32(FORMAT_VERSION), topic_word=model.topic_word)
+    np.savez(tmp_path / "savez.npz", **arrays)
+    ours, theirs = (tmp_path / "ours" / "model.npz").read_bytes(), \
+        (tmp_path / "savez.npz").read_bytes()
+    with zipfile.ZipFile(tmp_path / "ours" / "model.npz") as archive, \
+            zipfile.ZipFile(tmp_path / "savez.npz") as reference:
+        assert archive.testzip() is None
+        assert [(i.filename, i.CRC, i.file_size, i.compress_size, i.header_offset,
+                 i.compress_type, i.date_time, i.external_attr) for i in archive.infolist()] \
+            == [(i.filename, i.CRC, i.file_size, i.compress_size, i.header_offset,
+                 i.compress_type, i.date_time, i.external_attr) for i in reference.infolist()]
+        directory = archive.start_dir
+        assert all(info.extra[:4] == b"\x01\x00\x18\x00" for info in archive.infolist())
+    assert ours[:directory] == theirs[:directory]  # every local header and member
+    end = struct.unpack("<4s4H2LH", ours[-22:])
+    zip64_end = struct.unpack("<4sQ2H2L4Q", ours[-98:-42])
+    assert end == (b"PK\x05\x06", 0, 0, 5, 5, len(ours) - 98 - directory, directory, 0)
+    assert zip64_end == (b"PK\x06\x06", 44, 45, 45, 0, 0, 5, 5, end[5], directory)
+    assert struct.unpack("<4sLQL", ours[-42:-22]) == (b"PK\x06\x07", 0, len(ours) - 98, 1)
+    with np.load(tmp_path / "ours" / "model.npz") as saved:
+        assert list(saved.keys()) == list(arrays)
+        for name, value in arrays.items():
+            np.testing.assert_array_equal(saved[name], value, strict=True)
+
+
+def test_a_failed_save_leaves_no_model_file(tmp_path, monkeypatch):
+    def fail(*args):
+        raise OSError("no space left")
+
+    monkeypatch.setattr(model_module, "_write_piece", fail)
+    with pytest.raises(OSError, match="no space left"):
+        TopicModel(np.ones((3, 2), np.int32), 0.5, 0.01, ("a", "b", "c")).save(tmp_path)
+    assert list(tmp_path.iterdir()) == []
