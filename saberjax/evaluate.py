@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import timing
+from saberjax.background import in_background
 from saberjax.corpus import Corpus
 from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, fold_in, plan_batches,
                                 row_width)
@@ -38,9 +39,11 @@ class HeldOutScore:
 
 
 @functools.partial(jax.jit, static_argnames="em_iterations")
-def _batch_loglik(topics_of_word, observed_words, observed_counts, heldout_words, heldout_counts,
+def _batch_loglik(topic_word, observed_words, observed_counts, heldout_words, heldout_counts,
                   row_start, row_end, alpha, em_iterations: int):
-    """Sum of held-out log-likelihoods of one batch of rows (padding has count 0)."""
+    """Sum of held-out log-likelihoods of one batch of rows (padding has count 0) under topics
+    topic_word [K, V]."""
+    topics_of_word = topic_word.T
     theta = fold_in(topics_of_word, observed_words, observed_counts, row_start, row_end, alpha,
                     em_iterations)
     mixture = jnp.sum(topics_of_word[heldout_words] * theta[:, None, :], axis=2)
@@ -57,24 +60,56 @@ def check_scorable(observed: Corpus, heldout: Corpus) -> None:
                          f"({heldout.num_docs} documents, none with 2 tokens or more)")
 
 
-@timing.in_phase("evaluation")
+class HeldoutScorer:
+    """Document completion of fixed (observed, held-out) halves, for topics of one shape and
+    layout scored any number of times.
+
+    The batches' rows are padded on the host and the program is compiled once, in a thread
+    started by the constructor: a trainer makes its scorer before it trains, and both are
+    ready by the first evaluation.  topic_word_sharding: where the topics scored will live
+    (a jax.sharding.Sharding; None: the default device).
+    """
+
+    def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
+                 em_iterations: int = DEFAULT_EM_ITERATIONS, topic_word_sharding=None):
+        check_scorable(observed, heldout)
+        self.tokens, self.documents = heldout.num_tokens, heldout.num_docs
+        topic_word = jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32,
+                                          sharding=topic_word_sharding)
+        self._prepared = in_background(self._prepare, observed, heldout, topic_word,
+                                       em_iterations, name="saberjax-scorer")
+
+    @staticmethod
+    def _prepare(observed: Corpus, heldout: Corpus, topic_word: jax.ShapeDtypeStruct,
+                 em_iterations: int):
+        """(the batches' padded arrays, the compiled program scoring one batch)."""
+        observed_words = DocumentWords.from_corpus(observed)
+        heldout_words = DocumentWords.from_corpus(heldout)
+        lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
+        batches = [(*observed_words.padded(batch), *heldout_words.padded(batch),
+                    batch.row_start, batch.row_end)
+                   for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topic_word.shape[0]),
+                                             row_width(lengths))]
+        alpha = jax.ShapeDtypeStruct((topic_word.shape[0],), jnp.float32)
+        program = _batch_loglik.lower(topic_word, *batches[0], alpha,
+                                      em_iterations=em_iterations).compile()
+        return batches, program
+
+    @timing.in_phase("evaluation")
+    def score(self, topic_word: jax.Array, alpha) -> HeldOutScore:
+        """The score of topics `topic_word` [K, V] (float32, rows sum to 1, laid out as the
+        scorer was told) under the document-topic prior alpha ([K], or one number)."""
+        batches, program = self._prepared.result()
+        alpha = np.broadcast_to(np.asarray(alpha, np.float32), (topic_word.shape[0],))
+        total = sum(float(program(topic_word, *batch, alpha)) for batch in batches)
+        per_token = total / max(self.tokens, 1)
+        return HeldOutScore(per_token, math.exp(-per_token), self.tokens, self.documents)
+
+
 def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout: Corpus,
                    alpha, em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
     """Document-completion score of topics `topic_word` [K, V] (rows sum to 1) under the
     document-topic prior alpha ([K], or one number for every topic)."""
-    check_scorable(observed, heldout)
-    topics_of_word = jnp.asarray(topic_word, jnp.float32).T
-    observed_words = DocumentWords.from_corpus(observed)
-    heldout_words = DocumentWords.from_corpus(heldout)
-    lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
-    alpha = jnp.asarray(alpha, jnp.float32)
-    partial_sums = [
-        _batch_loglik(topics_of_word, *observed_words.padded(batch),
-                      *heldout_words.padded(batch), batch.row_start, batch.row_end, alpha,
-                      em_iterations)
-        for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topics_of_word.shape[1]),
-                                  row_width(lengths))]
-    total = sum(float(partial) for partial in partial_sums)
-    tokens = heldout.num_tokens
-    per_token = total / max(tokens, 1)
-    return HeldOutScore(per_token, math.exp(-per_token), tokens, heldout.num_docs)
+    topic_word = jnp.asarray(topic_word, jnp.float32)
+    return HeldoutScorer(observed, heldout, *topic_word.shape, em_iterations,
+                         topic_word.sharding).score(topic_word, alpha)

@@ -36,7 +36,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-import threading
 import time
 
 import jax
@@ -47,6 +46,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax import chunk_store, esca, prior, streaming, timing
+from saberjax.background import in_background
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
 from saberjax.corpus import Corpus
@@ -91,22 +91,14 @@ def start_devices() -> concurrent.futures.Future:
     """Start the devices in a thread of their own, while the caller reads its corpus: the
     runtime's initialisation and its first allocation on a GPU (where XLA reserves its memory
     pool) take about as long as loading a cached corpus, and need nothing from it.  The
-    future's result is the local devices; a failure surfaces where the devices are next
-    asked for; the process waits for the thread before it exits (the runtime must not be
-    torn down while it starts).  Call it after processes.initialize (jax.distributed must
-    come first)."""
-    started = concurrent.futures.Future()
-
+    future's result is the local devices.  Call it after processes.initialize (jax.distributed
+    must come first)."""
     def start():
-        try:
-            devices = jax.local_devices()
-            jax.device_put(np.zeros((), np.int32), devices[0]).block_until_ready()
-            started.set_result(devices)
-        except BaseException as error:  # noqa: BLE001 (the caller's next jax call reports it)
-            started.set_exception(error)
+        devices = jax.local_devices()
+        jax.device_put(np.zeros((), np.int32), devices[0]).block_until_ready()
+        return devices
 
-    threading.Thread(target=start, name="saberjax-start-devices").start()
-    return started
+    return in_background(start, name="saberjax-start-devices")
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:

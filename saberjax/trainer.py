@@ -24,7 +24,7 @@ import numpy as np
 from saberjax import checkpoint, execution, prior, processes, streaming, timing
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
-from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
+from saberjax.evaluate import DEFAULT_EM_ITERATIONS, HeldoutScorer
 from saberjax.model import TopicModel
 from saberjax.progress import Progress, chain
 from saberjax.state import Hyperparams, TrainState, check_document_lengths
@@ -138,14 +138,6 @@ class TrainResult:
     compile_seconds: float  # compiling the iteration (and the update of a learned alpha)
 
 
-def heldout_score(placement: execution.Placement, state: TrainState, heldout,
-                  em_iterations: int = DEFAULT_EM_ITERATIONS):
-    """Document completion of the (observed, held-out) halves `heldout` under the state's
-    B-hat, computed on the devices in float32 (training's evaluation and the benchmark's)."""
-    return heldout_loglik(placement.topic_word(state), *heldout,
-                          state.model.alpha[:placement.hyper.num_topics], em_iterations)
-
-
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
     """The corpus on the devices config asks for (execution.place)."""
     return execution.place(corpus, hyper, config.num_devices, config.chunk_tokens,
@@ -190,6 +182,10 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     doing meanwhile.
     """
     streamed, chunks = placement.streamed, placement.slots
+    # evaluation prepares (pads the documents, compiles) in the background meanwhile
+    scorer = heldout and HeldoutScorer(*heldout, placement.hyper.num_topics, placement.num_words,
+                                       config.em_iterations,
+                                       placement.sharding(jax.sharding.PartitionSpec()))
     start = time.perf_counter()
     if resume_from is None:
         state, metrics = placement.init(config.seed), []
@@ -247,7 +243,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
                 # could pair up different collectives (seen with CPU collectives)
                 jax.block_until_ready(following[0])
             if evaluate:
-                score = heldout_score(placement, state, heldout, config.em_iterations)
+                score = scorer.score(placement.topic_word(state),
+                                     state.model.alpha[:placement.hyper.num_topics])
                 record.update(heldout_loglik_per_token=score.loglik_per_token,
                               perplexity=score.perplexity)
             metrics.append(record)

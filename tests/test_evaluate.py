@@ -60,3 +60,15 @@ def test_true_topics_score_better_than_uniform_topics():
                                       observed, heldout, alpha=0.1).loglik_per_token
     assert good > uniform + 1.0
     assert np.isclose(uniform, -np.log(num_words), atol=1e-5)
+
+
+def test_a_scorer_prepared_once_scores_any_topics_as_heldout_loglik_does():
+    corpus = random_corpus(num_docs=40, num_words=30, seed=7)
+    observed, heldout = split_document_halves(corpus, seed=3)
+    scorer = evaluate.HeldoutScorer(observed, heldout, 5, 30, em_iterations=10)
+    for seed in (1, 2):
+        topic_word = np.random.default_rng(seed).dirichlet(np.full(30, 0.5), size=5)
+        alpha = np.random.default_rng(seed).uniform(0.05, 0.5, 5)
+        once = evaluate.heldout_loglik(topic_word, observed, heldout, alpha, em_iterations=10)
+        again = scorer.score(np.asarray(topic_word, np.float32), alpha)
+        assert again == once
