@@ -484,7 +484,10 @@ class StoredChunks:
         return functools.partial(self._write, generation)
 
     def _write(self, generation: int, slot: int, chunk_state: ChunkState) -> ChunkState:
-        arrays = {name: np.asarray(value) for name, value in chunk_state._asdict().items()}
+        # through pinned host memory: the devices copy into it at full speed (into pageable
+        # memory a copy is staged and far slower), then the host writes from it
+        pinned = jax.device_put(chunk_state, self.sharding.with_memory_kind("pinned_host"))
+        arrays = {name: np.asarray(value) for name, value in pinned._asdict().items()}
         self.states.write(self._state_fds[generation], slot, arrays)
         self.counters.bytes_written += sum(array.nbytes for array in arrays.values())
         return self.host_state(generation, slot)
