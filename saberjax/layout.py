@@ -30,7 +30,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-from collections.abc import Collection
+import threading
+from collections.abc import Callable, Collection
 
 import jax
 import numpy as np
@@ -40,6 +41,9 @@ from saberjax.corpus import Corpus
 from saberjax.rng import global_token_ids, split_token_id
 
 DEFAULT_CHUNK_TOKENS = 1 << 26
+# fewest tokens per piece of a chunk built by several threads (build_chunk): smaller
+# chunks are built in one piece, in the calling thread
+PIECE_TOKENS = 1 << 18
 TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
 
 
@@ -121,17 +125,16 @@ def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
 
 
 def _tile_start(run_starts: np.ndarray, run_lengths: np.ndarray, num_words: int,
-                padded_tokens: int, tile_tokens: int) -> np.ndarray:
+                padded_tokens: int, tile_tokens: int,
+                pieces: _Pieces | None = None) -> np.ndarray:
     """Chunk.tile_start of word-major runs of one word each (lengths >= 1): every run cut
-    into tiles of tile_tokens tokens, in O(tiles)."""
-    run_tiles = -(-run_lengths // tile_tokens)
-    tile_of_run = np.repeat(np.cumsum(run_tiles) - run_tiles, run_tiles)
-    heads = np.repeat(run_starts, run_tiles) + tile_tokens * (
-        np.arange(len(tile_of_run)) - tile_of_run)
-    num_tokens = int(run_lengths.sum())
-    tile_start = np.full(max_tiles(padded_tokens, num_words, tile_tokens) + 1, num_tokens,
-                         np.int32)
-    tile_start[: len(heads)] = heads
+    into tiles of tile_tokens tokens, in O(tiles) (the heads expanded in `pieces`)."""
+    run_tiles = -(-np.asarray(run_lengths, np.int64) // tile_tokens)
+    tile_offsets = np.concatenate([[0], np.cumsum(run_tiles)])
+    num_tiles = int(tile_offsets[-1])
+    tile_start = np.empty(max_tiles(padded_tokens, num_words, tile_tokens) + 1, np.int32)
+    (pieces or _Pieces(1)).expand(run_starts, tile_offsets, tile_tokens, tile_start)
+    tile_start[num_tiles:] = int(np.sum(run_lengths))
     return tile_start
 
 
@@ -180,7 +183,8 @@ def padded_doc_start(offsets: np.ndarray, padded_tokens: int, padded_docs: int) 
 
 
 def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray,
-                padded_tokens: int, padded_docs: int) -> Chunk:
+                padded_tokens: int, padded_docs: int, workers: int | None = None,
+                piece_tokens: int = PIECE_TOKENS) -> Chunk:
     """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
     padded_tokens tokens and padded_docs documents (see padded_shape).
 
@@ -189,8 +193,14 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     per entry), the runs are listed document by document, longest documents first (a sort of
     documents), and that list is sorted stably by word rank with numpy's radix sort of 16-bit
     keys.  Expanding the sorted runs back to tokens gives the word-major order (rank, longer
-    documents first, doc-major position).  Every pass over tokens is one numpy call that
-    releases the GIL, so build_layout's threads build chunks in parallel.
+    documents first, doc-major position).
+
+    Every pass over tokens or runs is cut into `workers` contiguous pieces (default: one per
+    core; fewer for a chunk of under piece_tokens tokens a piece, one below that) that run at
+    once on the build threads (_build_threads); the passes are numpy calls that release the
+    GIL.  The stable sort is one per piece of the run list: piece p's runs of rank r go after
+    the runs of every lower rank and those of rank r in pieces before p, which is where the
+    stable sort of the whole list puts them.  The arrays are the same for any workers.
     """
     offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
     token_base = int(offsets[0])
@@ -198,77 +208,233 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     lengths = np.diff(offsets)
     doc_starts = offsets[:-1] - token_base
     num_tokens, num_docs = len(words), last_doc - first_doc
+    pieces = _Pieces(max(1, min(workers or os.cpu_count() or 1, num_tokens // piece_tokens)))
 
-    is_run_start = np.ones(num_tokens, bool)
-    np.not_equal(words[1:], words[:-1], out=is_run_start[1:])
-    is_run_start[doc_starts[lengths > 0]] = True
-    run_start = np.flatnonzero(is_run_start).astype(np.int32)
-    num_runs = len(run_start)
-    doc_first_run = np.searchsorted(run_start, doc_starts).astype(np.int32)
+    # the runs, found by token ranges: a run starts where the word changes or a document starts
+    is_run_start = np.empty(num_tokens, bool)
+    doc_heads = doc_starts[lengths > 0]
+
+    def mark(_, start: int, stop: int) -> int:
+        if start == stop:
+            return 0
+        after = max(start, 1)
+        np.not_equal(words[after:stop], words[after - 1 : stop - 1],
+                     out=is_run_start[after:stop])
+        if start == 0:
+            is_run_start[0] = True
+        is_run_start[doc_heads[np.searchsorted(doc_heads, start):
+                               np.searchsorted(doc_heads, stop)]] = True
+        return np.count_nonzero(is_run_start[start:stop])
+
+    run_cuts = np.cumsum([0, *pieces.over(num_tokens, mark)])
+    num_runs = int(run_cuts[-1])
+    run_start = np.empty(num_runs + 1, np.int32)  # and the end of the last run
+    run_start[num_runs] = num_tokens
+
+    def collect(piece: int, start: int, stop: int) -> None:
+        run_start[run_cuts[piece] : run_cuts[piece + 1]] = (
+            np.flatnonzero(is_run_start[start:stop]) + start)
+
+    pieces.over(num_tokens, collect)
+    del is_run_start
+    doc_first_run = np.searchsorted(run_start[:-1], doc_starts).astype(np.int32)
     doc_runs = np.diff(doc_first_run, append=np.int32(num_runs))
     # the runs document by document, longest documents first (ties in document order)
     doc_order = np.argsort(-lengths, kind="stable").astype(np.int32)
     doc_order = doc_order[doc_runs[doc_order] > 0]
-    by_length = _expand_runs(doc_first_run[doc_order], doc_runs[doc_order], num_runs, step=1)
-    # each run's (start, length) packed in one int64, gathered in word rank order
-    start_length = np.empty((num_runs, 2), np.int32)
-    start_length[:, 0] = run_start[by_length]
-    start_length[:, 1] = np.diff(run_start, append=np.int32(num_tokens))[by_length]
-    by_rank = _stable_argsort_ranks(word_rank[words[start_length[:, 0]]])
-    sorted_start, sorted_length = start_length.view(np.int64)[by_rank].view(np.int32).T
-    sorted_doc = _expand_runs(doc_order, doc_runs[doc_order], num_runs)[by_rank]
+    doc_run_offsets = np.concatenate([[0], np.cumsum(doc_runs[doc_order], dtype=np.int64)])
+    doc_first_run = doc_first_run[doc_order]
+
+    def sort_piece(_, start: int, stop: int):
+        """Runs start .. stop - 1 of the list as records (start, length, document, rank),
+        sorted stably by rank, and the ranks present with their numbers of runs."""
+        run = np.empty(stop - start, np.intp)  # numpy's index type: taken without a copy
+        _expand_slice(doc_first_run, doc_run_offsets, start, stop, 1, run)
+        records = np.empty((stop - start, 4), np.int32)
+        records[:, 0] = np.take(run_start, run)
+        records[:, 1] = np.take(run_start[1:], run)
+        records[:, 1] -= records[:, 0]
+        records[:, 3] = np.take(word_rank, np.take(words, records[:, 0]))
+        del run
+        _expand_slice(doc_order, doc_run_offsets, start, stop, 0, records[:, 2])
+        records = np.take(_as_rows(records), _stable_argsort_ranks(records[:, 3]))
+        ranks = _as_columns(records)[:, 3]
+        heads = np.flatnonzero(np.diff(ranks, prepend=np.int32(-1)))
+        return records, ranks[heads], np.diff(heads, append=stop - start)
+
+    sorted_pieces = pieces.over(num_runs, sort_piece)
+    runs_of_rank = np.zeros(len(word_rank), np.int64)
+    for _, ranks, runs in sorted_pieces:
+        runs_of_rank[ranks] += runs
+    rank_first_run = np.concatenate([[0], np.cumsum(runs_of_rank)])
+    next_run, piece_first_run = rank_first_run[:-1].copy(), []
+    for _, ranks, runs in sorted_pieces:
+        piece_first_run.append(next_run[ranks])
+        next_run[ranks] += runs
+    # the records by rank, then one padding run: padding tokens are word 0 of the padding
+    # document at doc-major positions num_tokens, num_tokens + 1, ...
+    sorted_records = np.empty((num_runs + 1, 4), np.int32)
+    sorted_records[num_runs] = num_tokens, padded_tokens - num_tokens, num_docs, 0
+    sorted_start, sorted_length, sorted_doc, _ = sorted_records.T
+
+    def place(piece: int, start: int, stop: int) -> None:
+        records, _, runs = sorted_pieces[piece]
+        sorted_pieces[piece] = None
+        target = np.empty(stop - start, np.intp)
+        _expand_slice(piece_first_run[piece], np.concatenate([[0], np.cumsum(runs)]), 0,
+                      stop - start, 1, target)
+        _as_rows(sorted_records)[target] = records
+
+    pieces.over(num_runs, place)
+    del sorted_pieces
+    # each sorted run's first word-major position: a cumulative sum of the lengths by pieces
+    run_offsets = np.empty(num_runs + 2, np.int32)
+    run_offsets[0] = 0
+    piece_tokens_before = np.cumsum(
+        [0, *pieces.over(num_runs + 1, lambda _, start, stop: int(
+            sorted_length[start:stop].sum(dtype=np.int64)))])
+
+    def accumulate(piece: int, start: int, stop: int) -> None:
+        target = run_offsets[start + 1 : stop + 1]
+        np.cumsum(sorted_length[start:stop], out=target)
+        target += np.int32(piece_tokens_before[piece])
+
+    pieces.over(num_runs + 1, accumulate)
 
     word_order = np.empty_like(word_rank)
     word_order[word_rank] = np.arange(len(word_rank), dtype=word_rank.dtype)
-    word_tokens = np.bincount(words, minlength=len(word_rank))[word_order]
-    present = word_tokens > 0
-    word_major = np.zeros(padded_tokens, np.int32)
-    _expand_runs(word_order[present], word_tokens[present], num_tokens, out=word_major)
-    doc = np.full(padded_tokens, num_docs, np.int32)
-    _expand_runs(sorted_doc, sorted_length, num_tokens, out=doc)
-    doc_major_pos = np.arange(padded_tokens, dtype=np.int32)
-    _expand_runs(sorted_start, sorted_length, num_tokens, step=1, out=doc_major_pos)
-    doc_start = padded_doc_start(offsets, padded_tokens, padded_docs)
+    present = runs_of_rank > 0
+    word_tokens = (run_offsets[rank_first_run[1:]]
+                   - run_offsets[rank_first_run[:-1]]).astype(np.int64)[present]
+    word_offsets = np.concatenate([[0], np.cumsum(word_tokens), [padded_tokens]])
+    word_major = np.empty(padded_tokens, np.int32)
+    pieces.expand(np.append(word_order[present], np.int32(0)), word_offsets, 0, word_major)
+    doc = np.empty(padded_tokens, np.int32)
+    pieces.expand(sorted_doc, run_offsets, 0, doc)
+    doc_major_pos = np.empty(padded_tokens, np.int32)
+    pieces.expand(sorted_start, run_offsets, 1, doc_major_pos)
     return Chunk(
         word=word_major,
         doc=doc,
         doc_major_pos=doc_major_pos,
-        doc_start=doc_start,
+        doc_start=padded_doc_start(offsets, padded_tokens, padded_docs),
         num_tokens=np.int32(num_tokens),
         token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
-        tile_start=_tile_start(np.cumsum(word_tokens[present]) - word_tokens[present],
-                               word_tokens[present], corpus.num_words, padded_tokens,
-                               TILE_TOKENS),
+        tile_start=_tile_start(word_offsets[:-2], word_tokens, corpus.num_words,
+                               padded_tokens, TILE_TOKENS, pieces),
         block_tokens=padded_tokens,
     )
 
 
-def _expand_runs(values: np.ndarray, lengths: np.ndarray, total: int, step: int = 0,
-                 out: np.ndarray | None = None) -> np.ndarray:
-    """Runs i of lengths[i] >= 1 int32 entries values[i], values[i] + step, ... written to
-    out[:total] (total = lengths.sum(); a new array when out is None) and returned.
+class _Pieces:
+    """Work on a chunk cut into `count` contiguous pieces that run at once on the build
+    threads (in the calling thread when there is one piece)."""
 
-    np.repeat(values, lengths) for step 0, but as a scatter of the steps between runs and a
-    cumulative sum, which numpy runs without the GIL (np.repeat holds it).
+    def __init__(self, count: int):
+        self.count = count
+
+    def over(self, total: int, work: Callable[[int, int, int], object]) -> list:
+        """[work(piece, start, stop) for each piece's share start .. stop - 1 of range(total)]."""
+        cuts = [piece * total // self.count for piece in range(self.count + 1)]
+
+        def run(piece: int):
+            return work(piece, cuts[piece], cuts[piece + 1])
+
+        if self.count == 1:
+            return [run(0)]
+        return list(_build_threads().map(run, range(self.count)))
+
+    def expand(self, values: np.ndarray, offsets: np.ndarray, step: int,
+               out: np.ndarray) -> None:
+        """out[:offsets[-1]] = runs i of values[i], values[i] + step, ... at positions
+        offsets[i] .. offsets[i + 1] - 1 (see _expand_slice)."""
+        self.over(int(offsets[-1]), lambda _, start, stop: _expand_slice(
+            values, offsets, start, stop, step, out[start:stop]))
+
+
+_build_threads_lock = threading.Lock()
+_build_threads_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _build_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run the pieces of chunk builds, one per core, shared by every build of
+    the process: chunks built at once (build_layout's, a chunk store's builders) queue their
+    pieces here instead of starting threads of their own, so the cores are not oversubscribed."""
+    global _build_threads_pool
+    with _build_threads_lock:
+        if _build_threads_pool is None:
+            _build_threads_pool = concurrent.futures.ThreadPoolExecutor(
+                os.cpu_count() or 1, thread_name_prefix="saberjax-layout")
+        return _build_threads_pool
+
+
+def _forget_build_threads() -> None:
+    """In a forked child: the parent's build threads do not exist there; start new ones."""
+    global _build_threads_lock, _build_threads_pool
+    _build_threads_lock, _build_threads_pool = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget_build_threads)
+
+
+def _expand_slice(values: np.ndarray, offsets: np.ndarray, start: int, stop: int, step: int,
+                  target: np.ndarray) -> None:
+    """target[:] = entries start .. stop - 1 of the runs i of values[i], values[i] + step, ...
+    at positions offsets[i] .. offsets[i + 1] - 1 (offsets from 0, increasing; a run of
+    length 0 only at the end; every value in int32).
+
+    np.repeat(values, np.diff(offsets)) for step 0, but as a scatter of the steps between
+    runs and a cumulative sum, which numpy runs without the GIL (np.repeat holds it), so
+    slices expand in parallel.
     """
-    target = np.empty(total, np.int32) if out is None else out[:total]
-    if total == 0:
-        return target
-    values, lengths = values.astype(np.int32, copy=False), lengths.astype(np.int32, copy=False)
+    if start >= stop:
+        return
+    first = int(np.searchsorted(offsets, start, side="right")) - 1
+    last = int(np.searchsorted(offsets, stop, side="left"))  # runs first .. last - 1
+    jumps = np.subtract(values[first + 1 : last], values[first : last - 1], dtype=np.int32)
+    if step:
+        lengths = np.diff(offsets[first:last])
+        lengths -= 1
+        lengths *= step
+        jumps -= lengths
+        del lengths
+    heads = offsets[first + 1 : last] - start
     target.fill(step)
-    target[0] = values[0]
-    target[np.cumsum(lengths[:-1])] = values[1:] - values[:-1] - step * (lengths[:-1] - 1)
+    target[0] = int(values[first]) + step * (start - int(offsets[first]))
+    target[heads] = jumps
     np.cumsum(target, out=target)
-    return target
+
+
+_ROW = np.dtype((np.void, 16))
+
+
+def _as_rows(records: np.ndarray) -> np.ndarray:
+    """[n, 4] int32 records as n items of 16 bytes, which numpy gathers and scatters whole."""
+    return records.view(_ROW)[:, 0]
+
+
+def _as_columns(rows: np.ndarray) -> np.ndarray:
+    """The [n, 4] int32 records of _as_rows."""
+    return rows.view(np.int32).reshape(-1, 4)
 
 
 def _stable_argsort_ranks(ranks: np.ndarray) -> np.ndarray:
     """The stable sorting permutation of non-negative int32 ranks, by numpy's radix sort of
-    16-bit keys: one pass when every rank fits 16 bits, else low digits first, then high."""
-    if ranks.size == 0 or int(ranks.max()) < 1 << 16:
-        return np.argsort(ranks.astype(np.uint16), kind="stable")
-    order = np.argsort((ranks & 0xFFFF).astype(np.uint16), kind="stable")
-    return order[np.argsort((ranks[order] >> 16).astype(np.uint16), kind="stable")]
+    16-bit keys: one pass with the ranks from 65,535 on sharing the last key; then the entries
+    of that key (ranks by decreasing word frequency: the rarest words, a few runs) by rank -
+    65,535, in one pass where that fits 16 bits, else low digits first, then high."""
+    last_key = 0xFFFF
+    order = np.argsort(np.minimum(ranks, last_key).astype(np.uint16), kind="stable")
+    tail = order[len(order) - np.count_nonzero(ranks >= last_key) :]  # a view of order
+    if tail.size:
+        tail_ranks = np.take(ranks, tail) - last_key
+        if int(tail_ranks.max()) < 1 << 16:
+            tail[:] = tail[np.argsort(tail_ranks.astype(np.uint16), kind="stable")]
+        else:
+            tail[:] = tail[np.argsort((tail_ranks & 0xFFFF).astype(np.uint16), kind="stable")]
+            tail_ranks = np.take(ranks, tail) - last_key
+            tail[:] = tail[np.argsort((tail_ranks >> 16).astype(np.uint16), kind="stable")]
+    return order
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -282,10 +448,10 @@ class LayoutPlan:
     word_order: np.ndarray  # int32 [V] word ids by decreasing corpus frequency
     word_rank: np.ndarray  # int32 [V] rank of each word id in word_order
 
-    def build_chunk(self, corpus: Corpus, index: int) -> Chunk:
-        """The PDOW arrays of chunk `index` (build_chunk)."""
+    def build_chunk(self, corpus: Corpus, index: int, workers: int | None = None) -> Chunk:
+        """The PDOW arrays of chunk `index` (build_chunk, cut into `workers` pieces)."""
         return build_chunk(corpus, *self.chunk_docs[index], self.word_rank,
-                           self.padded_tokens, self.padded_docs)
+                           self.padded_tokens, self.padded_docs, workers=workers)
 
 
 def plan_layout(corpus: Corpus, chunk_tokens: int | None = None,
@@ -320,14 +486,18 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
     plan = plan_layout(corpus, chunk_tokens, num_parts)
     spans = plan.chunk_docs
     chunks_per_part = len(spans) // num_parts
+    built = [index for index in range(len(spans))
+             if parts is None or index // chunks_per_part in parts]
+    cores = os.cpu_count() or 1
+    threads = max(1, min(len(built), cores))
 
     def build_one(index: int) -> Chunk | None:
-        if parts is not None and index // chunks_per_part not in parts:
+        if index not in built:
             return None
-        return plan.build_chunk(corpus, index)
+        return plan.build_chunk(corpus, index, workers=max(1, cores // threads))
 
-    # numpy's sort releases the GIL, so chunks of a large corpus build in parallel.
-    with concurrent.futures.ThreadPoolExecutor(min(len(spans), os.cpu_count() or 1)) as pool:
+    # one thread per chunk, each chunk's pieces on its share of the cores (build_chunk)
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         chunks = tuple(pool.map(build_one, range(len(spans))))
     return Layout(
         chunks=chunks,

@@ -81,3 +81,124 @@ def test_layout_build_is_linear_not_a_sort_of_tokens():
 
     sort_seconds = best_of_three(lambda: np.argsort(keys, kind="stable"))
     assert best_of_three(lambda: build_layout(corpus)) < 0.4 * sort_seconds
+
+
+def _mixed_corpus(seed: int = 0):
+    """About 500,000 tokens over a 200,000-word vocabulary (a Zipf-like and a uniform part:
+    some 160,000 words occur, the others never): documents of random token order and documents
+    grouped by word (UCI-like long runs), empty documents at the start, in the middle and at
+    the end, and one long document."""
+    from saberjax.corpus import Corpus
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 1000, 1000)
+    lengths[[0, 1, 500, 501, 502, 998, 999]] = 0
+    lengths[700] = 20_000  # a long document
+    words = (np.minimum(rng.zipf(1.1, lengths.sum()), 200_000) - 1
+             + (rng.random(lengths.sum()) < 0.7) * rng.integers(0, 200_000, lengths.sum()))
+    words %= 200_000
+    docs = np.repeat(np.arange(lengths.size), lengths)
+    grouped = np.isin(docs, np.flatnonzero(rng.random(lengths.size) < 0.5))
+    by_word = np.lexsort((words, docs))
+    words[grouped] = words[by_word][grouped[by_word]]
+    return Corpus(np.concatenate([[0], np.cumsum(lengths)]), words.astype(np.int32),
+                  tuple(f"w{i}" for i in range(200_000)))
+
+
+def _reference_chunk_order(corpus, first: int, last: int, word_rank: np.ndarray):
+    """(word, doc, doc-major position) of the word-major tokens by a comparison sort: word
+    rank, then longer documents first, then doc-major position."""
+    offsets = np.asarray(corpus.doc_offsets[first:last + 1], np.int64)
+    words = np.asarray(corpus.word_ids[offsets[0]:offsets[-1]])
+    lengths = np.diff(offsets)
+    doc = np.repeat(np.arange(last - first), lengths)
+    order = np.lexsort((np.arange(len(words)), -lengths[doc], word_rank[words]))
+    return words[order], doc[order], order
+
+
+def test_chunk_is_the_same_for_any_number_of_workers(monkeypatch):
+    """build_chunk cut into 1, 2, 3 or 7 pieces (small pieces forced) gives the same arrays,
+    and they are the PDOW order of a comparison sort: chunks of a corpus with empty
+    documents, long runs, words absent from the chunk and more than 65,536 distinct ranks in
+    a chunk, some beyond 2 x 65,535 (both radix passes of the rarest words), a chunk of one
+    document, a chunk of empty documents only and a chunk of none."""
+    from saberjax import layout
+
+    corpus = _mixed_corpus()
+    plan = layout.plan_layout(corpus, chunk_tokens=corpus.num_tokens // 2 + 1)
+    (first, middle), (_, end) = plan.chunk_docs
+    offsets = np.asarray(corpus.doc_offsets)
+    ranks_in_first = plan.word_rank[corpus.word_ids[: offsets[middle]]]
+    assert np.unique(ranks_in_first).size > 65_536 and ranks_in_first.max() >= 2 * 65_535
+    assert np.unique(ranks_in_first).size < corpus.num_words - 10_000
+    pieces = []
+    real_pieces = layout._Pieces
+
+    class CountedPieces(real_pieces):
+        def __init__(self, count):
+            pieces.append(count)
+            super().__init__(count)
+
+    monkeypatch.setattr(layout, "_Pieces", CountedPieces)
+    spans = [(first, middle), (middle, end), (700, 701), (500, 503), (998, 1000), (400, 400)]
+    pieces_of_span = []
+    for span in spans:
+        pieces.clear()
+        chunks = [layout.build_chunk(corpus, *span, plan.word_rank, plan.padded_tokens,
+                                     plan.padded_docs, workers=workers, piece_tokens=1_000)
+                  for workers in (1, 2, 3, 7)]
+        pieces_of_span.append(pieces[:])
+        n = int(chunks[0].num_tokens)
+        words, docs, positions = _reference_chunk_order(corpus, *span, plan.word_rank)
+        np.testing.assert_array_equal(chunks[0].word[:n], words)
+        np.testing.assert_array_equal(chunks[0].doc[:n], docs)
+        np.testing.assert_array_equal(chunks[0].doc_major_pos[:n], positions)
+        np.testing.assert_array_equal(chunks[0].tile_start, layout.word_tile_start(
+            words, corpus.num_words, plan.padded_tokens))
+        for chunk in chunks[1:]:
+            for field in ("word", "doc", "doc_major_pos", "doc_start", "num_tokens",
+                          "token_base", "tile_start"):
+                expected, actual = getattr(chunks[0], field), getattr(chunk, field)
+                assert actual.dtype == expected.dtype, field
+                np.testing.assert_array_equal(actual, expected, err_msg=field)
+            assert (chunk.tile_tokens, chunk.block_tokens) == (
+                chunks[0].tile_tokens, chunks[0].block_tokens)
+    # the pieces were used: all but the chunks of under 1,000 tokens
+    assert pieces_of_span == [[1, 2, 3, 7]] * 3 + [[1, 1, 1, 1]] * 3
+
+
+def test_stable_argsort_ranks_is_numpys_stable_sort():
+    from saberjax.layout import _stable_argsort_ranks
+
+    rng = np.random.default_rng(3)
+    for high in (1, 300, 65_535, 65_536, 70_000, 140_000, 2**31 - 1):
+        ranks = rng.integers(0, high, 200_000).astype(np.int32)
+        np.testing.assert_array_equal(_stable_argsort_ranks(ranks),
+                                      np.argsort(ranks, kind="stable"))
+        np.testing.assert_array_equal(_stable_argsort_ranks(ranks[::3]),
+                                      np.argsort(ranks[::3], kind="stable"))
+    assert _stable_argsort_ranks(np.zeros(0, np.int32)).size == 0
+
+
+def test_build_layout_shares_the_cores_between_its_chunks(monkeypatch):
+    from saberjax import layout
+
+    corpus = random_corpus(num_docs=80, num_words=30, seed=4)
+    asked = []
+    real_build_chunk = layout.LayoutPlan.build_chunk
+
+    def recording_build_chunk(plan, corpus, index, workers=None):
+        asked.append(workers)
+        return real_build_chunk(plan, corpus, index, workers)
+
+    monkeypatch.setattr(layout.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(layout.LayoutPlan, "build_chunk", recording_build_chunk)
+    layout.build_layout(corpus, chunk_tokens=corpus.num_tokens // 2 + 1)
+    assert asked == [4, 4]
+    asked.clear()
+    layout.build_layout(corpus, chunk_tokens=corpus.num_tokens // 4 + 1, num_parts=4,
+                        parts=[1, 2])
+    assert asked == [4, 4]
+    asked.clear()
+    layout.build_layout(corpus)
+    assert asked == [8]
