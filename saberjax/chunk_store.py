@@ -17,9 +17,10 @@ chunk with layout's own builder, compact it and write it to its place, never hol
 than a chunk per worker (as many workers as the host budget holds).  Every iteration the
 producer thread of streaming puts slot after slot on the devices and expands the chunk there,
 while reader threads read the next `prefetch` slots' chunks and states from disk (in pieces, at
-once); the writer thread writes each new state back into the other state file.  Reads and
-writes go through pread / pwrite into buffers of their own, so the store's pages never count
-in the process's resident memory (the page cache holds them while the machine has room).
+once); the writer thread copies each new state to pinned host memory and writes it from
+there into the other state file.  Reads and writes go through pread / pwrite into buffers of
+their own, so the store's pages never count in the process's resident memory (the page cache
+holds them while the machine has room).
 
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
 doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
