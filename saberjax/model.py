@@ -66,9 +66,8 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
     Computed in float64 and rounded once (np.divide into the float32 result) over a thread per
     core (numpy releases the GIL), each taking ranges of words a TOPIC_WORD_TILE at a time: the
     tile's float64 sums stay in cache, in a buffer of the thread's, and the quotients land in
-    the transpose as runs of the tile's words (K = 10,000 x V = 50,000 on one core: 1.4 s;
-    2-7 s a block of whole count rows at a time). The topic totals are summed per range, in
-    int64, so exactly.
+    the transpose as runs of the tile's words (whole count rows at a time leave the cache at
+    large K). The topic totals are summed per range, in int64, so exactly.
     """
     counts = np.asarray(word_topic_counts)
     num_words, num_topics = counts.shape
