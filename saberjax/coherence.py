@@ -3,16 +3,29 @@
 With D(w) the number of reference documents containing word w, D(w_i, w_j) those containing
 both, D the number of documents and a topic's top words w_1..w_N by decreasing probability:
 
-- UMass (Mimno et al. 2011): the sum over pairs i > j of log((D(w_i, w_j) + 1) / D(w_j)).
-  At most about 0; higher is more coherent; it grows with N (N(N-1)/2 terms).
+- UMass (Mimno et al. 2011): the mean over the N(N-1)/2 pairs i > j of
+  log((D(w_i, w_j) + 1) / D(w_j)), each word conditioned on a more probable one. At most
+  about 0 (log(1 + 1/D(w_j)) for a pair always together); higher is more coherent; usually
+  between about -0.5 and -3 for N = 10. Mimno et al. define the sum; the mean is what gensim's
+  CoherenceModel(coherence="u_mass") reports (its log_conditional_probability averaged over
+  the s_one_pre pairs, then over topics), so figures compare across N and with gensim's. The
+  smoothing stays Mimno's + 1 where gensim adds epsilon = 1e-12 to the document fraction,
+  log((D(w_i, w_j) / D + 1e-12) / (D(w_j) / D)): the two agree closely for pairs seen
+  together in many documents, but a pair never seen together scores log(1 / D(w_j)) here and
+  about log(1e-12 D / D(w_j)), near -28 + log(D / D(w_j)), in gensim, so on topics with such
+  pairs gensim's figures are lower.
 - NPMI (Bouma 2009): the mean over pairs i < j of log(P(w_i, w_j) / (P(w_i) P(w_j)))
   / -log P(w_i, w_j), with P the fraction of documents. In [-1, 1]: 1 for words that always
   occur together, about -1 for words never seen together. P(w_i, w_j) gets NPMI_EPSILON
   added (as in Röder et al. 2015 and gensim), so a pair that never co-occurs scores
   log(eps / (P(w_i) P(w_j))) / -log(eps) instead of dividing by infinity.
 
-A topic with a top word that no reference document contains has no score (NaN); means are over
-the topics with a score.
+A topic with a top word that no reference document contains has no score (NaN; gensim scores
+its pairs 0); means are over the topics with a score.
+
+The module is also callable as its function coherence: saberjax.coherence(model, reference) is
+coherence.coherence(model, reference), while saberjax.coherence.cooccurrence and the other
+names stay reachable (see _CallableModule).
 
 Only top words matter, so counting touches only the union U of all topics' top words: per batch
 of documents, the binary document x U incidence is built on the host and sent to the default
@@ -25,6 +38,9 @@ K times more (1,000 times for K = 1,000 topics of 10 distinct words).
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
+import types
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,7 +91,7 @@ class TopicCooccurrence:
         together = pair[:, later, earlier]
         with np.errstate(divide="ignore", invalid="ignore"):
             if measure == "umass":
-                per_topic = np.log((together + 1) / word_docs[:, earlier]).sum(axis=1)
+                per_topic = np.log((together + 1) / word_docs[:, earlier]).mean(axis=1)
             elif measure == "npmi":
                 joint = together / self.num_docs + NPMI_EPSILON
                 independent = word_docs[:, later] * word_docs[:, earlier] / self.num_docs ** 2
@@ -215,3 +231,21 @@ def default_reference(model: TopicModel, training: Corpus | None = None) -> Corp
                       f"differ); coherence is measured on it anyway", stacklevel=2,
                       skip_file_prefixes=(str(Path(__file__).parent),))  # the caller's line
     return corpus
+
+
+class _CallableModule(types.ModuleType):
+    """This module's type: calling the module calls its function coherence.
+
+    saberjax exports coherence at the top level, where saberjax.coherence is also this
+    module's name. A function bound there would shadow the module: `import saberjax.coherence
+    as m` and `saberjax.coherence.cooccurrence` read the package attribute and would get the
+    function. A callable module keeps both: `saberjax.coherence(model, reference)` scores, and
+    every module attribute and import form works as before.
+    """
+
+    def __call__(self, *args, **kwargs) -> CoherenceScores:
+        return coherence(*args, **kwargs)
+
+
+__signature__ = inspect.signature(coherence)  # what inspect and help show for the call
+sys.modules[__name__].__class__ = _CallableModule

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -93,6 +94,16 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
         denominators = totals + num_words * beta
         list(pool.map(fill, ranges))
     return topic_word
+
+
+def topic_word_entries(word_topic_counts: np.ndarray, beta: float,
+                       word_ids: np.ndarray) -> np.ndarray:
+    """float32 [K, N]: topic_word_from_counts(word_topic_counts, beta)[k, word_ids[k, n]], the
+    same values (the same float64 operations rounded once) without the K x V matrix."""
+    counts = np.asarray(word_topic_counts)
+    denominators = counts.sum(axis=0, dtype=np.int64) + counts.shape[0] * beta
+    topics = np.arange(counts.shape[1])[:, None]
+    return ((counts[word_ids, topics] + beta) / denominators[:, None]).astype(np.float32)
 
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
@@ -260,10 +271,51 @@ class TopicModel:
         totals = self.word_topic_counts.sum(axis=0).astype(np.float64)
         return totals / max(totals.sum(), 1.0)
 
-    def top_words(self, n: int = 10) -> list[list[str]]:
-        """The n most probable words of every topic."""
-        order = top_ids(self.word_topic_counts.T, min(n, self.word_topic_counts.shape[0]))
-        return [[self.vocab[v] for v in row] for row in order]
+    def top_words(self, n: int = 10, with_weights: bool = False
+                  ) -> list[list[str]] | list[list[tuple[str, float]]]:
+        """The n most probable words of every topic, largest first, ties to the lower word id.
+
+        with_weights: each word as a (word, probability) pair instead, the probability
+        p(word | topic) = topic_word[k, v] (the same float32 value, as a Python float), like
+        gensim's show_topic and tomotopy's get_topic_words. Only the n entries are computed,
+        not the K x V topic_word.
+        """
+        order = top_ids(self.word_topic_counts.T, min(n, self.num_words))
+        if not with_weights:
+            return [[self.vocab[v] for v in row] for row in order]
+        weights = topic_word_entries(self.word_topic_counts, self.beta, order)
+        return [[(self.vocab[v], float(weight)) for v, weight in zip(row, row_weights)]
+                for row, row_weights in zip(order.tolist(), weights)]
+
+    def word_topics(self, word: str, minimum_probability: float = 0.0) -> list[tuple[int, float]]:
+        """The topics of one vocabulary word as (topic, weight) pairs, largest weight first (ties
+        to the lower topic id), only those with weight >= minimum_probability; KeyError naming
+        the word when the vocabulary lacks it. Like gensim's get_term_topics.
+
+        weight = p(topic | word) = (n_wk + beta) / (n_w + K beta), with n_wk the word's training
+        tokens in topic k and n_w = sum_k n_wk: the smoothed share of the word's tokens that
+        topic k holds, so the weights sum to 1 over the topics. It is Bayes' rule on topic_word
+        with each topic's prior proportional to its smoothed size, n_k + V beta, the
+        denominator of topic_word. gensim's get_term_topics returns p(word | topic) instead (its
+        exp(E[log beta_kw]), in topic order), which does not sum to 1 over topics and ranks a
+        small topic with few tokens of the word above a large topic holding most of them; that
+        value is topic_word[:, v] here.
+        """
+        index = self._word_index.get(word)
+        if index is None:
+            raise KeyError(f"{word!r} is not in the model's vocabulary ({self.num_words:,} words)")
+        counts = self.word_topic_counts[index].astype(np.float64)
+        weights = (counts + self.beta) / (counts.sum() + self.num_topics * self.beta)
+        order = np.argsort(-weights, kind="stable")
+        return [(int(k), float(weights[k])) for k in order if weights[k] >= minimum_probability]
+
+    @functools.cached_property
+    def _word_index(self) -> dict[str, int]:
+        """Word string -> word id (the first, should the vocabulary repeat a word)."""
+        index = {}
+        for v, word in enumerate(self.vocab):
+            index.setdefault(word, v)
+        return index
 
     def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
                   batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:

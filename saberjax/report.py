@@ -8,7 +8,8 @@
     alpha.png        where alpha was learned (one value per topic): alpha_k of every topic,
                      largest first, beside the topic's share of the tokens (matplotlib too)
     topics.md        a summary of the model, then every topic's share of the tokens, alpha,
-                     coherence (NPMI, UMass) and top words, largest topics first
+                     coherence (NPMI, UMass: means over word pairs, see saberjax.coherence)
+                     and top words, largest topics first
     topics.html      the same as one self-contained page (inline CSS, the plot embedded)
 """
 
@@ -207,7 +208,7 @@ def model_summary(model: TopicModel, metrics: Sequence[dict],
         where = f", {config['backend']} backend" if "backend" in config else ""
         lines.append(("throughput", f"{speed:,.2f} Mtoken/s (median over iterations{where})"))
     top_n = scores["npmi"].top_n
-    lines.append(("coherence", f"NPMI {scores['npmi'].mean:.3f}, UMass {scores['umass'].mean:.2f} "
+    lines.append(("coherence", f"NPMI {scores['npmi'].mean:.3f}, UMass {scores['umass'].mean:.3f} "
                   f"(means over topics; top {top_n} words; documents of "
                   f"{reference.name or 'the reference corpus'}: {reference.num_docs:,})"))
     return lines
@@ -234,7 +235,7 @@ def topics_markdown(title: str, summary: list[tuple[str, str]], rows: list[Topic
     lines += ["", "| rank | topic | share | alpha | NPMI | UMass | top words |",
               "|---:|---:|---:|---:|---:|---:|---|"]
     lines += [f"| {rank} | {row.topic} | {100 * row.share:.2f}% | {row.alpha:.4g} | "
-              f"{_number(row.npmi, 3)} | {_number(row.umass, 2)} | "
+              f"{_number(row.npmi, 3)} | {_number(row.umass, 3)} | "
               f"{' '.join(map(_markdown_escape, row.words))} |"
               for rank, row in enumerate(rows, 1)]
     return "\n".join(lines) + "\n"
@@ -293,8 +294,8 @@ def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow]
                      f'src="data:image/png;base64,{base64.b64encode(png).decode()}">')
     parts.append(f'<p class="legend">Topics by share of training tokens. NPMI (in [-1, 1]) '
                  f'shaded red at {-NPMI_COLOUR_RANGE} and below to green at '
-                 f'{NPMI_COLOUR_RANGE} and above; UMass sums its word pairs (higher is more '
-                 f'coherent).</p>')
+                 f'{NPMI_COLOUR_RANGE} and above; UMass is the mean over word pairs, as '
+                 "gensim's u_mass (at most about 0, higher is more coherent).</p>")
     parts.append('<table><thead><tr><th>rank</th><th>topic</th><th>share</th><th>alpha</th>'
                  '<th>NPMI</th><th>UMass</th><th class="words">top words</th></tr></thead>'
                  '<tbody>')
@@ -303,7 +304,7 @@ def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow]
         parts.append(
             f"<tr><td>{rank}</td><td>{row.topic}</td><td class=share>{100 * row.share:.2f}%"
             f'<span class=bar style="width:{100 * row.share / largest:.1f}%"></span></td>'
-            f"<td>{row.alpha:.4g}</td>{_npmi_cell(row.npmi)}<td>{_number(row.umass, 2)}</td>"
+            f"<td>{row.alpha:.4g}</td>{_npmi_cell(row.npmi)}<td>{_number(row.umass, 3)}</td>"
             f"<td class=words>{words}</td></tr>")
     parts.append("</tbody></table></body></html>")
     return "\n".join(parts) + "\n"

@@ -1,6 +1,7 @@
 """Topic coherence: agrees with a direct per-pair count, ranks coherent topics first, and does
 not depend on batching or on how the reference spells its vocabulary order."""
 
+import inspect
 import itertools
 import json
 import math
@@ -9,7 +10,10 @@ import numpy as np
 import pytest
 from helpers import launch, random_corpus
 
+import saberjax
+import saberjax.coherence as module
 from saberjax import coherence
+from saberjax.coherence import cooccurrence
 from saberjax.corpus import Corpus, load_bundled, save_native, train_test_split
 from saberjax.model import TopicModel
 
@@ -25,8 +29,9 @@ def direct_scores(top_ids, corpus: Corpus) -> dict[str, list[float]]:
 
     umass, npmi = [], []
     for words in top_ids.tolist():
-        umass.append(sum(math.log((docs_with(words[i], words[j]) + 1) / docs_with(words[j]))
-                         for i in range(len(words)) for j in range(i)))
+        umass.append(float(np.mean([
+            math.log((docs_with(words[i], words[j]) + 1) / docs_with(words[j]))
+            for i in range(len(words)) for j in range(i)])))
         pair_npmi = []
         for first, second in itertools.combinations(words, 2):
             joint = docs_with(first, second) / len(documents) + coherence.NPMI_EPSILON
@@ -54,6 +59,31 @@ def test_scores_equal_a_direct_per_pair_computation():
         assert (scores.measure, scores.top_n) == (measure, 5)
     single = coherence.coherence(topic_word, corpus, top_n=5, measure="umass")
     np.testing.assert_array_equal(single.per_topic, counts.score("umass").per_topic)
+
+
+def test_umass_is_the_mean_over_word_pairs_as_gensim_reports_it():
+    # Documents as word sets: {0, 1}, {0, 1, 2}, {0}, {0, 2}, {1, 3}, so D(0) = 4, D(1) = 3,
+    # D(3) = 1; D(0, 1) = 2, D(0, 2) = 2, D(1, 2) = 1, D(1, 3) = 1, D(0, 3) = 0.
+    documents = [[0, 1], [0, 1, 2, 1], [0], [2, 0], [1, 3]]
+    topic_word = np.array([[3.0, 2.0, 1.0, 0.0], [1.0, 2.0, 0.0, 3.0]])  # top 0 1 2; 3 1 0
+    scores = coherence.coherence(topic_word, corpus_of(documents, 4), top_n=3, measure="umass")
+    # Each later word given each earlier one: log((D(later, earlier) + 1) / D(earlier)).
+    topic_0 = [math.log(3 / 4), math.log(3 / 4), math.log(2 / 3)]  # 1|0, 2|0, 2|1
+    topic_1 = [math.log(2 / 1), math.log(1 / 1), math.log(3 / 3)]  # 1|3, 0|3, 0|1
+    assert scores.per_topic.tolist() == pytest.approx([sum(topic_0) / 3, sum(topic_1) / 3],
+                                                      rel=1e-12)
+    assert scores.mean == pytest.approx((sum(topic_0) + sum(topic_1)) / 6, rel=1e-12)
+
+
+def test_the_package_exports_coherence_as_a_callable_module():
+    assert "coherence" in saberjax.__all__ and saberjax.coherence is module is coherence
+    assert module.cooccurrence is cooccurrence
+    corpus = random_corpus(num_docs=30, num_words=12, seed=5)
+    topic_word = np.random.default_rng(5).random((3, corpus.num_words))
+    called = saberjax.coherence(topic_word, corpus, top_n=4, measure="umass")
+    np.testing.assert_array_equal(
+        called.per_topic, module.coherence(topic_word, corpus, 4, "umass").per_topic)
+    assert "measure" in str(inspect.signature(saberjax.coherence))
 
 
 def test_words_that_always_co_occur_beat_words_that_never_do():

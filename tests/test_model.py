@@ -111,6 +111,47 @@ def test_a_model_from_before_format_versions_still_loads(tmp_path):
     assert loaded.top_words(1) == [["w5"], ["w5"]]
 
 
+def test_top_words_with_weights_are_topic_word_values_in_the_same_order():
+    counts = np.random.default_rng(7).integers(0, 5, (40, 6)).astype(np.int32)  # many ties
+    counts[:, 4] = 0  # an empty topic: every word ties, so the lowest ids come first
+    vocab = tuple(f"w{i}" for i in range(40))
+    model = TopicModel(counts, 0.1, 0.05, vocab)
+    topic_word = model.topic_word
+    weighted = model.top_words(8, with_weights=True)
+    assert [[word for word, _ in topic] for topic in weighted] == model.top_words(8)
+    assert [word for word, _ in weighted[4]] == list(vocab[:8])
+    for k, topic in enumerate(weighted):
+        for word, probability in topic:
+            assert type(probability) is float
+            assert probability == topic_word[k, vocab.index(word)]  # the float32 value, exactly
+        # largest first, ties to the lower word id
+        keys = [(-probability, vocab.index(word)) for word, probability in topic]
+        assert keys == sorted(keys)
+    assert len(model.top_words(100, with_weights=True)[0]) == 40
+
+
+def test_word_topics_gives_p_topic_given_word_largest_first():
+    counts = np.array([[0, 6, 2, 2], [5, 0, 0, 0], [0, 0, 0, 0]], np.int32)
+    model = TopicModel(counts, 0.5, 0.5, ("apple", "berry", "cherry"))
+
+    def pairs(word, minimum_probability=0.0):
+        found = model.word_topics(word, minimum_probability)
+        assert all(type(k) is int and type(weight) is float for k, weight in found)
+        return [k for k, _ in found], [weight for _, weight in found]
+
+    # (n_wk + beta) / (n_w + K beta) = (0.5, 6.5, 2.5, 2.5) / 12; the tie goes to topic 2
+    topics, weights = pairs("apple")
+    assert topics == [1, 2, 3, 0]
+    assert weights == pytest.approx([6.5 / 12, 2.5 / 12, 2.5 / 12, 0.5 / 12], rel=1e-12)
+    assert pairs("apple", minimum_probability=2.5 / 12)[0] == [1, 2, 3]
+    assert sum(pairs("berry")[1]) == pytest.approx(1.0, rel=1e-12)
+    assert pairs("berry", minimum_probability=0.75) == ([0], [pytest.approx(5.5 / 7)])
+    assert model.word_topics("berry", minimum_probability=0.9) == []
+    assert pairs("cherry") == ([0, 1, 2, 3], [0.25] * 4)  # no tokens: the prior alone
+    with pytest.raises(KeyError, match="'durian' is not in the model's vocabulary"):
+        model.word_topics("durian")
+
+
 def test_topic_word_is_computed_in_tiles_exactly_as_in_float64(tmp_path, monkeypatch):
     """Writing a large model stays fast because topic_word is computed over a thread per core
     and never holds a float64 copy of the whole matrix (K = 1,024 x V = 50,000 took 2 s for

@@ -54,6 +54,9 @@ def test_pages_list_every_topic_by_share_with_words_escaped(model_and_reference,
     assert table_topics(markdown, r"\n\| \d+ \| (\d+) \|") == by_share
     assert r"left\|right" in markdown and r"snake\_case" in markdown
     assert f"{written.scores['npmi'].per_topic[2]:.3f}" in markdown
+    umass = written.scores["umass"]  # a mean over word pairs, about -3 to 0: 3 decimals
+    assert f"UMass {umass.mean:.3f} (means over topics" in markdown
+    assert f"| {umass.per_topic[2]:.3f} |" in markdown
 
     page = (tmp_path / report.HTML_FILE).read_text()
     assert table_topics(page, r"<tr><td>\d+</td><td>(\d+)</td>") == by_share
@@ -61,6 +64,8 @@ def test_pages_list_every_topic_by_share_with_words_escaped(model_and_reference,
     assert "fish&amp;chips" in page and "random&lt;4&gt;" in page
     assert "-7.3000 per token (iteration 7" in page  # the last held-out score
     assert "http" not in page  # self-contained
+    assert f"<td>{written.scores['umass'].per_topic[2]:.3f}</td>" in page
+    assert "UMass is the mean over word pairs" in page
 
 
 def test_the_plot_is_written_and_embedded_when_matplotlib_is_installed(model_and_reference,
