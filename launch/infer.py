@@ -31,8 +31,9 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags
 
-from saberjax import cli, corpus_cache, outputs, text
+from saberjax import cli, outputs, text
 from saberjax import corpus as corpus_io
+from saberjax.corpus import cache as corpus_cache
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
 from saberjax.model import TopicModel, atomic_write
 

@@ -38,7 +38,8 @@ from absl import flags, logging
 
 from saberjax import checkpoint, cli, execution, processes, trainer
 from saberjax import corpus as corpus_io
-from saberjax import corpus_cache, layout_cache, timing
+from saberjax import layout_cache, timing
+from saberjax.corpus import cache as corpus_cache
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.progress import Progress, time_line

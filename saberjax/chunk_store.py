@@ -66,7 +66,7 @@ import numpy as np
 
 from saberjax import outputs, streaming, timing
 from saberjax.corpus import Corpus
-from saberjax.corpus_cache import cache_root
+from saberjax.corpus.cache import cache_root
 from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
 from saberjax.state import ChunkState, Hyperparams
 

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import corpus_cache, layout, outputs, rng, timing
+from saberjax import layout, outputs, rng, timing
 from saberjax.corpus import Corpus
+from saberjax.corpus import cache as corpus_cache
 
 CACHE_VERSION = 1
 MANIFEST = "layout.json"

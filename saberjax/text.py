@@ -1,5 +1,6 @@
-"""Plain text input: raw documents -> tokens -> vocabulary (corpus.load_text and
-corpus.corpus_from_documents make the Corpus of it).
+"""Plain text input: raw documents -> tokens -> vocabulary (saberjax.corpus.plain_text makes
+the Corpus of it with the public builder corpus.from_entries: load_text, corpus_from_documents,
+corpus_in_vocabulary).
 
 The rules are those the shared corpora were built with (shared/data/README.md), so a model
 trained on your own text is comparable to the benchmarks:

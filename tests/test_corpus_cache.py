@@ -1,4 +1,4 @@
-"""saberjax.corpus_cache: native copies of corpora read from text formats, keyed by content and
+"""saberjax.corpus.cache: native copies of corpora read from text formats, keyed by content and
 reading options, never trusted when stale or damaged."""
 
 import json
@@ -6,9 +6,9 @@ import os
 import warnings
 
 import pytest
-from test_corpus import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
+from corpus_helpers import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
 
-from saberjax import corpus_cache
+from saberjax.corpus import cache as corpus_cache
 from saberjax.corpus import load_corpus, save_native
 
 # documents 1 and 4 of 5 have entries; 2, 3 and 5 are dropped as empty

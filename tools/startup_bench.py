@@ -31,7 +31,7 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import corpus_cache
+from saberjax.corpus import cache as corpus_cache
 from saberjax.layout import build_layout
 from saberjax.model import TopicModel
 

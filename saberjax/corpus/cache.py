@@ -1,12 +1,12 @@
 """A cache of corpora read from text formats (UCI, LDA-C, plain text) in the native format.
 
-Reading a corpus from a gzipped UCI file or from raw text takes seconds (wiki25k: 5.2 s on two
-CPU cores); the native format loads memory-mapped in a fraction of that.  `load_corpus` reads
-a corpus once, keeps a native copy under the cache directory and loads that copy on later
-calls.  An entry is keyed by the SHA-256 of the source files' contents (names within the source
-and bytes) and the reading options (format, text options), so a changed file or option never
-finds an old entry; its `cache.json` repeats the key and records the copy's corpus fingerprint
-and the warnings reading the source gave (dropped empty documents), which every load repeats.
+Reading a corpus from a gzipped UCI file or from raw text takes seconds; the native format
+loads memory-mapped in a fraction of that.  `load_corpus` reads a corpus once, keeps a native
+copy under the cache directory and loads that copy on later calls.  An entry is keyed by the
+SHA-256 of the source files' contents (names within the source and bytes) and the reading
+options (format, text options), so a changed file or option never finds an old entry; its
+`cache.json` repeats the key and records the copy's corpus fingerprint and the warnings reading
+the source gave (dropped empty documents), which every load repeats.
 
 An entry is used only when its manifest is readable and names the same key, its files load as
 a native corpus and the loaded corpus has the recorded fingerprint (a full hash of its tokens
@@ -32,9 +32,9 @@ from pathlib import Path
 
 from absl import flags
 
-from saberjax import corpus as corpus_io
 from saberjax import outputs, text
-from saberjax.corpus import Corpus
+from saberjax.corpus import formats, native
+from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
 CACHE_VERSION = 1
@@ -43,7 +43,6 @@ CORPUS_FOLDER = "corpus"
 _ENTRY_FILES = (MANIFEST, CORPUS_FOLDER)
 _READ_BLOCK = 1 << 24
 COMPILE_SECONDS_CACHED = 0.2
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def cache_root() -> Path:
@@ -74,7 +73,7 @@ def use_compilation_cache(directory) -> None:
 def reading_options(path, format: str = "auto", **text_options) -> dict:
     """The settings that decide what load_corpus(path, format, **text_options) returns: the
     detected format and, for plain text, every text option (defaults filled in)."""
-    chosen = corpus_io.detect_format(Path(path)) if format == "auto" else format
+    chosen = formats.detect_format(Path(path)) if format == "auto" else format
     if chosen != "text":
         return dict(format=chosen)
     defaults = dict(min_df=text.DEFAULT_MIN_DF, max_df=text.DEFAULT_MAX_DF,
@@ -85,7 +84,7 @@ def reading_options(path, format: str = "auto", **text_options) -> dict:
 def cache_key(path, format: str = "auto", **text_options) -> str:
     """SHA-256 hex of the source files' contents and the reading options (see the module)."""
     path = Path(path)
-    files = corpus_io.source_files(path, format)
+    files = formats.source_files(path, format)
     digest = hashlib.sha256(f"saberjax-corpus-cache-v{CACHE_VERSION}\0".encode())
     digest.update(json.dumps(reading_options(path, format, **text_options),
                              sort_keys=True).encode())
@@ -103,13 +102,13 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
     already); errors in the source or the options are load_corpus's, raised before the cache
     is written."""
     path = Path(path)
-    chosen = corpus_io.detect_format(path) if format == "auto" else format
+    chosen = formats.detect_format(path) if format == "auto" else format
     if chosen == "native" or (text_options and chosen != "text"):  # as it is, or its error
-        return corpus_io.load_corpus(path, chosen, **text_options)
+        return formats.load_corpus(path, chosen, **text_options)
     try:
         key = cache_key(path, chosen, **text_options)
     except OSError:  # a missing or unreadable source: load_corpus names it
-        return corpus_io.load_corpus(path, chosen, **text_options)
+        return formats.load_corpus(path, chosen, **text_options)
     options = reading_options(path, chosen, **text_options)
     entry = Path(default_cache_dir() if cache_dir is None else cache_dir) / key[:32]
     cached = _read_entry(entry, key)
@@ -117,7 +116,7 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
         return cached
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        corpus = corpus_io.load_corpus(path, chosen, **text_options)
+        corpus = formats.load_corpus(path, chosen, **text_options)
     notes = [str(warning.message) for warning in caught]
     for note in notes:
         cache_warning(note)
@@ -149,7 +148,7 @@ def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus
     """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
     --nocache."""
     if flagged_root() is None:
-        return corpus_io.load_corpus(path, format, **text_options)
+        return formats.load_corpus(path, format, **text_options)
     return load_corpus(path, format, flagged_root() / "corpora", **text_options)
 
 
@@ -176,7 +175,7 @@ def _read_entry(entry: Path, key: str) -> Corpus | None:
         return None
     try:
         manifest = keyed_manifest(entry / MANIFEST, key)
-        corpus = dataclasses.replace(corpus_io.load_native(entry / CORPUS_FOLDER),
+        corpus = dataclasses.replace(native.load_native(entry / CORPUS_FOLDER),
                                      dropped_empty_docs=int(manifest["dropped_empty_docs"]))
         if corpus.fingerprint() != manifest.get("corpus_fingerprint"):
             raise CorpusFormatError(f"{entry / CORPUS_FOLDER}: its tokens or vocabulary differ "
@@ -201,7 +200,7 @@ def _write_entry(entry: Path, key: str, corpus: Corpus, source: Path, options: d
                     corpus_fingerprint=corpus.fingerprint(),
                     dropped_empty_docs=corpus.dropped_empty_docs, notes=notes)
     with outputs.staged_directory(entry, _ENTRY_FILES, "a saberjax corpus cache entry") as staging:
-        corpus_io.save_native(corpus, staging / CORPUS_FOLDER)
+        native.save_native(corpus, staging / CORPUS_FOLDER)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     for other in entry.parent.iterdir():
         if other == entry or not (other / MANIFEST).is_file():
@@ -216,4 +215,4 @@ def _write_entry(entry: Path, key: str, corpus: Corpus, source: Path, options: d
 
 def cache_warning(message: str) -> None:
     """A warning about a cache entry, attributed to the caller outside saberjax."""
-    warnings.warn(message, stacklevel=2, skip_file_prefixes=(_PACKAGE_DIR,))
+    warnings.warn(message, stacklevel=2, skip_file_prefixes=(PACKAGE_DIR,))

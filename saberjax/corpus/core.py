@@ -1,0 +1,240 @@
+"""The Corpus type, its builders from entries, align_vocabulary and the shared limits.
+
+A :class:`Corpus` is a CSR-like token stream: ``doc_offsets`` (int64, D+1) delimits each
+document's slice of ``word_ids`` (int32, T). :func:`from_entries` and :func:`from_doc_runs`
+build one from (document, word, count) entries or from runs of a document's tokens, dropping
+documents without tokens (with a warning and ``Corpus.dropped_empty_docs``) unless asked to
+keep them; every loader of a text format, count matrices and plain text build through them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from saberjax.errors import CorpusFormatError
+
+MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
+WORD_COUNT_BLOCK = 1 << 24  # tokens per np.bincount in Corpus.word_counts
+
+# saberjax's folder: warnings skip its frames, naming the caller
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Corpus:
+    """Documents as one token stream: doc d is ``word_ids[doc_offsets[d]:doc_offsets[d + 1]]``.
+
+    doc_offsets: int64 [D+1]; word_ids: int32 [T], each document's tokens in file order;
+    vocab: word id i is vocab[i]; dropped_empty_docs: documents a loader dropped for having no
+    tokens; unknown_tokens: tokens skipped for a word outside the vocabulary the documents
+    were matched to (corpus_in_vocabulary, align_vocabulary). Arrays are validated, converted to
+    int64 / int32 (memory maps are not copied) and exposed read-only, so a corpus cannot change
+    after its fingerprint is taken.
+    """
+
+    doc_offsets: np.ndarray
+    word_ids: np.ndarray
+    vocab: tuple[str, ...]
+    name: str = ""
+    dropped_empty_docs: int = 0
+    unknown_tokens: int = 0
+
+    def __post_init__(self):
+        offsets = int_vector(self.doc_offsets, "doc_offsets")
+        word_ids = int_vector(self.word_ids, "word_ids")
+        vocab = tuple(self.vocab)
+        if offsets.size == 0:
+            raise CorpusFormatError("doc_offsets is empty; it needs num_docs + 1 entries")
+        if offsets[0] != 0:
+            raise CorpusFormatError(f"doc_offsets[0] is {offsets[0]}, expected 0")
+        if offsets[-1] != word_ids.size:
+            raise CorpusFormatError(
+                f"doc_offsets[-1] is {offsets[-1]}, expected num_tokens = {word_ids.size}")
+        steps = np.diff(offsets)
+        if np.any(steps < 0):
+            i = int(np.argmax(steps < 0))
+            raise CorpusFormatError(
+                f"doc_offsets decrease at index {i + 1} ({offsets[i]} -> {offsets[i + 1]})")
+        check_word_ids(word_ids, len(vocab))
+        object.__setattr__(self, "doc_offsets", _read_only(offsets.astype(np.int64, copy=False)))
+        object.__setattr__(self, "word_ids", _read_only(word_ids.astype(np.int32, copy=False)))
+        object.__setattr__(self, "vocab", vocab)
+
+    def __repr__(self) -> str:
+        return (f"Corpus(name={self.name!r}, num_docs={self.num_docs}, "
+                f"num_tokens={self.num_tokens}, num_words={self.num_words})")
+
+    @property
+    def num_docs(self) -> int:
+        return self.doc_offsets.size - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return self.word_ids.size
+
+    @property
+    def num_words(self) -> int:
+        return len(self.vocab)
+
+    def doc_lengths(self) -> np.ndarray:
+        """Tokens per document, int64 [D]."""
+        return np.diff(self.doc_offsets)
+
+    def word_counts(self) -> np.ndarray:
+        """Tokens per word id, int64 [V], counted WORD_COUNT_BLOCK tokens at a time
+        (np.bincount copies what it counts to int64: 8 bytes a token at once otherwise)."""
+        counts = np.zeros(self.num_words, np.int64)
+        for start in range(0, self.num_tokens, WORD_COUNT_BLOCK):
+            counts += np.bincount(self.word_ids[start: start + WORD_COUNT_BLOCK],
+                                  minlength=self.num_words)
+        return counts
+
+    def fingerprint(self) -> str:
+        """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes.
+
+        Identifies a corpus in caches and run records; computed once per object.
+        """
+        return self._fingerprint
+
+    @functools.cached_property
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256(b"saberjax-corpus-v1\0")
+        digest.update(f"{self.num_docs} {self.num_tokens} {self.num_words}\n".encode())
+        digest.update(np.ascontiguousarray(self.doc_offsets, dtype="<i8"))
+        digest.update(np.ascontiguousarray(self.word_ids, dtype="<i4"))
+        digest.update(json.dumps(self.vocab, ensure_ascii=False).encode())
+        return digest.hexdigest()
+
+    def subset(self, doc_indices) -> Corpus:
+        """The given documents, in the given order, with the same vocabulary and name.
+
+        Each run of consecutive documents is copied as one slice, so the tokens cost no
+        memory beyond the result (a train/test split of the corpus is a few thousand runs).
+        """
+        docs = int_vector(doc_indices, "doc_indices")
+        if docs.size and (docs.min() < 0 or docs.max() >= self.num_docs):
+            raise IndexError(f"doc_indices must lie in [0, {self.num_docs}), "
+                             f"got values from {docs.min()} to {docs.max()}")
+        heads = docs[np.diff(docs, prepend=-2) != 1]  # first and last document of each run
+        tails = docs[np.diff(docs, append=-2) != 1]
+        starts, ends = self.doc_offsets[heads].tolist(), self.doc_offsets[tails + 1].tolist()
+        word_ids = np.concatenate([self.word_ids[:0]] + [
+            self.word_ids[start:end] for start, end in zip(starts, ends)])
+        return Corpus(offsets_from_lengths(self.doc_lengths()[docs]), word_ids, self.vocab,
+                      name=self.name)
+
+    def doc_word_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(doc int64, word int32, count int32) per distinct (doc, word) pair, by doc then word.
+
+        The sparse document-word count matrix, for count-based initialisation and evaluation.
+        """
+        docs = np.repeat(np.arange(self.num_docs, dtype=np.int64), self.doc_lengths())
+        keys, counts = np.unique(docs * self.num_words + self.word_ids, return_counts=True)
+        doc, word = np.divmod(keys, max(self.num_words, 1))
+        return doc, word.astype(np.int32), counts.astype(np.int32)
+
+
+def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
+    """The corpus re-expressed in another vocabulary, matching words by their strings.
+
+    Tokens of words missing from `vocab` are dropped (with a warning saying how many), and
+    documents keep their order, so that test documents with their own vocabulary file can be
+    scored against a trained model.  A corpus none of whose tokens is left is an error
+    (CorpusFormatError naming both vocabularies' sizes), since scoring nothing would look like
+    a perfect score.  Returns the corpus itself when the vocabularies are equal.
+    """
+    vocab = tuple(vocab)
+    if corpus.vocab == vocab:
+        return corpus
+    index = {word: i for i, word in enumerate(vocab)}
+    mapping = np.array([index.get(word, -1) for word in corpus.vocab], dtype=np.int64)
+    mapped = mapping[corpus.word_ids]
+    known = mapped >= 0
+    shared = (f"{int((mapping >= 0).sum())} of its {len(corpus.vocab)} words are in the model "
+              f"vocabulary of {len(vocab)} words")
+    if corpus.num_tokens and not known.any():
+        raise CorpusFormatError(f"{corpus.name or 'corpus'}: {shared}, so none of its "
+                                f"{corpus.num_tokens} tokens can be scored; is it in the model's "
+                                f"language and vocabulary?")
+    if not known.all():
+        warnings.warn(f"{corpus.name or 'corpus'}: {shared}; dropped {int((~known).sum())} of "
+                      f"{corpus.num_tokens} tokens whose words are not in the model vocabulary",
+                      stacklevel=2)
+    docs = np.repeat(np.arange(corpus.num_docs), corpus.doc_lengths())[known]
+    lengths = np.bincount(docs, minlength=corpus.num_docs)
+    return Corpus(offsets_from_lengths(lengths), mapped[known].astype(np.int32), vocab,
+                  name=corpus.name, dropped_empty_docs=corpus.dropped_empty_docs,
+                  unknown_tokens=corpus.unknown_tokens + int((~known).sum()))
+
+
+def from_entries(doc, word, count, num_docs: int, vocab: tuple[str, ...], name: str,
+                 source: str, keep_empty: bool = False) -> Corpus:
+    """The corpus of validated entries: count[i] >= 1 tokens of word word[i] in document doc[i]
+    (0-based, doc in [0, num_docs), word in [0, len(vocab))), expanded into a token stream.
+
+    Entries are grouped by document stably, so each document keeps its entries' order;
+    documents without entries are dropped (and counted, with a warning naming `source`), so
+    the cost never depends on num_docs, unless keep_empty (one document per id, empty ones
+    included). The corpus is named `name`.
+    """
+    if np.any(doc[1:] < doc[:-1]):
+        order = np.argsort(doc, kind="stable")
+        doc, word, count = doc[order], word[order], count[order]
+    return from_doc_runs(doc, count, np.repeat(word.astype(np.int32), count), num_docs,
+                         vocab, name, source, keep_empty)
+
+
+def from_doc_runs(doc, tokens, word_ids, num_docs: int, vocab: tuple[str, ...],
+                  name: str, source: str, keep_empty: bool = False) -> Corpus:
+    """The corpus of word_ids, made of runs of tokens[i] >= 1 tokens of document doc[i]
+    (non-decreasing in [0, num_docs)); documents without tokens are dropped (with a warning)
+    unless keep_empty."""
+    if keep_empty:  # document d starts where the runs of documents >= d start
+        first_run = np.searchsorted(doc, np.arange(num_docs + 1))
+        return Corpus(offsets_from_lengths(tokens)[first_run], word_ids, vocab, name=name)
+    doc_starts = np.flatnonzero(np.diff(doc, prepend=-1))  # tokens >= 1: no empty docs here
+    doc_offsets = offsets_from_lengths(tokens)[np.append(doc_starts, doc.size)]
+    dropped = num_docs - doc_starts.size
+    if dropped:
+        warnings.warn(f"{source}: dropped {dropped} empty document(s)", stacklevel=2,
+                      skip_file_prefixes=(PACKAGE_DIR,))
+    return Corpus(doc_offsets, word_ids, vocab, name=name, dropped_empty_docs=dropped)
+
+
+def int_vector(values, what: str) -> np.ndarray:
+    """values as a 1-D integer array (an empty sequence counts as integer); CorpusFormatError
+    naming `what` otherwise."""
+    array = np.asarray(values)
+    if array.size == 0 and not np.issubdtype(array.dtype, np.integer):
+        array = array.astype(np.int64)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise CorpusFormatError(
+            f"{what} must be a 1-D integer array, got dtype {array.dtype} and shape {array.shape}")
+    return array
+
+
+def check_word_ids(word_ids: np.ndarray, num_words: int) -> None:
+    """CorpusFormatError naming the first word id outside [0, num_words), if any."""
+    if word_ids.size and (word_ids.min() < 0 or word_ids.max() >= num_words):
+        i = int(np.argmax((word_ids < 0) | (word_ids >= num_words)))
+        raise CorpusFormatError(
+            f"word_ids[{i}] is {word_ids[i]}, outside the vocabulary range [0, {num_words})")
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def offsets_from_lengths(lengths: np.ndarray) -> np.ndarray:
+    """Document offsets (int64, D+1) of documents of the given lengths."""
+    return np.concatenate((np.zeros(1, np.int64), np.cumsum(lengths, dtype=np.int64)))

@@ -1,0 +1,209 @@
+"""The native corpus format: a folder of ``.npy`` files and a vocabulary that loads
+memory-mapped, written atomically, and restores a corpus exactly (empty documents included,
+so that aligned corpora such as the halves of split_document_halves survive a round trip)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from saberjax import outputs
+from saberjax.corpus.reading import read_bytes, read_vocab
+from saberjax.corpus.core import Corpus, check_word_ids, int_vector
+from saberjax.errors import CorpusFormatError
+
+_NATIVE_FORMAT = "saberjax-native"
+_NATIVE_VERSION = 1
+META_FILE = "corpus.json"
+_OFFSETS_FILE = "doc_offsets.npy"
+_WORD_IDS_FILE = "word_ids.npy"
+_VOCAB_FILE = "vocab.txt"
+NATIVE_FILES = (META_FILE, _OFFSETS_FILE, _WORD_IDS_FILE, _VOCAB_FILE)
+
+
+class _NpyAppender:
+    """A 1-D little-endian .npy file written in pieces, its header fixed up on close.
+
+    NumPy pads 1-D headers to a size that does not depend on the length, so the header is
+    rewritten in place once the length is known and the data is written exactly once.
+    """
+
+    def __init__(self, path: Path, dtype):
+        self._dtype = np.dtype(dtype).newbyteorder("<")
+        self._length = 0
+        self._file = open(path, "wb")
+        self._write_header()
+        self._data_start = self._file.tell()
+
+    def _write_header(self) -> None:
+        np.lib.format.write_array_header_1_0(self._file, {
+            "descr": np.lib.format.dtype_to_descr(self._dtype),
+            "fortran_order": False,
+            "shape": (self._length,),
+        })
+
+    def append(self, values: np.ndarray) -> None:
+        data = np.ascontiguousarray(values, dtype=self._dtype)
+        self._file.write(data.data)
+        self._length += data.size
+
+    def finish(self) -> None:
+        """Writes the final header and flushes the file to disk."""
+        self._file.seek(0)
+        self._write_header()
+        if self._file.tell() != self._data_start:
+            raise RuntimeError(f"{self._file.name}: .npy header size changed; cannot finish")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+    def abandon(self) -> None:
+        self._file.close()
+
+
+class NativeCorpusWriter:
+    """Streams whole documents into a native corpus folder that appears atomically on close().
+
+    Tokens go straight to disk as they are appended, so corpora larger than memory can be
+    written. Everything is staged in a hidden sibling folder that close() moves into place,
+    replacing a previous native corpus there (saberjax.outputs.replace_directory); a folder
+    holding anything but a native corpus's files is never replaced. Used as a context manager,
+    an escaping exception deletes the staging folder.
+    """
+
+    def __init__(self, directory, vocab: Sequence[str], name: str = ""):
+        self.directory = Path(directory)
+        self.vocab = tuple(vocab)
+        self.name = name
+        self.num_docs = 0
+        self.num_tokens = 0
+        bad_words = [w for w in self.vocab if not isinstance(w, str) or "\n" in w or "\r" in w]
+        if bad_words:
+            raise ValueError(f"vocabulary words must be strings without line breaks, "
+                             f"got {bad_words[0]!r}")
+        outputs.check_replaceable(self.directory, NATIVE_FILES, f"a {_NATIVE_FORMAT} corpus")
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        # A plain mkdir (unlike mkdtemp's 0700) gives the finished folder the usual permissions.
+        self._staging = outputs.hidden_sibling(self.directory, "partial")
+        self._staging.mkdir()
+        try:
+            self._offsets = _NpyAppender(self._staging / _OFFSETS_FILE, np.int64)
+            self._word_ids = _NpyAppender(self._staging / _WORD_IDS_FILE, np.int32)
+        except BaseException:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            raise
+        self._offsets.append(np.zeros(1, np.int64))
+
+    def append(self, doc_lengths, word_ids) -> None:
+        """Adds documents: doc_lengths[i] tokens each, taken in order from word_ids."""
+        if self._staging is None:
+            raise ValueError(f"NativeCorpusWriter for {self.directory} is already closed")
+        lengths = int_vector(doc_lengths, "doc_lengths")
+        ids = int_vector(word_ids, "word_ids")
+        if lengths.size and lengths.min() < 0:
+            raise CorpusFormatError(f"doc_lengths has a negative entry ({lengths.min()})")
+        if lengths.sum() != ids.size:
+            raise CorpusFormatError(
+                f"doc_lengths sum to {lengths.sum()} but {ids.size} word ids were given")
+        check_word_ids(ids, len(self.vocab))
+        self._offsets.append(self.num_tokens + np.cumsum(lengths, dtype=np.int64))
+        self._word_ids.append(ids)
+        self.num_docs += lengths.size
+        self.num_tokens += ids.size
+
+    def close(self) -> None:
+        """Finishes the files and renames the staging folder to ``directory``."""
+        if self._staging is None:
+            return
+        try:
+            self._offsets.finish()
+            self._word_ids.finish()
+            vocab_text = "".join(word + "\n" for word in self.vocab)
+            (self._staging / _VOCAB_FILE).write_text(vocab_text, encoding="utf-8", newline="\n")
+            meta = {"format": _NATIVE_FORMAT, "version": _NATIVE_VERSION, "name": self.name,
+                    "num_docs": self.num_docs, "num_tokens": self.num_tokens,
+                    "num_words": len(self.vocab)}
+            (self._staging / META_FILE).write_text(json.dumps(meta, indent=1) + "\n",
+                                                   encoding="utf-8")
+            outputs.replace_directory(self._staging, self.directory)
+        except BaseException:
+            self._discard()
+            raise
+        self._staging = None
+
+    def _discard(self) -> None:
+        self._offsets.abandon()
+        self._word_ids.abandon()
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging = None
+
+    def __enter__(self) -> NativeCorpusWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._staging is not None:
+            self._discard()
+
+
+def save_native(corpus: Corpus, directory) -> None:
+    """Writes corpus as a native folder (atomically; see NativeCorpusWriter)."""
+    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name) as writer:
+        writer.append(corpus.doc_lengths(), corpus.word_ids)
+
+
+def load_native(directory, mmap: bool = True) -> Corpus:
+    """Loads a native corpus folder exactly as saved; arrays are memory-mapped when mmap."""
+    directory = Path(directory)
+    meta = _read_native_meta(directory / META_FILE)
+    mmap_mode = "r" if mmap else None
+    doc_offsets = _load_vector(directory / _OFFSETS_FILE, np.int64, mmap_mode)
+    word_ids = _load_vector(directory / _WORD_IDS_FILE, np.int32, mmap_mode)
+    vocab = read_vocab(directory / _VOCAB_FILE)
+    for key, actual, source in (("num_docs", doc_offsets.size - 1, _OFFSETS_FILE),
+                                ("num_tokens", word_ids.size, _WORD_IDS_FILE),
+                                ("num_words", len(vocab), _VOCAB_FILE)):
+        if meta[key] != actual:
+            raise CorpusFormatError(f"{directory / META_FILE}: {key} is {meta[key]} but "
+                                    f"{directory / source} holds {actual}")
+    try:
+        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"])
+    except CorpusFormatError as error:
+        raise CorpusFormatError(f"{directory}: {error}") from error
+
+
+def _read_native_meta(path: Path) -> dict:
+    try:
+        meta = json.loads(read_bytes(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CorpusFormatError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(meta, dict) or meta.get("format") != _NATIVE_FORMAT:
+        raise CorpusFormatError(f"{path}: not a {_NATIVE_FORMAT} corpus description")
+    if meta.get("version") != _NATIVE_VERSION:
+        raise CorpusFormatError(f"{path}: unsupported version {meta.get('version')!r}, "
+                                f"this saberjax reads version {_NATIVE_VERSION}")
+    for key in ("num_docs", "num_tokens", "num_words"):
+        if not isinstance(meta.get(key), int):
+            raise CorpusFormatError(f"{path}: {key} must be an integer, got {meta.get(key)!r}")
+    if not isinstance(meta.get("name"), str):
+        raise CorpusFormatError(f"{path}: name must be a string, got {meta.get('name')!r}")
+    return meta
+
+
+def _load_vector(path: Path, dtype, mmap_mode: str | None) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except FileNotFoundError:
+        raise CorpusFormatError(f"{path}: file not found") from None
+    except (OSError, ValueError) as error:
+        raise CorpusFormatError(f"{path}: not a readable .npy file ({error})") from error
+    if array.ndim != 1 or array.dtype != np.dtype(dtype):
+        raise CorpusFormatError(f"{path}: expected a 1-D {np.dtype(dtype)} array, "
+                                f"found {array.dtype} with shape {array.shape}")
+    return array

@@ -1,0 +1,50 @@
+"""Splits of a corpus for evaluation: train/test by document and the halves of every
+document, both pinned per seed across numpy versions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from saberjax.corpus.core import Corpus, offsets_from_lengths
+
+def _random_keys(seed: int, size: int) -> np.ndarray:
+    """Raw PCG64 output: unlike Generator methods, its stream is fixed across numpy versions."""
+    return np.random.Generator(np.random.PCG64(seed)).bit_generator.random_raw(size)
+
+
+def train_test_split(corpus: Corpus, test_fraction: float, seed: int = 0
+                     ) -> tuple[Corpus, Corpus]:
+    """(train, test) by document: round(test_fraction * D) random documents go to test.
+
+    Both keep the original document order; the split depends only on D, the fraction and seed.
+    """
+    if not 0 <= test_fraction < 1:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    num_test = round(test_fraction * corpus.num_docs)
+    is_test = np.zeros(corpus.num_docs, bool)
+    is_test[np.argsort(_random_keys(seed, corpus.num_docs), kind="stable")[:num_test]] = True
+    return corpus.subset(np.flatnonzero(~is_test)), corpus.subset(np.flatnonzero(is_test))
+
+
+def split_document_halves(corpus: Corpus, seed: int = 0) -> tuple[Corpus, Corpus]:
+    """(observed, held_out) halves of every document, for document-completion evaluation.
+
+    Each document's tokens are shuffled and dealt alternately, observed first, so observed
+    gets ceil(n/2) tokens and held_out floor(n/2); within a half tokens keep document order.
+    Both halves keep all D documents in order (a one-token document has an empty held-out half).
+    """
+    lengths = corpus.doc_lengths()
+    doc_of_token = np.repeat(np.arange(corpus.num_docs, dtype=np.uint64), lengths)
+    # Sorting by (document, random key) shuffles tokens within each document.
+    token_keys = _random_keys(seed, corpus.num_tokens) >> np.uint64(32)
+    keys = (doc_of_token << np.uint64(32)) | token_keys
+    dealt = np.argsort(keys, kind="stable")
+    rank_in_doc = np.arange(corpus.num_tokens) - np.repeat(corpus.doc_offsets[:-1], lengths)
+    observed = np.empty(corpus.num_tokens, bool)
+    observed[dealt] = rank_in_doc % 2 == 0
+    return (
+        Corpus(offsets_from_lengths((lengths + 1) // 2), corpus.word_ids[observed], corpus.vocab,
+               name=corpus.name),
+        Corpus(offsets_from_lengths(lengths // 2), corpus.word_ids[~observed], corpus.vocab,
+               name=corpus.name),
+    )
