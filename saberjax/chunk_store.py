@@ -91,7 +91,7 @@ READ_PIECE_BYTES = 1 << 25
 
 def default_directory() -> Path:
     """Where a run keeps its chunk store unless told: chunk_store/ in saberjax's cache folder
-    (corpus_cache.cache_root); one store, replaced when a run needs another."""
+    (corpus.cache.cache_root); one store, replaced when a run needs another."""
     return cache_root() / "chunk_store"
 
 

@@ -10,7 +10,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=2").strip()
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-# Launchers cache corpora (saberjax.corpus_cache): the tests' entries go to a folder of their
+# Launchers cache corpora (saberjax.corpus.cache): the tests' entries go to a folder of their
 # own, removed at exit, never into the user's cache directory.
 os.environ["SABERJAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="saberjax-test-cache-")
 atexit.register(shutil.rmtree, os.environ["SABERJAX_CACHE_DIR"], ignore_errors=True)
