@@ -4,9 +4,9 @@ Each test document is split into an observed and a held-out half (corpus.split_d
 With the topics B-hat fixed, theta_d is fitted to the observed half by the EM fold-in of
 `inference` (`em_iterations` rounds from the uniform theta, 50 by default, as in the reference
 measurements in BASELINES.md), and the held-out half is scored by log sum_k theta_dk B-hat_vk
-per token.  Both halves of a document share its rows (inference.Batch: one row width and batch shape
-per run), so fitting and scoring every batch is one compiled function and theta never leaves
-the device.
+per token.  Both halves of a document share its rows (inference.Batch: one row width and
+batch shape per run), so fitting and scoring every batch is one compiled function and theta
+never leaves the device.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ per run (row_width: a power of two fitted to the documents' lengths), a long doc
 several consecutive rows.  A round sums each row's slots, then each document's rows by a
 segmented scan (document_totals: a fixed order of additions, so results never vary from run
 to run).  Batches hold whole documents in a fixed number of rows, so a run compiles one
-program, and batches go round-robin to the devices.  A document's result depends only on it and the row width: the batching and
-the width change it by float rounding at most (about 1e-7), the device count not at all.
+program, and batches go round-robin to the devices.  A document's result depends only on it
+and the row width: the batching and the width change it by float rounding at most (about
+1e-7), the device count not at all.
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def document_totals(values, row_start, row_end):
     def add_unless_started(earlier, later):
         (earlier_sum, earlier_started), (later_sum, later_started) = earlier, later
         started = later_started.reshape(later_started.shape + (1,) * (later_sum.ndim - 1))
-        return jnp.where(started, later_sum, earlier_sum + later_sum), earlier_started | later_started
+        return (jnp.where(started, later_sum, earlier_sum + later_sum),
+                earlier_started | later_started)
 
     sums, _ = jax.lax.associative_scan(add_unless_started, (values, row_start))
     return sums[row_end]

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from saberjax import checkpoint, execution, prior, processes, streaming, timing
+from saberjax.background import in_background
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
 from saberjax.evaluate import DEFAULT_EM_ITERATIONS, HeldoutScorer
@@ -201,12 +202,11 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
                        for iteration in range(first, last + 1))  # else no update is compiled
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-compile") as pool:
-        # the update compiles beside the iteration (XLA compiles without the GIL)
-        update_alpha = (pool.submit(placement.compile_alpha_update, state, corpus.doc_lengths())
-                        if learns_alpha else None)
-        step = placement.compile(state)
-        update_alpha = update_alpha and update_alpha.result()
+    # the update compiles beside the iteration (XLA compiles without the GIL)
+    compiling_update = learns_alpha and in_background(
+        placement.compile_alpha_update, state, corpus.doc_lengths(), name="saberjax-compile")
+    step = placement.compile(state)
+    update_alpha = compiling_update.result() if compiling_update else None
     compile_seconds = time.perf_counter() - start
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 

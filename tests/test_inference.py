@@ -89,9 +89,11 @@ def test_batches_hold_whole_documents_in_rows_of_one_shape_and_sum_them_by_docum
     lengths = np.array([3, 0, 17, 8, 1, 40, 9, 0, 16, 2])
     width = 8
     batches = list(plan_batches(lengths, batch_slots=40, width=width))
-    assert {batch.shape for batch in batches} == {(5, 8)}  # 40 rows wide enough for doc 5
+    # 40 slots of width 8 are 5 rows, which document 5 (40 slots) fills alone
+    assert {batch.shape for batch in batches} == {(5, 8)}
     assert np.concatenate([batch.docs for batch in batches]).tolist() == [0, 2, 3, 4, 5, 6, 8, 9]
-    slots = DocumentWords(np.append(0, np.cumsum(lengths)), np.arange(lengths.sum(), dtype=np.int32),
+    slots = DocumentWords(np.append(0, np.cumsum(lengths)),
+                          np.arange(lengths.sum(), dtype=np.int32),
                           np.arange(lengths.sum(), dtype=np.float32) + 1)
     for batch in batches:
         words, counts = slots.padded(batch)
