@@ -4,7 +4,8 @@ The checkpoint of iteration N is a set of files in the checkpoint folder::
 
     checkpoint-0000000N.npz     the state arrays: per chunk i, z and A (chunk{i}.topics,
                                 chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
-                                device i's share of the vocabulary), the word-topic counts B
+                                device i's share of the vocabulary; z alone for a run from
+                                a chunk store, whose states are z), the word-topic counts B
                                 (word_topic), the prior alpha, iteration and seed
     checkpoint-0000000N.pP.npz  in a run of several processes, process P's chunks (P > 0;
                                 process 0's are in the .npz above)
@@ -44,7 +45,9 @@ from saberjax.execution import Placement
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
 
-FORMAT_VERSION = 3  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored
+FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
+# for runs from a chunk store
+READABLE_VERSIONS = (3, 4)
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
 # ours (process shards and temporaries too)
@@ -119,9 +122,9 @@ def read_manifest(path) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path}: unreadable manifest ({error})") from error
-    if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+    if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_VERSIONS:
         raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
-                              f"{FORMAT_VERSION}")
+                              f"{' or '.join(map(str, READABLE_VERSIONS))}")
     return manifest
 
 
@@ -140,7 +143,14 @@ def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
     hyper = placement.hyper
     chunk_states = {}
     for index in placement.own_chunks():
-        chunk_state = ChunkState(*(arrays[f"chunk{index}.{field}"] for field in ChunkState._fields))
+        chunk_state = ChunkState(*(arrays.get(f"chunk{index}.{field}")
+                                   for field in ChunkState._fields))
+        if chunk_state.topics is None or (chunk_state.a_pairs is None and not placement.stored):
+            raise CheckpointError(
+                f"{path}: chunk {index} holds "
+                f"{'no z' if chunk_state.topics is None else 'z alone (a run from a chunk store)'}"
+                f"; resume with the checkpointed run's memory settings (--host_memory_gb, "
+                f"--device_memory_gb)")
         _check_shapes(path, index, placement, chunk_state, hyper)
         chunk_states[index] = chunk_state
     word_topic = arrays["word_topic"]
@@ -167,7 +177,7 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
     chunks' states, and for process 0 also B, alpha, the iteration and the seed."""
     arrays = {f"chunk{index}.{field}": np.asarray(value)
               for index, chunk_state in sorted(placement.chunk_states(state).items())
-              for field, value in chunk_state._asdict().items()}
+              for field, value in chunk_state._asdict().items() if value is not None}
     word_topic = placement.word_topic(state)  # a collective: every process gathers B
     if not processes.is_writer():
         return arrays
@@ -209,7 +219,7 @@ def _check_shapes(path: Path, index: int, placement: Placement, chunk_state: Chu
     expected = placement.state_shapes()
     dtypes = ChunkState(hyper.topic_dtype, np.uint32, np.int32)
     for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
-        if array.shape != shape or array.dtype != np.dtype(dtype):
+        if array is not None and (array.shape != shape or array.dtype != np.dtype(dtype)):
             raise CheckpointError(
                 f"{path}: chunk {index} {field} is {array.dtype}{list(array.shape)}, this run "
                 f"lays it out as {np.dtype(dtype)}{list(shape)}")

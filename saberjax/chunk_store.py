@@ -7,8 +7,8 @@ not fit the budget (`host_memory_gb`), the chunks live in a folder on local disk
     DIR/manifest.json   what the store holds (format, key, file sizes); written last
     DIR/static.bin      the chunks in compact form, slot after slot; in a slot each field
                         for every device of the mesh ([devices, ...], one read a slot)
-    DIR/state0.bin      the chunk states (z, A's pairs, A's nonzeros) of even iterations,
-    DIR/state1.bin      and of odd ones, laid out like the chunks
+    DIR/state0.bin      the chunk states of even iterations: z alone (A is a function of z,
+    DIR/state1.bin      rebuilt on the devices), and of odd ones, laid out like the chunks
     DIR.lock            held (flock) by the run that uses the store
 
 The chunks are built once, out of core: the layout is planned (layout.plan_layout: document
@@ -17,16 +17,18 @@ chunk with layout's own builder, compact it and write it to its place, never hol
 than a chunk per worker (as many workers as the host budget holds).  Every iteration the
 producer thread of streaming puts slot after slot on the devices and expands the chunk there,
 while reader threads read the next `prefetch` slots' chunks and states from disk (in pieces, at
-once); the writer thread copies each new state to pinned host memory and writes it from
-there into the other state file.  Reads and writes go through pread / pwrite into buffers of
-their own, so the store's pages never count in the process's resident memory (the page cache
-holds them while the machine has room).
+once); the writer thread copies each new z to pinned host memory and writes it from there
+into the other state file (in pieces, by the same threads).  Reads and writes go through
+pread / pwrite into buffers of their own, so the store's pages never count in the process's
+resident memory (the page cache holds them while the machine has room).
 
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
 doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
 `doc` arrays (8 bytes a token) by the chunk's word runs (8 bytes a distinct word), from which
 the devices recompute both (`expand`: a scatter and a cumulative sum each, and a gather).
-Per token about 10 bytes go to the device (the compact chunk, z and A) and 6 come back,
+A state is z alone: the slot's step rebuilds A from it on the devices (esca.state_of_topics,
+the rebuild every step ends with, so the state is the one the step left) and gives back z
+alone.  Per token about 6.6 bytes go to the device (the compact chunk and z) and 2 come back,
 against 18.5 and 6 from host memory.
 
 States of consecutive iterations go to the two state files in turn, so a step reads one
@@ -41,7 +43,8 @@ renamed into place (outputs.staged_directory), so a crash leaves the old store o
 disk's free space is checked against the store's size before anything is written, a folder
 holding other files is never used, and a store another run holds (its lock) is refused.
 The states in a store are a run's working memory, not a checkpoint: a resumed run starts
-from its checkpoint (saberjax.checkpoint) and writes them anew.  One process uses a store.
+from its checkpoint (saberjax.checkpoint, which keeps z alone for such a run) and writes them
+anew.  One process uses a store.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from saberjax.corpus.cache import cache_root
 from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
 from saberjax.state import ChunkState, Hyperparams
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: states of z alone
 MANIFEST = "manifest.json"
 STATIC = "static.bin"
 STATES = ("state0.bin", "state1.bin")
@@ -78,14 +81,15 @@ OWN_NAMES = (MANIFEST, STATIC, *STATES)
 # Host bytes per token of building one chunk (layout.build_chunk's peak, the corpus slice
 # and the compact copy included), for a corpus of one word run per token, the worst case.
 BUILD_BYTES_PER_TOKEN = 72
-# Host bytes per token of one slot streamed from the store: the compact chunk and its state
-# read (10) and the state written back (6).
-STREAM_BYTES_PER_TOKEN = 16
+# Host bytes per token of one slot streamed from the store: the compact chunk and z read
+# (about 6.6) and z written back (2).
+STREAM_BYTES_PER_TOKEN = 9
 # Threads building a store's chunks at once where the host budget allows (chunks are planned
 # small enough for them: building is most of the set-up before the first iteration).
 BUILD_WORKERS = 8
-# Threads reading the store, and the pieces a slot's read is cut into for them.
-READERS = 4
+# Threads reading and writing the store, and the pieces a slot's read or write is cut into
+# for them.
+IO_THREADS = 8
 READ_PIECE_BYTES = 1 << 25
 
 
@@ -215,10 +219,24 @@ class _Records:
 
         return arrays
 
-    def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray]) -> None:
-        """Every field of a slot from [devices, ...] arrays."""
-        _write_exactly(fd, self.offset(slot, self.fields[0].name), [
-            np.ascontiguousarray(arrays[field.name], field.dtype) for field in self.fields])
+    def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray],
+              pool: concurrent.futures.Executor | None = None) -> None:
+        """Every field of a slot from [devices, ...] arrays, in pieces of READ_PIECE_BYTES
+        written by the pool's threads at once (None: by this thread)."""
+        offset = self.offset(slot, self.fields[0].name)
+        pieces = []
+        for field in self.fields:
+            data = memoryview(np.ascontiguousarray(arrays[field.name], field.dtype)
+                              .reshape(-1)).cast("B")
+            pieces += [(offset + start, data[start: start + READ_PIECE_BYTES])
+                       for start in range(0, len(data), READ_PIECE_BYTES)]
+            offset += len(data)
+        if pool is None:
+            for at, piece in pieces:
+                _write_exactly(fd, at, piece)
+            return
+        for done in [pool.submit(_write_exactly, fd, at, piece) for at, piece in pieces]:
+            done.result()
 
     def views(self, mapped: np.ndarray, slot: int) -> dict[str, np.ndarray]:
         """Read-only [devices, ...] views of a slot's fields in a memory map of the file."""
@@ -237,13 +255,11 @@ def _read_exactly(fd: int, offset: int, buffer: np.ndarray) -> None:
         done += count
 
 
-def _write_exactly(fd: int, offset: int, arrays: list[np.ndarray]) -> None:
-    for array in arrays:
-        data = memoryview(array.reshape(-1)).cast("B")
-        done = 0
-        while done < len(data):
-            done += os.pwrite(fd, data[done:], offset + done)
-        offset += len(data)
+def _write_exactly(fd: int, offset: int, data: memoryview) -> None:
+    """Write bytes to the file at offset."""
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], offset + done)
 
 
 def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
@@ -260,9 +276,7 @@ def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
 
 def _state_records(plan: LayoutPlan, hyper: Hyperparams, devices: int) -> _Records:
     tokens, docs = plan.padded_tokens, plan.padded_docs
-    return _Records((_Field("topics", (tokens,), np.dtype(hyper.topic_dtype)),
-                     _Field("a_pairs", (tokens,), np.dtype(np.uint32)),
-                     _Field("a_nnz", (docs,), np.dtype(np.int32))),
+    return _Records((_Field("topics", (tokens,), np.dtype(hyper.topic_dtype)),),
                     devices, len(plan.chunk_docs) // devices)
 
 
@@ -385,8 +399,8 @@ class StoredChunks:
         self.counters = streaming.StreamCounters()
         self.static = _static_records(plan, corpus.num_words, devices)
         self.states = _state_records(plan, hyper, devices)
-        self._readers = concurrent.futures.ThreadPoolExecutor(
-            READERS, thread_name_prefix="saberjax-read")
+        self._io = concurrent.futures.ThreadPoolExecutor(
+            IO_THREADS, thread_name_prefix="saberjax-store-io")
         self._ahead: dict[tuple[int | None, int], tuple] = {}
         self._lock = _lock(directory)
         try:
@@ -419,8 +433,8 @@ class StoredChunks:
 
     def close(self) -> None:
         """Close the store's files and release its lock (also when it is garbage)."""
-        if "_readers" in self.__dict__:
-            self.__dict__.pop("_readers").shutdown(wait=True, cancel_futures=True)
+        if "_io" in self.__dict__:
+            self.__dict__.pop("_io").shutdown(wait=True, cancel_futures=True)
         self.__dict__.pop("_ahead", None)
         for fd in (*self.__dict__.pop("_state_fds", ()),
                    *([self.__dict__.pop("_static_fd")] if "_static_fd" in self.__dict__ else [])):
@@ -447,7 +461,7 @@ class StoredChunks:
     def _generation(self, chunk_states) -> int:
         """The state file that holds host states (views of one of the two memory maps)."""
         for generation, mapped in enumerate(self._maps):
-            if np.may_share_memory(chunk_states[0].a_pairs, mapped):
+            if np.may_share_memory(chunk_states[0].topics, mapped):
                 return generation
         raise ValueError("these chunk states are not in the chunk store")
 
@@ -455,14 +469,15 @@ class StoredChunks:
         """Start reading a slot's compact chunk and (generation not None) its state from that
         state file, unless it was started."""
         if (generation, slot) not in self._ahead:
-            chunk = self.static.read(self._readers, self._static_fd, slot, _ARRAY_FIELDS)
+            chunk = self.static.read(self._io, self._static_fd, slot, _ARRAY_FIELDS)
             state = None if generation is None else self.states.read(
-                self._readers, self._state_fds[generation], slot, ChunkState._fields)
+                self._io, self._state_fds[generation], slot, ("topics",))
             self._ahead[generation, slot] = (chunk, state)
 
     def put(self, slot: int, chunk_states):
-        """(slot's chunk, its state or None) on the devices, chunk_states being host states
-        (None at initialisation).  The next `prefetch` slots are read from disk meanwhile."""
+        """(slot's chunk, its state of z alone or None) on the devices, chunk_states being
+        host states (None at initialisation).  The next `prefetch` slots are read from disk
+        meanwhile."""
         generation = None if chunk_states is None else self._generation(chunk_states)
         for other in [key for key in self._ahead if key[0] != generation]:
             del self._ahead[other]  # reads of another iteration (one stopped by an error)
@@ -475,29 +490,29 @@ class StoredChunks:
         chunk = self._expand(jax.device_put(chunk, self.sharding))
         if state is None:
             return chunk, None
-        self.counters.bytes_put += sum(array.nbytes for array in state.values())
-        return chunk, jax.device_put(ChunkState(**state), self.sharding)
+        self.counters.bytes_put += state["topics"].nbytes
+        return chunk, ChunkState(jax.device_put(state["topics"], self.sharding), None, None)
 
     def writer_for(self, chunk_states):
-        """write(slot, new state on the devices) -> its host state, into the state file that
-        does not hold chunk_states (the even one at initialisation)."""
+        """write(slot, new state on the devices) -> its host state (z alone), into the state
+        file that does not hold chunk_states (the even one at initialisation)."""
         generation = 0 if chunk_states is None else 1 - self._generation(chunk_states)
         return functools.partial(self._write, generation)
 
     def _write(self, generation: int, slot: int, chunk_state: ChunkState) -> ChunkState:
         # through pinned host memory: the devices copy into it at full speed (into pageable
         # memory a copy is staged and far slower), then the host writes from it
-        pinned = jax.device_put(chunk_state, self.sharding.with_memory_kind("pinned_host"))
-        arrays = {name: np.asarray(value) for name, value in pinned._asdict().items()}
-        self.states.write(self._state_fds[generation], slot, arrays)
-        self.counters.bytes_written += sum(array.nbytes for array in arrays.values())
+        topics = np.asarray(jax.device_put(
+            chunk_state.topics, self.sharding.with_memory_kind("pinned_host")))
+        self.states.write(self._state_fds[generation], slot, dict(topics=topics), self._io)
+        self.counters.bytes_written += topics.nbytes
         return self.host_state(generation, slot)
 
     def host_state(self, generation: int, slot: int) -> ChunkState:
-        """Read-only views of a slot's state in a state file ([devices, ...] each)."""
-        return ChunkState(**self.states.views(self._maps[generation], slot))
+        """A read-only view of a slot's z in a state file ([devices, ...]); A is None."""
+        return ChunkState(self.states.views(self._maps[generation], slot)["topics"], None, None)
 
     def write_states(self, slot_states) -> tuple[ChunkState, ...]:
-        """Host states of every slot ([devices, ...] numpy) written as the even generation;
-        their views in the store (a checkpoint being resumed)."""
+        """Host states of every slot ([devices, ...] numpy; their z is kept) written as the
+        even generation; their views in the store (a checkpoint being resumed)."""
         return tuple(self._write(0, slot, state) for slot, state in enumerate(slot_states))

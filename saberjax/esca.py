@@ -54,6 +54,14 @@ def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: j
         chunk, doc_major_topics, hyper.num_topics))
 
 
+def state_of_topics(chunk: Chunk, topics: jax.Array, hyper: Hyperparams) -> ChunkState:
+    """A chunk's whole state from its word-major topics alone: A is a function of z, so a
+    chunk store keeps z and the devices rebuild A when the chunk is put (the same rebuild as
+    the end of a step, so the state is the one the step left)."""
+    return chunk_state_from_topics(
+        chunk, topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos), hyper)
+
+
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
     """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
     return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)

@@ -238,8 +238,14 @@ class Placement:
         return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
 
     def _chunk_step(self, model, key):
-        return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
-                                                            self.hyper)
+        def run(chunk, state, counts):
+            if state.a_pairs is not None:
+                return esca.chunk_step(chunk, state, model, key, counts, self.hyper)
+            # z alone (a chunk store's state), z alone back: A is rebuilt here, not kept
+            new_state, counts = esca.chunk_step(chunk, esca.state_of_topics(
+                chunk, state.topics, self.hyper), model, key, counts, self.hyper)
+            return ChunkState(new_state.topics, None, None), counts
+        return run
 
     @functools.cached_property
     def _init_program(self):
@@ -342,12 +348,16 @@ class Placement:
 
     @functools.cached_property
     def _count_histogram_program(self):
-        """(A pairs of a slot, histograms) -> each device's histogram plus its chunk's
-        (topic, count) pairs (prior.count_histogram; histograms donated)."""
-        def body(pairs, histogram):
-            return prior.count_histogram(_local(pairs), histogram[0])[None]
-        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE), BY_DEVICE),
-                       donate_argnums=1)
+        """(slot's chunk, its state, histograms) -> each device's histogram plus its chunk's
+        (topic, count) pairs (prior.count_histogram; histograms donated).  The chunk is used
+        (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
+        def body(chunk, chunk_state, histogram):
+            chunk_state = _local(chunk_state)
+            if chunk_state.a_pairs is None:
+                chunk_state = esca.state_of_topics(_local(chunk), chunk_state.topics, self.hyper)
+            return prior.count_histogram(chunk_state.a_pairs, histogram[0])[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, BY_DEVICE), BY_DEVICE),
+                       donate_argnums=2)
 
     @functools.cached_property
     def _learned_alpha_program(self):
@@ -609,21 +619,34 @@ class CompiledAlphaUpdate:
         self._zeros = placement._zero_histograms.lower(width).compile()
         histogram = jax.eval_shape(self._zeros)
         self._on_devices = placement.sharding(memory_kind="device")
-        pairs = jax.ShapeDtypeStruct(state.chunks[0].a_pairs.shape, state.chunks[0].a_pairs.dtype,
-                                     sharding=self._on_devices)
-        self._count = placement._count_histogram_program.lower(pairs, histogram).compile()
+        chunk = placement.slots[0] if placement.stored else None
+        chunk, chunk_state = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._on_devices),
+            (chunk, _counted_part(state.chunks[0])))
+        self._count = placement._count_histogram_program.lower(chunk, chunk_state,
+                                                               histogram).compile()
         self._learn = placement._learned_alpha_program.lower(histogram, state.model,
                                                              self._lengths).compile()
         self.compile_seconds = time.perf_counter() - start
 
     def __call__(self, state: TrainState) -> TrainState:
-        histogram = self._zeros()
-        for chunk_state in state.chunks:
-            pairs = chunk_state.a_pairs
-            if self.placement.streamed:  # from pinned host memory or the chunk store
-                pairs = jax.device_put(pairs, self._on_devices)
-            histogram = self._count(pairs, histogram)
+        histogram, placement = self._zeros(), self.placement
+        for slot, chunk_state in enumerate(state.chunks):
+            chunk = None
+            if placement.stored:
+                chunk, chunk_state = placement.slots.put(slot, state.chunks)
+            elif placement.streamed:  # from pinned host memory
+                chunk_state = jax.device_put(_counted_part(chunk_state), self._on_devices)
+            histogram = self._count(chunk, _counted_part(chunk_state), histogram)
         return state._replace(model=self._learn(histogram, state.model, self._lengths))
+
+
+def _counted_part(chunk_state: ChunkState) -> ChunkState:
+    """What the prior's histogram needs of a chunk's state: A's pairs, or z where the state
+    is z alone."""
+    if chunk_state.a_pairs is None:
+        return chunk_state
+    return ChunkState(None, chunk_state.a_pairs, None)
 
 
 # -- the device-memory plan --

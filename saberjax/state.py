@@ -114,7 +114,8 @@ def unpack_pairs(pairs: jax.Array, num_topics: int) -> tuple[jax.Array, jax.Arra
 
 
 class ChunkState(NamedTuple):
-    """What one chunk learns: z and the sparse A of its documents."""
+    """What one chunk learns: z and the sparse A of its documents.  A chunk store's states
+    are z alone (a_pairs and a_nnz None): A is a function of z (esca.state_of_topics)."""
 
     topics: jax.Array  # [T_pad] topic of each word-major token
     a_pairs: jax.Array  # uint32 [T_pad] doc-major; document d's packed (topic, count) pairs at

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import import_script, random_corpus, run_launcher
 
-from saberjax import checkpoint, chunk_store, execution, trainer
+from saberjax import checkpoint, chunk_store, esca, execution, trainer
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 from saberjax.outputs import OutputConflictError
@@ -73,14 +73,21 @@ def test_same_seed_same_model_in_memory_streamed_from_memory_and_from_disk(num_d
         np.testing.assert_array_equal(placement.word_topic(state), resident.word_topic(states[0]))
         np.testing.assert_array_equal(placement.corpus_order_topics(state),
                                       resident.corpus_order_topics(states[0]))
-    # the states on disk are the in-memory states, A included
+    # the states on disk are the in-memory z alone, and A rebuilt from it is the in-memory A
+    rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
+    chunks, in_memory = from_memory.host_chunks(), from_memory.chunk_states(states[1])
     for index, state in from_disk.chunk_states(states[2]).items():
-        for field, value in state._asdict().items():
-            np.testing.assert_array_equal(value, from_memory.chunk_states(states[1])[index]
-                                          ._asdict()[field], err_msg=field)
-    # compact chunks: fewer bytes a token put on the devices than from memory
-    put = [placement.slots.counters.bytes_put for placement in (from_memory, from_disk)]
-    assert put[1] < 0.75 * put[0]  # 0.55 for large chunks, more where V is a large part
+        assert state.a_pairs is None and state.a_nnz is None
+        rebuilt = jax.device_get(rebuild(chunks[index], state.topics, hyper=hyper))
+        for field, value in rebuilt._asdict().items():
+            np.testing.assert_array_equal(value, in_memory[index]._asdict()[field],
+                                          err_msg=field)
+    # compact chunks and z alone: fewer bytes a token put on the devices and written back
+    put, written = ([getattr(placement.slots.counters, name)
+                     for placement in (from_memory, from_disk)]
+                    for name in ("bytes_put", "bytes_written"))
+    assert put[1] < 0.6 * put[0]  # 0.35 for large chunks, more where V is a large part
+    assert written[1] < 0.4 * written[0]  # 2 bytes a token against 6
 
 
 def test_training_streams_from_disk_when_the_host_budget_is_small_and_resumes_bit_identically(
@@ -246,3 +253,19 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
                                                        50_000_000 + int(TINY_HOST_GB * 1e9), 2))
     assert plans[0] is not None and plans == [plans[0]] * 3
     assert plans[0] == execution._coarse(plans[0])
+
+
+def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(tmp_path):
+    corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=26)
+    hyper, config = Hyperparams.create(10), trainer.TrainConfig(num_topics=10)
+    from_disk = stored_placement(corpus, hyper, 1, tmp_path / "store")
+    from_memory = execution.place(corpus, hyper, 1, chunk_tokens=1500, stream=True)
+    assert checkpoint.chunking(from_disk) == checkpoint.chunking(from_memory)
+    state = run(from_disk, 2)
+    path = checkpoint.save_checkpoint(tmp_path / "checkpoints", state, from_disk, config,
+                                      "corpus", [])
+    loaded, _ = checkpoint.load_checkpoint(path, from_disk, "corpus", config)
+    np.testing.assert_array_equal(from_disk.corpus_order_topics(loaded),
+                                  from_disk.corpus_order_topics(state))
+    with pytest.raises(checkpoint.CheckpointError, match="z alone .*--host_memory_gb"):
+        checkpoint.load_checkpoint(path, from_memory, "corpus", config)
