@@ -18,8 +18,9 @@ than a chunk per worker (as many workers as the host budget holds).  Every itera
 producer thread of streaming puts slot after slot on the devices and expands the chunk there,
 while reader threads read the next `prefetch` slots' chunks and states from disk (in pieces, at
 once); the writer thread copies each new z to pinned host memory and writes it from there
-into the other state file (in pieces, by the same threads).  Reads and writes go through
-pread / pwrite into buffers of their own, so the store's pages never count in the process's
+into the other state file (in pieces, by the same threads).  Reads go through pread into
+pinned read buffers of the store (the devices copy from pinned memory at full speed) and
+writes through pwrite from pinned memory, so the store's pages never count in the process's
 resident memory (the page cache holds them while the machine has room).
 
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
@@ -50,6 +51,7 @@ anew.  One process uses a store.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import dataclasses
 import fcntl
 import functools
@@ -61,7 +63,6 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -194,30 +195,33 @@ class _Records:
             before += field.nbytes(self.devices)
         raise KeyError(name)
 
-    def read(self, pool: concurrent.futures.Executor, fd: int, slot: int,
-             names: tuple[str, ...]) -> Callable[[], dict[str, np.ndarray]]:
-        """Start reading fields `names` (consecutive in the record) of a slot, in pieces of
-        READ_PIECE_BYTES read by the pool's threads at once; returns the wait for them,
-        [devices, ...] each."""
-        chosen = [field for field in self.fields if field.name in names]
-        offset = self.offset(slot, chosen[0].name)
-        buffer = np.empty(sum(field.nbytes(self.devices) for field in chosen), np.uint8)
-        pieces = [pool.submit(_read_exactly, fd, offset + start,
-                              buffer[start: start + READ_PIECE_BYTES])
-                  for start in range(0, buffer.size, READ_PIECE_BYTES)]
+    def read_into(self, pool: concurrent.futures.Executor, fd: int, slot: int, device: int,
+                  destination: np.ndarray) -> list[concurrent.futures.Future]:
+        """Start reading one device's part of every field of a slot into a uint8 buffer (field
+        after field, as `unpack` expects), in pieces of READ_PIECE_BYTES read by the pool's
+        threads at once; returns the pieces' futures."""
+        pieces, at = [], 0
+        for field in self.fields:
+            size = field.nbytes(1)
+            offset = self.offset(slot, field.name) + device * size
+            pieces += [pool.submit(_read_exactly, fd, offset + start,
+                                   destination[at + start: at + min(start + READ_PIECE_BYTES,
+                                                                    size)])
+                       for start in range(0, size, READ_PIECE_BYTES)]
+            at += size
+        return pieces
 
-        def arrays() -> dict[str, np.ndarray]:
-            for piece in pieces:
-                piece.result()
-            found, at = {}, 0
-            for field in chosen:
-                size = field.nbytes(self.devices)
-                found[field.name] = buffer[at: at + size].view(field.dtype).reshape(
-                    self.devices, *field.shape)
-                at += size
-            return found
-
-        return arrays
+    def unpack(self, raw: jax.Array, at: int = 0) -> tuple[dict[str, jax.Array], int]:
+        """(the fields [devices, ...] of raw bytes [devices, n] read by read_into from byte
+        `at` on, the byte after them); jax, so that it runs on the devices."""
+        found = {}
+        for field in self.fields:
+            size, count = field.nbytes(1), int(np.prod(field.shape, dtype=np.int64))
+            part = raw[:, at: at + size].reshape(raw.shape[0], count, field.dtype.itemsize)
+            found[field.name] = jax.lax.bitcast_convert_type(part, field.dtype).reshape(
+                raw.shape[0], *field.shape)
+            at += size
+        return found, at
 
     def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray],
               pool: concurrent.futures.Executor | None = None) -> None:
@@ -402,6 +406,7 @@ class StoredChunks:
         self._io = concurrent.futures.ThreadPoolExecutor(
             IO_THREADS, thread_name_prefix="saberjax-store-io")
         self._ahead: dict[tuple[int | None, int], tuple] = {}
+        self._free_buffers: list[tuple[jax.Array, list[np.ndarray]]] = []
         self._lock = _lock(directory)
         try:
             key = _key(corpus, plan, devices)
@@ -454,9 +459,31 @@ class StoredChunks:
         return (self[slot] for slot in range(len(self)))
 
     @functools.cached_property
-    def _expand(self):
-        """A compact slot -> the slot's chunk, on the devices."""
-        return jax.jit(jax.vmap(expand), out_shardings=self.sharding)
+    def _unpack(self):
+        """(raw bytes of a slot on the devices, whether they hold z) -> (the slot's chunk, its
+        z or None), on the devices."""
+        def unpack(raw, with_topics: bool):
+            fields, at = self.static.unpack(raw)
+            chunk = jax.vmap(expand)(CompactChunk(**fields,
+                                                  block_tokens=self.static.fields[0].shape[0]))
+            return chunk, self.states.unpack(raw, at)[0]["topics"] if with_topics else None
+        return jax.jit(unpack, static_argnums=1, out_shardings=self.sharding)
+
+    def _buffer(self) -> tuple[jax.Array, list[np.ndarray]]:
+        """A free read buffer: pinned host bytes [devices, a slot's chunk and z], and writable
+        views of each device's row.  The devices copy from pinned memory at full speed (from
+        pageable memory a copy is staged and far slower), so reads land there directly."""
+        if self._free_buffers:
+            return self._free_buffers.pop()
+        devices = self.static.devices
+        size = (self.static.slot_bytes + self.states.slot_bytes) // devices
+        raw = jax.jit(lambda: jnp.zeros((devices, size), jnp.uint8),
+                      out_shardings=self.sharding.with_memory_kind("pinned_host"))()
+        rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
+        views = [np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(
+            jax.block_until_ready(rows[device]).unsafe_buffer_pointer()))
+                 for device in range(devices)]
+        return raw, views
 
     def _generation(self, chunk_states) -> int:
         """The state file that holds host states (views of one of the two memory maps)."""
@@ -466,13 +493,23 @@ class StoredChunks:
         raise ValueError("these chunk states are not in the chunk store")
 
     def _read_ahead(self, generation: int | None, slot: int) -> None:
-        """Start reading a slot's compact chunk and (generation not None) its state from that
-        state file, unless it was started."""
+        """Start reading a slot's compact chunk and (generation not None) its z from that
+        state file into a read buffer, unless it was started."""
         if (generation, slot) not in self._ahead:
-            chunk = self.static.read(self._io, self._static_fd, slot, _ARRAY_FIELDS)
-            state = None if generation is None else self.states.read(
-                self._io, self._state_fds[generation], slot, ("topics",))
-            self._ahead[generation, slot] = (chunk, state)
+            raw, views = self._buffer()
+            pieces = []
+            for device, view in enumerate(views):
+                pieces += self.static.read_into(self._io, self._static_fd, slot, device, view)
+                if generation is not None:
+                    pieces += self.states.read_into(
+                        self._io, self._state_fds[generation], slot, device,
+                        view[self.static.slot_bytes // len(views):])
+            self._ahead[generation, slot] = (raw, views, pieces)
+
+    def _release(self, raw: jax.Array, views: list[np.ndarray], pieces) -> None:
+        """Return a read buffer to the free ones once its reads are done."""
+        concurrent.futures.wait(pieces)
+        self._free_buffers.append((raw, views))
 
     def put(self, slot: int, chunk_states):
         """(slot's chunk, its state of z alone or None) on the devices, chunk_states being
@@ -480,18 +517,21 @@ class StoredChunks:
         meanwhile."""
         generation = None if chunk_states is None else self._generation(chunk_states)
         for other in [key for key in self._ahead if key[0] != generation]:
-            del self._ahead[other]  # reads of another iteration (one stopped by an error)
+            self._release(*self._ahead.pop(other))  # another iteration's (stopped by an error)
         for ahead in range(slot, min(slot + self.prefetch + 1, len(self))):
             self._read_ahead(generation, ahead)
-        chunk_read, state_read = self._ahead.pop((generation, slot))
-        chunk = CompactChunk(**chunk_read(), block_tokens=self.static.fields[0].shape[0])
-        state = None if state_read is None else state_read()
-        self.counters.bytes_put += sum(array.nbytes for array in jax.tree.leaves(chunk))
-        chunk = self._expand(jax.device_put(chunk, self.sharding))
-        if state is None:
-            return chunk, None
-        self.counters.bytes_put += state["topics"].nbytes
-        return chunk, ChunkState(jax.device_put(state["topics"], self.sharding), None, None)
+        raw, views, pieces = self._ahead.pop((generation, slot))
+        try:
+            for piece in pieces:
+                piece.result()
+            # the buffer is reused once the devices hold its copy
+            on_devices = jax.block_until_ready(jax.device_put(raw, self.sharding))
+        finally:
+            self._release(raw, views, pieces)
+        self.counters.bytes_put += self.static.slot_bytes + (
+            0 if generation is None else self.states.slot_bytes)
+        chunk, topics = self._unpack(on_devices, generation is not None)
+        return chunk, None if topics is None else ChunkState(topics, None, None)
 
     def writer_for(self, chunk_states):
         """write(slot, new state on the devices) -> its host state (z alone), into the state
