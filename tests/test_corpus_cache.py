@@ -3,6 +3,7 @@ reading options, never trusted when stale or damaged."""
 
 import json
 import os
+import time
 import warnings
 
 import pytest
@@ -130,3 +131,119 @@ def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert corpus_cache.default_cache_dir() == tmp_path / "xdg" / "saberjax" / "corpora"
 
+
+
+def count_hashing(monkeypatch) -> list:
+    """Calls of the source hashing, recorded in the returned list."""
+    calls, hash_files = [], corpus_cache._content_key
+    monkeypatch.setattr(corpus_cache, "_content_key",
+                        lambda *args: calls.append(args) or hash_files(*args))
+    return calls
+
+
+def write_tiny_uci(folder, text=UCI_TEXT):
+    source = write_uci(folder, text)
+    past = 1_600_000_000_000_000_000  # mtime in 2020; ctime stays now
+    for file in (source, source.parent / "vocab.txt"):
+        os.utime(file, ns=(past, past))
+    return source
+
+
+def test_a_settled_source_is_known_by_its_record_without_hashing(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)  # fresh files count as settled
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    hashed = count_hashing(monkeypatch)
+    first = load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    record = json.loads((entry / "source.json").read_text())
+    assert record["key"] == json.loads((entry / "cache.json").read_text())["key"]
+    assert record["source"] == str(source.parent.resolve())
+    second = load_quietly(source.parent, cache_dir=cache)
+    assert len(hashed) == 1  # the second load took the key from the record
+    assert_same_corpus(second, first)
+    assert is_memory_mapped(second.word_ids)
+    other = load_quietly(source.parent, cache_dir=cache, format="uci")  # same options
+    assert_same_corpus(other, first)
+    assert len(hashed) == 1
+
+
+def test_a_source_changed_after_its_record_is_hashed_again(tmp_path, monkeypatch):
+    """Same size, modification time set back: its ctime moved, and the sample would see it."""
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
+    monkeypatch.setattr(corpus_cache, "SAMPLE_BYTES", 4)  # the change lies outside the sample
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    before = os.stat(source)
+    time.sleep(0.05)  # beyond a tick of the file system's clock
+    source.write_text(UCI_TEXT.replace("1 4 1", "1 3 1"))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(source)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    hashed = count_hashing(monkeypatch)
+    changed = load_quietly(source.parent, cache_dir=cache)
+    assert len(hashed) == 1
+    assert_same_corpus(changed, load_corpus(source.parent))
+    assert changed.word_ids[2] == 2
+
+
+def test_a_change_that_stat_misses_is_caught_by_the_content_sample(tmp_path, monkeypatch):
+    """A file system that keeps no ctime: the record's stat matches the changed file."""
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    source.write_text(UCI_TEXT.replace("3 3 1", "3 4 1"))
+    record = json.loads((entry / "source.json").read_text())
+    record["files"] = corpus_cache._file_stats([source, source.parent / "vocab.txt"])
+    (entry / "source.json").write_text(json.dumps(record))
+    hashed = count_hashing(monkeypatch)
+    changed = load_quietly(source.parent, cache_dir=cache)
+    assert len(hashed) == 1
+    assert changed.word_ids[-1] == 3
+
+
+def test_a_freshly_changed_source_gets_no_record(tmp_path, monkeypatch):
+    """Files changed within SETTLED_SECONDS of their hashing could change again within the
+    same tick of the clock, unseen by stat: they are hashed on every load until settled."""
+    source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
+    hashed = count_hashing(monkeypatch)
+    for _ in range(2):
+        load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    assert not (entry / "source.json").exists() and len(hashed) == 2
+
+
+@pytest.mark.parametrize("record", ["not json", "another key", "another source"])
+def test_a_foreign_or_broken_record_is_not_trusted(tmp_path, monkeypatch, record):
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    written = json.loads((entry / "source.json").read_text())
+    if record == "not json":
+        (entry / "source.json").write_text("{not json")
+    elif record == "another key":
+        other = "f" * 64
+        (entry / "source.json").write_text(json.dumps(dict(written, key=other)))
+    else:
+        (entry / "source.json").write_text(json.dumps(dict(written, source="/elsewhere")))
+    hashed = count_hashing(monkeypatch)
+    assert_same_corpus(load_quietly(source.parent, cache_dir=cache), load_corpus(source.parent))
+    assert len(hashed) == 1
+    assert json.loads((entry / "source.json").read_text()) == written  # written anew
+
+
+def test_a_damaged_entry_with_a_record_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    load_quietly(source.parent, cache_dir=cache)
+    (entry,) = entries(cache)
+    word_ids = entry / "corpus" / "word_ids.npy"
+    data = bytearray(word_ids.read_bytes())
+    data[-4] ^= 1
+    word_ids.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="damaged or stale.*rebuilding"):
+        rebuilt = corpus_cache.load_corpus(source.parent, cache_dir=cache)
+    assert_same_corpus(rebuilt, load_corpus(source.parent))
+    assert_same_corpus(load_quietly(source.parent, cache_dir=cache), rebuilt)
+    assert (entry / "source.json").exists()

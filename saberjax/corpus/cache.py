@@ -18,6 +18,18 @@ path are removed, so editing a corpus in place does not fill the cache.
 
 Entries are written into a hidden staging folder and renamed into place (saberjax.outputs),
 so concurrent runs and kills never leave a half-written entry under a key.
+
+Hashing the source reads it whole on every cached load, so an entry also keeps a source record
+(`source.json`): the source path and reading options, the key, each source file's size,
+modification and status-change times, inode and device (os.stat), and a SHA-256 of each file's
+first and last SAMPLE_BYTES.  A later load whose source files show the same record takes the
+key from it without reading the files whole.  A file's bytes cannot change without its
+status-change time (ctime) changing: every write and every change of its times sets it to the
+current time, which no call can set back (so does the making of a file put in its place).
+Two writes within one tick of the file system's clock can leave the same times, so a record is
+written only after hashing, and only when the files had not changed for SETTLED_SECONDS before
+the hashing began and did not change during it; the sample is checked as well (on file systems
+that keep no real ctime it catches most changes).  Anything else hashes the source as before.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -40,8 +54,13 @@ from saberjax.errors import CorpusFormatError
 CACHE_VERSION = 1
 MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
-_ENTRY_FILES = (MANIFEST, CORPUS_FOLDER)
+SOURCE_RECORD = "source.json"
+_ENTRY_FILES = (MANIFEST, CORPUS_FOLDER, SOURCE_RECORD)
 _READ_BLOCK = 1 << 24
+# A source record is written only for files unchanged this long before they were hashed:
+# longer than a tick of any file system's clock.
+SETTLED_SECONDS = 2.0
+SAMPLE_BYTES = 1 << 12  # the source record's content sample: each file's first and last bytes
 COMPILE_SECONDS_CACHED = 0.2
 
 
@@ -84,10 +103,14 @@ def reading_options(path, format: str = "auto", **text_options) -> dict:
 def cache_key(path, format: str = "auto", **text_options) -> str:
     """SHA-256 hex of the source files' contents and the reading options (see the module)."""
     path = Path(path)
-    files = formats.source_files(path, format)
+    return _content_key(formats.source_files(path, format),
+                        reading_options(path, format, **text_options))
+
+
+def _content_key(files: list[Path], options: dict) -> str:
+    """cache_key of the source files `files` read with reading options `options`."""
     digest = hashlib.sha256(f"saberjax-corpus-cache-v{CACHE_VERSION}\0".encode())
-    digest.update(json.dumps(reading_options(path, format, **text_options),
-                             sort_keys=True).encode())
+    digest.update(json.dumps(options, sort_keys=True).encode())
     for file in files:
         digest.update(f"\0{file.name}\0{file.stat().st_size}\0".encode())
         with open(file, "rb") as stream:
@@ -105,14 +128,23 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
     chosen = formats.detect_format(path) if format == "auto" else format
     if chosen == "native" or (text_options and chosen != "text"):  # as it is, or its error
         return formats.load_corpus(path, chosen, **text_options)
+    cache_dir = Path(default_cache_dir() if cache_dir is None else cache_dir)
+    options = reading_options(path, chosen, **text_options)
+    origin = dict(source=str(path.resolve()), options=options)
+    hashed = None  # (when the hashing began, the files' stat then) when the key was hashed
     try:
-        key = cache_key(path, chosen, **text_options)
+        files = formats.source_files(path, chosen)
+        key = _recorded_key(cache_dir, origin, files)
+        if key is None:
+            hashed = time.time(), _file_stats(files)
+            key = _content_key(files, options)
     except OSError:  # a missing or unreadable source: load_corpus names it
         return formats.load_corpus(path, chosen, **text_options)
-    options = reading_options(path, chosen, **text_options)
-    entry = Path(default_cache_dir() if cache_dir is None else cache_dir) / key[:32]
+    entry = cache_dir / key[:32]
     cached = _read_entry(entry, key)
     if cached is not None:
+        if hashed is not None:
+            _write_source_record(entry, key, origin, files, *hashed)
         return cached
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -125,7 +157,91 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
     except OSError as error:
         cache_warning(f"corpus cache entry {entry} not written ({error}); the corpus is read "
                       f"from {path} each time")
+    else:
+        if hashed is not None:
+            _write_source_record(entry, key, origin, files, *hashed)
     return corpus
+
+
+def _file_stats(files: list[Path]) -> list[list]:
+    """[absolute path, size, modification and status-change times in ns, inode, device] of each file
+    (os.stat, through links)."""
+    stats = []
+    for file in files:
+        stat = os.stat(file)
+        stats.append([os.path.abspath(file), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns,
+                      stat.st_ino, stat.st_dev])
+    return stats
+
+
+def _content_sample(files: list[Path]) -> str:
+    """SHA-256 hex of the first and last SAMPLE_BYTES of each file (its whole when smaller)."""
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as stream:
+            digest.update(stream.read(SAMPLE_BYTES))
+            size = os.fstat(stream.fileno()).st_size
+            if size > SAMPLE_BYTES:
+                stream.seek(max(SAMPLE_BYTES, size - SAMPLE_BYTES))
+                digest.update(stream.read(SAMPLE_BYTES))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _recorded_key(cache_dir: Path, origin: dict, files: list[Path]) -> str | None:
+    """The key in the source record of an entry of cache_dir for this source and reading
+    options (`origin`) whose files' stat and content sample are those of `files` now; None
+    when there is none (see the module)."""
+    try:
+        entries = list(cache_dir.iterdir())
+    except OSError:
+        return None
+    stats = sample = None
+    for entry in entries:
+        try:
+            record = json.loads((entry / SOURCE_RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or any(record.get(name) != value
+                                               for name, value in origin.items()):
+            continue
+        key = record.get("key")
+        if not isinstance(key, str) or key[:32] != entry.name:
+            continue
+        stats = _file_stats(files) if stats is None else stats
+        if record.get("files") != stats:
+            continue
+        sample = _content_sample(files) if sample is None else sample
+        if record.get("sample") == sample:
+            return key
+    return None
+
+
+def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
+                         hashed_at: float, stats: list[list]) -> None:
+    """Writes the entry's source record when the files (stat `stats` when their hashing began
+    at `hashed_at`, time.time()) still have that stat and had not changed for SETTLED_SECONDS
+    before; nothing otherwise, or when the entry cannot be written (the key is then hashed
+    each time)."""
+    newest = max((max(mtime, ctime) for _, _, mtime, ctime, _, _ in stats), default=0)
+    if newest > (hashed_at - SETTLED_SECONDS) * 1e9:
+        return
+    try:
+        sample = _content_sample(files)
+        if _file_stats(files) != stats:
+            return
+        record = dict(origin, key=key, files=stats, sample=sample)
+        handle, temporary = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".source.tmp",
+                                             dir=entry.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(json.dumps(record, indent=1) + "\n")
+            os.replace(temporary, entry / SOURCE_RECORD)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return
 
 
 def define_flags() -> None:
