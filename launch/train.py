@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shutil
 import sys
 import time
 
@@ -39,12 +40,13 @@ from absl import flags, logging
 from saberjax import checkpoint, cli, execution, processes, trainer
 from saberjax import corpus as corpus_io
 from saberjax import layout_cache, timing
+from saberjax.background import in_background
 from saberjax.corpus import cache as corpus_cache
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
+from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.report import write_report
-from saberjax.run_directory import DOC_TOPICS, RunDirectory
+from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain text: "
@@ -111,8 +113,11 @@ def load_data():
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
         return documents, corpus, None
+    # the training corpus's fingerprint, the trainer's first need, hashed beside the halves
+    fingerprint = in_background(corpus.fingerprint, name="saberjax-fingerprint")
     halves = corpus_io.split_document_halves(test, FLAGS.seed)
     check_scorable(*halves)
+    fingerprint.result()
     return documents, corpus, halves
 
 
@@ -143,15 +148,19 @@ def main(argv):
                  config.num_topics, backend)
     run.open()
     processes.barrier("output opened")
+    ahead = ArraysAhead(run.directory)
     try:
         with phases.phase("training"):
-            result = train(run, corpus, heldout, config)
+            result = train(run, corpus, heldout, config, ahead)
         model = with_provenance(result)
         with phases.phase("save"):
-            output = run.finish(lambda staging: save_result(staging, model, corpus, documents))
+            output = run.finish(lambda staging: save_result(staging, model, corpus, documents,
+                                                            ahead.written()))
     except BaseException:
         run.abandon()
         raise
+    finally:
+        ahead.remove()
 
     for topic, words in enumerate(model.top_words(FLAGS.top_words) if FLAGS.top_words else []):
         print(f"topic {topic:4d}: {' '.join(words)}")
@@ -171,9 +180,39 @@ def main(argv):
                            time.perf_counter() - started))
 
 
-def train(run: RunDirectory, corpus, heldout, config) -> trainer.TrainResult:
-    """Train, writing metrics.jsonl and the checkpoints into the run's working directory and
-    logging progress every --log_every iterations."""
+class ArraysAhead:
+    """model.npz written while the last iteration is scored (trainer.train's on_model), into
+    a hidden folder beside the output (outputs.hidden_sibling: the next run's
+    RunDirectory.open clears what a killed run leaves there) until the save moves it into
+    the finished directory."""
+
+    def __init__(self, directory: pathlib.Path):
+        self.directory, self.folder, self.writing = directory, None, None
+
+    def __call__(self, model) -> None:
+        self.folder = hidden_sibling(self.directory, "partial")
+        self.folder.mkdir()
+        self.writing = in_background(model.write_arrays, self.folder / MODEL_FILE,
+                                     name="saberjax-save")
+
+    def written(self) -> pathlib.Path | None:
+        """The model.npz written (once it is), or None when training never offered it."""
+        if self.writing is None:
+            return None
+        self.writing.result()
+        return self.folder / MODEL_FILE
+
+    def remove(self) -> None:
+        """Delete the folder (after the writing, should it still be going on)."""
+        if self.writing is not None:
+            self.writing.exception()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def train(run: RunDirectory, corpus, heldout, config, ahead: ArraysAhead
+          ) -> trainer.TrainResult:
+    """Train, writing metrics.jsonl and the checkpoints into the run's working directory,
+    logging progress every --log_every iterations and the model's arrays ahead of the save."""
     earlier_metrics = []
     if run.resume_from:
         earlier_metrics = checkpoint.read_manifest(run.resume_from)["metrics"]
@@ -188,7 +227,8 @@ def train(run: RunDirectory, corpus, heldout, config) -> trainer.TrainResult:
             progress(iteration, record, state)
 
         return trainer.train(corpus, config, heldout, callback=log_iteration,
-                             checkpoint_dir=run.checkpoint_dir, resume_from=run.resume_from)
+                             checkpoint_dir=run.checkpoint_dir, resume_from=run.resume_from,
+                             on_model=ahead)
 
 
 def with_provenance(result: trainer.TrainResult):
@@ -200,15 +240,19 @@ def with_provenance(result: trainer.TrainResult):
         text_options=text_options()))
 
 
-def save_result(directory: pathlib.Path, model, corpus, documents) -> None:
-    """The model files, with --save_doc_topics the topic proportions of `documents`, and with
-    --report the report, into the directory being assembled."""
-    model.save(directory)
+def save_result(directory: pathlib.Path, model, corpus, documents,
+                arrays: pathlib.Path | None = None) -> None:
+    """The model files (model.npz moved from `arrays` where it was written ahead), with
+    --save_doc_topics the topic proportions of `documents`, and with --report the report,
+    into the directory being assembled."""
+    model.save(directory, arrays=arrays)
     if FLAGS.save_doc_topics:
         with timing.phase("evaluation"):
             theta = model.transform(documents, num_devices=FLAGS.num_devices)
         atomic_write(directory / DOC_TOPICS, lambda file: np.save(file, theta))
     if FLAGS.report:
+        from saberjax.report import write_report  # noqa: PLC0415 (only for --report)
+
         write_report(model, directory / "report", corpus, model.metrics)
 
 

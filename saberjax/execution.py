@@ -572,7 +572,10 @@ class CompiledStep:
     def __init__(self, placement: Placement, state: TrainState):
         start = time.perf_counter()
         self.placement = placement
-        iteration, key = esca.next_iteration(state.seed, state.iteration)
+        # the key's shape and sharding (next_iteration's, as the state's iteration is laid
+        # out): the programs compile without waiting for the state (still being computed)
+        key = jax.eval_shape(esca.next_iteration, state.seed, state.iteration)[1]
+        key = jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=state.iteration.sharding)
         if placement.streamed:
             on_device = placement.sharding(memory_kind="device")
             chunk, chunk_state = jax.tree.map(
@@ -588,7 +591,8 @@ class CompiledStep:
             self._iteration = placement._iteration_program.lower(
                 *placement._iteration_args(state, key)).compile()
             self.num_executables = 1
-        jax.block_until_ready((iteration, key))
+        # next_iteration compiles on its first call: here, so that calling never compiles
+        jax.block_until_ready(esca.next_iteration(state.seed, state.iteration))
         self.compile_seconds = time.perf_counter() - start
 
     def __call__(self, state: TrainState) -> TrainState:

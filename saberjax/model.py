@@ -325,11 +325,17 @@ class TopicModel:
         see inference.infer_topics."""
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
-    def save(self, directory) -> pathlib.Path:
+    def save(self, directory, arrays=None) -> pathlib.Path:
         """Write model.npz, vocab.txt, config.json and metrics.jsonl into `directory` (each
-        atomically)."""
+        atomically).  arrays: a model.npz that write_arrays wrote for a model with these
+        arrays, on the same file system: it is moved into the directory instead of written
+        again."""
         directory = pathlib.Path(directory)
-        atomic_write(directory / "model.npz", self._write_npz)
+        if arrays is None:
+            self.write_arrays(directory / "model.npz")
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            os.replace(arrays, directory / "model.npz")
         atomic_write(directory / "vocab.txt",
                      lambda f: f.write("".join(w + "\n" for w in self.vocab)), mode="w")
         config = dict(self.config, format_version=FORMAT_VERSION, num_topics=self.num_topics,
@@ -339,6 +345,11 @@ class TopicModel:
         atomic_write(directory / "metrics.jsonl", lambda f: f.writelines(
             json.dumps(record) + "\n" for record in self.metrics), mode="w")
         return directory
+
+    def write_arrays(self, path) -> None:
+        """Write model.npz, the model's arrays (word_topic_counts, topic_word, alpha, beta),
+        to `path` atomically: the file of that name in a saved model directory."""
+        atomic_write(pathlib.Path(path), self._write_npz)
 
     def _write_npz(self, file) -> None:
         """model.npz into an open, empty binary file; topic_word is computed while the counts

@@ -136,7 +136,9 @@ class TrainResult:
     state: TrainState
     metrics: list[dict]
     init_seconds: float  # initialisation or loading the checkpoint, compilation included
-    compile_seconds: float  # compiling the iteration (and the update of a learned alpha)
+    # the wait after initialisation for the iteration (and the update of a learned alpha) to
+    # compile: they compile while the devices initialise
+    compile_seconds: float
 
 
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
@@ -155,8 +157,8 @@ def _ready_at(tree) -> float:
 
 class Iterations(NamedTuple):
     """What train_placed ran: the last state, one metrics record per iteration, the seconds
-    of initialisation (or loading the checkpoint, compilation included) and of compiling the
-    iteration (and the update of a learned alpha)."""
+    of initialisation (or loading the checkpoint, compilation included) and those spent
+    waiting after it for the iteration (and the update of a learned alpha) to compile."""
 
     state: TrainState
     metrics: list[dict]
@@ -167,9 +169,12 @@ class Iterations(NamedTuple):
 def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainConfig,
                     heldout: tuple[Corpus, Corpus] | None = None,
                     callback: Callable[[int, dict, TrainState], bool | None] | None = None,
-                    checkpoint_dir=None, resume_from=None) -> Iterations:
+                    checkpoint_dir=None, resume_from=None,
+                    on_last_state: Callable[[TrainState], None] | None = None) -> Iterations:
     """Initialise (or resume), compile and run the iterations of config over a corpus already
-    placed (place: on the devices, or streamed); see train.
+    placed (place: on the devices, or streamed); see train.  on_last_state(state) is called
+    with the state of the last iteration (config.iterations) as soon as it is ready, before
+    it is scored.
 
     Each iteration is queued on the device before the one before it is waited for, so the
     devices never idle while the host dispatches the next (1.2 ms of a 9.7 ms iteration on
@@ -196,16 +201,18 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
         if int(state.iteration) > config.iterations:
             raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
                              f"iterations={config.iterations}")
-    state = jax.block_until_ready(state)
-    init_seconds = time.perf_counter() - start
     first, last = int(state.iteration) + 1, config.iterations
     learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
                        for iteration in range(first, last + 1))  # else no update is compiled
-    start = time.perf_counter()
-    # the update compiles beside the iteration (XLA compiles without the GIL)
+    # the programs need only the state's shapes and shardings: they compile in threads while
+    # the devices initialise, the update beside the iteration (XLA compiles without the GIL)
     compiling_update = learns_alpha and in_background(
         placement.compile_alpha_update, state, corpus.doc_lengths(), name="saberjax-compile")
-    step = placement.compile(state)
+    compiling_step = in_background(placement.compile, state, name="saberjax-compile")
+    state = jax.block_until_ready(state)
+    init_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    step = compiling_step.result()
     update_alpha = compiling_update.result() if compiling_update else None
     compile_seconds = time.perf_counter() - start
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
@@ -235,6 +242,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
             if streamed:
                 record.update(chunks.counters.since(previous_counters).as_metrics())
                 previous_counters = dataclasses.replace(chunks.counters)
+            if iteration == last and on_last_state is not None:
+                on_last_state(state)
             due = config.eval_every and iteration % config.eval_every == 0
             evaluate = heldout is not None and (due or iteration == last)
             save = config.checkpoint_every and iteration % config.checkpoint_every == 0
@@ -261,7 +270,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
           callback: Callable[[int, dict, TrainState], bool | None] | None = None,
-          checkpoint_dir=None, resume_from=None, verbose: int = 0) -> TrainResult:
+          checkpoint_dir=None, resume_from=None, verbose: int = 0,
+          on_model: Callable[[TopicModel], None] | None = None) -> TrainResult:
     """Train LDA on `corpus`; `heldout` = (observed, held-out) halves of test documents.
 
     Checkpoints go to `checkpoint_dir` (needed when config.checkpoint_every is set);
@@ -269,6 +279,13 @@ def train(corpus: Corpus, config: TrainConfig,
     its metrics included, instead of initialising.  verbose=N prints a progress line
     (progress.Progress: Mtoken/s, ETA, latest held-out score) to stderr every N iterations
     and after the last.
+
+    on_model(model), in a thread of its own, receives the model of the last iteration as soon
+    as that iteration is done and while it is being scored: its arrays (counts, alpha, beta,
+    vocabulary) are those of the model train returns; its config and metrics are empty.  A
+    caller can write the arrays meanwhile (TopicModel.write_arrays).  It is not called when
+    training stops before the last iteration (a callback), nor in a run of several processes
+    (fetching the counts is a collective there, which must not run beside the scoring's).
     """
     if verbose:
         callback = chain(Progress(config.iterations, verbose,
@@ -281,10 +298,26 @@ def train(corpus: Corpus, config: TrainConfig,
     processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
                               repr(dataclasses.asdict(config)))
     placement = place(corpus, hyper, config)
+
+    def fetched(state):
+        """Fetch the state's counts and alpha in a thread, then call on_model there."""
+        def fetch():
+            counts = placement.word_topic(state)[:, :hyper.num_topics]
+            alpha = placement.alpha(state)
+            on_model(TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab)))
+            return counts, alpha
+        last.append((state, in_background(fetch, name="saberjax-model")))
+
+    last = []  # (the last iteration's state, its arrays: a future) once on_model is called
     run = train_placed(corpus, placement, config, heldout, callback, checkpoint_dir,
-                          resume_from)
+                       resume_from, on_last_state=fetched if on_model is not None
+                       and jax.process_count() == 1 else None)
     with timing.phase("transfer"):
-        counts = placement.word_topic(run.state)[:, :hyper.num_topics]
+        if last and last[0][0] is run.state:
+            counts, alpha = last[0][1].result()
+        else:
+            counts, alpha = (placement.word_topic(run.state)[:, :hyper.num_topics],
+                             placement.alpha(run.state))
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
@@ -293,6 +326,6 @@ def train(corpus: Corpus, config: TrainConfig,
                         stored=placement.stored,
                         partition=placement.partition,
                         iterations_run=len(run.metrics))
-    model = TopicModel(counts, placement.alpha(run.state), hyper.beta, tuple(corpus.vocab),
+    model = TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab),
                        model_config, tuple(run.metrics))
     return TrainResult(model, *run)

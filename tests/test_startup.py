@@ -79,6 +79,7 @@ def train(tmp_path, *flags):
 def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_path):
     uci_folder(tmp_path / "uci", random_corpus(num_docs=40, seed=5))
     first = train(tmp_path, f"--output={tmp_path / 'run1'}")
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
     last_log_line = first.stderr.strip().splitlines()[-1]
     assert re.search(r"time: load \d+\.\d\d s, layout \d+\.\d\d s, transfer \d+\.\d\d s, init "
                      r"\d+\.\d\d s, compile \d+\.\d\d s, training \d+\.\d\d s, evaluation "
@@ -144,3 +145,28 @@ def test_a_run_too_short_to_learn_alpha_compiles_no_alpha_update(monkeypatch):
         trainer.train(corpus, trainer.TrainConfig(num_topics=4, iterations=iterations,
                                                   optimize_alpha_every=3, backend="xla"))
     assert len(compiled) == 1  # the 3-iteration run learns alpha after its third
+
+
+def test_the_arrays_offered_ahead_are_the_trained_models_and_save_as_it_does(tmp_path):
+    """trainer.train's on_model: the model's arrays while its last iteration is scored, and
+    a model.npz written from them is the one TopicModel.save writes (train.py moves it)."""
+    corpus = random_corpus(num_docs=40, seed=9)
+    halves = split_document_halves(random_corpus(num_docs=10, seed=10), 0)
+    offered = []
+    config = trainer.TrainConfig(num_topics=4, iterations=3, backend="xla")
+    result = trainer.train(corpus, config, halves, on_model=offered.append)
+    (ahead,) = offered
+    np.testing.assert_array_equal(ahead.word_topic_counts, result.model.word_topic_counts)
+    np.testing.assert_array_equal(ahead.alpha, result.model.alpha)
+    assert (ahead.beta, ahead.vocab) == (result.model.beta, result.model.vocab)
+    ahead.write_arrays(tmp_path / "ahead" / "model.npz")
+    result.model.save(tmp_path / "moved", arrays=tmp_path / "ahead" / "model.npz")
+    result.model.save(tmp_path / "written")
+    for name in ("model.npz", "vocab.txt", "config.json", "metrics.jsonl"):
+        assert (tmp_path / "moved" / name).read_bytes() == (tmp_path / "written" / name
+                                                           ).read_bytes()
+    assert not (tmp_path / "ahead" / "model.npz").exists()
+    stopped = []
+    trainer.train(corpus, config, halves, callback=lambda iteration, *_: iteration == 2,
+                  on_model=stopped.append)
+    assert stopped == []  # stopped before the last iteration: nothing offered
