@@ -137,7 +137,7 @@ class TrainResult:
     metrics: list[dict]
     init_seconds: float  # initialisation or loading the checkpoint, compilation included
     # the wait after initialisation for the iteration (and the update of a learned alpha) to
-    # compile: they compile while the devices initialise
+    # compile: on accelerators they compile while the devices initialise
     compile_seconds: float
 
 
@@ -164,6 +164,13 @@ class Iterations(NamedTuple):
     metrics: list[dict]
     init_seconds: float
     compile_seconds: float
+
+
+def compiles_beside_init(placement: execution.Placement) -> bool:
+    """Whether train_placed compiles the iteration while the devices initialise (the programs
+    need only the state's shapes and shardings): on accelerators; CPU devices, one per core,
+    initialise on every core, so the compilation would only slow them."""
+    return placement.mesh.devices.flat[0].platform != "cpu"
 
 
 def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainConfig,
@@ -204,14 +211,19 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     first, last = int(state.iteration) + 1, config.iterations
     learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
                        for iteration in range(first, last + 1))  # else no update is compiled
-    # the programs need only the state's shapes and shardings: they compile in threads while
-    # the devices initialise, the update beside the iteration (XLA compiles without the GIL)
-    compiling_update = learns_alpha and in_background(
-        placement.compile_alpha_update, state, corpus.doc_lengths(), name="saberjax-compile")
-    compiling_step = in_background(placement.compile, state, name="saberjax-compile")
+
+    def compiling():
+        """The iteration and the update compiling in threads (XLA compiles without the GIL):
+        (their futures)."""
+        return (in_background(placement.compile, state, name="saberjax-compile"),
+                learns_alpha and in_background(placement.compile_alpha_update, state,
+                                               corpus.doc_lengths(), name="saberjax-compile"))
+
+    programs = compiling() if compiles_beside_init(placement) else None
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     start = time.perf_counter()
+    compiling_step, compiling_update = programs or compiling()
     step = compiling_step.result()
     update_alpha = compiling_update.result() if compiling_update else None
     compile_seconds = time.perf_counter() - start

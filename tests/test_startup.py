@@ -170,3 +170,16 @@ def test_the_arrays_offered_ahead_are_the_trained_models_and_save_as_it_does(tmp
     trainer.train(corpus, config, halves, callback=lambda iteration, *_: iteration == 2,
                   on_model=stopped.append)
     assert stopped == []  # stopped before the last iteration: nothing offered
+
+
+def test_compiling_beside_initialisation_trains_the_same_model(monkeypatch):
+    """The iteration and the alpha update compile while the state initialises on
+    accelerators (trainer.compiles_beside_init); here on the CPU devices too: same model."""
+    corpus = random_corpus(num_docs=30, seed=11)
+    config = trainer.TrainConfig(num_topics=4, iterations=3, optimize_alpha_every=2,
+                                 backend="xla")
+    apart = trainer.train(corpus, config)
+    monkeypatch.setattr(trainer, "compiles_beside_init", lambda placement: True)
+    beside = trainer.train(corpus, config)
+    np.testing.assert_array_equal(beside.model.word_topic_counts, apart.model.word_topic_counts)
+    np.testing.assert_array_equal(beside.model.alpha, apart.model.alpha)
