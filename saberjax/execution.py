@@ -611,9 +611,10 @@ class CompiledStep:
 class CompiledAlphaUpdate:
     """The learned prior's update (saberjax.prior) of a Placement's state through executables
     compiled ahead of time: each device counts the (topic, count) pairs of its chunks' A into
-    a histogram (streamed chunks' A copied to it one slot at a time), then one program sums
-    the histograms over the mesh, runs the fixed point and rebuilds B-hat and its trees for
-    the new alpha.  Calling it never compiles (`compile_seconds`)."""
+    a histogram (streamed chunks' A copied to it one slot at a time; a chunk store's slots put
+    with their z, A rebuilt on the devices), then one program sums the histograms over the
+    mesh, runs the fixed point and rebuilds B-hat and its trees for the new alpha.  Calling it
+    never compiles (`compile_seconds`)."""
 
     def __init__(self, placement: Placement, state: TrainState, doc_lengths):
         start = time.perf_counter()
