@@ -44,6 +44,15 @@ DEFAULT_CHUNK_TOKENS = 1 << 26
 # fewest tokens per piece of a chunk built by several threads (build_chunk): smaller
 # chunks are built in one piece, in the calling thread
 PIECE_TOKENS = 1 << 18
+# build_chunk's work units: stream blocks of up to BLOCK_TOKENS tokens (at most MAX_BLOCKS
+# of them: larger blocks in a larger chunk) and buckets of ranks of about BUCKET_TOKENS
+# tokens (at most MAX_BUCKETS such shares), each small enough for its temporaries to stay in
+# a core's cache; RANK_SAMPLE tokens of a chunk are counted to cut its buckets
+BLOCK_TOKENS = 1 << 17
+MAX_BLOCKS = 1 << 12
+BUCKET_TOKENS = 1 << 18
+MAX_BUCKETS = 1 << 11
+RANK_SAMPLE = 1 << 16
 TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
 
 
@@ -188,140 +197,157 @@ def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.nda
     """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
     padded_tokens tokens and padded_docs documents (see padded_shape).
 
-    Linear in tokens, with no comparison sort: the chunk is cut into runs (maximal stretches
-    of one word inside one document; a bag-of-words file expanded to tokens has about one run
-    per entry), the runs are listed document by document, longest documents first (a sort of
-    documents), and that list is sorted stably by word rank with numpy's radix sort of 16-bit
-    keys.  Expanding the sorted runs back to tokens gives the word-major order (rank, longer
-    documents first, doc-major position).
+    Linear in tokens, with no comparison sort, as a stable two-level bucket sort by word rank
+    of the chunk's token stream (the documents' tokens, longest documents first, ties in
+    document order, each document's in order), whose result is the word-major order (rank,
+    longer documents first, doc-major position):
 
-    Every pass over tokens or runs is cut into `workers` contiguous pieces (default: one per
-    core; fewer for a chunk of under piece_tokens tokens a piece, one below that) that run at
-    once on the build threads (_build_threads); the passes are numpy calls that release the
-    GIL.  The stable sort is one per piece of the run list: piece p's runs of rank r go after
-    the runs of every lower rank and those of rank r in pieces before p, which is where the
-    stable sort of the whole list puts them.  The arrays are the same for any workers.
+    - the ranks are cut into buckets of consecutive ranks of about BUCKET_TOKENS tokens each
+      (_RankBuckets, from a sample of the chunk; a word of many tokens is a bucket of its
+      own), and the stream into blocks of up to BLOCK_TOKENS tokens;
+    - a first pass counts each block's tokens of each bucket; a second moves each block's
+      tokens, grouped by bucket (numpy's radix sort of 16-bit keys), to its bucket's share
+      of the output arrays, where the buckets follow each other in rank order and a
+      bucket's tokens keep the stream order;
+    - a third sorts each bucket of several ranks stably by rank (the same radix sort of the
+      rank within the bucket); a bucket of one rank is in order already.
+
+    The output arrays themselves hold the tokens between the passes, so no array of the
+    chunk's size is allocated besides them, and every pass works on a block or a bucket at a
+    time, whose temporaries stay in the core's cache.  Each pass is cut into `workers`
+    contiguous pieces (default: one per core; fewer for a chunk of under piece_tokens tokens a
+    piece, one below that; blocks of at most piece_tokens tokens) that run at once on the
+    build threads (_build_threads); the passes are numpy calls that release the GIL.  The
+    arrays are the same for any workers, blocks and buckets: they are the stable order.
     """
     offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
     token_base = int(offsets[0])
     words = np.asarray(corpus.word_ids[offsets[0] : offsets[-1]], dtype=np.int32)
     lengths = np.diff(offsets)
-    doc_starts = offsets[:-1] - token_base
     num_tokens, num_docs = len(words), last_doc - first_doc
     pieces = _Pieces(max(1, min(workers or os.cpu_count() or 1, num_tokens // piece_tokens)))
 
-    # the runs, found by token ranges: a run starts where the word changes or a document starts
-    is_run_start = np.empty(num_tokens, bool)
-    doc_heads = doc_starts[lengths > 0]
-
-    def mark(_, start: int, stop: int) -> int:
-        if start == stop:
-            return 0
-        after = max(start, 1)
-        np.not_equal(words[after:stop], words[after - 1 : stop - 1],
-                     out=is_run_start[after:stop])
-        if start == 0:
-            is_run_start[0] = True
-        is_run_start[doc_heads[np.searchsorted(doc_heads, start):
-                               np.searchsorted(doc_heads, stop)]] = True
-        return np.count_nonzero(is_run_start[start:stop])
-
-    run_cuts = np.cumsum([0, *pieces.over(num_tokens, mark)])
-    num_runs = int(run_cuts[-1])
-    run_start = np.empty(num_runs + 1, np.int32)  # and the end of the last run
-    run_start[num_runs] = num_tokens
-
-    def collect(piece: int, start: int, stop: int) -> None:
-        run_start[run_cuts[piece] : run_cuts[piece + 1]] = (
-            np.flatnonzero(is_run_start[start:stop]) + start)
-
-    pieces.over(num_tokens, collect)
-    del is_run_start
-    doc_first_run = np.searchsorted(run_start[:-1], doc_starts).astype(np.int32)
-    doc_runs = np.diff(doc_first_run, append=np.int32(num_runs))
-    # the runs document by document, longest documents first (ties in document order)
-    doc_order = np.argsort(-lengths, kind="stable").astype(np.int32)
-    doc_order = doc_order[doc_runs[doc_order] > 0]
-    doc_run_offsets = np.concatenate([[0], np.cumsum(doc_runs[doc_order], dtype=np.int64)])
-    doc_first_run = doc_first_run[doc_order]
-
-    def sort_piece(_, start: int, stop: int):
-        """Runs start .. stop - 1 of the list as records (start, length, document, rank),
-        sorted stably by rank, and the ranks present with their numbers of runs."""
-        run = np.empty(stop - start, np.intp)  # numpy's index type: taken without a copy
-        _expand_slice(doc_first_run, doc_run_offsets, start, stop, 1, run)
-        records = np.empty((stop - start, 4), np.int32)
-        records[:, 0] = np.take(run_start, run)
-        records[:, 1] = np.take(run_start[1:], run)
-        records[:, 1] -= records[:, 0]
-        records[:, 3] = np.take(word_rank, np.take(words, records[:, 0]))
-        del run
-        _expand_slice(doc_order, doc_run_offsets, start, stop, 0, records[:, 2])
-        records = np.take(_as_rows(records), _stable_argsort_ranks(records[:, 3]))
-        ranks = _as_columns(records)[:, 3]
-        heads = np.flatnonzero(np.diff(ranks, prepend=np.int32(-1)))
-        return records, ranks[heads], np.diff(heads, append=stop - start)
-
-    sorted_pieces = pieces.over(num_runs, sort_piece)
-    runs_of_rank = np.zeros(len(word_rank), np.int64)
-    for _, ranks, runs in sorted_pieces:
-        runs_of_rank[ranks] += runs
-    rank_first_run = np.concatenate([[0], np.cumsum(runs_of_rank)])
-    next_run, piece_first_run = rank_first_run[:-1].copy(), []
-    for _, ranks, runs in sorted_pieces:
-        piece_first_run.append(next_run[ranks])
-        next_run[ranks] += runs
-    # the records by rank, then one padding run: padding tokens are word 0 of the padding
-    # document at doc-major positions num_tokens, num_tokens + 1, ...
-    sorted_records = np.empty((num_runs + 1, 4), np.int32)
-    sorted_records[num_runs] = num_tokens, padded_tokens - num_tokens, num_docs, 0
-    sorted_start, sorted_length, sorted_doc, _ = sorted_records.T
-
-    def place(piece: int, start: int, stop: int) -> None:
-        records, _, runs = sorted_pieces[piece]
-        sorted_pieces[piece] = None
-        target = np.empty(stop - start, np.intp)
-        _expand_slice(piece_first_run[piece], np.concatenate([[0], np.cumsum(runs)]), 0,
-                      stop - start, 1, target)
-        _as_rows(sorted_records)[target] = records
-
-    pieces.over(num_runs, place)
-    del sorted_pieces
-    # each sorted run's first word-major position: a cumulative sum of the lengths by pieces
-    run_offsets = np.empty(num_runs + 2, np.int32)
-    run_offsets[0] = 0
-    piece_tokens_before = np.cumsum(
-        [0, *pieces.over(num_runs + 1, lambda _, start, stop: int(
-            sorted_length[start:stop].sum(dtype=np.int64)))])
-
-    def accumulate(piece: int, start: int, stop: int) -> None:
-        target = run_offsets[start + 1 : stop + 1]
-        np.cumsum(sorted_length[start:stop], out=target)
-        target += np.int32(piece_tokens_before[piece])
-
-    pieces.over(num_runs + 1, accumulate)
-
-    word_order = np.empty_like(word_rank)
-    word_order[word_rank] = np.arange(len(word_rank), dtype=word_rank.dtype)
-    present = runs_of_rank > 0
-    word_tokens = (run_offsets[rank_first_run[1:]]
-                   - run_offsets[rank_first_run[:-1]]).astype(np.int64)[present]
-    word_offsets = np.concatenate([[0], np.cumsum(word_tokens), [padded_tokens]])
-    word_major = np.empty(padded_tokens, np.int32)
-    pieces.expand(np.append(word_order[present], np.int32(0)), word_offsets, 0, word_major)
+    # the stream: documents with tokens, longest first (ties in document order); a radix
+    # sort where every length is under 65,536
+    longest = int(lengths.max(initial=0))
+    shortness = longest - lengths
+    doc_order = np.argsort(shortness.astype(np.uint16) if longest < 1 << 16 else shortness,
+                           kind="stable")
+    doc_order = doc_order[lengths[doc_order] > 0].astype(np.int32)
+    stream_offsets = np.concatenate([[0], np.cumsum(lengths[doc_order])])
+    stream_pos = (offsets[doc_order] - token_base).astype(np.int32)  # each one's doc-major start
+    buckets = _RankBuckets(words, word_rank, num_tokens)
+    block = max(1, min(BLOCK_TOKENS, piece_tokens, num_tokens), -(-num_tokens // MAX_BLOCKS))
+    num_blocks = -(-num_tokens // block)
+    word = np.empty(padded_tokens, np.int32)
     doc = np.empty(padded_tokens, np.int32)
-    pieces.expand(sorted_doc, run_offsets, 0, doc)
     doc_major_pos = np.empty(padded_tokens, np.int32)
-    pieces.expand(sorted_start, run_offsets, 1, doc_major_pos)
+
+    def block_keys(index: int, work: _Blocks) -> tuple[int, int, int]:
+        """Stream block `index`: its tokens' doc-major positions, words and buckets."""
+        start = index * block
+        stop = min(start + block, num_tokens)
+        n = stop - start
+        _expand_slice(stream_pos, stream_offsets, start, stop, 1, work.pos[:n])
+        np.copyto(work.index[:n], work.pos[:n])
+        np.take(words, work.index[:n], out=work.words[:n], mode="clip")
+        np.copyto(work.index[:n], work.words[:n])
+        np.take(buckets.of_word, work.index[:n], out=work.keys[:n], mode="clip")
+        return start, stop, n
+
+    # pass 1: tokens of each bucket in each block
+    block_counts = np.empty((num_blocks, buckets.count), np.int64)
+    bucket_edges = np.arange(1, buckets.count, dtype=np.uint16)
+
+    def count(_, start: int, stop: int) -> None:
+        work = _Blocks(block)
+        for index in range(start, stop):
+            _, _, n = block_keys(index, work)
+            work.keys[:n].sort(kind="stable")
+            block_counts[index] = np.diff(
+                np.concatenate([[0], np.searchsorted(work.keys[:n], bucket_edges), [n]]))
+
+    pieces.over(num_blocks, count)
+    bucket_start = np.concatenate([[0], np.cumsum(block_counts.sum(axis=0))])
+    # where each block's tokens of each bucket go: after the earlier blocks' of that bucket
+    block_offsets = np.cumsum(block_counts, axis=0)
+    block_offsets -= block_counts
+    block_offsets += bucket_start[:-1]
+
+    # pass 2: each block's tokens to their buckets' shares of the output arrays
+    def place(_, start: int, stop: int) -> None:
+        work = _Blocks(block)
+        for index in range(start, stop):
+            first, last, n = block_keys(index, work)
+            _expand_slice(doc_order, stream_offsets, first, last, 0, work.docs[:n])
+            order = np.argsort(work.keys[:n], kind="stable")
+            present = np.flatnonzero(block_counts[index])
+            _expand_slice(block_offsets[index, present],
+                          np.concatenate([[0], np.cumsum(block_counts[index, present])]),
+                          0, n, 1, work.sorted_target[:n])
+            work.target[:n][order] = work.sorted_target[:n]
+            del order
+            doc_major_pos[work.target[:n]] = work.pos[:n]
+            doc[work.target[:n]] = work.docs[:n]
+            word[work.target[:n]] = work.words[:n]
+
+    pieces.over(num_blocks, place)
+
+    # pass 3: buckets of several ranks sorted by rank, shared by their tokens (a bucket of
+    # one rank is no work); the padding
+    bucket_work = np.where(buckets.single, 0, np.diff(bucket_start))
+    work_before = np.concatenate([[0], np.cumsum(bucket_work)])
+    total_work = int(work_before[-1])
+
+    def sort_buckets(piece: int, start: int, stop: int) -> list[np.ndarray]:
+        """The buckets whose work starts in start .. stop - 1 of the total (the last piece:
+        every bucket from start on) sorted, and their words' first word-major positions; the
+        piece's share of the padding."""
+        pad_first, pad_last = (num_tokens + (padded_tokens - num_tokens) * share // pieces.count
+                               for share in (piece, piece + 1))
+        word[pad_first:pad_last] = 0
+        doc[pad_first:pad_last] = num_docs
+        _expand_slice(np.array([num_tokens]), np.array([0, padded_tokens - num_tokens]),
+                      pad_first - num_tokens, pad_last - num_tokens, 1,
+                      doc_major_pos[pad_first:pad_last])
+        own = range(int(np.searchsorted(work_before[:-1], start)) if piece else 0,
+                    int(np.searchsorted(work_before[:-1], stop))
+                    if piece < pieces.count - 1 else buckets.count)
+        sizes = np.diff(bucket_start[own.start : own.stop + 1])
+        most = int(bucket_work[own.start : own.stop].max(initial=0))
+        index, keys, moved = np.empty(most, np.intp), np.empty(most, np.uint16), np.empty(
+            most, np.int32)
+        word_starts = []
+        for bucket, n in zip(own, sizes.tolist()):
+            first, last = int(bucket_start[bucket]), int(bucket_start[bucket + 1])
+            if n == 0:
+                continue
+            if buckets.single[bucket]:
+                word_starts.append(np.array([first]))
+                continue
+            np.copyto(index[:n], word[first:last])
+            np.take(buckets.key_of_word, index[:n], out=keys[:n], mode="clip")
+            order = np.argsort(keys[:n], kind="stable")
+            for array in (word, doc, doc_major_pos):
+                np.take(array[first:last], order, out=moved[:n], mode="clip")
+                array[first:last] = moved[:n]
+            del order
+            word_starts.append(np.concatenate(
+                [[0], np.flatnonzero(word[first + 1 : last] != word[first : last - 1]) + 1])
+                + first)
+        return word_starts
+
+    word_starts = np.concatenate([np.zeros(0, np.int64), *(
+        starts for part in pieces.over(total_work, sort_buckets) for starts in part)])
     return Chunk(
-        word=word_major,
+        word=word,
         doc=doc,
         doc_major_pos=doc_major_pos,
         doc_start=padded_doc_start(offsets, padded_tokens, padded_docs),
         num_tokens=np.int32(num_tokens),
         token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
-        tile_start=_tile_start(word_offsets[:-2], word_tokens, corpus.num_words,
-                               padded_tokens, TILE_TOKENS, pieces),
+        tile_start=_tile_start(word_starts, np.diff(word_starts, append=num_tokens),
+                               corpus.num_words, padded_tokens, TILE_TOKENS, pieces),
         block_tokens=padded_tokens,
     )
 
@@ -405,36 +431,49 @@ def _expand_slice(values: np.ndarray, offsets: np.ndarray, start: int, stop: int
     np.cumsum(target, out=target)
 
 
-_ROW = np.dtype((np.void, 16))
+class _Blocks:
+    """Buffers for build_chunk's passes over stream blocks of up to `size` tokens, allocated
+    once by the thread that runs a piece and written in place block after block, so that the
+    passes allocate little besides numpy's argsort."""
+
+    def __init__(self, size: int):
+        self.pos = np.empty(size, np.int32)  # doc-major positions
+        self.docs = np.empty(size, np.int32)
+        self.words = np.empty(size, np.int32)
+        self.keys = np.empty(size, np.uint16)  # buckets
+        self.index = np.empty(size, np.intp)  # indexes for np.take, which copies others
+        self.target = np.empty(size, np.intp)  # output positions
+        self.sorted_target = np.empty(size, np.intp)
 
 
-def _as_rows(records: np.ndarray) -> np.ndarray:
-    """[n, 4] int32 records as n items of 16 bytes, which numpy gathers and scatters whole."""
-    return records.view(_ROW)[:, 0]
+class _RankBuckets:
+    """Word ranks cut into buckets of consecutive ranks for build_chunk: about BUCKET_TOKENS
+    of the chunk's tokens each (at most MAX_BUCKETS such shares; counted on every stride-th
+    token, RANK_SAMPLE of them), a rank of a share's tokens or more a bucket of its own, and
+    at most 65,536 ranks in a bucket, so that a rank within its bucket is a 16-bit key.  The
+    buckets only steer the work: the chunk is the same for any of them."""
 
-
-def _as_columns(rows: np.ndarray) -> np.ndarray:
-    """The [n, 4] int32 records of _as_rows."""
-    return rows.view(np.int32).reshape(-1, 4)
-
-
-def _stable_argsort_ranks(ranks: np.ndarray) -> np.ndarray:
-    """The stable sorting permutation of non-negative int32 ranks, by numpy's radix sort of
-    16-bit keys: one pass with the ranks from 65,535 on sharing the last key; then the entries
-    of that key (ranks by decreasing word frequency: the rarest words, a few runs) by rank -
-    65,535, in one pass where that fits 16 bits, else low digits first, then high."""
-    last_key = 0xFFFF
-    order = np.argsort(np.minimum(ranks, last_key).astype(np.uint16), kind="stable")
-    tail = order[len(order) - np.count_nonzero(ranks >= last_key) :]  # a view of order
-    if tail.size:
-        tail_ranks = np.take(ranks, tail) - last_key
-        if int(tail_ranks.max()) < 1 << 16:
-            tail[:] = tail[np.argsort(tail_ranks.astype(np.uint16), kind="stable")]
-        else:
-            tail[:] = tail[np.argsort((tail_ranks & 0xFFFF).astype(np.uint16), kind="stable")]
-            tail_ranks = np.take(ranks, tail) - last_key
-            tail[:] = tail[np.argsort((tail_ranks >> 16).astype(np.uint16), kind="stable")]
-    return order
+    def __init__(self, words: np.ndarray, word_rank: np.ndarray, num_tokens: int):
+        num_words = len(word_rank)
+        stride = max(1, num_tokens // RANK_SAMPLE)
+        sample = np.bincount(np.take(word_rank, words[::stride]), minlength=num_words)
+        shares = max(1, min(MAX_BUCKETS, -(-num_tokens // BUCKET_TOKENS)))
+        share = max(int(sample.sum()), 1) / shares  # sampled tokens per share
+        share_of_rank = (np.cumsum(sample) - sample) // share
+        heavy = sample >= share
+        ranks = np.arange(num_words)
+        starts = np.ones(num_words, bool)  # the first rank of each bucket
+        starts[1:] = ((share_of_rank[1:] != share_of_rank[:-1]) | heavy[1:] | heavy[:-1]
+                      | (ranks[1:] >> 16 != ranks[:-1] >> 16))
+        self.first_rank = np.append(np.flatnonzero(starts), num_words)  # and the end
+        self.count = len(self.first_rank) - 1
+        self.single = np.diff(self.first_rank) == 1  # buckets of one rank
+        bucket_of_rank = np.cumsum(starts) - 1
+        # per word id: its bucket and its rank within the bucket (numpy's radix sort of
+        # 16-bit keys makes one pass where the keys are under 256, two otherwise)
+        self.of_word = np.take(bucket_of_rank, word_rank).astype(np.uint16)
+        self.key_of_word = np.take(ranks - self.first_rank[bucket_of_rank],
+                                   word_rank).astype(np.uint16)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

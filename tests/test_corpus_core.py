@@ -70,13 +70,20 @@ def test_subset_copies_runs_of_documents_with_no_memory_beyond_the_result():
     assert peak < 2 * sub.word_ids.nbytes  # an index per token took 7 times the result
 
 
-def test_word_counts_are_counted_a_block_at_a_time(monkeypatch):
+@pytest.mark.parametrize("workers", [None, 1, 2, 3, 64])
+def test_word_counts_are_the_same_on_any_threads_and_blocks(monkeypatch, workers):
+    """Counted in pieces on threads, a block at a time (a block of at least V tokens), with a
+    last block of another size, or in one block: the counts of one np.bincount."""
     corpus = random_corpus(num_docs=50, num_words=30, seed=3)
     expected = np.bincount(np.asarray(corpus.word_ids), minlength=30)
-    monkeypatch.setattr(corpus_core, "WORD_COUNT_BLOCK", 7)  # a last block of another size
-    assert corpus.num_tokens % 7
-    np.testing.assert_array_equal(corpus.word_counts(), expected)
-    assert corpus.word_counts().dtype == np.int64
+    assert corpus.num_tokens % 30 and corpus.num_tokens % 40
+    for block in (7, 40, 10**6):  # blocks of 30 (V), 40 and all the tokens
+        monkeypatch.setattr(corpus_core, "WORD_COUNT_BLOCK", block)
+        counts = corpus.word_counts(workers)
+        assert counts.dtype == np.int64
+        np.testing.assert_array_equal(counts, expected)
+    empty = Corpus(np.zeros(1, np.int64), np.zeros(0, np.int32), VOCAB)
+    np.testing.assert_array_equal(empty.word_counts(workers), np.zeros(len(VOCAB), np.int64))
 
 
 def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():

@@ -116,21 +116,28 @@ def _reference_chunk_order(corpus, first: int, last: int, word_rank: np.ndarray)
     return words[order], doc[order], order
 
 
-def test_chunk_is_the_same_for_any_number_of_workers(monkeypatch):
-    """build_chunk cut into 1, 2, 3 or 7 pieces (small pieces forced) gives the same arrays,
-    and they are the PDOW order of a comparison sort: chunks of a corpus with empty
-    documents, long runs, words absent from the chunk and more than 65,536 distinct ranks in
-    a chunk, some beyond 2 x 65,535 (both radix passes of the rarest words), a chunk of one
-    document, a chunk of empty documents only and a chunk of none."""
+@pytest.mark.parametrize("bucket_tokens", [None, 300])
+def test_chunk_is_the_same_for_any_number_of_workers(monkeypatch, bucket_tokens):
+    """build_chunk cut into 1, 2, 3 or 7 pieces (small pieces and blocks forced) gives the
+    same arrays, and they are the PDOW order of a comparison sort: chunks of a corpus with
+    empty documents, long runs, words absent from the chunk and more than 65,536 distinct
+    ranks in a chunk, some beyond 2 x 65,535 (buckets cut at every 65,536 ranks), a chunk of
+    one document, a chunk of empty documents only and a chunk of none; with a few buckets
+    of ranks, and with small buckets, more than 256 of them (16-bit bucket keys)."""
     from saberjax import layout
 
     corpus = _mixed_corpus()
+    if bucket_tokens:
+        monkeypatch.setattr(layout, "BUCKET_TOKENS", bucket_tokens)
     plan = layout.plan_layout(corpus, chunk_tokens=corpus.num_tokens // 2 + 1)
     (first, middle), (_, end) = plan.chunk_docs
     offsets = np.asarray(corpus.doc_offsets)
     ranks_in_first = plan.word_rank[corpus.word_ids[: offsets[middle]]]
     assert np.unique(ranks_in_first).size > 65_536 and ranks_in_first.max() >= 2 * 65_535
     assert np.unique(ranks_in_first).size < corpus.num_words - 10_000
+    buckets = layout._RankBuckets(corpus.word_ids[: offsets[middle]], plan.word_rank,
+                                  int(offsets[middle]))
+    assert buckets.count > 256 if bucket_tokens else buckets.count < 10
     pieces = []
     real_pieces = layout._Pieces
 
@@ -167,17 +174,60 @@ def test_chunk_is_the_same_for_any_number_of_workers(monkeypatch):
     assert pieces_of_span == [[1, 2, 3, 7]] * 3 + [[1, 1, 1, 1]] * 3
 
 
-def test_stable_argsort_ranks_is_numpys_stable_sort():
-    from saberjax.layout import _stable_argsort_ranks
+def test_rank_buckets_are_runs_of_ranks_with_16_bit_keys(monkeypatch):
+    """Buckets cover the ranks in order, each at most 65,536 ranks (a word's key is its rank
+    within its bucket), about BUCKET_TOKENS sampled tokens each, a word of more tokens
+    alone."""
+    from saberjax import layout
 
-    rng = np.random.default_rng(3)
-    for high in (1, 300, 65_535, 65_536, 70_000, 140_000, 2**31 - 1):
-        ranks = rng.integers(0, high, 200_000).astype(np.int32)
-        np.testing.assert_array_equal(_stable_argsort_ranks(ranks),
-                                      np.argsort(ranks, kind="stable"))
-        np.testing.assert_array_equal(_stable_argsort_ranks(ranks[::3]),
-                                      np.argsort(ranks[::3], kind="stable"))
-    assert _stable_argsort_ranks(np.zeros(0, np.int32)).size == 0
+    corpus = _mixed_corpus()
+    plan = layout.plan_layout(corpus)
+    monkeypatch.setattr(layout, "BUCKET_TOKENS", 5_000)
+    monkeypatch.setattr(layout, "RANK_SAMPLE", 100_000)  # every 5th token
+    buckets = layout._RankBuckets(corpus.word_ids, plan.word_rank, corpus.num_tokens)
+    first = buckets.first_rank
+    assert first[0] == 0 and first[-1] == corpus.num_words and np.all(np.diff(first) >= 1)
+    assert np.all(np.diff(first) <= 65_536) and buckets.count == len(first) - 1
+    rank_of_word = plan.word_rank
+    bucket_of_rank = np.searchsorted(first, np.arange(corpus.num_words), side="right") - 1
+    np.testing.assert_array_equal(buckets.of_word, bucket_of_rank[rank_of_word])
+    np.testing.assert_array_equal(buckets.key_of_word,
+                                  rank_of_word - first[bucket_of_rank[rank_of_word]])
+    assert buckets.of_word.dtype == buckets.key_of_word.dtype == np.uint16
+    np.testing.assert_array_equal(buckets.single, np.diff(first) == 1)
+    # about the share of tokens each (by the sample), the words of more tokens alone
+    sampled = np.bincount(plan.word_rank[corpus.word_ids[::5]], minlength=corpus.num_words)
+    per_bucket = np.add.reduceat(sampled, first[:-1])
+    share = sampled.sum() / -(-corpus.num_tokens // 5_000)
+    assert np.all(per_bucket[~buckets.single] < 2 * share)
+    assert np.all(buckets.single[bucket_of_rank[sampled >= share]])
+    assert buckets.count < 3 * corpus.num_tokens / 5_000
+
+
+def test_build_chunk_allocates_little_besides_its_arrays():
+    """The chunk's arrays hold the tokens between build_chunk's passes: its peak host
+    memory is the three token arrays and the corpus slice's worth, whatever the chunk size
+    (a 4M-token chunk here, of about one run per token as in a synthetic corpus)."""
+    import tracemalloc
+
+    from saberjax import layout
+    from saberjax.corpus import Corpus
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(50, 600, 12_000)
+    words = (np.minimum(rng.zipf(1.2, lengths.sum()), 50_000) - 1).astype(np.int32)
+    corpus = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words,
+                    tuple(map(str, range(50_000))))
+    plan = layout.plan_layout(corpus)
+    tracemalloc.start()
+    try:
+        chunk = plan.build_chunk(corpus, 0, workers=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    arrays = sum(getattr(chunk, field).nbytes for field in ("word", "doc", "doc_major_pos"))
+    assert arrays == 12 * plan.padded_tokens
+    assert peak < arrays + 4 * corpus.num_tokens
 
 
 def test_build_layout_shares_the_cores_between_its_chunks(monkeypatch):

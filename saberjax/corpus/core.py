@@ -9,6 +9,7 @@ keep them; every loader of a text format, count matrices and plain text build th
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -22,7 +23,7 @@ import numpy as np
 from saberjax.errors import CorpusFormatError
 
 MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
-WORD_COUNT_BLOCK = 1 << 24  # tokens per np.bincount in Corpus.word_counts
+WORD_COUNT_BLOCK = 1 << 18  # fewest tokens per np.bincount in Corpus.word_counts
 
 # saberjax's folder: warnings skip its frames, naming the caller
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,14 +89,37 @@ class Corpus:
         """Tokens per document, int64 [D]."""
         return np.diff(self.doc_offsets)
 
-    def word_counts(self) -> np.ndarray:
-        """Tokens per word id, int64 [V], counted WORD_COUNT_BLOCK tokens at a time
-        (np.bincount copies what it counts to int64: 8 bytes a token at once otherwise)."""
-        counts = np.zeros(self.num_words, np.int64)
-        for start in range(0, self.num_tokens, WORD_COUNT_BLOCK):
-            counts += np.bincount(self.word_ids[start: start + WORD_COUNT_BLOCK],
-                                  minlength=self.num_words)
-        return counts
+    def word_counts(self, workers: int | None = None) -> np.ndarray:
+        """Tokens per word id, int64 [V].
+
+        The tokens are cut into `workers` contiguous pieces (default: one per core; at most
+        one per block) counted at once on threads, and the pieces' counts are summed.  A
+        piece is counted a block at a time (WORD_COUNT_BLOCK tokens, or V where that is
+        more), copied into a buffer of np.bincount's index type (np.copyto releases the GIL,
+        np.bincount's own conversion of int32 holds it in stretches; the count itself
+        releases it), small enough to stay in the cache.  The buffers are allocated by the
+        calling thread, so the counting threads allocate only counts of V words.
+        """
+        block = max(WORD_COUNT_BLOCK, self.num_words, 1)
+        num_blocks = -(-self.num_tokens // block)
+        pieces = max(1, min(workers or os.cpu_count() or 1, num_blocks))
+        cuts = [min(piece * num_blocks // pieces * block, self.num_tokens)
+                for piece in range(pieces + 1)]
+        buffers = [np.empty(min(block, self.num_tokens), np.intp) for _ in range(pieces)]
+
+        def count(piece: int) -> np.ndarray:
+            counts = np.zeros(self.num_words, np.int64)
+            buffer = buffers[piece]
+            for start in range(cuts[piece], cuts[piece + 1], block):
+                tokens = self.word_ids[start : min(start + block, cuts[piece + 1])]
+                np.copyto(buffer[: len(tokens)], tokens)
+                counts += np.bincount(buffer[: len(tokens)], minlength=self.num_words)
+            return counts
+
+        if pieces == 1:
+            return count(0)
+        with concurrent.futures.ThreadPoolExecutor(pieces) as pool:
+            return functools.reduce(np.add, pool.map(count, range(pieces)))
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes.
