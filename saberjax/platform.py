@@ -8,6 +8,7 @@ import os
 _HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 REUSED_BLOCK_BYTES = 1 << 30  # freed blocks up to this size are kept for reuse
+C_INT_MAX = 2**31 - 1
 
 
 def cpu_cores() -> int:
@@ -44,4 +45,4 @@ def reuse_freed_memory() -> None:
     except (OSError, AttributeError):
         return
     mallopt(_M_MMAP_THRESHOLD, REUSED_BLOCK_BYTES)
-    mallopt(_M_TRIM_THRESHOLD, 1 << 62)
+    mallopt(_M_TRIM_THRESHOLD, C_INT_MAX)  # mallopt takes a C int: larger values wrap
