@@ -195,10 +195,6 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     doing meanwhile.
     """
     streamed, chunks = placement.streamed, placement.slots
-    # evaluation prepares (pads the documents, compiles) in the background meanwhile
-    scorer = heldout and HeldoutScorer(*heldout, placement.hyper.num_topics, placement.num_words,
-                                       config.em_iterations,
-                                       placement.sharding(jax.sharding.PartitionSpec()))
     start = time.perf_counter()
     if resume_from is None:
         state, metrics = placement.init(config.seed), []
@@ -227,6 +223,11 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     step = compiling_step.result()
     update_alpha = compiling_update.result() if compiling_update else None
     compile_seconds = time.perf_counter() - start
+    # evaluation prepares (pads the documents, compiles) in the background while the devices
+    # iterate: tracing its program holds the GIL, which initialising and compiling need
+    scorer = heldout and HeldoutScorer(*heldout, placement.hyper.num_topics, placement.num_words,
+                                       config.em_iterations,
+                                       placement.sharding(jax.sharding.PartitionSpec()))
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
