@@ -437,10 +437,12 @@ class StoredChunks:
         return self.static.file_bytes + 2 * self.states.file_bytes
 
     def close(self) -> None:
-        """Close the store's files and release its lock (also when it is garbage)."""
+        """Close the store's files, free its read buffers and release its lock (also when it
+        is garbage)."""
         if "_io" in self.__dict__:
             self.__dict__.pop("_io").shutdown(wait=True, cancel_futures=True)
         self.__dict__.pop("_ahead", None)
+        self.__dict__.pop("_free_buffers", None)
         for fd in (*self.__dict__.pop("_state_fds", ()),
                    *([self.__dict__.pop("_static_fd")] if "_static_fd" in self.__dict__ else [])):
             os.close(fd)
