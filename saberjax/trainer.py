@@ -265,7 +265,7 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
                 # could pair up different collectives (seen with CPU collectives)
                 jax.block_until_ready(following[0])
             if evaluate:
-                # alpha on the host: slicing the device array compiles four small programs
+                # alpha on the host: slicing the device array compiles small programs each run
                 score = scorer.score(placement.topic_word(state), placement.alpha(state))
                 record.update(heldout_loglik_per_token=score.loglik_per_token,
                               perplexity=score.perplexity)
