@@ -91,7 +91,7 @@ BUILD_WORKERS = 8
 # Threads reading and writing the store, and the pieces a slot's read or write is cut into
 # for them.
 IO_THREADS = 8
-READ_PIECE_BYTES = 1 << 25
+IO_PIECE_BYTES = 1 << 25
 
 
 def default_directory() -> Path:
@@ -183,6 +183,11 @@ class _Records:
         return sum(field.nbytes(self.devices) for field in self.fields)
 
     @property
+    def device_bytes(self) -> int:
+        """Bytes of one device's part of a slot (what read_into reads into a buffer)."""
+        return sum(field.nbytes(1) for field in self.fields)
+
+    @property
     def file_bytes(self) -> int:
         return self.slots * self.slot_bytes
 
@@ -198,22 +203,22 @@ class _Records:
     def read_into(self, pool: concurrent.futures.Executor, fd: int, slot: int, device: int,
                   destination: np.ndarray) -> list[concurrent.futures.Future]:
         """Start reading one device's part of every field of a slot into a uint8 buffer (field
-        after field, as `unpack` expects), in pieces of READ_PIECE_BYTES read by the pool's
+        after field, as `unpack` expects), in pieces of IO_PIECE_BYTES read by the pool's
         threads at once; returns the pieces' futures."""
         pieces, at = [], 0
         for field in self.fields:
             size = field.nbytes(1)
             offset = self.offset(slot, field.name) + device * size
             pieces += [pool.submit(_read_exactly, fd, offset + start,
-                                   destination[at + start: at + min(start + READ_PIECE_BYTES,
+                                   destination[at + start: at + min(start + IO_PIECE_BYTES,
                                                                     size)])
-                       for start in range(0, size, READ_PIECE_BYTES)]
+                       for start in range(0, size, IO_PIECE_BYTES)]
             at += size
         return pieces
 
-    def unpack(self, raw: jax.Array, at: int = 0) -> tuple[dict[str, jax.Array], int]:
-        """(the fields [devices, ...] of raw bytes [devices, n] read by read_into from byte
-        `at` on, the byte after them); jax, so that it runs on the devices."""
+    def unpack(self, raw: jax.Array, at: int = 0) -> dict[str, jax.Array]:
+        """The fields [devices, ...] of raw bytes [devices, n] read by read_into from byte `at`
+        on; jax, so that it runs on the devices."""
         found = {}
         for field in self.fields:
             size, count = field.nbytes(1), int(np.prod(field.shape, dtype=np.int64))
@@ -221,25 +226,25 @@ class _Records:
             found[field.name] = jax.lax.bitcast_convert_type(part, field.dtype).reshape(
                 raw.shape[0], *field.shape)
             at += size
-        return found, at
+        return found
 
     def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray],
               pool: concurrent.futures.Executor | None = None) -> None:
-        """Every field of a slot from [devices, ...] arrays, in pieces of READ_PIECE_BYTES
+        """Every field of a slot from [devices, ...] arrays, in pieces of IO_PIECE_BYTES
         written by the pool's threads at once (None: by this thread)."""
         offset = self.offset(slot, self.fields[0].name)
         pieces = []
         for field in self.fields:
             data = memoryview(np.ascontiguousarray(arrays[field.name], field.dtype)
                               .reshape(-1)).cast("B")
-            pieces += [(offset + start, data[start: start + READ_PIECE_BYTES])
-                       for start in range(0, len(data), READ_PIECE_BYTES)]
+            pieces += [(offset + start, data[start: start + IO_PIECE_BYTES])
+                       for start in range(0, len(data), IO_PIECE_BYTES)]
             offset += len(data)
         if pool is None:
             for at, piece in pieces:
-                _write_exactly(fd, at, piece)
+                outputs.write_at(fd, piece, at)
             return
-        for done in [pool.submit(_write_exactly, fd, at, piece) for at, piece in pieces]:
+        for done in [pool.submit(outputs.write_at, fd, piece, at) for at, piece in pieces]:
             done.result()
 
     def views(self, mapped: np.ndarray, slot: int) -> dict[str, np.ndarray]:
@@ -257,13 +262,6 @@ def _read_exactly(fd: int, offset: int, buffer: np.ndarray) -> None:
             raise ChunkStoreError(f"chunk store file ends at byte {offset + done:,}, "
                                   f"{buffer.size - done:,} bytes short (truncated)")
         done += count
-
-
-def _write_exactly(fd: int, offset: int, data: memoryview) -> None:
-    """Write bytes to the file at offset."""
-    done = 0
-    while done < len(data):
-        done += os.pwrite(fd, data[done:], offset + done)
 
 
 def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
@@ -465,10 +463,10 @@ class StoredChunks:
         """(raw bytes of a slot on the devices, whether they hold z) -> (the slot's chunk, its
         z or None), on the devices."""
         def unpack(raw, with_topics: bool):
-            fields, at = self.static.unpack(raw)
-            chunk = jax.vmap(expand)(CompactChunk(**fields,
+            chunk = jax.vmap(expand)(CompactChunk(**self.static.unpack(raw),
                                                   block_tokens=self.static.fields[0].shape[0]))
-            return chunk, self.states.unpack(raw, at)[0]["topics"] if with_topics else None
+            return chunk, (self.states.unpack(raw, self.static.device_bytes)["topics"]
+                           if with_topics else None)
         return jax.jit(unpack, static_argnums=1, out_shardings=self.sharding)
 
     def _buffer(self) -> tuple[jax.Array, list[np.ndarray]]:
@@ -478,7 +476,7 @@ class StoredChunks:
         if self._free_buffers:
             return self._free_buffers.pop()
         devices = self.static.devices
-        size = (self.static.slot_bytes + self.states.slot_bytes) // devices
+        size = self.static.device_bytes + self.states.device_bytes
         raw = jax.jit(lambda: jnp.zeros((devices, size), jnp.uint8),
                       out_shardings=self.sharding.with_memory_kind("pinned_host"))()
         rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
@@ -505,7 +503,7 @@ class StoredChunks:
                 if generation is not None:
                     pieces += self.states.read_into(
                         self._io, self._state_fds[generation], slot, device,
-                        view[self.static.slot_bytes // len(views):])
+                        view[self.static.device_bytes:])
             self._ahead[generation, slot] = (raw, views, pieces)
 
     def _release(self, raw: jax.Array, views: list[np.ndarray], pieces) -> None:

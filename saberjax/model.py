@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import inference
+from saberjax.outputs import write_at
 from saberjax.platform import cpu_cores
 
 FORMAT_VERSION = 2  # 2: alpha one value per topic
@@ -174,9 +175,9 @@ def write_npz(fd: int, arrays: dict[str, Callable[[], Any]]) -> None:
             crc = 0
             for piece in written:
                 crc = crc32_combine(crc, *piece.result())
-            _write_all(fd, _local_header(filename, crc, size), at)
+            write_at(fd, _local_header(filename, crc, size), at)
             directory.append(_central_header(filename, crc, size, at))
-    _write_all(fd, b"".join(directory) + _end_records(len(members), sum(map(len, directory)),
+    write_at(fd, b"".join(directory) + _end_records(len(members), sum(map(len, directory)),
                                                        offset), offset)
 
 
@@ -190,15 +191,8 @@ def _npy_header(array: np.ndarray) -> bytes:
 def _write_piece(fd: int, data, offset: int) -> tuple[int, int]:
     """Write data at offset; its CRC-32 and length."""
     crc = zlib.crc32(data)
-    _write_all(fd, data, offset)
+    write_at(fd, data, offset)
     return crc, len(data)
-
-
-def _write_all(fd: int, data, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 # ZIP_STORED records as zipfile writes them: version 4.5 (zip64), no flags, 1980-01-01 00:00,
