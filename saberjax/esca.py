@@ -62,6 +62,13 @@ def state_of_topics(chunk: Chunk, topics: jax.Array, hyper: Hyperparams) -> Chun
         chunk, topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos), hyper)
 
 
+def whole_state(chunk: Chunk, chunk_state: ChunkState, hyper: Hyperparams) -> ChunkState:
+    """A chunk's state with its A: as it is, or rebuilt from z where it holds z alone."""
+    if chunk_state.a_pairs is not None:
+        return chunk_state
+    return state_of_topics(chunk, chunk_state.topics, hyper)
+
+
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
     """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
     return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)

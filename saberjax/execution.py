@@ -239,12 +239,11 @@ class Placement:
 
     def _chunk_step(self, model, key):
         def run(chunk, state, counts):
-            if state.a_pairs is not None:
-                return esca.chunk_step(chunk, state, model, key, counts, self.hyper)
-            # z alone (a chunk store's state), z alone back: A is rebuilt here, not kept
-            new_state, counts = esca.chunk_step(chunk, esca.state_of_topics(
-                chunk, state.topics, self.hyper), model, key, counts, self.hyper)
-            return ChunkState(new_state.topics, None, None), counts
+            new_state, counts = esca.chunk_step(chunk, esca.whole_state(chunk, state, self.hyper),
+                                                model, key, counts, self.hyper)
+            if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
+                new_state = ChunkState(new_state.topics, None, None)
+            return new_state, counts
         return run
 
     @functools.cached_property
@@ -352,9 +351,7 @@ class Placement:
         (topic, count) pairs (prior.count_histogram; histograms donated).  The chunk is used
         (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
         def body(chunk, chunk_state, histogram):
-            chunk_state = _local(chunk_state)
-            if chunk_state.a_pairs is None:
-                chunk_state = esca.state_of_topics(_local(chunk), chunk_state.topics, self.hyper)
+            chunk_state = esca.whole_state(_local(chunk), _local(chunk_state), self.hyper)
             return prior.count_histogram(chunk_state.a_pairs, histogram[0])[None]
         return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, BY_DEVICE), BY_DEVICE),
                        donate_argnums=2)
@@ -637,12 +634,12 @@ class CompiledAlphaUpdate:
     def __call__(self, state: TrainState) -> TrainState:
         histogram, placement = self._zeros(), self.placement
         for slot, chunk_state in enumerate(state.chunks):
-            chunk = None
+            chunk, counted = None, _counted_part(chunk_state)
             if placement.stored:
-                chunk, chunk_state = placement.slots.put(slot, state.chunks)
+                chunk, counted = placement.slots.put(slot, state.chunks)
             elif placement.streamed:  # from pinned host memory
-                chunk_state = jax.device_put(_counted_part(chunk_state), self._on_devices)
-            histogram = self._count(chunk, _counted_part(chunk_state), histogram)
+                counted = jax.device_put(counted, self._on_devices)
+            histogram = self._count(chunk, counted, histogram)
         return state._replace(model=self._learn(histogram, state.model, self._lengths))
 
 
