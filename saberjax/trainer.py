@@ -312,11 +312,14 @@ def train(corpus: Corpus, config: TrainConfig,
                               repr(dataclasses.asdict(config)))
     placement = place(corpus, hyper, config)
 
+    def model_arrays(state):
+        """The state's counts B (K columns) and alpha, on the host."""
+        return placement.word_topic(state)[:, :hyper.num_topics], placement.alpha(state)
+
     def fetched(state):
         """Fetch the state's counts and alpha in a thread, then call on_model there."""
         def fetch():
-            counts = placement.word_topic(state)[:, :hyper.num_topics]
-            alpha = placement.alpha(state)
+            counts, alpha = model_arrays(state)
             on_model(TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab)))
             return counts, alpha
         last.append((state, in_background(fetch, name="saberjax-model")))
@@ -329,8 +332,7 @@ def train(corpus: Corpus, config: TrainConfig,
         if last and last[0][0] is run.state:
             counts, alpha = last[0][1].result()
         else:
-            counts, alpha = (placement.word_topic(run.state)[:, :hyper.num_topics],
-                             placement.alpha(run.state))
+            counts, alpha = model_arrays(run.state)
     model_config = dict(dataclasses.asdict(config), alpha=hyper.alpha, backend=hyper.backend,
                         corpus_fingerprint=corpus.fingerprint(), corpus_name=corpus.name,
                         corpus_docs=corpus.num_docs, corpus_tokens=corpus.num_tokens,
