@@ -29,6 +29,18 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def needs_local_devices(count: int) -> None:
+    """Skip unless this process has count local devices.  On the CPU it fails instead: the
+    tests run with two host devices (conftest.py), so a skip there would hide a lost flag."""
+    import jax
+
+    if jax.default_backend() == "cpu":
+        assert len(jax.local_devices()) >= count, "tests run with two host devices (conftest.py)"
+    elif len(jax.local_devices()) < count:
+        pytest.skip(f"needs {count} local devices; {jax.default_backend()} has "
+                    f"{len(jax.local_devices())}")
+
+
 def import_script(path: str, module_name: str):
     """A script of the repository (e.g. "launch/bench.py") imported as module `module_name`;
     a script that defines its flags in a registry of its own when imported keeps them there."""

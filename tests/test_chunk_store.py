@@ -8,7 +8,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from helpers import import_script, random_corpus, run_launcher
+from helpers import import_script, needs_local_devices, random_corpus, run_launcher
 
 from saberjax import checkpoint, chunk_store, esca, execution, trainer
 from saberjax.corpus import Corpus, save_native
@@ -61,6 +61,7 @@ def run(placement, iterations, seed=5):
 @pytest.mark.parametrize("num_devices", [1, 2])
 def test_same_seed_same_model_in_memory_streamed_from_memory_and_from_disk(num_devices,
                                                                            tmp_path):
+    needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=22)
     hyper = Hyperparams.create(10)
     resident = execution.place(corpus, hyper, num_devices)

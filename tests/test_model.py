@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import needs_local_devices, random_corpus
 
 from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
@@ -76,11 +76,7 @@ def test_pallas_backend_without_gpu_raises_a_clear_error():
 
 
 def test_device_count_does_not_change_the_model():
-    import jax
-
-    if jax.default_backend() != "cpu" and len(jax.local_devices()) < 2:
-        pytest.skip("one accelerator: the two-device run needs the CPU's host devices")
-    assert len(jax.local_devices()) >= 2, "tests run with two host devices (see conftest.py)"
+    needs_local_devices(2)
     corpus = random_corpus(num_docs=80, seed=8)
     models = [trainer.train(corpus, trainer.TrainConfig(num_topics=6, iterations=4,
                                                         num_devices=n)).model
