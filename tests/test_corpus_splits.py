@@ -79,3 +79,27 @@ def test_document_halves_are_pinned_per_seed():
     first, again, other = (split_document_halves(kos, seed)[0].word_ids for seed in (1, 1, 2))
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+def test_document_halves_do_not_depend_on_how_documents_are_cut_into_pieces(monkeypatch):
+    """The documents are dealt in pieces on threads: any cut gives the halves of one sort by
+    (document, random key) over the whole corpus."""
+    import saberjax.corpus.splits as splits
+
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(0, 40, 3000)
+    lengths[[0, 1500, 2999]] = 0
+    corpus = Corpus(np.concatenate([[0], np.cumsum(lengths)]),
+                    rng.integers(0, 50, lengths.sum()), [f"w{i}" for i in range(50)])
+    doc_of_token = np.repeat(np.arange(corpus.num_docs, dtype=np.uint64), lengths)
+    keys = (doc_of_token << np.uint64(32)) | (splits._random_keys(7, corpus.num_tokens)
+                                              >> np.uint64(32))
+    rank_in_doc = np.arange(corpus.num_tokens) - np.repeat(corpus.doc_offsets[:-1], lengths)
+    observed = np.empty(corpus.num_tokens, bool)
+    observed[np.argsort(keys, kind="stable")] = rank_in_doc % 2 == 0
+    monkeypatch.setattr(splits.os, "cpu_count", lambda: 16)  # up to 16 pieces
+    for piece_tokens in (1 << 30, 997, 64, 1):
+        monkeypatch.setattr(splits, "MIN_PIECE_TOKENS", piece_tokens)
+        halves = split_document_halves(corpus, seed=7)
+        np.testing.assert_array_equal(halves[0].word_ids, corpus.word_ids[observed])
+        np.testing.assert_array_equal(halves[1].word_ids, corpus.word_ids[~observed])

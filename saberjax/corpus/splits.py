@@ -3,9 +3,15 @@ document, both pinned per seed across numpy versions."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+
 import numpy as np
 
 from saberjax.corpus.core import Corpus, offsets_from_lengths
+
+MIN_PIECE_TOKENS = 1 << 18  # tokens a thread deals at least in split_document_halves
+
 
 def _random_keys(seed: int, size: int) -> np.ndarray:
     """Raw PCG64 output: unlike Generator methods, its stream is fixed across numpy versions."""
@@ -34,14 +40,29 @@ def split_document_halves(corpus: Corpus, seed: int = 0) -> tuple[Corpus, Corpus
     Both halves keep all D documents in order (a one-token document has an empty held-out half).
     """
     lengths = corpus.doc_lengths()
-    doc_of_token = np.repeat(np.arange(corpus.num_docs, dtype=np.uint64), lengths)
-    # Sorting by (document, random key) shuffles tokens within each document.
+    offsets = np.asarray(corpus.doc_offsets)
     token_keys = _random_keys(seed, corpus.num_tokens) >> np.uint64(32)
-    keys = (doc_of_token << np.uint64(32)) | token_keys
-    dealt = np.argsort(keys, kind="stable")
-    rank_in_doc = np.arange(corpus.num_tokens) - np.repeat(corpus.doc_offsets[:-1], lengths)
     observed = np.empty(corpus.num_tokens, bool)
-    observed[dealt] = rank_in_doc % 2 == 0
+
+    def deal(first_doc: int, last_doc: int) -> None:
+        """Deal documents first_doc .. last_doc - 1: sorting their tokens by (document, random
+        key) shuffles each document's tokens, and alternate ranks go to observed."""
+        start, stop = int(offsets[first_doc]), int(offsets[last_doc])
+        doc_of_token = np.repeat(np.arange(last_doc - first_doc, dtype=np.uint64),
+                                 lengths[first_doc:last_doc])
+        keys = (doc_of_token << np.uint64(32)) | token_keys[start:stop]
+        dealt = np.argsort(keys, kind="stable")
+        rank_in_doc = np.arange(start, stop) - np.repeat(offsets[first_doc:last_doc],
+                                                        lengths[first_doc:last_doc])
+        observed[start:stop][dealt] = rank_in_doc % 2 == 0
+
+    # documents cut into pieces of about equal tokens, dealt on threads (numpy's sort releases
+    # the GIL); each document lies in one piece, so the halves do not depend on the cut
+    pieces = max(1, min(os.cpu_count() or 1, corpus.num_tokens // MIN_PIECE_TOKENS))
+    inner = np.searchsorted(offsets, np.linspace(0, corpus.num_tokens, pieces + 1)[1:-1])
+    cuts = np.unique(np.concatenate([[0], inner, [corpus.num_docs]])).tolist()
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(cuts) - 1)) as pool:
+        list(pool.map(deal, cuts[:-1], cuts[1:]))
     return (
         Corpus(offsets_from_lengths((lengths + 1) // 2), corpus.word_ids[observed], corpus.vocab,
                name=corpus.name),
