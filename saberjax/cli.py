@@ -9,7 +9,8 @@ file, line, flag or value at fault, so the line is what the user needs; the trac
 on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.  Exception types that are not
 the library's ValueError / OSError family are named in the line, since they mean a bug.
 
-run_main also keeps the log readable: jax's probe of backends this machine lacks ("Unable to
+run_main also lets a GPU's memory pool grow as the run allocates (allocate_device_memory_on_demand)
+instead of XLA reserving three quarters of the GPU first, and keeps the log readable: jax's probe of backends this machine lacks ("Unable to
 initialize backend 'tpu'") is not logged, and a warning is one ``warning: ...`` line.  A run
 that finishes ends at once (exit_at_once): its outputs are written and synced by then, and
 tearing the runtime down (the devices' memory pool, the GPU context) would only add to its
@@ -38,13 +39,33 @@ INTERRUPTED_STATUS = 130  # as a shell reports SIGINT
 _USAGE_ERRORS = (flags.Error, app.UsageError, OutputConflictError)
 _LIBRARY_ERRORS = (ValueError, OSError)  # whose messages stand on their own
 _OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"  # XLA's status of a failed device allocation
+# XLA's variables for its GPU memory pool: a user who sets any of them keeps XLA's behaviour
+DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                     "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
 
 
 def run_main(main: Callable[[list[str]], object]) -> None:
     """absl's app.run(main) with one-line errors, exit statuses 2 / 1 and a quiet log."""
+    allocate_device_memory_on_demand()
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning
     app.run(_reporting_errors(main), flags_parser=_parse_flags)
+
+
+def allocate_device_memory_on_demand() -> None:
+    """Unless the user set one of XLA's memory variables (DEVICE_MEMORY_ENV), let the GPU
+    memory pool grow as the run allocates: XLA_PYTHON_CLIENT_PREALLOCATE=false.
+
+    By default XLA reserves 75% of a GPU's memory at the first allocation, which takes a
+    second or more of every run's start (longer the larger the GPU), on the start's critical
+    path.  The launchers' runs do not need it: the device budget is planned from the same 75%
+    limit, which stays in force, and a run's large arrays (the model, the chunks, the slots
+    streamed through) are few, long-lived and of repeating sizes, so the pool grown on demand
+    holds them without the fragmentation that preallocation guards against.  Called before
+    any device starts (the variable is read when the backend starts); the library itself
+    leaves the environment to the programs that import it."""
+    if not any(name in os.environ for name in DEVICE_MEMORY_ENV):
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 
 def error_line(error: BaseException) -> str:

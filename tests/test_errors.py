@@ -227,3 +227,20 @@ def one_error_line(result) -> str:
     assert lines and lines[-1].startswith("error: "), result.stderr[-3000:]
     assert sum(line.startswith("error: ") for line in lines) == 1, result.stderr[-3000:]
     return lines[-1]
+
+
+@pytest.mark.parametrize("users", [{}, {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
+                                   {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"},
+                                   {"XLA_CLIENT_MEM_FRACTION": ".5"},
+                                   {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}])
+def test_launchers_grow_the_device_pool_on_demand_unless_the_user_chose(monkeypatch, users):
+    for name in cli.DEVICE_MEMORY_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in users.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(cli.app, "run", lambda main, flags_parser: None)
+    monkeypatch.setattr(cli.warnings, "formatwarning", cli.warnings.formatwarning)  # restored
+    cli.run_main(lambda argv: None)
+    expected = dict(users) if users else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    assert {name: os.environ[name] for name in cli.DEVICE_MEMORY_ENV
+            if name in os.environ} == expected
