@@ -140,6 +140,24 @@ def compact(chunk: Chunk, num_runs: int) -> CompactChunk:
                         chunk.block_tokens)
 
 
+def compact_on_device(chunk: Chunk, num_runs: int) -> CompactChunk:
+    """compact in jax, on the devices that hold the chunk: the same arrays."""
+    padded_tokens = chunk.word.shape[0]
+    position = jnp.arange(padded_tokens, dtype=jnp.int32)
+    first = (position < chunk.num_tokens) & (
+        (position == 0) | (chunk.word != jnp.roll(chunk.word, 1)))
+    run = jnp.cumsum(first, dtype=jnp.int32) - 1
+    # each run's first token, then num_tokens (the runs of no tokens)
+    run_start = jnp.full(num_runs + 1, chunk.num_tokens, jnp.int32).at[
+        jnp.where(first, run, num_runs + 1)].set(position, mode="drop")
+    starts = run_start[:-1]
+    run_word = jnp.where(starts < chunk.num_tokens,
+                         chunk.word[jnp.minimum(starts, padded_tokens - 1)], 0)
+    return CompactChunk(chunk.doc_major_pos, chunk.doc_start, chunk.tile_start, run_word,
+                        jnp.diff(run_start), chunk.num_tokens, chunk.token_base,
+                        chunk.tile_tokens, chunk.block_tokens)
+
+
 def expand(chunk: CompactChunk) -> Chunk:
     """The layout.Chunk of a compact chunk (jax; the inverse of compact)."""
     padded_tokens = chunk.doc_major_pos.shape[0]
