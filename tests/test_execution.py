@@ -9,7 +9,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from helpers import ROOT, random_corpus
+from helpers import ROOT, needs_local_devices, random_corpus
 
 from saberjax import esca, execution
 from saberjax.layout import build_layout
@@ -39,6 +39,7 @@ def run_on_mesh(corpus, hyper, iterations, seed, **placement):
     (1, None, False, "documents"), (2, None, False, "documents"), (2, 300, False, "documents"),
     (2, 500, True, "documents"), (1, None, False, "words"), (2, None, False, "words")])
 def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition):
+    needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
     hyper = Hyperparams.create(40)
     topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
@@ -95,6 +96,7 @@ print("same on", len(models), "meshes")
 
 
 def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the_corpus():
+    needs_local_devices(2)
     corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
     hyper = Hyperparams.create(8)  # 50 x 32 cells: 1.3 a token
     assert execution.place(corpus, hyper, 2).partition == "documents"
@@ -115,6 +117,7 @@ def test_more_devices_than_there_are_is_one_clear_error():
 
 
 def test_a_mesh_with_more_chunks_than_documents_leaves_some_empty():
+    needs_local_devices(2)
     corpus = random_corpus(num_docs=3, num_words=10, mean_length=5, seed=6)
     hyper = Hyperparams.create(4)
     topics, word_topic, _ = reference(corpus, hyper, 2, seed=1)

@@ -5,7 +5,7 @@ or streaming, resumed or not."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import needs_local_devices, random_corpus
 
 from saberjax import prior, trainer
 from saberjax.state import pack_pairs
@@ -109,6 +109,8 @@ def learned(corpus, placement) -> trainer.TrainResult:
 
 @pytest.mark.parametrize("placement", PLACEMENTS[1:])
 def test_the_learned_alpha_and_model_are_bit_identical_on_any_placement(corpus, placement):
+    if isinstance(placement, dict):
+        needs_local_devices(placement["num_devices"])
     expected, got = learned(corpus, PLACEMENTS[0]), learned(corpus, placement)
     if placement == "streamed":
         assert got.model.config["streamed"]

@@ -4,7 +4,7 @@ import threading
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import needs_local_devices, random_corpus
 
 from saberjax import esca, execution, streaming
 from saberjax.layout import build_layout
@@ -22,6 +22,7 @@ def reference_topics(corpus, hyper, iterations, seed=11):
 
 @pytest.mark.parametrize("num_devices,prefetch", [(1, 1), (2, 3)])
 def test_streaming_gives_the_in_memory_model(num_devices, prefetch):
+    needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=120, num_words=50, mean_length=30, seed=12)
     hyper = Hyperparams.create(12)
     placement = execution.place(corpus, hyper, num_devices, chunk_tokens=400, prefetch=prefetch,
@@ -102,6 +103,7 @@ def test_a_model_too_large_for_the_budget_is_a_clear_error():
 @pytest.mark.parametrize("num_devices, partition", [(1, "documents"), (2, "words")])
 def test_a_resident_placement_too_large_for_the_budget_names_the_gb_it_needs(num_devices,
                                                                              partition):
+    needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=2500, num_words=60, seed=16)  # more tokens than the probes
     hyper = Hyperparams.create(30)
     needed = execution.resident_bytes(corpus, hyper, num_devices, partition,
