@@ -167,9 +167,10 @@ class Iterations(NamedTuple):
 
 
 def compiles_beside_init(placement: execution.Placement) -> bool:
-    """Whether train_placed compiles the iteration while the devices initialise (the programs
-    need only the state's shapes and shardings): on accelerators; CPU devices, one per core,
-    initialise on every core, so the compilation would only slow them."""
+    """Whether train_placed compiles the iteration and prepares the held-out scorer while the
+    devices initialise (the programs need only the state's shapes and shardings): on
+    accelerators; CPU devices, one per core, initialise on every core, so the compilation
+    would only slow them."""
     return placement.mesh.devices.flat[0].platform != "cpu"
 
 
@@ -215,7 +216,17 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
                 learns_alpha and in_background(placement.compile_alpha_update, state,
                                                corpus.doc_lengths(), name="saberjax-compile"))
 
-    programs = compiling() if compiles_beside_init(placement) else None
+    def preparing_scorer():
+        """The held-out scorer, preparing (padding the documents, compiling) in a thread."""
+        return heldout and HeldoutScorer(*heldout, placement.hyper.num_topics,
+                                         placement.num_words, config.em_iterations,
+                                         placement.sharding(jax.sharding.PartitionSpec()))
+
+    # beside initialisation where the devices are not the host's cores; elsewhere after it,
+    # and the scorer after the compilation too (its tracing holds the GIL, which they need),
+    # so that it prepares while the devices iterate
+    beside = compiles_beside_init(placement)
+    programs, scorer = (compiling(), preparing_scorer()) if beside else (None, None)
     state = jax.block_until_ready(state)
     init_seconds = time.perf_counter() - start
     start = time.perf_counter()
@@ -223,11 +234,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     step = compiling_step.result()
     update_alpha = compiling_update.result() if compiling_update else None
     compile_seconds = time.perf_counter() - start
-    # evaluation prepares (pads the documents, compiles) in the background while the devices
-    # iterate: tracing its program holds the GIL, which initialising and compiling need
-    scorer = heldout and HeldoutScorer(*heldout, placement.hyper.num_topics, placement.num_words,
-                                       config.em_iterations,
-                                       placement.sharding(jax.sharding.PartitionSpec()))
+    if not beside:
+        scorer = preparing_scorer()
     previous_counters = dataclasses.replace(chunks.counters) if streamed else None
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:

@@ -12,7 +12,7 @@ import numpy as np
 from helpers import random_corpus, run_launcher
 
 from saberjax import execution, timing, trainer
-from saberjax.corpus import split_document_halves
+from saberjax.corpus import split_document_halves, train_test_split
 from saberjax.evaluate import heldout_loglik
 from saberjax.layout import build_layout
 from saberjax.model import TopicModel
@@ -172,14 +172,20 @@ def test_the_arrays_offered_ahead_are_the_trained_models_and_save_as_it_does(tmp
     assert stopped == []  # stopped before the last iteration: nothing offered
 
 
-def test_compiling_beside_initialisation_trains_the_same_model(monkeypatch):
-    """The iteration and the alpha update compile while the state initialises on
-    accelerators (trainer.compiles_beside_init); here on the CPU devices too: same model."""
-    corpus = random_corpus(num_docs=30, seed=11)
+def test_compiling_beside_initialisation_trains_and_scores_the_same_model(monkeypatch):
+    """The iteration and the alpha update compile, and the held-out scorer prepares, while
+    the state initialises on accelerators (trainer.compiles_beside_init); here on the CPU
+    devices too: same model, same scores."""
+    corpus = random_corpus(num_docs=40, seed=11)
+    train, test = train_test_split(corpus, 0.25, seed=1)
+    halves = split_document_halves(test, seed=2)
     config = trainer.TrainConfig(num_topics=4, iterations=3, optimize_alpha_every=2,
-                                 backend="xla")
-    apart = trainer.train(corpus, config)
+                                 backend="xla", eval_every=1)
+    apart = trainer.train(train, config, heldout=halves)
     monkeypatch.setattr(trainer, "compiles_beside_init", lambda placement: True)
-    beside = trainer.train(corpus, config)
+    beside = trainer.train(train, config, heldout=halves)
     np.testing.assert_array_equal(beside.model.word_topic_counts, apart.model.word_topic_counts)
     np.testing.assert_array_equal(beside.model.alpha, apart.model.alpha)
+    scores = [[record["heldout_loglik_per_token"] for record in result.metrics]
+              for result in (apart, beside)]
+    assert len(scores[0]) == 3 and scores[0] == scores[1]
