@@ -12,12 +12,16 @@ not fit the budget (`host_memory_gb`), the chunks live in a folder on local disk
     DIR.lock            held (flock) by the run that uses the store
 
 The chunks are built once, out of core: the layout is planned (layout.plan_layout: document
-ranges of the memory-mapped corpus, one padded shape), then worker threads build chunk after
-chunk with layout's own builder, compact it and write it to its place, never holding more
-than a chunk per worker (as many workers as the host budget holds).  Every iteration the
-producer thread of streaming puts slot after slot on the devices and expands the chunk there,
-while reader threads read the next `prefetch` slots' chunks and states from disk (in pieces, at
-once); the writer thread copies each new z to pinned host memory and writes it from there
+ranges of the memory-mapped corpus, one padded shape), then each chunk is built, compacted
+and written to its place.  On accelerators the store's devices build them
+(layout_device.build_chunk: a sort on the device, where the host needs many cores' work),
+slot after slot, one slot built while the one before is written; on CPUs worker threads
+build chunk after chunk with layout's own builder, never holding more than a chunk per
+worker (as many workers as the host budget holds).  Both give the same files.
+
+Every iteration the producer thread of streaming puts slot after slot on the devices and
+expands the chunk there, while reader threads read the next `prefetch` slots' chunks and
+states from disk (in pieces, at once); the writer thread copies each new z to pinned host memory and writes it from there
 into the other state file (in pieces, by the same threads).  Reads go through pread into
 pinned read buffers of the store (the devices copy from pinned memory at full speed) and
 writes through pwrite from pinned memory, so the store's pages never count in the process's
@@ -68,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import outputs, streaming, timing
+from saberjax import layout_device, outputs, streaming, timing
 from saberjax.corpus import Corpus
 from saberjax.corpus.cache import cache_root
 from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
@@ -282,6 +286,21 @@ def _read_exactly(fd: int, offset: int, buffer: np.ndarray) -> None:
         done += count
 
 
+def _pinned_rows(sharding: jax.sharding.NamedSharding, size: int,
+                 dtype) -> tuple[jax.Array, list[np.ndarray]]:
+    """Pinned host memory [devices, size] of dtype laid out by `sharding`, and writable numpy
+    views of each device's row (filled in place through their addresses, then put on the
+    devices as one pinned-to-device copy)."""
+    devices = sharding.mesh.size
+    raw = jax.jit(lambda: jnp.zeros((devices, size), dtype),
+                  out_shardings=sharding.with_memory_kind("pinned_host"))()
+    rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
+    c_type = np.ctypeslib.as_ctypes_type(np.dtype(dtype))
+    return raw, [np.ctypeslib.as_array((c_type * size).from_address(
+        jax.block_until_ready(rows[device]).unsafe_buffer_pointer()))
+                 for device in range(devices)]
+
+
 def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
     tokens, docs = plan.padded_tokens, plan.padded_docs
     runs = min(num_words, tokens) + 1  # the last run (of no tokens) sets the padding to word 0
@@ -369,25 +388,29 @@ def _lock(directory: Path):
 
 @timing.in_phase("layout")
 def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
-           key: dict, workers: int) -> None:
-    """Build every chunk (workers at a time), write the compact chunks and the manifest into
-    a hidden sibling and rename it to `directory`."""
+           key: dict, workers: int, sharding: jax.sharding.NamedSharding | None = None) -> None:
+    """Build every chunk, write the compact chunks and the manifest into a hidden sibling and
+    rename it to `directory`.  sharding: the store's devices build the chunks
+    (_build_on_devices); None: `workers` host threads do (layout.build_chunk)."""
     runs = records.fields[_ARRAY_FIELDS.index("run_word")].shape[0]
     with outputs.staged_directory(directory, OWN_NAMES, "chunk store") as staging:
         path = staging / STATIC
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, records.file_bytes)
+            if sharding is not None:
+                _build_on_devices(corpus, plan, fd, records, runs, sharding)
+            else:
+                def build_slot(slot: int) -> None:
+                    chunks = [compact(plan.build_chunk(corpus, device * records.slots + slot),
+                                      runs) for device in range(records.devices)]
+                    records.write(fd, slot, {name: np.stack([getattr(chunk, name)
+                                                             for chunk in chunks])
+                                             for name in _ARRAY_FIELDS})
 
-            def build_slot(slot: int) -> None:
-                chunks = [compact(plan.build_chunk(corpus, device * records.slots + slot), runs)
-                          for device in range(records.devices)]
-                records.write(fd, slot, {name: np.stack([getattr(chunk, name) for chunk in chunks])
-                                         for name in _ARRAY_FIELDS})
-
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                for done in pool.map(build_slot, range(records.slots)):
-                    del done
+                with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                    for done in pool.map(build_slot, range(records.slots)):
+                        del done
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -397,15 +420,75 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
             os.fsync(file.fileno())
 
 
+def device_slot_builder(num_runs: int, sharding: jax.sharding.NamedSharding):
+    """build(inputs, word_rank) -> a slot's CompactChunk [devices, ...] laid out by
+    `sharding`, each device building its own chunk (layout_device.build_chunk, then
+    compact_on_device): one compiled program for every slot of a plan, whose shapes the
+    arguments carry.  inputs: layout_device.ChunkInputs [devices, ...] on the devices;
+    word_rank [V] replicated."""
+
+    def build(inputs: layout_device.ChunkInputs, word_rank: jax.Array) -> CompactChunk:
+        return jax.vmap(lambda one: compact_on_device(layout_device.build_chunk(one, word_rank),
+                                                      num_runs))(inputs)
+
+    return jax.jit(build, out_shardings=sharding)
+
+
+def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Records,
+                      num_runs: int, sharding: jax.sharding.NamedSharding) -> None:
+    """Write every slot's compact chunks into static.bin, each device of `sharding` building
+    its chunk of the slot (device_slot_builder).  A slot's word ids are copied from the
+    memory-mapped corpus into pinned buffers (two, in turn) and put on the devices in one
+    copy; the compact chunks come back through pinned host memory and a writer thread writes
+    them (in pieces, on IO_THREADS threads) while the devices build the next slot.  Device
+    memory: one build (layout_device's docstring: about 52 bytes a padded token at most)
+    and the compact chunks of the two slots in flight (about 4.5 bytes a token each)."""
+    tokens, docs = plan.padded_tokens, plan.padded_docs
+    build = device_slot_builder(num_runs, sharding)
+    word_rank = jax.device_put(plan.word_rank, jax.sharding.NamedSharding(
+        sharding.mesh, jax.sharding.PartitionSpec()))
+    pinned = sharding.with_memory_kind("pinned_host")
+    buffers = [_pinned_rows(sharding, tokens, np.int32) for _ in range(2)]
+    put: list[jax.Array | None] = [None, None]  # each buffer's last copy on the devices
+
+    def write(slot: int, chunk: CompactChunk) -> None:
+        records.write(fd, slot, {name: np.asarray(getattr(chunk, name))
+                                 for name in _ARRAY_FIELDS}, io)
+
+    with concurrent.futures.ThreadPoolExecutor(IO_THREADS) as io, \
+            concurrent.futures.ThreadPoolExecutor(1) as writer:
+        writing: list[concurrent.futures.Future] = []
+        for slot in range(records.slots):
+            raw, views = buffers[slot % 2]
+            if put[slot % 2] is not None:
+                jax.block_until_ready(put[slot % 2])  # its copy is done: the buffer is free
+            inputs = [layout_device.chunk_inputs(
+                corpus, *plan.chunk_docs[device * records.slots + slot], tokens, docs,
+                words=views[device]) for device in range(records.devices)]
+            words = put[slot % 2] = jax.device_put(raw, sharding)
+            rest = jax.device_put([np.stack(field) for field in list(zip(*inputs))[1:]],
+                                  sharding)
+            chunk = jax.device_put(build(layout_device.ChunkInputs(words, *rest), word_rank),
+                                   pinned)
+            writing.append(writer.submit(write, slot, chunk))
+            while writing and (len(writing) > 2 or writing[0].done()):  # two in flight
+                writing.pop(0).result()
+        for done in writing:
+            done.result()
+
+
 class StoredChunks:
     """The chunk store as streaming.stream_over_chunks' source: slot i's compact chunk and
     its state read from disk and put on the devices (`put`), new states written back to
     the other state file (`writer_for`).  Indexing gives slot i's chunk on the devices (for
-    shapes and host views); len() is the number of slots."""
+    shapes and host views); len() is the number of slots.
+
+    A store that is built is built by `workers` host threads, or by the devices of
+    `sharding` where build_on_devices (None: where they are not CPUs)."""
 
     def __init__(self, corpus: Corpus, plan: LayoutPlan, hyper: Hyperparams, directory,
                  sharding: jax.sharding.NamedSharding, prefetch: int = streaming.DEFAULT_PREFETCH,
-                 workers: int = 1):
+                 workers: int = 1, build_on_devices: bool | None = None):
         if jax.process_count() > 1:
             raise ChunkStoreError("a chunk store serves one process; with several processes "
                                   "give each host the memory to stream from RAM "
@@ -435,7 +518,10 @@ class StoredChunks:
             _check_room(directory, self.disk_bytes, plan)
             start = time.perf_counter()
             if reason:
-                _build(corpus, plan, directory, self.static, key, workers)
+                if build_on_devices is None:  # the host builder is the faster one on CPUs
+                    build_on_devices = sharding.mesh.devices.flat[0].platform != "cpu"
+                _build(corpus, plan, directory, self.static, key, workers,
+                       sharding if build_on_devices else None)
             self.build_seconds = time.perf_counter() - start if reason else 0.0
             self._static_fd = os.open(directory / STATIC, os.O_RDONLY)
             self._state_fds = tuple(os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o644)
@@ -493,15 +579,8 @@ class StoredChunks:
         pageable memory a copy is staged and far slower), so reads land there directly."""
         if self._free_buffers:
             return self._free_buffers.pop()
-        devices = self.static.devices
-        size = self.static.device_bytes + self.states.device_bytes
-        raw = jax.jit(lambda: jnp.zeros((devices, size), jnp.uint8),
-                      out_shardings=self.sharding.with_memory_kind("pinned_host"))()
-        rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
-        views = [np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(
-            jax.block_until_ready(rows[device]).unsafe_buffer_pointer()))
-                 for device in range(devices)]
-        return raw, views
+        return _pinned_rows(self.sharding, self.static.device_bytes + self.states.device_bytes,
+                            np.uint8)
 
     def _generation(self, chunk_states) -> int:
         """The state file that holds host states (views of one of the two memory maps)."""
