@@ -21,11 +21,12 @@ worker (as many workers as the host budget holds).  Both give the same files.
 
 Every iteration the producer thread of streaming puts slot after slot on the devices and
 expands the chunk there, while reader threads read the next `prefetch` slots' chunks and
-states from disk (in pieces, at once); the writer thread copies each new z to pinned host memory and writes it from there
-into the other state file (in pieces, by the same threads).  Reads go through pread into
-pinned read buffers of the store (the devices copy from pinned memory at full speed) and
-writes through pwrite from pinned memory, so the store's pages never count in the process's
-resident memory (the page cache holds them while the machine has room).
+states from disk (in pieces, at once); the writer thread copies each new z to pinned host
+memory and writes it from there into the other state file (in pieces, by the same
+threads).  Reads go through pread into pinned read buffers of the store (the devices copy
+from pinned memory at full speed) and writes through pwrite from pinned memory, so the
+store's pages never count in the process's resident memory (the page cache holds them while
+the machine has room).
 
 Fewer bytes per token move than when streaming from host memory: a compact chunk keeps
 doc_major_pos, doc_start and the tile list as they are and replaces the word-major `word` and
@@ -391,7 +392,8 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
            key: dict, workers: int, sharding: jax.sharding.NamedSharding | None = None) -> None:
     """Build every chunk, write the compact chunks and the manifest into a hidden sibling and
     rename it to `directory`.  sharding: the store's devices build the chunks
-    (_build_on_devices); None: `workers` host threads do (layout.build_chunk)."""
+    (_build_on_devices; the host does, with a warning, where they run out of memory);
+    None: `workers` host threads do (layout.build_chunk)."""
     runs = records.fields[_ARRAY_FIELDS.index("run_word")].shape[0]
     with outputs.staged_directory(directory, OWN_NAMES, "chunk store") as staging:
         path = staging / STATIC
@@ -399,8 +401,16 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
         try:
             os.ftruncate(fd, records.file_bytes)
             if sharding is not None:
-                _build_on_devices(corpus, plan, fd, records, runs, sharding)
-            else:
+                try:
+                    _build_on_devices(corpus, plan, fd, records, runs, sharding)
+                except jax.errors.JaxRuntimeError as error:
+                    if "RESOURCE_EXHAUSTED" not in str(error):
+                        raise
+                    warnings.warn(f"building the chunk store's chunks on the host: the devices "
+                                  f"ran out of memory ({str(error).splitlines()[0]})",
+                                  stacklevel=3)
+                    sharding = None
+            if sharding is None:
                 def build_slot(slot: int) -> None:
                     chunks = [compact(plan.build_chunk(corpus, device * records.slots + slot),
                                       runs) for device in range(records.devices)]
@@ -425,13 +435,16 @@ def device_slot_builder(num_runs: int, sharding: jax.sharding.NamedSharding):
     `sharding`, each device building its own chunk (layout_device.build_chunk, then
     compact_on_device): one compiled program for every slot of a plan, whose shapes the
     arguments carry.  inputs: layout_device.ChunkInputs [devices, ...] on the devices;
-    word_rank [V] replicated."""
+    word_rank [V] replicated.  A shard_map, so each device's program is the unbatched
+    build (its sort a key sort with an iota payload, which XLA gives to CUB on a GPU)."""
 
-    def build(inputs: layout_device.ChunkInputs, word_rank: jax.Array) -> CompactChunk:
-        return jax.vmap(lambda one: compact_on_device(layout_device.build_chunk(one, word_rank),
-                                                      num_runs))(inputs)
+    def one_device(inputs: layout_device.ChunkInputs, word_rank: jax.Array) -> CompactChunk:
+        chunk = layout_device.build_chunk(jax.tree.map(lambda x: x[0], inputs), word_rank)
+        return jax.tree.map(lambda x: x[None], compact_on_device(chunk, num_runs))
 
-    return jax.jit(build, out_shardings=sharding)
+    return jax.jit(jax.shard_map(one_device, mesh=sharding.mesh,
+                                 in_specs=(sharding.spec, jax.sharding.PartitionSpec()),
+                                 out_specs=sharding.spec))
 
 
 def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Records,
@@ -441,8 +454,10 @@ def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Recor
     memory-mapped corpus into pinned buffers (two, in turn) and put on the devices in one
     copy; the compact chunks come back through pinned host memory and a writer thread writes
     them (in pieces, on IO_THREADS threads) while the devices build the next slot.  Device
-    memory: one build (layout_device's docstring: about 52 bytes a padded token at most)
-    and the compact chunks of the two slots in flight (about 4.5 bytes a token each)."""
+    memory: one build (layout_device's docstring: 40-50 bytes a padded token) and the
+    compact chunks of up to two slots in flight (about 4.5 bytes a token each), within what
+    the store's chunks were planned for (the training step's needs); host memory: two
+    pinned input buffers (4 bytes a padded token each) and the compact chunks in flight."""
     tokens, docs = plan.padded_tokens, plan.padded_docs
     build = device_slot_builder(num_runs, sharding)
     word_rank = jax.device_put(plan.word_rank, jax.sharding.NamedSharding(

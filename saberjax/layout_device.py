@@ -1,9 +1,10 @@
 """The PDOW layout of one chunk built on a JAX device: the arrays of layout.build_chunk, bit
 for bit, from the chunk's doc-major word ids and document lengths.
 
-On an accelerator the word-major order is one stable sort of the chunk's tokens (a radix sort
-on a GPU: milliseconds for tens of millions of tokens), where the host builds it with a
-blocked bucket sort over its cores.  The order is the same (see layout.build_chunk)::
+On an accelerator the word-major order is one stable sort of the chunk's tokens (a key sort
+with an iota payload, which XLA runs as CUB's radix sort of pairs on a GPU), where the host
+builds it with a blocked bucket sort over its cores.  The order is the same (see
+layout.build_chunk)::
 
     stream     the chunk's documents, longest first (ties in document order), each one's
                tokens in doc-major order; padding tokens after them, in position order
@@ -22,12 +23,13 @@ chunk of a plan runs one compiled program, its real tokens and documents being v
 (num_docs, and the lengths' sum).  Everything is int32, as chunks hold fewer than 2**31
 tokens.
 
-Device memory of one build: about 13 int32 arrays of padded_tokens live at its peak (the
-input words; the stream's positions, documents and keys; the sort's keys, permutation and
-scratch; the outputs word, doc, doc_major_pos; the run and tile scans), about 52 bytes a
-padded token, plus the tile list (padded_tokens / 2 + 4 V bytes) and a few arrays of
-padded_docs and V.  XLA reuses buffers, so the compiled program's own figure is lower
-(`jax.jit(...).lower(...).compile().memory_analysis()`).
+Device memory of one build: the input (4 bytes a padded token), the compact chunk it gives
+(about 4.5), and temporaries that peak during the sort, where the stream's positions,
+documents and keys, the sorted keys and permutation and the sort's own scratch are alive:
+about 32 bytes a padded token in XLA's memory analysis of the program on a CPU (the radix
+sort of a GPU adds its double buffers, 8 more), so about 40-50 bytes a padded token in all,
+less than the training step needs for the same chunk
+(execution.device_bytes_per_token).
 """
 
 from __future__ import annotations

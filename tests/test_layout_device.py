@@ -2,14 +2,15 @@
 expanded and in the store's compact form, with one compiled program per plan."""
 
 import filecmp
+import json
 
 import jax
 import numpy as np
 import pytest
-from helpers import needs_local_devices
+from helpers import import_script, needs_local_devices
 
 from saberjax import chunk_store, execution, layout, layout_device
-from saberjax.corpus import Corpus
+from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 from saberjax.state import Hyperparams
 
@@ -171,3 +172,56 @@ def test_a_store_built_on_the_devices_is_byte_for_byte_the_host_built_store(
     assert len(plan.chunk_docs) // num_devices > 3  # slots pipelined through the writer
     for name in (chunk_store.STATIC, chunk_store.MANIFEST):
         assert filecmp.cmp(stores[False] / name, stores[True] / name, shallow=False), name
+
+
+def test_devices_out_of_memory_leave_the_build_to_the_host(tmp_path, monkeypatch):
+    corpus = random_corpus(17, 300, 60)
+    plan = plan_layout(corpus, 1200)
+    sharding = jax.sharding.NamedSharding(execution.make_mesh(1), execution.BY_DEVICE)
+    chunk_inputs, calls = layout_device.chunk_inputs, []
+
+    def runs_out_at_the_third_slot(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying "
+                                             "to allocate 1 bytes.")
+        return chunk_inputs(*args, **kwargs)
+
+    monkeypatch.setattr(layout_device, "chunk_inputs", runs_out_at_the_third_slot)
+    with pytest.warns(UserWarning, match="on the host: the devices ran out of memory"):
+        chunk_store.StoredChunks(corpus, plan, Hyperparams.create(8), tmp_path / "fallback",
+                                 sharding, build_on_devices=True).close()
+    chunk_store.StoredChunks(corpus, plan, Hyperparams.create(8), tmp_path / "host", sharding,
+                             build_on_devices=False).close()
+    assert len(calls) == 3 and len(plan.chunk_docs) > 3
+    assert filecmp.cmp(tmp_path / "fallback" / chunk_store.STATIC,
+                       tmp_path / "host" / chunk_store.STATIC, shallow=False)
+
+    def breaks(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError("INTERNAL: broken")
+
+    # any other device error is the build's error, and leaves no store
+    monkeypatch.setattr(layout_device, "chunk_inputs", breaks)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
+        chunk_store.StoredChunks(corpus, plan, Hyperparams.create(8), tmp_path / "failed",
+                                 sharding, build_on_devices=True)
+    assert not (tmp_path / "failed" / chunk_store.MANIFEST).exists()
+
+
+def test_layout_device_bench_times_both_builders_and_checks_them_equal(tmp_path, capsys):
+    bench = import_script("tools/layout_device_bench.py", "saberjax_layout_device_bench")
+    save_native(random_corpus(19, 400, 300), tmp_path / "corpus")
+    bench.FLAGS(["layout_device_bench", f"--corpus={tmp_path / 'corpus'}",
+                 "--chunk_tokens=2000", "--max_chunks=3", "--store",
+                 f"--store_dir={tmp_path / 'stores'}"])
+    bench.main(["layout_device_bench"])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    events = [line["event"] for line in lines]
+    assert events == ["plan", "compile", "chunk", "chunk", "chunk", "summary", "store", "store",
+                      "store_files"]
+    chunks = [line for line in lines if line["event"] == "chunk"]
+    assert all(line["equal"] and line["device_mtoken_per_s"] > 0 and line["host_seconds"] > 0
+               for line in chunks)
+    assert lines[5]["all_equal"] and lines[5]["tokens"] == sum(c["tokens"] for c in chunks)
+    assert lines[1]["seconds"] > 0 and lines[-1]["same"]
+    assert {line["builder"] for line in lines[6:8]} == {"devices", "host"}
