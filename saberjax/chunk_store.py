@@ -464,7 +464,7 @@ def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Recor
         sharding.mesh, jax.sharding.PartitionSpec()))
     pinned = sharding.with_memory_kind("pinned_host")
     buffers = [_pinned_rows(sharding, tokens, np.int32) for _ in range(2)]
-    put: list[jax.Array | None] = [None, None]  # each buffer's last copy on the devices
+    built: list[CompactChunk | None] = [None, None]  # each buffer's last slot, fetched
 
     def write(slot: int, chunk: CompactChunk) -> None:
         records.write(fd, slot, {name: np.asarray(getattr(chunk, name))
@@ -475,16 +475,15 @@ def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Recor
         writing: list[concurrent.futures.Future] = []
         for slot in range(records.slots):
             raw, views = buffers[slot % 2]
-            if put[slot % 2] is not None:
-                jax.block_until_ready(put[slot % 2])  # its copy is done: the buffer is free
+            if built[slot % 2] is not None:  # that slot is built: its buffer is free
+                jax.block_until_ready(built[slot % 2])
             inputs = [layout_device.chunk_inputs(
                 corpus, *plan.chunk_docs[device * records.slots + slot], tokens, docs,
                 words=views[device]) for device in range(records.devices)]
-            words = put[slot % 2] = jax.device_put(raw, sharding)
             rest = jax.device_put([np.stack(field) for field in list(zip(*inputs))[1:]],
                                   sharding)
-            chunk = jax.device_put(build(layout_device.ChunkInputs(words, *rest), word_rank),
-                                   pinned)
+            chunk = built[slot % 2] = jax.device_put(build(layout_device.ChunkInputs(
+                jax.device_put(raw, sharding), *rest), word_rank), pinned)
             writing.append(writer.submit(write, slot, chunk))
             while writing and (len(writing) > 2 or writing[0].done()):  # two in flight
                 writing.pop(0).result()
