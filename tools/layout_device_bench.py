@@ -10,8 +10,9 @@ device), chunk by chunk, on whatever backend is present; JSON lines.
     # and the whole chunk store built both ways (files compared byte for byte)
     python tools/layout_device_bench.py --corpus=/tmp/clueweb --max_chunks=8 --store
 
-Lines: the corpus and plan; `compile` (the device program's compile time and XLA's
-temporary memory for it, bytes a padded token); one line a chunk (host seconds; device
+Lines: the corpus and plan; `compile` (the device program's compile time, XLA's temporary
+memory for it in bytes a padded token, and its sorts: CUB radix sorts on a GPU, XLA's own
+sort elsewhere); one line a chunk (host seconds; device
 seconds split into the input's put, the build and the compact chunk's fetch into pinned
 memory; Mtoken/s of each; whether the device's arrays equal the host's); a `summary` over
 the chunks (the first device chunk is left out of the device rate: it pays for warm-up);
@@ -114,8 +115,11 @@ def time_chunks(corpus, plan) -> None:
     compile_seconds = time.perf_counter() - start
     memory = compiled.memory_analysis()
     temp = getattr(memory, "temp_size_in_bytes", None)
+    program = compiled.as_text() or ""
     emit(event="compile", seconds=round(compile_seconds, 3), temp_bytes=temp,
-         temp_bytes_per_padded_token=None if temp is None else round(temp / tokens, 1))
+         temp_bytes_per_padded_token=None if temp is None else round(temp / tokens, 1),
+         cub_radix_sorts=program.count('custom_call_target="__cub$DeviceRadixSort'),
+         xla_sorts=program.count(" sort("))
 
     count = len(plan.chunk_docs) if FLAGS.max_chunks == 0 else min(FLAGS.max_chunks,
                                                                    len(plan.chunk_docs))
