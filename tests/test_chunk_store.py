@@ -223,20 +223,22 @@ def test_train_py_names_the_host_budget_that_cannot_hold_a_chunk_in_one_line(tmp
 
 
 def test_a_build_that_fails_leaves_no_store_behind(tmp_path, monkeypatch):
+    """Whichever builds the chunks (the host, or the devices where they are accelerators),
+    a slot that cannot be written fails the build and leaves nothing."""
     corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=31)
-    real_build_chunk, built = chunk_store.LayoutPlan.build_chunk, []
+    real_write, written = chunk_store._Records.write, []
 
-    def failing_third_chunk(plan, corpus, index):
-        built.append(index)
-        if len(built) == 3:
+    def failing_third_slot(records, *args, **kwargs):
+        written.append(args[1])
+        if len(written) == 3:
             raise OSError("disk on fire")
-        return real_build_chunk(plan, corpus, index)
+        return real_write(records, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_store.LayoutPlan, "build_chunk", failing_third_chunk)
+    monkeypatch.setattr(chunk_store._Records, "write", failing_third_slot)
     with pytest.raises(OSError, match="disk on fire"):
         stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["store.lock"]
-    monkeypatch.setattr(chunk_store.LayoutPlan, "build_chunk", real_build_chunk)
+    monkeypatch.setattr(chunk_store._Records, "write", real_write)
     placement = stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
     assert placement.slots.build_seconds > 0  # built whole the next time
 
