@@ -35,6 +35,7 @@ import json
 import os
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -128,17 +129,21 @@ def read_manifest(path) -> dict:
     return manifest
 
 
-def load_checkpoint(path, placement: Placement, corpus_fingerprint: str,
-                    config) -> tuple[TrainState, list[dict]]:
+def load_checkpoint(path, placement: Placement, corpus_fingerprint: str, config,
+                    legacy_fingerprint: Callable[[], str] | None = None
+                    ) -> tuple[TrainState, list[dict]]:
     """(state, metrics so far) of a checkpoint, placed like `placement`'s chunks.
 
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus,
-    chunking, or model setting (`config.model_settings()`, trainer.TrainConfig).
+    chunking, or model setting (`config.model_settings()`, trainer.TrainConfig).  The corpus
+    is the checkpoint's when the manifest records corpus_fingerprint or, for a checkpoint
+    written before fingerprints were hashed in blocks, legacy_fingerprint() (the corpus's
+    Corpus.legacy_fingerprint, called only when the first does not match).
     """
     path = Path(path)
     manifest = read_manifest(path)
-    _check_compatible(path, manifest, placement, corpus_fingerprint, dataclasses.asdict(config),
-                      config.model_settings())
+    _check_compatible(path, manifest, placement, corpus_fingerprint, legacy_fingerprint,
+                      dataclasses.asdict(config), config.model_settings())
     arrays = _verify_arrays(path, manifest, jax.process_index())
     hyper = placement.hyper
     chunk_states = {}
@@ -188,8 +193,11 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
 
 
 def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_fingerprint: str,
-                      config: dict, model_settings: tuple[str, ...]) -> None:
-    if manifest["corpus_fingerprint"] != corpus_fingerprint:
+                      legacy_fingerprint: Callable[[], str] | None, config: dict,
+                      model_settings: tuple[str, ...]) -> None:
+    recorded = manifest["corpus_fingerprint"]
+    if recorded != corpus_fingerprint and (legacy_fingerprint is None
+                                           or recorded != legacy_fingerprint()):
         raise CheckpointError(
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
             f"this corpus {corpus_fingerprint}); resume with the same corpus, test split and "

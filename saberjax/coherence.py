@@ -222,10 +222,11 @@ def reference_corpus(model: TopicModel, path=None, training: Corpus | None = Non
 def default_reference(model: TopicModel, training: Corpus | None = None) -> Corpus:
     """The reference corpus for a model's coherence by default: its training documents
     (`training`, when the caller has already rebuilt them, else `recorded_split`); warns when
-    they do not match the recorded corpus fingerprint."""
+    they do not match the recorded corpus fingerprint (Corpus.has_fingerprint: a model saved
+    before fingerprints were hashed in blocks records the legacy one)."""
     corpus = recorded_split(model)[0] if training is None else training
     recorded = model.config.get("corpus_fingerprint")
-    if recorded and recorded != corpus.fingerprint():
+    if recorded and not corpus.has_fingerprint(recorded):
         warnings.warn(f"{model.config.get('corpus_path') or 'the bundled kos corpus'} (less its "
                       f"test split) is not the corpus the model was trained on (fingerprints "
                       f"differ); coherence is measured on it anyway", stacklevel=2,

@@ -201,7 +201,8 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
         state, metrics = placement.init(config.seed), []
     else:
         state, metrics = checkpoint.load_checkpoint(resume_from, placement,
-                                                    corpus.fingerprint(), config)
+                                                    corpus.fingerprint(), config,
+                                                    corpus.legacy_fingerprint)
         if int(state.iteration) > config.iterations:
             raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
                              f"iterations={config.iterations}")

@@ -121,6 +121,29 @@ def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
         np.testing.assert_array_equal(np.asarray(mine.a_pairs), np.asarray(theirs.a_pairs))
 
 
+def test_a_checkpoint_recording_the_legacy_fingerprint_resumes(checkpointed_run, tmp_path):
+    """A checkpoint written before fingerprints were hashed in blocks records the corpus's
+    legacy fingerprint: it resumes to the uninterrupted model, and the next one records the
+    current fingerprint."""
+    corpus, directory = checkpointed_run
+    shutil.copytree(directory / "at2", tmp_path / "at2")
+    path = tmp_path / "at2" / "checkpoint-00000002.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["corpus_fingerprint"] == corpus.fingerprint() != corpus.legacy_fingerprint()
+    path.write_text(json.dumps(dict(manifest, corpus_fingerprint=corpus.legacy_fingerprint())))
+    longer = dataclasses.replace(CONFIG, iterations=6, checkpoint_every=4)
+    resumed = trainer.train(corpus, longer, resume_from=path, checkpoint_dir=tmp_path / "next")
+    uninterrupted = trainer.train(corpus, dataclasses.replace(longer, checkpoint_every=0))
+    np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                  uninterrupted.model.word_topic_counts)
+    assert json.loads(checkpoint.latest_checkpoint(tmp_path / "next").read_text())[
+        "corpus_fingerprint"] == corpus.fingerprint()
+    other = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1)
+    path.write_text(json.dumps(dict(manifest, corpus_fingerprint=other.legacy_fingerprint())))
+    with pytest.raises(checkpoint.CheckpointError, match="made for another corpus"):
+        trainer.train(corpus, dataclasses.replace(longer, checkpoint_every=0), resume_from=path)
+
+
 def damage_newest(directory: pathlib.Path) -> None:
     """Checkpoint 4 truncated, 6 with no manifest, 8 a garbage manifest, a stray temporary."""
     npz = directory / "checkpoint-00000004.npz"

@@ -10,7 +10,7 @@ import pytest
 from corpus_helpers import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
 
 from saberjax.corpus import cache as corpus_cache
-from saberjax.corpus import load_corpus, save_native
+from saberjax.corpus import Corpus, load_corpus, save_native
 
 # documents 1 and 4 of 5 have entries; 2, 3 and 5 are dropped as empty
 SPARSE_UCI = "5\n4\n3\n1 2 2\n4 1 1\n4 4 3\n"
@@ -247,3 +247,33 @@ def test_a_damaged_entry_with_a_record_is_rebuilt(tmp_path, monkeypatch):
     assert_same_corpus(rebuilt, load_corpus(source.parent))
     assert_same_corpus(load_quietly(source.parent, cache_dir=cache), rebuilt)
     assert (entry / "source.json").exists()
+
+
+def test_an_entry_of_the_former_cache_version_is_replaced_quietly(tmp_path, monkeypatch):
+    """Version 1 recorded the fingerprint of before it was hashed in blocks, and a source
+    record without a version: neither is trusted; the source is read again, with no warning,
+    and the new entry replaces the old one."""
+    monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
+    source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
+    with monkeypatch.context() as former:
+        former.setattr(corpus_cache, "CACHE_VERSION", 1)
+        former.setattr(Corpus, "fingerprint", Corpus.legacy_fingerprint)
+        load_quietly(source.parent, cache_dir=cache)
+    (old,) = entries(cache)
+    record = json.loads((old / "source.json").read_text())
+    del record["version"]
+    (old / "source.json").write_text(json.dumps(record))
+    manifest = json.loads((old / "cache.json").read_text())
+    assert manifest["version"] == 1
+    hashed = count_hashing(monkeypatch)
+    corpus = load_quietly(source.parent, cache_dir=cache)
+    assert len(hashed) == 1
+    assert_same_corpus(corpus, load_corpus(source.parent))
+    assert manifest["corpus_fingerprint"] == corpus.legacy_fingerprint() != corpus.fingerprint()
+    (new,) = entries(cache)
+    assert new != old
+    assert json.loads((new / "cache.json").read_text())["corpus_fingerprint"] == \
+        corpus.fingerprint()
+    assert json.loads((new / "source.json").read_text())["version"] == corpus_cache.CACHE_VERSION
+    assert is_memory_mapped(load_quietly(source.parent, cache_dir=cache).word_ids)
+    assert len(hashed) == 1  # the new record is trusted

@@ -2,6 +2,8 @@
 align_vocabulary."""
 
 import collections
+import hashlib
+import json
 import tracemalloc
 
 import numpy as np
@@ -102,7 +104,70 @@ def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():
 def test_fingerprint_is_a_fixed_value_across_processes():
     # Pinned: a change here invalidates every cached result keyed by fingerprint.
     assert tiny_corpus().fingerprint() == (
+        "0d65e35ac655ba0fd8ade34b9199d9c18e49248ec0aff219b9f1893ca7714e3a")
+
+
+def test_legacy_fingerprint_is_the_former_serial_fingerprint():
+    # Pinned: the value saberjax recorded for this corpus before fingerprints were hashed in
+    # blocks (checkpoints and models of then hold it).
+    corpus = tiny_corpus()
+    assert corpus.legacy_fingerprint() == (
         "b2773285c48e2aae78fba6c64e10f40b507233b5fd09d49aad82216561d49e9d")
+    assert corpus.legacy_fingerprint() != corpus.fingerprint()
+    assert corpus.has_fingerprint(corpus.fingerprint())
+    assert corpus.has_fingerprint(corpus.legacy_fingerprint())
+    assert not corpus.has_fingerprint(random_corpus(seed=1).fingerprint())
+    assert not corpus.has_fingerprint(None) and not corpus.has_fingerprint("")
+
+
+def block_fingerprint(corpus, block_bytes: int) -> str:
+    """The fingerprint as its docstring defines it, hashed block after block on one thread."""
+    digest = hashlib.sha256(b"saberjax-corpus-v2\0")
+    digest.update(f"{corpus.num_docs} {corpus.num_tokens} {corpus.num_words} "
+                  f"{block_bytes}\n".encode())
+    for data in (np.asarray(corpus.doc_offsets, "<i8").tobytes(),
+                 np.asarray(corpus.word_ids, "<i4").tobytes()):
+        for start in range(0, len(data), block_bytes):
+            digest.update(hashlib.sha256(data[start : start + block_bytes]).digest())
+    digest.update(json.dumps(corpus.vocab, ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("num_tokens", [0, 1, 15, 16, 17, 63, 64, 65, 300])
+@pytest.mark.parametrize("cores", [1, 2, 5])
+def test_fingerprint_is_the_hash_of_its_blocks_on_any_number_of_cores(monkeypatch, num_tokens,
+                                                                       cores):
+    """Blocks of 64 bytes (16 word ids, 8 offsets): fewer tokens than a block, exactly one,
+    one more, several with a short last one; an empty corpus (one offset, no token)."""
+    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(corpus_core.os, "cpu_count", lambda: cores)
+    rng = np.random.default_rng(num_tokens)
+    cuts = np.sort(rng.integers(0, num_tokens + 1, rng.integers(0, 12)))
+    corpus = Corpus(np.concatenate([[0], cuts, [num_tokens]]),
+                    rng.integers(0, 7, num_tokens), tuple(f"wörd{i}" for i in range(7)))
+    assert corpus.fingerprint() == block_fingerprint(corpus, 64)
+    whole = Corpus(corpus.doc_offsets, corpus.word_ids, corpus.vocab)
+    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 1 << 26)
+    assert whole.fingerprint() == block_fingerprint(corpus, 1 << 26) != corpus.fingerprint()
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 1 << 20])
+@pytest.mark.parametrize("workers", [None, 1, 2, 5])
+def test_word_ids_are_checked_in_blocks_on_threads_naming_the_first_bad_id(monkeypatch, block,
+                                                                           workers):
+    monkeypatch.setattr(corpus_core, "CHECK_BLOCK", block)
+    rng = np.random.default_rng(block)
+    for size in (0, 1, 15, 16, 17, 50):
+        word_ids = rng.integers(0, 7, size)
+        corpus_core.check_word_ids(word_ids, 7, workers)  # all in range: no error
+        for bad in sorted({0, size // 3, size - 1} - {-1}) if size else []:
+            for value in (-1, 7, 2**40):
+                wrong = word_ids.copy()
+                wrong[bad] = value
+                wrong[bad + 1:][::4] = -5  # later bad ids do not matter
+                with pytest.raises(CorpusFormatError, match=rf"^word_ids\[{bad}\] is {value}, "
+                                   r"outside the vocabulary range \[0, 7\)$"):
+                    corpus_core.check_word_ids(wrong, 7, workers)
 
 
 def test_fingerprint_ignores_name_and_input_dtypes():

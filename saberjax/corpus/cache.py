@@ -10,26 +10,29 @@ the source gave (dropped empty documents), which every load repeats.
 
 An entry is used only when its manifest is readable and names the same key, its files load as
 a native corpus and the loaded corpus has the recorded fingerprint (a full hash of its tokens
-and vocabulary); anything else (a stale entry of an older cache version, a file cut short or
-changed on disk) is reported in a warning and rebuilt from the source.  Writing an entry that
-fails (a read-only or full disk) is a warning too: the corpus read from the source is
-returned either way.  When an entry is written, entries of earlier contents of the same source
-path are removed, so editing a corpus in place does not fill the cache.
+and vocabulary); anything else (a file cut short or changed on disk) is reported in a warning
+and rebuilt from the source.  The key carries CACHE_VERSION, so the entries of another version
+(version 1's manifests hold Corpus.legacy_fingerprint) are never found: the source is read
+again, quietly, and the new entry replaces theirs.  Writing an entry that fails (a read-only
+or full disk) is a warning too: the corpus read from the source is returned either way.  When
+an entry is written, entries of earlier contents of the same source path are removed, so
+editing a corpus in place does not fill the cache.
 
 Entries are written into a hidden staging folder and renamed into place (saberjax.outputs),
 so concurrent runs and kills never leave a half-written entry under a key.
 
 Hashing the source reads it whole on every cached load, so an entry also keeps a source record
-(`source.json`): the source path and reading options, the key, each source file's size,
-modification and status-change times, inode and device (os.stat), and a SHA-256 of each file's
-first and last SAMPLE_BYTES.  A later load whose source files show the same record takes the
-key from it without reading the files whole.  A file's bytes cannot change without its
-status-change time (ctime) changing: every write and every change of its times sets it to the
-current time, which no call can set back (so does the making of a file put in its place).
-Two writes within one tick of the file system's clock can leave the same times, so a record is
-written only after hashing, and only when the files had not changed for SETTLED_SECONDS before
-the hashing began and did not change during it; the sample is checked as well (on file systems
-that keep no real ctime it catches most changes).  Anything else hashes the source as before.
+(`source.json`): the cache version, the source path and reading options, the key, each source
+file's size, modification and status-change times, inode and device (os.stat), and a SHA-256
+of each file's first and last SAMPLE_BYTES.  A later load whose source files show the same
+record (of this cache version) takes the key from it without reading the files whole.  A
+file's bytes cannot change without its status-change time (ctime) changing: every write and
+every change of its times sets it to the current time, which no call can set back (so does the
+making of a file put in its place).  Two writes within one tick of the file system's clock can
+leave the same times, so a record is written only after hashing, and only when the files had
+not changed for SETTLED_SECONDS before the hashing began and did not change during it; the
+sample is checked as well (on file systems that keep no real ctime it catches most changes).
+Anything else hashes the source as before.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from saberjax.corpus import formats, native
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: corpus fingerprints hashed in blocks (Corpus.fingerprint)
 MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
 SOURCE_RECORD = "source.json"
@@ -202,8 +205,8 @@ def _recorded_key(cache_dir: Path, origin: dict, files: list[Path]) -> str | Non
             record = json.loads((entry / SOURCE_RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if not isinstance(record, dict) or any(record.get(name) != value
-                                               for name, value in origin.items()):
+        if not isinstance(record, dict) or record.get("version") != CACHE_VERSION or any(
+                record.get(name) != value for name, value in origin.items()):
             continue
         key = record.get("key")
         if not isinstance(key, str) or key[:32] != entry.name:
@@ -230,7 +233,7 @@ def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
         sample = _content_sample(files)
         if _file_stats(files) != stats:
             return
-        record = dict(origin, key=key, files=stats, sample=sample)
+        record = dict(origin, version=CACHE_VERSION, key=key, files=stats, sample=sample)
         handle, temporary = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".source.tmp",
                                              dir=entry.parent)
         try:

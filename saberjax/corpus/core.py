@@ -24,6 +24,11 @@ from saberjax.errors import CorpusFormatError
 
 MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
 WORD_COUNT_BLOCK = 1 << 18  # fewest tokens per np.bincount in Corpus.word_counts
+# Bytes of doc_offsets and word_ids per SHA-256 block of Corpus.fingerprint: part of its
+# definition (a multiple of 8, recorded in the hashed header), not a tuning knob
+FINGERPRINT_BLOCK_BYTES = 1 << 26
+FINGERPRINT_FORMAT = b"saberjax-corpus-v2\0"
+CHECK_BLOCK = 1 << 20  # tokens per np.min / np.max pair in check_word_ids
 
 # saberjax's folder: warnings skip its frames, naming the caller
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,20 +127,58 @@ class Corpus:
             return functools.reduce(np.add, pool.map(count, range(pieces)))
 
     def fingerprint(self) -> str:
-        """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes.
+        """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes
+        and the same on any number of cores.
 
-        Identifies a corpus in caches and run records; computed once per object.
+        Identifies a corpus in caches and run records; computed once per object.  It is the
+        SHA-256 of: a header (FINGERPRINT_FORMAT, the sizes D T V and FINGERPRINT_BLOCK_BYTES);
+        the SHA-256 digest of each FINGERPRINT_BLOCK_BYTES block of doc_offsets (int64
+        little-endian) and then of word_ids (int32 little-endian), the last block of each
+        shorter, the blocks hashed at once on a thread per core (hashlib releases the GIL);
+        the vocabulary as JSON.  Records written before it was hashed in blocks hold
+        legacy_fingerprint(); has_fingerprint accepts either.
         """
         return self._fingerprint
 
     @functools.cached_property
     def _fingerprint(self) -> str:
+        arrays = (np.asarray(self.doc_offsets), np.asarray(self.word_ids))
+        blocks = [(array, start, FINGERPRINT_BLOCK_BYTES // array.itemsize)
+                  for array in arrays
+                  for start in range(0, array.size, FINGERPRINT_BLOCK_BYTES // array.itemsize)]
+
+        def block_digest(block) -> bytes:
+            array, start, size = block
+            data = np.ascontiguousarray(array[start : start + size],
+                                        dtype=array.dtype.newbyteorder("<"))
+            return hashlib.sha256(memoryview(data).cast("B")).digest()
+
+        digest = hashlib.sha256(FINGERPRINT_FORMAT)
+        digest.update(f"{self.num_docs} {self.num_tokens} {self.num_words} "
+                      f"{FINGERPRINT_BLOCK_BYTES}\n".encode())
+        for block in _on_threads(block_digest, blocks, _workers(None, len(blocks))):
+            digest.update(block)
+        digest.update(json.dumps(self.vocab, ensure_ascii=False).encode())
+        return digest.hexdigest()
+
+    def legacy_fingerprint(self) -> str:
+        """The fingerprint as saberjax computed it before it was hashed in blocks (format
+        saberjax-corpus-v1): one SHA-256 over the offsets, the word ids and the vocabulary, on
+        one thread (about 3 ns a token).  Only for records written then (has_fingerprint);
+        computed on each call."""
         digest = hashlib.sha256(b"saberjax-corpus-v1\0")
         digest.update(f"{self.num_docs} {self.num_tokens} {self.num_words}\n".encode())
         digest.update(np.ascontiguousarray(self.doc_offsets, dtype="<i8"))
         digest.update(np.ascontiguousarray(self.word_ids, dtype="<i4"))
         digest.update(json.dumps(self.vocab, ensure_ascii=False).encode())
         return digest.hexdigest()
+
+    def has_fingerprint(self, recorded) -> bool:
+        """Whether a fingerprint a record holds (a checkpoint's manifest, a model's config) is
+        this corpus's: fingerprint(), or legacy_fingerprint() for a record written before the
+        fingerprint was hashed in blocks (computed only when the first does not match)."""
+        return isinstance(recorded, str) and (recorded == self.fingerprint()
+                                              or recorded == self.legacy_fingerprint())
 
     def subset(self, doc_indices) -> Corpus:
         """The given documents, in the given order, with the same vocabulary and name.
@@ -245,12 +288,47 @@ def int_vector(values, what: str) -> np.ndarray:
     return array
 
 
-def check_word_ids(word_ids: np.ndarray, num_words: int) -> None:
-    """CorpusFormatError naming the first word id outside [0, num_words), if any."""
-    if word_ids.size and (word_ids.min() < 0 or word_ids.max() >= num_words):
+def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = None) -> None:
+    """CorpusFormatError naming the first word id outside [0, num_words), if any.
+
+    The smallest and largest id are found a block of CHECK_BLOCK tokens at a time (both
+    reductions of a block while it is in the cache) in `workers` contiguous pieces at once on
+    threads (default: one per core; numpy's reductions release the GIL); the offending id is
+    searched for only when there is one.
+    """
+    if word_ids.size == 0:
+        return
+    num_blocks = -(-word_ids.size // CHECK_BLOCK)
+    pieces = _workers(workers, num_blocks)
+    cuts = [piece * num_blocks // pieces * CHECK_BLOCK for piece in range(pieces + 1)]
+
+    def extremes(piece: int) -> tuple[int, int]:
+        lowest, highest = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        for start in range(cuts[piece], min(cuts[piece + 1], word_ids.size), CHECK_BLOCK):
+            block = word_ids[start : start + CHECK_BLOCK]
+            lowest, highest = min(lowest, int(block.min())), max(highest, int(block.max()))
+        return lowest, highest
+
+    lows, highs = zip(*_on_threads(extremes, range(pieces), pieces))
+    if min(lows) < 0 or max(highs) >= num_words:
         i = int(np.argmax((word_ids < 0) | (word_ids >= num_words)))
         raise CorpusFormatError(
             f"word_ids[{i}] is {word_ids[i]}, outside the vocabulary range [0, {num_words})")
+
+
+def _workers(workers: int | None, blocks: int) -> int:
+    """Threads for work of `blocks` blocks: `workers` (default: one per core), at most one a
+    block, at least one."""
+    return max(1, min(workers or os.cpu_count() or 1, blocks))
+
+
+def _on_threads(function, items, threads: int) -> list:
+    """[function(item) for item in items], computed on `threads` threads at once (in the
+    calling thread for one)."""
+    if threads <= 1:
+        return [function(item) for item in items]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(function, items))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
