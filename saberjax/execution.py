@@ -715,9 +715,12 @@ def _chunk_step_bytes(corpus: Corpus, hyper: Hyperparams, tokens: int) -> tuple[
 def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
     """Device bytes per token while a chunk is worked on (its arrays, state in and out, and
     temporaries): the slope between two probe chunks' compiled steps, so that temporaries
-    the size of the model do not count as per-token."""
-    (small_tokens, small), (large_tokens, large) = (
-        _chunk_step_bytes(corpus, hyper, tokens) for tokens in PROBE_TOKENS)
+    the size of the model do not count as per-token.  The larger probe is built and compiled
+    in a thread beside the smaller one (XLA compiles without the GIL)."""
+    large_probe = in_background(_chunk_step_bytes, corpus, hyper, PROBE_TOKENS[1],
+                                name="saberjax-probe")
+    small_tokens, small = _chunk_step_bytes(corpus, hyper, PROBE_TOKENS[0])
+    large_tokens, large = large_probe.result()
     if large_tokens == small_tokens:  # a corpus smaller than the probes
         return large / large_tokens
     return max(large - small, 0) / (large_tokens - small_tokens)

@@ -5,6 +5,7 @@ import ast
 import pathlib
 import subprocess
 import sys
+import threading
 
 import jax
 import numpy as np
@@ -180,3 +181,26 @@ def test_the_package_import_graph_has_no_cycle():
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("num_docs", [3, 2000])  # under both probes' tokens; over the larger
+def test_the_probes_compile_at_once_and_measure_what_one_after_the_other_did(num_docs,
+                                                                            monkeypatch):
+    corpus = random_corpus(num_docs=num_docs, num_words=300, mean_length=40, seed=8)
+    hyper = Hyperparams.create(16, backend="xla")
+    (small_tokens, small), (large_tokens, large) = (
+        execution._chunk_step_bytes(corpus, hyper, tokens) for tokens in execution.PROBE_TOKENS)
+    expected = (large / large_tokens if large_tokens == small_tokens
+                else max(large - small, 0) / (large_tokens - small_tokens))
+    assert (large_tokens > small_tokens) == (num_docs > 3)
+    threads = {}
+    probe = execution._chunk_step_bytes
+
+    def recording(corpus, hyper, tokens):
+        threads[tokens] = threading.current_thread().name
+        return probe(corpus, hyper, tokens)
+
+    monkeypatch.setattr(execution, "_chunk_step_bytes", recording)
+    assert execution.device_bytes_per_token(corpus, hyper) == expected
+    small_probe, large_probe = execution.PROBE_TOKENS
+    assert threads[large_probe] == "saberjax-probe" != threads[small_probe]
