@@ -72,20 +72,35 @@ def test_subset_copies_runs_of_documents_with_no_memory_beyond_the_result():
     assert peak < 2 * sub.word_ids.nbytes  # an index per token took 7 times the result
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("workers", [None, 1, 2, 3, 64])
-def test_word_counts_are_the_same_on_any_threads_and_blocks(monkeypatch, workers):
+def test_word_counts_are_the_same_on_any_threads_and_blocks(monkeypatch, workers, sparse):
     """Counted in pieces on threads, a block at a time (a block of at least V tokens), with a
-    last block of another size, or in one block: the counts of one np.bincount."""
+    last block of another size, or in one block, by np.bincount or (a corpus of at least
+    SPARSE_COUNT_TOKENS tokens on several threads) by sparse products: the counts of one
+    np.bincount.  Corpora of no token, fewer tokens than a block, exactly a block, a block
+    and one."""
+    monkeypatch.setattr(corpus_core, "SPARSE_COUNT_TOKENS", 0 if sparse else 10**9)
+    counters = []
+    for name in ("_bincounter", "_sparse_counter"):
+        counter = getattr(corpus_core, name)
+        monkeypatch.setattr(corpus_core, name, lambda *args, counter=counter, name=name: (
+            counters.append(name) or counter(*args)))
     corpus = random_corpus(num_docs=50, num_words=30, seed=3)
-    expected = np.bincount(np.asarray(corpus.word_ids), minlength=30)
     assert corpus.num_tokens % 30 and corpus.num_tokens % 40
+    several = (workers or corpus_core.os.cpu_count()) > 1
     for block in (7, 40, 10**6):  # blocks of 30 (V), 40 and all the tokens
         monkeypatch.setattr(corpus_core, "WORD_COUNT_BLOCK", block)
-        counts = corpus.word_counts(workers)
-        assert counts.dtype == np.int64
-        np.testing.assert_array_equal(counts, expected)
-    empty = Corpus(np.zeros(1, np.int64), np.zeros(0, np.int32), VOCAB)
-    np.testing.assert_array_equal(empty.word_counts(workers), np.zeros(len(VOCAB), np.int64))
+        monkeypatch.setattr(corpus_core, "SPARSE_COUNT_BLOCK", block)
+        for tokens in sorted({0, 1, 29, 30, 31, 39, 40, 41, corpus.num_tokens}):
+            docs = int(np.searchsorted(corpus.doc_offsets, tokens, side="right"))
+            part = Corpus(np.append(corpus.doc_offsets[:docs], tokens),
+                          corpus.word_ids[:tokens], corpus.vocab)
+            counters.clear()
+            counts = part.word_counts(workers)
+            assert counts.dtype == np.int64
+            np.testing.assert_array_equal(counts, np.bincount(part.word_ids, minlength=30))
+            assert counters == ["_sparse_counter" if sparse and several else "_bincounter"]
 
 
 def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():
