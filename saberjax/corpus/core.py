@@ -170,7 +170,7 @@ class Corpus:
     def legacy_fingerprint(self) -> str:
         """The fingerprint as saberjax computed it before it was hashed in blocks (format
         saberjax-corpus-v1): one SHA-256 over the offsets, the word ids and the vocabulary, on
-        one thread (about 3 ns a token).  Only for records written then (has_fingerprint);
+        one thread (2 to 3 ns a token).  Only for records written then (has_fingerprint);
         computed on each call."""
         digest = hashlib.sha256(b"saberjax-corpus-v1\0")
         digest.update(f"{self.num_docs} {self.num_tokens} {self.num_words}\n".encode())
