@@ -1,8 +1,10 @@
-"""Work that runs in a thread of its own while the caller goes on: its result is a future."""
+"""Work on threads: in a thread of its own while the caller goes on (its result is a future),
+or cut into pieces computed at once on several threads."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 from typing import Callable
 
@@ -21,3 +23,18 @@ def in_background(work: Callable, *args, name: str) -> concurrent.futures.Future
 
     threading.Thread(target=run, name=name).start()
     return future
+
+
+def thread_count(blocks: int, workers: int | None = None) -> int:
+    """Threads for work of `blocks` blocks: `workers` (default: one per core), at most one a
+    block, at least one."""
+    return max(1, min(workers or os.cpu_count() or 1, blocks))
+
+
+def on_threads(function: Callable, items, threads: int) -> list:
+    """[function(item) for item in items], computed on `threads` threads at once (in the
+    calling thread for one)."""
+    if threads <= 1:
+        return [function(item) for item in items]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(function, items))

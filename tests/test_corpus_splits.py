@@ -1,5 +1,7 @@
 """saberjax.corpus.splits: train/test split by document and document halves, pinned per seed."""
 
+import os
+
 import numpy as np
 import pytest
 from corpus_helpers import tiny_corpus
@@ -97,7 +99,7 @@ def test_document_halves_do_not_depend_on_how_documents_are_cut_into_pieces(monk
     rank_in_doc = np.arange(corpus.num_tokens) - np.repeat(corpus.doc_offsets[:-1], lengths)
     observed = np.empty(corpus.num_tokens, bool)
     observed[np.argsort(keys, kind="stable")] = rank_in_doc % 2 == 0
-    monkeypatch.setattr(splits.os, "cpu_count", lambda: 16)  # up to 16 pieces
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # up to 16 pieces
     for piece_tokens in (1 << 30, 997, 64, 1):
         monkeypatch.setattr(splits, "MIN_PIECE_TOKENS", piece_tokens)
         halves = split_document_halves(corpus, seed=7)

@@ -9,7 +9,6 @@ keep them; every loader of a text format, count matrices and plain text build th
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -20,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from saberjax.background import on_threads, thread_count
 from saberjax.errors import CorpusFormatError
 
 MAX_COUNT = 2**31 - 1  # largest accepted count of one word in one document
@@ -117,7 +117,7 @@ class Corpus:
         sparse = threads > 1 and self.num_tokens >= SPARSE_COUNT_TOKENS
         block = max(SPARSE_COUNT_BLOCK if sparse else WORD_COUNT_BLOCK, self.num_words, 1)
         num_blocks = -(-self.num_tokens // block)
-        pieces = _workers(threads, num_blocks)
+        pieces = thread_count(num_blocks, threads)
         cuts = [min(piece * num_blocks // pieces * block, self.num_tokens)
                 for piece in range(pieces + 1)]
         count_block = (_sparse_counter if sparse else _bincounter)(
@@ -130,7 +130,7 @@ class Corpus:
                                                                        cuts[piece + 1])])
             return counts
 
-        return functools.reduce(np.add, _on_threads(count, range(pieces), pieces))
+        return functools.reduce(np.add, on_threads(count, range(pieces), pieces))
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes
@@ -162,7 +162,7 @@ class Corpus:
         digest = hashlib.sha256(FINGERPRINT_FORMAT)
         digest.update(f"{self.num_docs} {self.num_tokens} {self.num_words} "
                       f"{FINGERPRINT_BLOCK_BYTES}\n".encode())
-        for block in _on_threads(block_digest, blocks, _workers(None, len(blocks))):
+        for block in on_threads(block_digest, blocks, thread_count(len(blocks))):
             digest.update(block)
         digest.update(json.dumps(self.vocab, ensure_ascii=False).encode())
         return digest.hexdigest()
@@ -305,7 +305,7 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
     if word_ids.size == 0:
         return
     num_blocks = -(-word_ids.size // CHECK_BLOCK)
-    pieces = _workers(workers, num_blocks)
+    pieces = thread_count(num_blocks, workers)
     cuts = [piece * num_blocks // pieces * CHECK_BLOCK for piece in range(pieces + 1)]
 
     def extremes(piece: int) -> tuple[int, int]:
@@ -315,7 +315,7 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
             lowest, highest = min(lowest, int(block.min())), max(highest, int(block.max()))
         return lowest, highest
 
-    lows, highs = zip(*_on_threads(extremes, range(pieces), pieces))
+    lows, highs = zip(*on_threads(extremes, range(pieces), pieces))
     if min(lows) < 0 or max(highs) >= num_words:
         i = int(np.argmax((word_ids < 0) | (word_ids >= num_words)))
         raise CorpusFormatError(
@@ -349,21 +349,6 @@ def _sparse_counter(num_words: int, block: int, pieces: int):
         return matrix @ one  # int32: a block's counts are at most its tokens
 
     return count
-
-
-def _workers(workers: int | None, blocks: int) -> int:
-    """Threads for work of `blocks` blocks: `workers` (default: one per core), at most one a
-    block, at least one."""
-    return max(1, min(workers or os.cpu_count() or 1, blocks))
-
-
-def _on_threads(function, items, threads: int) -> list:
-    """[function(item) for item in items], computed on `threads` threads at once (in the
-    calling thread for one)."""
-    if threads <= 1:
-        return [function(item) for item in items]
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(function, items))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

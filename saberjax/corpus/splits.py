@@ -3,11 +3,9 @@ document, both pinned per seed across numpy versions."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
-
 import numpy as np
 
+from saberjax.background import on_threads, thread_count
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 
 MIN_PIECE_TOKENS = 1 << 18  # tokens a thread deals at least in split_document_halves
@@ -44,9 +42,10 @@ def split_document_halves(corpus: Corpus, seed: int = 0) -> tuple[Corpus, Corpus
     token_keys = _random_keys(seed, corpus.num_tokens) >> np.uint64(32)
     observed = np.empty(corpus.num_tokens, bool)
 
-    def deal(first_doc: int, last_doc: int) -> None:
+    def deal(documents: tuple[int, int]) -> None:
         """Deal documents first_doc .. last_doc - 1: sorting their tokens by (document, random
         key) shuffles each document's tokens, and alternate ranks go to observed."""
+        first_doc, last_doc = documents
         start, stop = int(offsets[first_doc]), int(offsets[last_doc])
         doc_of_token = np.repeat(np.arange(last_doc - first_doc, dtype=np.uint64),
                                  lengths[first_doc:last_doc])
@@ -58,11 +57,10 @@ def split_document_halves(corpus: Corpus, seed: int = 0) -> tuple[Corpus, Corpus
 
     # documents cut into pieces of about equal tokens, dealt on threads (numpy's sort releases
     # the GIL); each document lies in one piece, so the halves do not depend on the cut
-    pieces = max(1, min(os.cpu_count() or 1, corpus.num_tokens // MIN_PIECE_TOKENS))
+    pieces = thread_count(corpus.num_tokens // MIN_PIECE_TOKENS)
     inner = np.searchsorted(offsets, np.linspace(0, corpus.num_tokens, pieces + 1)[1:-1])
     cuts = np.unique(np.concatenate([[0], inner, [corpus.num_docs]])).tolist()
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(cuts) - 1)) as pool:
-        list(pool.map(deal, cuts[:-1], cuts[1:]))
+    on_threads(deal, list(zip(cuts[:-1], cuts[1:])), len(cuts) - 1)
     return (
         Corpus(offsets_from_lengths((lengths + 1) // 2), corpus.word_ids[observed], corpus.vocab,
                name=corpus.name),
