@@ -35,13 +35,13 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from saberjax import processes
+from saberjax.corpus import Corpus
 from saberjax.execution import Placement
 from saberjax.model import atomic_write
 from saberjax.state import ChunkState, Hyperparams, TrainState
@@ -129,21 +129,20 @@ def read_manifest(path) -> dict:
     return manifest
 
 
-def load_checkpoint(path, placement: Placement, corpus_fingerprint: str, config,
-                    legacy_fingerprint: Callable[[], str] | None = None
+def load_checkpoint(path, placement: Placement, corpus: Corpus, config
                     ) -> tuple[TrainState, list[dict]]:
-    """(state, metrics so far) of a checkpoint, placed like `placement`'s chunks.
+    """(state, metrics so far) of a checkpoint of training on `corpus`, placed like
+    `placement`'s chunks.
 
-    Raises CheckpointError when the checkpoint is damaged or was made for another corpus,
-    chunking, or model setting (`config.model_settings()`, trainer.TrainConfig).  The corpus
-    is the checkpoint's when the manifest records corpus_fingerprint or, for a checkpoint
-    written before fingerprints were hashed in blocks, legacy_fingerprint() (the corpus's
-    Corpus.legacy_fingerprint, called only when the first does not match).
+    Raises CheckpointError when the checkpoint is damaged or was made for another corpus
+    (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks
+    records the legacy one), chunking, or model setting (`config.model_settings()`,
+    trainer.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)
-    _check_compatible(path, manifest, placement, corpus_fingerprint, legacy_fingerprint,
-                      dataclasses.asdict(config), config.model_settings())
+    _check_compatible(path, manifest, placement, corpus, dataclasses.asdict(config),
+                      config.model_settings())
     arrays = _verify_arrays(path, manifest, jax.process_index())
     hyper = placement.hyper
     chunk_states = {}
@@ -192,15 +191,12 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
                 seed=np.asarray(state.seed))
 
 
-def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus_fingerprint: str,
-                      legacy_fingerprint: Callable[[], str] | None, config: dict,
-                      model_settings: tuple[str, ...]) -> None:
-    recorded = manifest["corpus_fingerprint"]
-    if recorded != corpus_fingerprint and (legacy_fingerprint is None
-                                           or recorded != legacy_fingerprint()):
+def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus: Corpus,
+                      config: dict, model_settings: tuple[str, ...]) -> None:
+    if not corpus.has_fingerprint(manifest["corpus_fingerprint"]):
         raise CheckpointError(
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
-            f"this corpus {corpus_fingerprint}); resume with the same corpus, test split and "
+            f"this corpus {corpus.fingerprint()}); resume with the same corpus, test split and "
             f"seed, or start afresh")
     saved = manifest["config"]
     differences = [f"{name}={saved.get(name)!r} (this run: {config[name]!r})"

@@ -200,9 +200,7 @@ def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainCo
     if resume_from is None:
         state, metrics = placement.init(config.seed), []
     else:
-        state, metrics = checkpoint.load_checkpoint(resume_from, placement,
-                                                    corpus.fingerprint(), config,
-                                                    corpus.legacy_fingerprint)
+        state, metrics = checkpoint.load_checkpoint(resume_from, placement, corpus, config)
         if int(state.iteration) > config.iterations:
             raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
                              f"iterations={config.iterations}")

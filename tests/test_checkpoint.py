@@ -190,7 +190,7 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
     state = placement.init(seed=0)
     path = checkpoint.save_checkpoint(tmp_path, state, placement, CONFIG, corpus.fingerprint(),
                                       [])
-    loaded, _ = checkpoint.load_checkpoint(path, placement, corpus.fingerprint(), CONFIG)
+    loaded, _ = checkpoint.load_checkpoint(path, placement, corpus, CONFIG)
     for saved, chunk_state in zip(state.chunks, loaded.chunks):
         for leaf in chunk_state:
             assert leaf.sharding.memory_kind == "pinned_host"

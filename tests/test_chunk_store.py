@@ -266,9 +266,9 @@ def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(t
     assert checkpoint.chunking(from_disk) == checkpoint.chunking(from_memory)
     state = run(from_disk, 2)
     path = checkpoint.save_checkpoint(tmp_path / "checkpoints", state, from_disk, config,
-                                      "corpus", [])
-    loaded, _ = checkpoint.load_checkpoint(path, from_disk, "corpus", config)
+                                      corpus.fingerprint(), [])
+    loaded, _ = checkpoint.load_checkpoint(path, from_disk, corpus, config)
     np.testing.assert_array_equal(from_disk.corpus_order_topics(loaded),
                                   from_disk.corpus_order_topics(state))
     with pytest.raises(checkpoint.CheckpointError, match="z alone .*--host_memory_gb"):
-        checkpoint.load_checkpoint(path, from_memory, "corpus", config)
+        checkpoint.load_checkpoint(path, from_memory, corpus, config)
