@@ -56,7 +56,6 @@ anew.  One process uses a store.
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import dataclasses
 import fcntl
 import functools

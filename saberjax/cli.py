@@ -4,17 +4,18 @@ Every launch/*.py ends with ``cli.run_main(main)``.  A flag that does not parse 
 check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
 work, or --resume with nothing to continue) print ``error: ...`` and exit with status 2; any
 other exception (a malformed corpus, model or checkpoint, a file that cannot be read, a device
-out of memory: XLA's RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The library's messages name the
-file, line, flag or value at fault, so the line is what the user needs; the traceback follows
-on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.  Exception types that are not
-the library's ValueError / OSError family are named in the line, since they mean a bug.
+out of memory: XLA's RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The
+library's messages name the file, line, flag or value at fault, so the line is what the user
+needs; the traceback follows on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.
+Exception types that are not the library's ValueError / OSError family are named in the line,
+since they mean a bug.
 
-run_main also lets a GPU's memory pool grow as the run allocates (allocate_device_memory_on_demand)
-instead of XLA reserving three quarters of the GPU first, and keeps the log readable: jax's probe of backends this machine lacks ("Unable to
-initialize backend 'tpu'") is not logged, and a warning is one ``warning: ...`` line.  A run
-that finishes ends at once (exit_at_once): its outputs are written and synced by then, and
-tearing the runtime down (the devices' memory pool, the GPU context) would only add to its
-wall time.
+run_main also lets a GPU's memory pool grow as the run allocates
+(allocate_device_memory_on_demand) instead of XLA reserving three quarters of the GPU first,
+and keeps the log readable: jax's probe of backends this machine lacks ("Unable to initialize
+backend 'tpu'") is not logged, and a warning is one ``warning: ...`` line.  A run that
+finishes ends at once (exit_at_once): its outputs are written and synced by then, and tearing
+the runtime down (the devices' memory pool, the GPU context) would only add to its wall time.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def write_npz(fd: int, arrays: dict[str, Callable[[], Any]]) -> None:
             write_at(fd, _local_header(filename, crc, size), at)
             directory.append(_central_header(filename, crc, size, at))
     write_at(fd, b"".join(directory) + _end_records(len(members), sum(map(len, directory)),
-                                                       offset), offset)
+                                                    offset), offset)
 
 
 def _npy_header(array: np.ndarray) -> bytes:
