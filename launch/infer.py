@@ -31,9 +31,10 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags
 
-from saberjax import cli, outputs, text
+from saberjax import cli, outputs
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
+from saberjax.corpus import plain_text
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
 from saberjax.model import TopicModel, atomic_write
 
@@ -61,8 +62,8 @@ def load_documents(model: TopicModel) -> corpus_io.Corpus:
     path = pathlib.Path(FLAGS.corpus)
     chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
     if chosen == "text":
-        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
-                                              source=str(path))
+        return plain_text.text_in_vocabulary(path, model.vocab, plain_text.tokenizing_rules(
+            model.config.get("text_options") or {}))
     return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(path, chosen))
 
 

@@ -42,6 +42,7 @@ from saberjax import corpus as corpus_io
 from saberjax import layout_cache, timing
 from saberjax.background import in_background
 from saberjax.corpus import cache as corpus_cache
+from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
@@ -53,12 +54,7 @@ flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, 
                     "a folder of .txt files or a file with one document per line); "
                     "default: the bundled KOS corpus.")
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-flags.DEFINE_integer("min_df", None, "Plain text: keep words in at least N documents "
-                     "(default 5).", lower_bound=1)
-flags.DEFINE_float("max_df", None, "Plain text: keep words in at most this fraction of "
-                   "documents (default 0.5).")
-flags.DEFINE_integer("max_vocab", None, "Plain text: keep at most N words, the most frequent "
-                     "(default 50,000).", lower_bound=1)
+plain_text.define_flags()
 flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary words); "
                     "overrides --test_fraction.")
 flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation, in "
@@ -80,8 +76,6 @@ flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last fo
                   "replace a model): an interrupted run, or a finished one given more "
                   "--iterations; the same corpus and settings are required, and it is an error "
                   "when there is no checkpoint.")
-flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <= 1,
-                         "--max_df must be in (0, 1]")
 flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                          "--test_fraction must be in [0, 1)")
 flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: the topic "
@@ -92,8 +86,7 @@ corpus_cache.define_flags()
 
 def text_options() -> dict:
     """The plain-text flags that were given (saberjax.text's defaults stand for the rest)."""
-    return {name: FLAGS[name].value for name in ("min_df", "max_df", "max_vocab")
-            if FLAGS[name].value is not None}
+    return plain_text.flagged_options()
 
 
 def load_data():

@@ -1,15 +1,18 @@
-"""Plain text input: the shared corpora's tokenising rules, vocabulary rules, and training on it."""
+"""Plain text input: the shared corpora's tokenising rules, vocabulary rules, the other rules
+as options, the block engine against the reader it replaced, and training on text."""
 
 import json
 
 import numpy as np
 import pytest
+import text_reference
 from helpers import launch
 
-from saberjax.corpus import load_corpus
-from saberjax.corpus import corpus_from_documents
+from saberjax import text
+from saberjax.corpus import corpus_from_documents, load_corpus, text_corpus, tokens_in_vocabulary
+from saberjax.corpus.plain_text import string_blocks, text_rules
+from saberjax.corpus.text_corpus import build_corpus
 from saberjax.text import ENGLISH_STOP_WORDS, tokenize
-
 
 # Two themes over 20 documents: each word is in 10 of them, within the default max_df of 50%.
 THEMED = ([f"Football match {i}: the striker scored; goalkeeper, referee and stadium."
@@ -37,16 +40,24 @@ def test_vocabulary_keeps_words_within_the_document_frequency_bounds_sorted():
 
 def test_vocabulary_cap_keeps_the_most_frequent_words_ties_alphabetical():
     documents = ["zebra zebra zebra yak yak xerus wolf", "zebra yak xerus wolf"]
-    corpus = corpus_from_documents(documents, min_df=1, max_df=1.0, max_vocab=3)
+    corpus = corpus_from_documents(documents, min_df=1, max_df=1.0, max_features=3)
     assert corpus.vocab == ("wolf", "yak", "zebra")  # xerus ties with wolf on count, loses
     words = [corpus.vocab[i] for i in corpus.word_ids]
     assert words == ["zebra"] * 3 + ["yak", "yak", "wolf", "zebra", "yak", "wolf"]
 
 
 @pytest.mark.parametrize("options", [dict(min_df=0), dict(max_df=0.0), dict(max_df=1.5),
-                                     dict(max_vocab=0)])
+                                     dict(max_features=0)])
 def test_invalid_vocabulary_rules_are_refused(options):
     with pytest.raises(ValueError, match="min_df >= 1"):
+        corpus_from_documents(THEMED, **options)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(strip_accents="latin"), "strip_accents"), (dict(token_pattern="[a-"), "token_pattern"),
+    (dict(max_vocab=10), "unknown text option")])
+def test_invalid_rules_and_unknown_options_are_refused(options, match):
+    with pytest.raises(ValueError, match=match):
         corpus_from_documents(THEMED, **options)
 
 
@@ -65,9 +76,11 @@ def test_a_folder_of_files_and_a_one_document_per_line_file_give_the_same_corpus
     assert (from_folder.name, from_folder.num_docs) == ("docs", 20)
 
 
-def test_a_file_that_is_not_utf8_is_read_as_latin1(tmp_path):
+def test_a_file_that_is_not_utf8_is_read_as_latin1_and_counted(tmp_path):
     (tmp_path / "old.txt").write_bytes("café naïve\n".encode("latin-1") * 5)
-    assert load_corpus(tmp_path / "old.txt", min_df=1, max_df=1.0).vocab == ("cafe", "naive")
+    with pytest.warns(UserWarning, match="5 document.s. are not valid UTF-8; read as Latin-1"):
+        corpus = load_corpus(tmp_path / "old.txt", min_df=1, max_df=1.0)
+    assert corpus.vocab == ("cafe", "naive")
 
 
 def test_documents_left_empty_are_dropped_and_counted():
@@ -82,6 +95,129 @@ def test_text_options_are_refused_for_count_formats(tmp_path):
     (tmp_path / "vocab.txt").write_text("word\n")
     with pytest.raises(ValueError, match="min_df only apply to text input"):
         load_corpus(tmp_path, min_df=2)
+
+
+def _varied_documents(seed: int, count: int = 400) -> list[str]:
+    """Documents of words drawn from a small pool with accents, ligatures, capitals, digits,
+    punctuation, other scripts, stop words, long words, and empty or stop-word-only ones."""
+    pool = ["apple", "Banana", "CHERRY", "café", "naïve", "Ünter", "straße", "ﬁsh", "the", "and",
+            "x", "ab", "don't", "3D-printer", "a1b2c3", "internationalization",
+            "abcdefghijkl", "abcdefghijklm", "Москва", "日本語", "ab中cd", "Ⅻ", "e\u0301t\u00e9",
+            "ÅNGSTRÖM", "œuvre", "x42abc", "﻿bom", "tab\there", "crlf\r", "😀smile",
+            "supercalifragilisticexpialidocious", "½cup", "résumé"]
+    rng = np.random.default_rng(seed)
+    documents = []
+    for _ in range(count):
+        length = int(rng.integers(0, 30))
+        words = rng.choice(pool, length)
+        separators = rng.choice([" ", ", ", ".", "-", "  "], length)
+        documents.append("".join(w + s for w, s in zip(words, separators)))
+    return documents
+
+
+def _assert_same_corpus(corpus, entries):
+    assert corpus.vocab == entries.vocab
+    assert corpus.num_docs == np.unique(entries.doc_ids).size
+    np.testing.assert_array_equal(corpus.word_ids, entries.word_ids)
+    _, lengths = np.unique(entries.doc_ids, return_counts=True)
+    np.testing.assert_array_equal(corpus.doc_lengths(), lengths)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_engine_gives_the_corpus_of_the_reader_it_replaced(seed):
+    documents = _varied_documents(seed)
+    expected = text_reference.token_entries(documents, min_df=2, max_df=0.9, max_vocab=40)
+    with pytest.warns(UserWarning, match="empty document"):
+        corpus = corpus_from_documents(documents, min_df=2, max_df=0.9, max_features=40)
+    _assert_same_corpus(corpus, expected)
+
+
+def test_latin1_lines_of_a_file_give_the_corpus_the_latin1_file_gave(tmp_path):
+    documents = [d.encode("latin-1", "ignore").decode("latin-1")
+                 for d in _varied_documents(3, 100)]
+    documents = [d.replace("\r", " ") for d in documents]
+    (tmp_path / "latin.txt").write_bytes("\n".join(documents).encode("latin-1") + b"\n")
+    expected = text_reference.token_entries(
+        text_reference.read_documents(tmp_path / "latin.txt"), min_df=1, max_df=1.0)
+    with pytest.warns(UserWarning):
+        corpus = load_corpus(tmp_path / "latin.txt", min_df=1, max_df=1.0)
+    _assert_same_corpus(corpus, expected)
+
+
+@pytest.mark.parametrize("rules", [text.DEFAULT_RULES,
+                                   text.TextRules(token_pattern=r"(?u)\b\w\w+\b")])
+def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
+        rules, monkeypatch, tmp_path):
+    documents = _varied_documents(4, 600)
+    vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
+    with pytest.warns(UserWarning, match="dropped"):
+        reference = build_corpus(string_blocks(documents), rules, vocabulary, workers=1).corpus
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 700)
+    for workers, block_bytes, memory, directory in ((1, 1 << 20, None, None),
+                                                    (3, 1000, 0, None),
+                                                    (2, 5000, 3000, tmp_path / "native")):
+        with pytest.warns(UserWarning, match="dropped"):
+            built = build_corpus(string_blocks(documents, block_bytes), rules, vocabulary,
+                                 workers=workers, memory_bytes=memory,
+                                 directory=directory).corpus
+        assert built.vocab == reference.vocab
+        np.testing.assert_array_equal(built.doc_offsets, reference.doc_offsets)
+        np.testing.assert_array_equal(built.word_ids, reference.word_ids)
+        assert built.dropped_empty_docs == reference.dropped_empty_docs
+
+
+def test_tokens_in_vocabulary_match_the_reader_it_replaced():
+    documents = _varied_documents(5, 200)
+    vocab = ("apple", "banana", "cafe", "internationalization", "zebra", "uber", "abcdefghijklm")
+    expected = text_reference.tokens_in_vocabulary(documents, vocab)
+    matched = tokens_in_vocabulary(documents, vocab)
+    assert (matched.unknown, matched.tokens) == (expected.unknown, expected.tokens)
+    np.testing.assert_array_equal(matched.corpus.word_ids, expected.entries.word_ids)
+    lengths = np.bincount(expected.entries.doc_ids, minlength=expected.entries.num_docs)
+    np.testing.assert_array_equal(matched.corpus.doc_lengths(), lengths)
+
+
+def test_other_languages_with_unicode_rules():
+    documents = ["L'été dernier, les élèves français étudiaient à l'école.",
+                 "Die Straße in München ist schön; Müller läuft über die Brücke.",
+                 "Москва — столица России, большой город.",
+                 "Les élèves aiment l'école et l'été.",
+                 "Müller und die schöne Straße.",
+                 "Город Москва большой."]
+    unicode = corpus_from_documents(documents, min_df=2, max_df=1.0, stop_words=None,
+                                    strip_accents=None, token_pattern=r"(?u)\b\w\w+\b")
+    assert {"école", "élèves", "été", "straße", "müller", "москва", "город"} <= set(unicode.vocab)
+    stripped = corpus_from_documents(documents, min_df=2, max_df=1.0, stop_words=None,
+                                     strip_accents="unicode", token_pattern=r"(?u)\b\w\w+\b")
+    assert {"ecole", "eleves", "ete", "straße", "muller", "москва"} <= set(stripped.vocab)
+    words = [stripped.vocab[i] for i in stripped.word_ids[stripped.doc_offsets[2]:
+                                                          stripped.doc_offsets[3]]]
+    assert words == ["москва", "большои", "город"]  # in text order; "й" loses its breve
+
+
+def test_stop_words_case_and_pretokenized_options(tmp_path):
+    documents = ["The Cat sat", "the cat Sat", "a dog"]
+    with pytest.warns(UserWarning, match="dropped"):
+        every = corpus_from_documents(documents, min_df=2, max_df=1.0, stop_words=None)
+    assert every.vocab == ("cat", "sat", "the")
+    (tmp_path / "stop.txt").write_text("cat\nsat\n")
+    with pytest.warns(UserWarning, match="dropped"):
+        only = corpus_from_documents(documents, min_df=2, max_df=1.0,
+                                     stop_words=tmp_path / "stop.txt")
+    assert only.vocab == ("the",)
+    cased = corpus_from_documents(documents, min_df=1, max_df=1.0, stop_words=None,
+                                  lowercase=False, token_pattern=r"\w+")
+    assert cased.vocab == ("Cat", "Sat", "The", "a", "cat", "dog", "sat", "the")
+    segmented = corpus_from_documents(["東京 大学 東京", "大学 京都"], min_df=1, max_df=1.0,
+                                      stop_words=None, strip_accents=None, pretokenized=True)
+    assert segmented.vocab == ("京都", "大学", "東京")
+    assert segmented.doc_lengths().tolist() == [3, 2]
+
+
+def test_text_rules_split_options():
+    rules, vocabulary = text_rules(min_df=3, lowercase=False)
+    assert (rules.lowercase, vocabulary.min_df) == (False, 3)
+    assert not rules.is_default() and text_rules()[0].is_default()
 
 
 def test_train_launcher_trains_on_a_folder_of_text_files(tmp_path):

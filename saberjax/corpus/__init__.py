@@ -14,7 +14,8 @@ One module per concern; every public name is importable from here:
   thread per core, whole-array passes, errors naming the file and line);
 - ``uci``, ``ldac``: the two text formats of counts;
 - ``matrix``: documents x words count matrices (dense or scipy.sparse);
-- ``plain_text``: raw text under saberjax.text's tokenising rules;
+- ``tokenizing``, ``text_corpus``, ``plain_text``: raw text under saberjax.text's rules (blocks
+  of documents tokenised on every core, counted, written out of core);
 - ``native``: the memory-mapped native format (save_native, load_native, NativeCorpusWriter);
 - ``formats``: FORMATS, format detection, load_corpus, source_files, convert_to_native;
 - ``splits``: train_test_split and split_document_halves;
@@ -34,7 +35,12 @@ from saberjax.corpus.formats import (
 from saberjax.corpus.ldac import load_ldac
 from saberjax.corpus.matrix import count_matrix_entries, from_count_matrix
 from saberjax.corpus.native import NativeCorpusWriter, load_native, save_native
-from saberjax.corpus.plain_text import corpus_from_documents, corpus_in_vocabulary, load_text
+from saberjax.corpus.plain_text import (
+    corpus_from_documents,
+    corpus_in_vocabulary,
+    load_text,
+    tokens_in_vocabulary,
+)
 from saberjax.corpus.splits import split_document_halves, train_test_split
 from saberjax.corpus.core import (
     MAX_COUNT,
@@ -73,5 +79,6 @@ __all__ = [
     "save_native",
     "source_files",
     "split_document_halves",
+    "tokens_in_vocabulary",
     "train_test_split",
 ]

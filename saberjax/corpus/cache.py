@@ -49,8 +49,8 @@ from pathlib import Path
 
 from absl import flags
 
-from saberjax import outputs, text
-from saberjax.corpus import formats, native
+from saberjax import outputs
+from saberjax.corpus import formats, native, plain_text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
@@ -98,9 +98,7 @@ def reading_options(path, format: str = "auto", **text_options) -> dict:
     chosen = formats.detect_format(Path(path)) if format == "auto" else format
     if chosen != "text":
         return dict(format=chosen)
-    defaults = dict(min_df=text.DEFAULT_MIN_DF, max_df=text.DEFAULT_MAX_DF,
-                    max_vocab=text.DEFAULT_MAX_VOCAB)
-    return {**defaults, **text_options, "format": chosen}
+    return {**plain_text.recorded_options(**text_options), "format": chosen}
 
 
 def cache_key(path, format: str = "auto", **text_options) -> str:

@@ -1,0 +1,314 @@
+"""Blocks of documents -> a Corpus: tokens counted on every core, the vocabulary chosen, ids
+mapped, written out of core.
+
+`build_corpus` cuts the blocks into pieces of about PIECE_BYTES (whole documents) and
+tokenises the pieces on a thread per core (saberjax.corpus.tokenizing: numpy and pyarrow
+release the GIL), at most a few pieces ahead of the one being collected, so memory holds the
+pieces in flight and, per piece, its tokens as int32 ids into the piece's own dictionary of
+words with each word's count and document frequency.  Those ids (4 bytes a token, as the
+corpus itself) stay in memory while they fit `memory_bytes`, and go to a temporary file
+beside the output after that.  When every piece is read, the pieces' dictionaries are merged
+(pyarrow's dictionary_encode over their concatenation), the vocabulary is chosen from the
+summed counts (text.VocabularyRules), and each piece's ids are mapped to vocabulary ids in
+order, straight into a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done)
+or into one array.  The corpus depends only on the documents and the rules, never on how the
+input was cut into blocks or on the number of threads.
+
+A document's frequency per piece is counted from the piece's tokens transposed into word
+order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
+new document begins a new count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse
+
+from saberjax import text
+from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
+from saberjax.corpus.native import NativeCorpusWriter, load_native
+from saberjax.corpus.tokenizing import BlockWords, DocumentBlock, block_words, word_strings
+from saberjax.errors import CorpusFormatError
+
+PIECE_BYTES = 1 << 23  # bytes of text tokenised as one task
+PROGRESS_SECONDS = 10.0  # between progress lines
+
+
+class TextCorpus(NamedTuple):
+    """The corpus of a text input, the ids of its documents (those kept, in order; None when
+    the input had none) and how many documents were not valid UTF-8 (read as Latin-1)."""
+
+    corpus: Corpus
+    doc_ids: np.ndarray | None
+    invalid_utf8_docs: int
+
+
+@dataclasses.dataclass
+class _Piece:
+    """What is kept of a tokenised piece until its ids are mapped (see the module)."""
+
+    keys: np.ndarray
+    strings: pa.Array
+    counts: np.ndarray
+    doc_freq: np.ndarray
+    doc_tokens: np.ndarray
+    token_ids: np.ndarray | None  # None: in the spill file at spill_offset
+    spill_offset: int
+    ids: np.ndarray | None
+
+
+def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.DEFAULT_RULES,
+                 vocabulary: text.VocabularyRules = text.VocabularyRules(), *, name: str = "",
+                 source: str = "text", directory=None, workers: int | None = None,
+                 memory_bytes: int | None = None, total_bytes: int | None = None,
+                 log: Callable[[str], None] | None = None) -> TextCorpus:
+    """The corpus of the documents of `blocks` (see the module).
+
+    directory: write the corpus there as a native folder (atomically) and return it
+    memory-mapped; None: build it in memory.  workers: threads (default: one per core).
+    memory_bytes: token ids kept in memory before they spill to a temporary file (default:
+    unlimited).  total_bytes: the input's size, for the ETA of the progress lines that `log`
+    gets every PROGRESS_SECONDS (none when None).  `source` names the input in errors.
+    Documents left without a vocabulary word are dropped and counted (Corpus.
+    dropped_empty_docs, with the warning from_entries gives).
+    """
+    threads = workers or os.cpu_count() or 1
+    spill_dir = Path(directory).parent if directory is not None else None
+    progress = _Progress(source, total_bytes, log)
+    with tempfile.TemporaryFile(dir=spill_dir) as spill:
+        pieces, invalid = _read_pieces(blocks, rules, threads, memory_bytes, spill, progress)
+        num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
+        words, piece_words, counts, doc_freq = _merged(pieces)
+        vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
+        if vocab_index.size == 0:
+            raise CorpusFormatError(
+                f"{source}: no word is in at least min_df={vocabulary.min_df} and at most "
+                f"max_df={vocabulary.max_df} of the {num_docs} documents (stop words left "
+                f"out); lower min_df or give more documents")
+        new_id = np.full(len(words) + 1, -1, np.int32)  # entry -1: ids of no word
+        new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
+        vocab = tuple(words[i] for i in vocab_index)
+        kept_tokens = int(counts[vocab_index].sum())
+        mapped = _mapped_pieces(pieces, piece_words, new_id, spill)
+        if directory is not None:
+            corpus, doc_ids, dropped = _written(mapped, vocab, name, directory)
+        else:
+            corpus, doc_ids, dropped = _in_memory(mapped, vocab, name, kept_tokens)
+    if dropped:
+        _warn_dropped(source, dropped)
+    corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
+    return TextCorpus(corpus, doc_ids, invalid)
+
+
+def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,
+                      num_docs: int, rules: text.VocabularyRules) -> np.ndarray:
+    """Indices (into `words`) of the vocabulary `rules` choose, in alphabetical order."""
+    names = np.array(words, dtype=str) if words else np.zeros(0, "U1")
+    candidates = (doc_freq >= rules.min_df) & (doc_freq <= rules.max_df * num_docs)
+    if rules.stop_words:
+        candidates &= ~np.isin(names, list(rules.stop_words))
+    candidates = np.flatnonzero(candidates)
+    if candidates.size > rules.max_features:  # the most frequent, ties alphabetical
+        order = np.lexsort((names[candidates], -counts[candidates]))
+        candidates = candidates[order[:rules.max_features]]
+    return candidates[np.argsort(names[candidates], kind="stable")]
+
+
+def _read_pieces(blocks, rules, threads, memory_bytes, spill, progress):
+    """(the _Pieces of `blocks` in order, documents not valid UTF-8)."""
+    pieces, invalid, held = [], 0, 0
+    limit = memory_bytes if memory_bytes is not None else float("inf")
+    with ThreadPoolExecutor(threads) as pool:
+        in_flight: deque = deque()
+
+        def collect():
+            nonlocal invalid, held
+            piece, words, size = in_flight.popleft().result()
+            invalid += words.invalid_utf8_docs
+            if held + piece.token_ids.nbytes > limit:
+                piece.spill_offset = spill.tell()
+                spill.write(piece.token_ids.data)
+                piece.token_ids = None
+            else:
+                held += piece.token_ids.nbytes
+            pieces.append(piece)
+            progress.add(words, size)
+
+        for block in blocks:
+            for part in _parts(block):
+                in_flight.append(pool.submit(_tokenised, part, rules))
+                if len(in_flight) >= 2 * threads:
+                    collect()
+        while in_flight:
+            collect()
+    return pieces, invalid
+
+
+def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
+    """`block` cut into pieces of whole documents of about PIECE_BYTES."""
+    offsets = np.asarray(block.offsets, np.int64)
+    num_docs = offsets.size - 1
+    start = 0
+    while start < num_docs:
+        end = int(np.searchsorted(offsets, offsets[start] + PIECE_BYTES, "right")) - 1
+        end = min(max(end, start + 1), num_docs)
+        base = offsets[start]
+        yield DocumentBlock(block.data[base:offsets[end]], offsets[start:end + 1] - base,
+                            None if block.ids is None else block.ids[start:end])
+        start = end
+
+
+def _tokenised(block: DocumentBlock, rules: text.TextRules) -> tuple[_Piece, BlockWords]:
+    words = block_words(block, rules)
+    counts, doc_freq = _frequencies(words)
+    piece = _Piece(words.keys, words.strings, counts, doc_freq, words.doc_tokens,
+                   words.token_ids, 0, block.ids)
+    return piece, words, len(block.data)
+
+
+def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, documents) of each word of a piece's dictionary."""
+    num_words = words.num_words
+    tokens = words.token_ids.size
+    if tokens == 0:
+        return np.zeros(num_words, np.int64), np.zeros(num_words, np.int64)
+    by_doc = scipy.sparse.csr_array(
+        (np.ones(tokens, np.int8), words.token_ids, words.doc_tokens),
+        shape=(words.doc_tokens.size - 1, num_words))
+    by_word = by_doc.tocsc()  # each word's tokens, their documents in order
+    docs, starts = by_word.indices, by_word.indptr
+    new_doc = np.ones(tokens, bool)
+    new_doc[1:] = docs[1:] != docs[:-1]
+    new_doc[starts[:-1][starts[:-1] < tokens]] = True
+    firsts = np.zeros(tokens + 1, np.int64)
+    np.cumsum(new_doc, out=firsts[1:])
+    return np.diff(starts).astype(np.int64), np.diff(firsts[starts])
+
+
+def _merged(pieces: list[_Piece]):
+    """(every word, as str; per piece, its dictionary's indices into those words; each word's
+    tokens and documents)."""
+    keys = np.concatenate([piece.keys for piece in pieces]) if pieces else np.zeros(0, np.uint64)
+    key_codes = pc.dictionary_encode(pa.array(keys, pa.uint64()))
+    strings = pa.concat_arrays([piece.strings.cast(pa.large_binary()) for piece in pieces]) \
+        if pieces else pa.array([], pa.large_binary())
+    string_codes = pc.dictionary_encode(strings)
+    distinct_keys = key_codes.dictionary.to_numpy()
+    words = word_strings(distinct_keys) + [
+        word.decode("utf-8", "surrogateescape") for word in string_codes.dictionary.to_pylist()]
+    key_index = key_codes.indices.to_numpy().astype(np.int64)
+    string_index = string_codes.indices.to_numpy().astype(np.int64) + distinct_keys.size
+    piece_words, key_at, string_at = [], 0, 0
+    for piece in pieces:
+        piece_words.append(np.concatenate([key_index[key_at:key_at + piece.keys.size],
+                                           string_index[string_at:string_at + len(piece.strings)]]))
+        key_at += piece.keys.size
+        string_at += len(piece.strings)
+    every = np.concatenate(piece_words) if piece_words else np.zeros(0, np.int64)
+    counts = np.bincount(every, np.concatenate([p.counts for p in pieces]) if pieces else None,
+                         minlength=len(words)).astype(np.int64)
+    doc_freq = np.bincount(every, np.concatenate([p.doc_freq for p in pieces]) if pieces else None,
+                           minlength=len(words)).astype(np.int64)
+    return words, piece_words, counts, doc_freq
+
+
+def _mapped_pieces(pieces: list[_Piece], piece_words: list[np.ndarray], new_id: np.ndarray,
+                   spill) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Per piece, in order: (tokens of each document kept, their vocabulary ids, the kept
+    documents' ids or None), releasing the piece's token ids; documents without a vocabulary
+    word are left out (their number is the difference of the document counts)."""
+    for index, piece in enumerate(pieces):
+        token_ids = piece.token_ids
+        if token_ids is None:
+            size = int(piece.doc_tokens[-1])
+            spill.seek(piece.spill_offset)
+            token_ids = np.fromfile(spill, np.int32, size)
+        piece.token_ids = None
+        ids = new_id[piece_words[index]][token_ids]
+        kept = ids >= 0
+        ends = np.zeros(kept.size + 1, np.int64)
+        np.cumsum(kept, out=ends[1:])
+        lengths = np.diff(ends[piece.doc_tokens])
+        nonempty = lengths > 0
+        yield (lengths[nonempty], ids[kept], nonempty,
+               None if piece.ids is None else piece.ids[nonempty])
+
+
+def _written(mapped, vocab, name, directory):
+    """Writes the mapped pieces as a native corpus in `directory`; (its corpus, memory-mapped,
+    the kept documents' ids, the dropped documents)."""
+    doc_ids, dropped = [], 0
+    with NativeCorpusWriter(directory, vocab, name=name) as writer:
+        for lengths, ids, nonempty, kept_ids in mapped:
+            writer.append(lengths, ids)
+            dropped += int(nonempty.size - lengths.size)
+            doc_ids.append(kept_ids)
+    return load_native(directory), _joined_ids(doc_ids), dropped
+
+
+def _in_memory(mapped, vocab, name, kept_tokens):
+    """The mapped pieces as one in-memory corpus (see _written)."""
+    word_ids = np.empty(kept_tokens, np.int32)
+    lengths_all, doc_ids, dropped, at = [], [], 0, 0
+    for lengths, ids, nonempty, kept_ids in mapped:
+        word_ids[at:at + ids.size] = ids
+        at += ids.size
+        lengths_all.append(lengths)
+        dropped += int(nonempty.size - lengths.size)
+        doc_ids.append(kept_ids)
+    lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
+    return Corpus(offsets_from_lengths(lengths), word_ids, vocab, name), _joined_ids(doc_ids), \
+        dropped
+
+
+def _joined_ids(parts: list) -> np.ndarray | None:
+    if not parts or any(part is None for part in parts):
+        return None
+    return np.concatenate(parts)
+
+
+def _warn_dropped(source: str, dropped: int) -> None:
+    warnings.warn(f"{source}: dropped {dropped} empty document(s)", stacklevel=2,
+                  skip_file_prefixes=(PACKAGE_DIR,))
+
+
+class _Progress:
+    """Progress lines of a long read: bytes, documents, Mtoken/s and, when the input's size is
+    known, the ETA."""
+
+    def __init__(self, source: str, total_bytes: int | None, log):
+        self.source, self.total_bytes, self.log = source, total_bytes, log
+        self.start = self.last = time.perf_counter()
+        self.bytes = self.docs = self.tokens = 0
+
+    def add(self, words: BlockWords, size: int) -> None:
+        self.docs += words.doc_tokens.size - 1
+        self.tokens += words.token_ids.size
+        self.bytes += size
+        now = time.perf_counter()
+        if self.log is not None and now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            self.log(self.line(now))
+
+    def line(self, now: float) -> str:
+        seconds = max(now - self.start, 1e-9)
+        eta = ""
+        if self.total_bytes and self.bytes:
+            left = max(self.total_bytes - self.bytes, 0) * seconds / self.bytes
+            eta = f", ETA {left:.0f} s"
+        return (f"reading {self.source}: {self.bytes / 1e9:.2f} GB, {self.docs:,} documents, "
+                f"{self.tokens / seconds / 1e6:.1f} Mtoken/s{eta}")

@@ -1,0 +1,338 @@
+"""Blocks of documents -> their tokens, as ids into the block's own dictionary of words.
+
+A `DocumentBlock` holds the UTF-8 bytes of consecutive documents concatenated, with offsets.
+`block_words` tokenises one under `text.TextRules` and returns `BlockWords`: each token as an
+id into the block's dictionary, where each document's tokens start, and how many documents
+were not valid UTF-8 (those are read as Latin-1, as saberjax always read such text).
+
+The default rules (text.DEFAULT_RULES: ASCII folding, lowercase, maximal runs of at least three
+letters) run as whole-array numpy passes over the bytes, never a Python object per token or per
+document:
+
+1. A byte is a letter when ``(byte | 0x20) - 0x61 < 26`` (ASCII; ``| 0x20`` lowercases).  Runs
+   of letters and non-ASCII bytes are found as the rising and falling edges of that mask, cut
+   at document boundaries.
+2. Runs without a non-ASCII byte are tokens when at least three letters long.  Runs holding
+   non-ASCII bytes (an accented word, a word of another script) are gathered into a small
+   buffer, decoded (UTF-8 checked per document; a document that is not valid UTF-8 is read as
+   Latin-1) and each character replaced by its own NFKD ASCII folding (text.ascii_folding, a
+   Python call per distinct character of the block): ASCII characters never reorder under NFKD,
+   so folding characters one at a time gives what folding the document whole gives.  The
+   folded runs are cut into letter runs again, in place among the others.
+3. A word of at most 8 letters is keyed by its 8 bytes read at once (a strided uint64 view);
+   one of 9 to 12 letters by its letters' 5 low bits packed into 60 bits, with the top bit set.
+   Either key is exact.  Longer words (about 2% of English tokens) are copied out as bytes.
+4. pyarrow's hash-table dictionary_encode numbers the distinct keys, and the distinct long
+   words, in order of first appearance: the block's dictionary.
+
+Other rules take the general path: each document decoded and tokenised by text.tokenize (a
+Python list per document), the block's tokens numbered by the same dictionary_encode.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from saberjax import text
+
+MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
+_RAW_KEY_LETTERS = 8  # longest word keyed by its bytes as they are
+PACKED_FLAG = np.uint64(1 << 63)  # set on keys of 9 to 12 packed letters, never on raw keys
+_WINDOW_PAD = 8  # zero bytes after a buffer so that 8 bytes can be read from every position
+# _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
+# UTF-8: bytes in a character after its lead byte (-1: not a lead byte; continuation bytes
+# 0x80-0xBF, and 0xC0, 0xC1, 0xF5-0xFF, which no valid UTF-8 holds)
+_CONTINUATIONS = np.full(256, -1, np.int8)
+_CONTINUATIONS[:0x80] = 0
+_CONTINUATIONS[0xC2:0xE0] = 1
+_CONTINUATIONS[0xE0:0xF0] = 2
+_CONTINUATIONS[0xF0:0xF5] = 3
+_LEAD_BITS = np.array([0x7F, 0x1F, 0x0F, 0x07], np.int64)  # payload of a lead byte, by length
+
+
+class DocumentBlock(NamedTuple):
+    """Consecutive documents: document i is data[offsets[i]:offsets[i + 1]], UTF-8 bytes
+    (undecodable bytes left as they are); ids: an optional [n] array of their ids."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    ids: np.ndarray | None = None
+
+
+class BlockWords(NamedTuple):
+    """The tokens of a DocumentBlock as ids into the block's dictionary: ids below keys.size
+    are the words keyed by keys (see word_strings), the rest index `strings` (UTF-8 bytes);
+    document i's tokens are token_ids[doc_tokens[i]:doc_tokens[i + 1]], in text order."""
+
+    keys: np.ndarray
+    strings: pa.Array
+    token_ids: np.ndarray
+    doc_tokens: np.ndarray
+    invalid_utf8_docs: int
+
+    @property
+    def num_words(self) -> int:
+        return self.keys.size + len(self.strings)
+
+
+def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES) -> BlockWords:
+    """The tokens of `block` under `rules` (see the module)."""
+    data = np.asarray(block.data, np.uint8)
+    offsets = np.asarray(block.offsets, np.int64)
+    if rules.is_default():
+        return _default_rule_words(data, offsets)
+    return _general_words(data, offsets, rules)
+
+
+def word_strings(keys: np.ndarray) -> list[str]:
+    """The words keyed by `keys` (block_words' key encoding)."""
+    keys = np.asarray(keys, np.uint64)
+    packed = (keys & PACKED_FLAG) != 0
+    letters = np.zeros((keys.size, MAX_KEY_LETTERS), np.uint8)
+    raw = keys[~packed].astype("<u8").view(np.uint8).reshape(-1, 8)
+    letters[~packed, :8] = raw
+    codes = keys[packed] & ~PACKED_FLAG
+    shifts = 5 * np.arange(MAX_KEY_LETTERS, dtype=np.uint64)
+    unpacked = ((codes[:, None] >> shifts) & np.uint64(0x1F)).astype(np.uint8)
+    letters[packed] = np.where(unpacked > 0, unpacked + 0x60, 0)
+    return letters.view(f"S{MAX_KEY_LETTERS}").ravel().astype(f"U{MAX_KEY_LETTERS}").tolist()
+
+
+def keys_of_words(words) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, index into words) of the words that have a key (3 to 12 letters a-z): how
+    block_words keys them, to look up a fixed vocabulary."""
+    index = [i for i, word in enumerate(words)
+             if 3 <= len(word) <= MAX_KEY_LETTERS and word.isascii() and word.isalpha()
+             and word.islower()]
+    if not index:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    chosen = [words[i] for i in index]
+    buffer = np.frombuffer("".join(chosen).encode("ascii") + bytes(_WINDOW_PAD), np.uint8)
+    lengths = np.array([len(word) for word in chosen], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return _word_keys(_windows(buffer), starts, lengths), np.array(index, np.int64)
+
+
+def _windows(buffer: np.ndarray) -> np.ndarray:
+    """uint64 of the 8 bytes from each position of `buffer` on (a strided view; the last
+    _WINDOW_PAD bytes of buffer are padding)."""
+    return np.ndarray((buffer.size - _WINDOW_PAD + 1,), "<u8", buffer, strides=(1,))
+
+
+def _pack5(words: np.ndarray) -> np.ndarray:
+    """The low 5 bits of each byte of 8-letter uint64 words, packed into their low 40 bits
+    (first letter lowest)."""
+    x = words & np.uint64(0x1F1F1F1F1F1F1F1F)
+    x = (x & np.uint64(0x001F001F001F001F)) | ((x & np.uint64(0x1F001F001F001F00)) >> np.uint64(3))
+    x = (x & np.uint64(0x000003FF000003FF)) | ((x & np.uint64(0x03FF000003FF0000)) >> np.uint64(6))
+    return (x & np.uint64(0xFFFFF)) | ((x >> np.uint64(32)) << np.uint64(20))
+
+
+def _word_keys(windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Exact uint64 keys of lowercase words of 1 to MAX_KEY_LETTERS letters at `starts`."""
+    keys = windows[starts] & _BYTE_MASKS[np.minimum(lengths, _RAW_KEY_LETTERS)]
+    longer = np.flatnonzero(lengths > _RAW_KEY_LETTERS)
+    if longer.size:
+        rest = windows[starts[longer] + 8] & _BYTE_MASKS[lengths[longer] - 8]
+        keys[longer] = _pack5(keys[longer]) | (_pack5(rest) << np.uint64(40)) | PACKED_FLAG
+    return keys
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated index ranges [starts[i], starts[i] + lengths[i])."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if ends.size else 0)
+
+
+def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the maximal runs of True in mask[1:-1] (mask is padded with False at
+    both ends), cut at the document offsets."""
+    rising = mask[1:] > mask[:-1]
+    falling = mask[:-1] > mask[1:]
+    inner = offsets[1:-1]
+    rising[inner] = mask[inner + 1]
+    falling[inner] = mask[inner]
+    return np.flatnonzero(rising), np.flatnonzero(falling)
+
+
+def _lowered(data: np.ndarray) -> np.ndarray:
+    """data | 0x20 (ASCII letters lowercased) followed by _WINDOW_PAD zero bytes."""
+    low = np.zeros(data.size + _WINDOW_PAD, np.uint8)
+    np.bitwise_or(data, np.uint8(0x20), out=low[:data.size])
+    return low
+
+
+def _letter_mask(low: np.ndarray, size: int, data: np.ndarray | None = None) -> np.ndarray:
+    """[size + 2] bool, entry i + 1 true where byte i is an ASCII letter (or, given data, any
+    byte of data at or above 0x80), False at both ends."""
+    mask = np.zeros(size + 2, bool)
+    shifted = np.subtract(low[:size], np.uint8(0x61))
+    np.less(shifted, 26, out=mask[1:-1])
+    if data is not None:
+        mask[1:-1] |= data >= 0x80
+    return mask
+
+
+def _default_rule_words(data: np.ndarray, offsets: np.ndarray) -> BlockWords:
+    """block_words under the default rules (see the module)."""
+    size = data.size
+    low = _lowered(data)
+    non_ascii = size > 0 and int(data.max()) >= 0x80
+    starts, ends = _runs(_letter_mask(low, size, data if non_ascii else None), offsets)
+    if non_ascii:
+        return _with_folded_runs(data, offsets, low, starts, ends)
+    keep = ends - starts >= 3
+    starts, lengths = starts[keep], (ends - starts)[keep]
+    return _numbered(low, starts, lengths, starts, offsets, 0)
+
+
+def _with_folded_runs(data: np.ndarray, offsets: np.ndarray, low: np.ndarray,
+                      starts: np.ndarray, ends: np.ndarray) -> BlockWords:
+    """_default_rule_words of a block holding non-ASCII bytes, whose runs of letters and
+    non-ASCII bytes are (starts, ends): the runs without non-ASCII bytes are tokens as they
+    are, the others are folded to ASCII (_folded) and cut into tokens again, which take their
+    run's place among the others."""
+    high = np.flatnonzero(data >= 0x80)
+    folding = np.zeros(starts.size, bool)
+    folding[np.searchsorted(starts, high, "right") - 1] = True
+    run_starts, run_ends = starts[folding], ends[folding]
+    run_docs = np.searchsorted(offsets, run_starts, "right") - 1
+    folded, folded_offsets, invalid_docs = _folded(data, run_starts, run_ends, run_docs,
+                                                   offsets.size - 1)
+    folded_low = _lowered(folded)
+    f_starts, f_ends = _runs(_letter_mask(folded_low, folded.size), folded_offsets)
+    f_keep = f_ends - f_starts >= 3
+    f_starts, f_lengths = f_starts[f_keep], (f_ends - f_starts)[f_keep]
+    f_positions = run_starts[np.searchsorted(folded_offsets, f_starts, "right") - 1]
+    simple = ~folding & (ends - starts >= 3)
+    starts, lengths = starts[simple], (ends - starts)[simple]
+    where = np.searchsorted(starts, f_positions)
+    buffer = np.concatenate([low[:data.size], folded_low])
+    return _numbered(buffer, np.insert(starts, where, data.size + f_starts),
+                     np.insert(lengths, where, f_lengths), np.insert(starts, where, f_positions),
+                     offsets, invalid_docs)
+
+
+def _folded(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, run_docs: np.ndarray,
+            num_docs: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the runs data[starts[i]:ends[i]] with every non-ASCII character replaced by its ASCII
+    folding, concatenated; where each folded run begins, [R + 1]; how many documents are not
+    valid UTF-8).  run_docs: the document of each run.  A document is valid UTF-8 when every
+    non-ASCII byte of it (all lie in these runs) belongs to a well-formed character (Python's
+    strict decoder: no overlong forms, surrogates or code points above U+10FFFF); the runs of
+    other documents are read as Latin-1, a character a byte."""
+    lengths = ends - starts
+    run_bytes = np.concatenate([data[_ranges(starts, lengths)], np.zeros(4, np.uint8)])
+    size = int(lengths.sum())
+    run_offsets = np.zeros(starts.size + 1, np.int64)
+    np.cumsum(lengths, out=run_offsets[1:])
+    high = np.flatnonzero(run_bytes[:size] >= 0x80)
+    high_runs = np.searchsorted(run_offsets, high, "right") - 1
+    continuations = _CONTINUATIONS[run_bytes[high]].astype(np.int64)
+    lead_index = np.flatnonzero(continuations > 0)
+    leads, lead_runs, needs = high[lead_index], high_runs[lead_index], continuations[lead_index]
+    well_formed = leads + needs < run_offsets[lead_runs + 1]
+    for j in (1, 2, 3):
+        following = run_bytes[leads + j]
+        well_formed &= (needs < j) | ((following & 0xC0) == 0x80)
+    first, second = run_bytes[leads], run_bytes[leads + 1]
+    well_formed &= ~(((first == 0xE0) & (second < 0xA0)) | ((first == 0xED) & (second > 0x9F))
+                     | ((first == 0xF0) & (second < 0x90)) | ((first == 0xF4) & (second > 0x8F)))
+    is_continuation = (run_bytes[high] & 0xC0) == 0x80
+    runs = starts.size
+    bad_runs = (np.bincount(high_runs[(continuations < 0) & ~is_continuation], minlength=runs)
+                + np.bincount(lead_runs[~well_formed], minlength=runs)) > 0
+    bad_runs |= (np.bincount(high_runs[is_continuation], minlength=runs)
+                 != np.bincount(lead_runs, weights=needs, minlength=runs))
+    invalid = np.zeros(num_docs, bool)
+    invalid[run_docs[bad_runs]] = True
+    latin1 = invalid[run_docs][high_runs]  # per non-ASCII byte: its document is Latin-1
+    # characters: every non-ASCII byte of a Latin-1 document, every lead byte of the others
+    utf8_leads = ~latin1[lead_index]
+    chars = np.concatenate([high[latin1], leads[utf8_leads]])
+    char_bytes = np.concatenate([np.ones(int(latin1.sum()), np.int64), needs[utf8_leads] + 1])
+    code_points = np.concatenate([run_bytes[high[latin1]].astype(np.int64),
+                                  _code_points(run_bytes, leads[utf8_leads], needs[utf8_leads])])
+    distinct, which = np.unique(code_points, return_inverse=True)
+    foldings = [text.ascii_folding(int(code_point)) for code_point in distinct]
+    fold_lengths = np.array([len(folding) for folding in foldings], np.int64)
+    fold_starts = np.concatenate([[0], np.cumsum(fold_lengths)[:-1]])
+    out_lengths = np.ones(size, np.int64)
+    out_lengths[high] = 0
+    out_lengths[chars] = fold_lengths[which]
+    source = np.arange(size, dtype=np.int64)
+    source[chars] = size + 4 + fold_starts[which]
+    out_offsets = np.zeros(size + 1, np.int64)
+    np.cumsum(out_lengths, out=out_offsets[1:])
+    total = int(out_offsets[-1])
+    table = np.concatenate([run_bytes, np.frombuffer(b"".join(foldings), np.uint8)])
+    index = np.repeat(source - out_offsets[:-1], out_lengths) + np.arange(total)
+    return table[index], out_offsets[run_offsets], int(invalid.sum())
+
+
+def _code_points(buffer: np.ndarray, leads: np.ndarray, continuations: np.ndarray) -> np.ndarray:
+    """The code points of the well-formed UTF-8 characters whose lead bytes are at `leads`."""
+    points = buffer[leads].astype(np.int64) & _LEAD_BITS[continuations]
+    for j in (1, 2, 3):
+        more = continuations >= j
+        points[more] = (points[more] << 6) | (buffer[leads[more] + j] & 0x3F)
+    return points
+
+
+def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+              positions: np.ndarray, offsets: np.ndarray, invalid_docs: int) -> BlockWords:
+    """BlockWords of the lowercase words buffer[starts[i]:starts[i] + lengths[i]] (in text
+    order, their text beginning at data position positions[i])."""
+    short = lengths <= MAX_KEY_LETTERS
+    all_short = bool(short.all())
+    short_starts = starts if all_short else starts[short]
+    short_lengths = lengths if all_short else lengths[short]
+    keys = _word_keys(_windows(buffer), short_starts, short_lengths)
+    encoded = pc.dictionary_encode(pa.array(keys))
+    short_ids = encoded.indices.to_numpy().astype(np.int32, copy=False)
+    dictionary = encoded.dictionary.to_numpy()
+    if all_short:
+        token_ids = short_ids
+        strings = pa.array([], pa.binary())
+    else:
+        token_ids = np.empty(starts.size, np.int32)
+        token_ids[short] = short_ids
+        long_starts, long_lengths = starts[~short], lengths[~short]
+        strings_encoded = pc.dictionary_encode(_binary_array(
+            buffer[_ranges(long_starts, long_lengths)], long_lengths))
+        token_ids[~short] = dictionary.size + strings_encoded.indices.to_numpy()
+        strings = strings_encoded.dictionary
+    doc_tokens = np.searchsorted(positions, offsets)
+    return BlockWords(dictionary, strings, token_ids, doc_tokens, invalid_docs)
+
+
+def _binary_array(values: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A pyarrow binary array of the concatenated `values` cut into `lengths`."""
+    offsets = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_binary(), lengths.size,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+
+
+def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules) -> BlockWords:
+    """block_words under rules other than the default: a document at a time (rules.tokenize)."""
+    raw = data.tobytes()
+    tokens, counts, invalid = [], np.zeros(offsets.size, np.int64), 0
+    for i in range(offsets.size - 1):
+        document = raw[offsets[i]:offsets[i + 1]]
+        try:
+            decoded = document.decode("utf-8")
+        except UnicodeDecodeError:
+            decoded, invalid = document.decode("latin-1"), invalid + 1
+        words = rules.tokenize(decoded)
+        counts[i + 1] = len(words)
+        tokens.extend(words)
+    encoded = pc.dictionary_encode(pa.array(tokens, pa.large_string()).cast(pa.large_binary()))
+    return BlockWords(np.zeros(0, np.uint64), encoded.dictionary,
+                      encoded.indices.to_numpy().astype(np.int32, copy=False), np.cumsum(counts),
+                      invalid)
