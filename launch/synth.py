@@ -33,7 +33,11 @@ flags.DEFINE_float("word_shape", 0.1, "Gamma shape of per-topic word emphasis (s
 flags.DEFINE_float("length_sigma", 0.6, "Lognormal sigma of doc lengths (0: Poisson).")
 flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model flags.",
                      lower_bound=0)
-flags.DEFINE_string("output", None, "Output folder of the native corpus.")
+flags.DEFINE_string("output", None, "Output folder of the native corpus (or, with --text, the "
+                    "text file).")
+flags.DEFINE_enum("text", None, sorted(synth.TEXT_LAYOUTS), "Write the corpus as text instead, "
+                  "one document a line of letter-only words: txt (plain) or jsonl "
+                  "({\"text\": ...} records).")
 flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without it, an "
                   "existing --output stops the command before anything is generated).")
 flags.DEFINE_string("name", "", "Corpus name recorded in corpus.json (default: synth-<preset>).")
@@ -68,13 +72,17 @@ def main(argv):
     except ValueError as error:  # a setting out of range, named as its flag is
         raise app.UsageError(str(error)) from error
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
-    stats = synth.write_corpus(
-        cfg,
-        FLAGS.output,
-        name=FLAGS.name or f"synth-{FLAGS.preset}",
-        batch_tokens=FLAGS.batch_tokens,
-        num_threads=FLAGS.threads,
-    )
+    if FLAGS.text:
+        stats = synth.write_text(cfg, FLAGS.output, layout=FLAGS.text,
+                                 batch_tokens=FLAGS.batch_tokens, num_threads=FLAGS.threads)
+    else:
+        stats = synth.write_corpus(
+            cfg,
+            FLAGS.output,
+            name=FLAGS.name or f"synth-{FLAGS.preset}",
+            batch_tokens=FLAGS.batch_tokens,
+            num_threads=FLAGS.threads,
+        )
     print(json.dumps(stats), flush=True)
 
 

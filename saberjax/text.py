@@ -1,20 +1,19 @@
-"""Plain text input: raw documents -> tokens -> vocabulary (saberjax.corpus.plain_text makes
-the Corpus of it with the public builder corpus.from_entries: load_text, corpus_from_documents,
-corpus_in_vocabulary).
+"""Plain text's rules: how raw documents become tokens (TextRules) and which words make the
+vocabulary (VocabularyRules).  saberjax.corpus.plain_text reads text under them, with
+saberjax.corpus.tokenizing and text_corpus doing the work.
 
-The rules are those the shared corpora were built with (shared/data/README.md), so a model
-trained on your own text is comparable to the benchmarks:
+The default rules are those the shared corpora were built with (shared/data/README.md), so a
+model trained on your own text is comparable to the benchmarks:
 
 1. Unicode NFKD, non-ASCII characters dropped ("café" -> "cafe"), lowercased.
 2. Tokens are maximal runs of ``[a-z]``, so digits and punctuation split words ("don't" ->
    "don", "t"); tokens shorter than 3 letters and English stop words are dropped.
 3. Vocabulary: words in at least `min_df` documents and at most a `max_df` fraction of them;
-   if more than `max_vocab` remain, the most frequent (ties alphabetical).  Sorted
+   if more than `max_features` remain, the most frequent (ties alphabetical).  Sorted
    alphabetically, so word id i is the i-th word in alphabetical order.
 4. Documents left without a vocabulary word are dropped (counted in dropped_empty_docs).
 
-Input is a folder of ``.txt`` files (one document per file, in file name order) or a text file
-with one document per line; files are read as UTF-8, or Latin-1 when they are not valid UTF-8.
+The options are named as scikit-learn's CountVectorizer names them.
 """
 
 from __future__ import annotations
@@ -167,7 +166,7 @@ def stop_word_set(stop_words) -> frozenset[str]:
 
 
 def document_files(path) -> list[Path]:
-    """The files read_documents reads: a folder's .txt files sorted by name, or the file."""
+    """The files of a plain text input: a folder's .txt files sorted by name, or the file."""
     path = Path(path)
     if not path.is_dir():
         return [path]

@@ -28,8 +28,8 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
     file named docword*.txt[.gz] -> uci; a file starting ``N id:count`` -> ldac, with the
     vocabulary in ``vocab.txt`` beside it; any other folder of .txt files or .txt file ->
-    text (plain text, tokenised by load_text with `text_options`: min_df,
-    max_df, max_vocab).
+    text (plain text, tokenised by load_text with `text_options`: see
+    plain_text.text_rules).
     """
     path = Path(path)
     chosen = _chosen_format(path, format)

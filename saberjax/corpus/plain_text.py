@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.text_corpus import TextCorpus, build_corpus
-from saberjax.corpus.tokenizing import DocumentBlock, block_words, keys_of_words, word_strings
+from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_words
 from saberjax.errors import CorpusFormatError
 
 BLOCK_BYTES = 1 << 25  # bytes of a text file read as one block
@@ -148,21 +148,16 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
                       stop_words=text.ENGLISH_STOP_WORDS) -> VocabularyTokens:
     """tokens_in_vocabulary of the documents of DocumentBlocks."""
     vocab = tuple(vocab)
+    vocab_words = pa.array([word.encode("utf-8", "surrogateescape") for word in vocab],
+                           pa.large_binary())
     stop_list = pa.array([word.encode("utf-8", "surrogateescape") for word in stop_words],
                          pa.large_binary())
-    vocab_keys, keyed = keys_of_words(vocab)
-    vocab_strings = pa.array([word.encode("utf-8", "surrogateescape") for word in vocab],
-                             pa.large_binary())
     lengths, word_ids, unknown = [], [], 0
     for block in blocks:
         words = block_words(block, rules)
-        at_key = pc.index_in(pa.array(words.keys, pa.uint64()), pa.array(vocab_keys, pa.uint64()))
-        by_key = keyed[at_key.fill_null(-1).to_numpy()] if keyed.size else \
-            np.full(words.keys.size, -1, np.int64)
-        by_key[at_key.is_null().to_numpy(zero_copy_only=False)] = -1
-        by_string = pc.index_in(words.strings.cast(pa.large_binary()), vocab_strings)
-        mapping = np.concatenate([by_key, by_string.fill_null(-1).to_numpy()]).astype(np.int32)
-        mapping[_stop_word_entries(words, stop_list)] = -2  # neither known nor unknown
+        every = dictionary_words(words)
+        mapping = pc.index_in(every, vocab_words).fill_null(-1).to_numpy().astype(np.int32)
+        mapping[pc.is_in(every, stop_list).to_numpy(zero_copy_only=False)] = -2  # left out
         ids = mapping[words.token_ids] if words.token_ids.size else np.zeros(0, np.int32)
         known = ids >= 0
         unknown += int(np.count_nonzero(ids == -1))
@@ -174,16 +169,6 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
     ids = np.concatenate(word_ids) if word_ids else np.zeros(0, np.int32)
     return VocabularyTokens(Corpus(offsets_from_lengths(lengths), ids, vocab),
                             unknown, unknown + ids.size)
-
-
-def _stop_word_entries(words, stop_list: pa.Array) -> np.ndarray:
-    """Indices of the stop words in a block's dictionary."""
-    if not len(stop_list):
-        return np.zeros(0, np.int64)
-    keyed = pa.array([word.encode("ascii") for word in word_strings(words.keys)],
-                     pa.large_binary())
-    every = pa.concat_arrays([keyed, words.strings.cast(pa.large_binary())])
-    return np.flatnonzero(pc.is_in(every, stop_list).to_numpy(zero_copy_only=False))
 
 
 def corpus_in_vocabulary(documents: Iterable[str], vocab: Sequence[str], name: str = "",
@@ -258,35 +243,40 @@ def _file_blocks(files: list[Path]) -> Iterator[DocumentBlock]:
 
 
 def _line_blocks(path: Path) -> Iterator[DocumentBlock]:
-    """A document per line of a file (its line break kept at its end), in blocks of whole
-    lines of about BLOCK_BYTES; a line break ending the file ends the last line."""
-    checker = _TextCheck(path)
+    """A document per line of a file (its line break kept at its end): blocks of whole lines
+    of about BLOCK_BYTES, their offsets left to the tokenising threads (DocumentBlock); a line
+    break ending the file ends the last line.  The file is refused as binary data for a NUL
+    byte anywhere, or for control characters in its first block (_TextCheck)."""
     try:
         file = open(path, "rb")
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
     with file:
-        rest = b""
+        rest, offset = b"", 0
         while True:
             try:
                 chunk = file.read(BLOCK_BYTES)
             except OSError as error:
                 raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-            data = rest + chunk if rest else chunk
             if not chunk:
                 break
-            array = np.frombuffer(data, np.uint8)
-            checker.add(array)
-            breaks = np.flatnonzero(array == ord("\n"))
-            if breaks.size == 0:
+            if offset == 0:
+                checker = _TextCheck(path)
+                checker.add(np.frombuffer(chunk, np.uint8))
+                checker.finish()
+            elif (nul := chunk.find(b"\0")) >= 0:
+                raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
+                                        f"{offset + nul}); plain text input is UTF-8 or Latin-1")
+            offset += len(chunk)
+            data = rest + chunk if rest else chunk
+            end = data.rfind(b"\n") + 1
+            if end == 0:
                 rest = data
                 continue
-            end = int(breaks[-1]) + 1
-            yield DocumentBlock(array[:end], np.concatenate([[0], breaks + 1]))
+            yield DocumentBlock(np.frombuffer(data, np.uint8, end), None)
             rest = data[end:]
-        checker.finish()
         if rest:
-            yield DocumentBlock(np.frombuffer(rest, np.uint8), np.array([0, len(rest)]))
+            yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
 
 
 def _read_checked(path: Path) -> bytes:

@@ -41,7 +41,14 @@ import scipy.sparse
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
-from saberjax.corpus.tokenizing import BlockWords, DocumentBlock, block_words, word_strings
+from saberjax.corpus.tokenizing import (
+    LONG_KEY,
+    BlockWords,
+    DocumentBlock,
+    block_words,
+    line_offsets,
+    word_strings,
+)
 from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 23  # bytes of text tokenised as one task
@@ -159,7 +166,12 @@ def _read_pieces(blocks, rules, threads, memory_bytes, spill, progress):
 
 
 def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
-    """`block` cut into pieces of whole documents of about PIECE_BYTES."""
+    """`block` cut into pieces of whole documents of about PIECE_BYTES (a block of lines, its
+    offsets None, is cut after a line break, its pieces' offsets left to the tokenising
+    threads)."""
+    if block.offsets is None:
+        yield from _line_parts(block.data)
+        return
     offsets = np.asarray(block.offsets, np.int64)
     num_docs = offsets.size - 1
     start = 0
@@ -172,7 +184,24 @@ def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
         start = end
 
 
+def _line_parts(data: np.ndarray) -> Iterator[DocumentBlock]:
+    start = 0
+    while start < data.size:
+        end = start + PIECE_BYTES
+        while end < data.size:
+            breaks = np.flatnonzero(data[end:end + (1 << 16)] == ord("\n"))
+            if breaks.size:
+                end += int(breaks[0]) + 1
+                break
+            end += 1 << 16
+        end = min(end, data.size)
+        yield DocumentBlock(data[start:end], None)
+        start = end
+
+
 def _tokenised(block: DocumentBlock, rules: text.TextRules) -> tuple[_Piece, BlockWords]:
+    if block.offsets is None:
+        block = DocumentBlock(block.data, line_offsets(block.data))
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
     piece = _Piece(words.keys, words.strings, counts, doc_freq, words.doc_tokens,
@@ -191,21 +220,24 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
         shape=(words.doc_tokens.size - 1, num_words))
     by_word = by_doc.tocsc()  # each word's tokens, their documents in order
     docs, starts = by_word.indices, by_word.indptr
-    new_doc = np.ones(tokens, bool)
-    new_doc[1:] = docs[1:] != docs[:-1]
-    new_doc[starts[:-1][starts[:-1] < tokens]] = True
-    firsts = np.zeros(tokens + 1, np.int64)
-    np.cumsum(new_doc, out=firsts[1:])
-    return np.diff(starts).astype(np.int64), np.diff(firsts[starts])
+    new_doc = np.empty(tokens, bool)  # a word's token in another document than its previous
+    new_doc[0] = True
+    np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
+    new_doc[starts[:-1]] = True  # every word of the dictionary has a token: starts increase
+    return np.diff(starts).astype(np.int64), np.add.reduceat(new_doc, starts[:-1],
+                                                             dtype=np.int64)
 
 
 def _merged(pieces: list[_Piece]):
     """(every word, as str; per piece, its dictionary's indices into those words; each word's
     tokens and documents)."""
-    keys = np.concatenate([piece.keys for piece in pieces]) if pieces else np.zeros(0, np.uint64)
+    longs = [piece.keys >= LONG_KEY for piece in pieces]
+    keys = np.concatenate([piece.keys[~long] for piece, long in zip(pieces, longs)] +
+                          [np.zeros(0, np.uint64)])
+    strings = pa.concat_arrays(
+        [piece.strings.cast(pa.large_binary()).take(pa.array(piece.keys[long] - LONG_KEY))
+         for piece, long in zip(pieces, longs)] + [pa.array([], pa.large_binary())])
     key_codes = pc.dictionary_encode(pa.array(keys, pa.uint64()))
-    strings = pa.concat_arrays([piece.strings.cast(pa.large_binary()) for piece in pieces]) \
-        if pieces else pa.array([], pa.large_binary())
     string_codes = pc.dictionary_encode(strings)
     distinct_keys = key_codes.dictionary.to_numpy()
     words = word_strings(distinct_keys) + [
@@ -213,15 +245,17 @@ def _merged(pieces: list[_Piece]):
     key_index = key_codes.indices.to_numpy().astype(np.int64)
     string_index = string_codes.indices.to_numpy().astype(np.int64) + distinct_keys.size
     piece_words, key_at, string_at = [], 0, 0
-    for piece in pieces:
-        piece_words.append(np.concatenate([key_index[key_at:key_at + piece.keys.size],
-                                           string_index[string_at:string_at + len(piece.strings)]]))
-        key_at += piece.keys.size
-        string_at += len(piece.strings)
-    every = np.concatenate(piece_words) if piece_words else np.zeros(0, np.int64)
-    counts = np.bincount(every, np.concatenate([p.counts for p in pieces]) if pieces else None,
+    for piece, long in zip(pieces, longs):
+        entries = np.empty(piece.keys.size, np.int64)
+        keyed = piece.keys.size - int(np.count_nonzero(long))
+        entries[~long] = key_index[key_at:key_at + keyed]
+        entries[long] = string_index[string_at:string_at + piece.keys.size - keyed]
+        key_at, string_at = key_at + keyed, string_at + piece.keys.size - keyed
+        piece_words.append(entries)
+    every = np.concatenate(piece_words + [np.zeros(0, np.int64)])
+    counts = np.bincount(every, np.concatenate([p.counts for p in pieces] + [np.zeros(0)]),
                          minlength=len(words)).astype(np.int64)
-    doc_freq = np.bincount(every, np.concatenate([p.doc_freq for p in pieces]) if pieces else None,
+    doc_freq = np.bincount(every, np.concatenate([p.doc_freq for p in pieces] + [np.zeros(0)]),
                            minlength=len(words)).astype(np.int64)
     return words, piece_words, counts, doc_freq
 
@@ -240,11 +274,14 @@ def _mapped_pieces(pieces: list[_Piece], piece_words: list[np.ndarray], new_id: 
         piece.token_ids = None
         ids = new_id[piece_words[index]][token_ids]
         kept = ids >= 0
-        ends = np.zeros(kept.size + 1, np.int64)
-        np.cumsum(kept, out=ends[1:])
-        lengths = np.diff(ends[piece.doc_tokens])
+        lengths = np.diff(piece.doc_tokens)
+        if not kept.all():
+            ends = np.zeros(kept.size + 1, np.int64)
+            np.cumsum(kept, out=ends[1:])
+            lengths = np.diff(ends[piece.doc_tokens])
+            ids = ids[kept]
         nonempty = lengths > 0
-        yield (lengths[nonempty], ids[kept], nonempty,
+        yield (lengths[nonempty], ids, nonempty,
                None if piece.ids is None else piece.ids[nonempty])
 
 

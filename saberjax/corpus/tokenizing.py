@@ -42,6 +42,7 @@ from saberjax import text
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
 _RAW_KEY_LETTERS = 8  # longest word keyed by its bytes as they are
 PACKED_FLAG = np.uint64(1 << 63)  # set on keys of 9 to 12 packed letters, never on raw keys
+LONG_KEY = np.uint64(3 << 62)  # + n: the block's n-th long word (packed keys have bit 62 clear)
 _WINDOW_PAD = 8  # zero bytes after a buffer so that 8 bytes can be read from every position
 # _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
@@ -57,7 +58,8 @@ _LEAD_BITS = np.array([0x7F, 0x1F, 0x0F, 0x07], np.int64)  # payload of a lead b
 
 class DocumentBlock(NamedTuple):
     """Consecutive documents: document i is data[offsets[i]:offsets[i + 1]], UTF-8 bytes
-    (undecodable bytes left as they are); ids: an optional [n] array of their ids."""
+    (undecodable bytes left as they are); ids: an optional [n] array of their ids.  offsets
+    None: data is lines, a document each (line_offsets), found by the thread tokenising it."""
 
     data: np.ndarray
     offsets: np.ndarray
@@ -65,9 +67,10 @@ class DocumentBlock(NamedTuple):
 
 
 class BlockWords(NamedTuple):
-    """The tokens of a DocumentBlock as ids into the block's dictionary: ids below keys.size
-    are the words keyed by keys (see word_strings), the rest index `strings` (UTF-8 bytes);
-    document i's tokens are token_ids[doc_tokens[i]:doc_tokens[i + 1]], in text order."""
+    """The tokens of a DocumentBlock as ids into the block's dictionary `keys`: a key is a
+    word (see word_strings) or, at LONG_KEY + n and up, the n-th of the block's `strings`
+    (UTF-8 bytes); document i's tokens are token_ids[doc_tokens[i]:doc_tokens[i + 1]], in
+    text order."""
 
     keys: np.ndarray
     strings: pa.Array
@@ -77,7 +80,7 @@ class BlockWords(NamedTuple):
 
     @property
     def num_words(self) -> int:
-        return self.keys.size + len(self.strings)
+        return self.keys.size
 
 
 def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES) -> BlockWords:
@@ -103,19 +106,21 @@ def word_strings(keys: np.ndarray) -> list[str]:
     return letters.view(f"S{MAX_KEY_LETTERS}").ravel().astype(f"U{MAX_KEY_LETTERS}").tolist()
 
 
-def keys_of_words(words) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, index into words) of the words that have a key (3 to 12 letters a-z): how
-    block_words keys them, to look up a fixed vocabulary."""
-    index = [i for i, word in enumerate(words)
-             if 3 <= len(word) <= MAX_KEY_LETTERS and word.isascii() and word.isalpha()
-             and word.islower()]
-    if not index:
-        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    chosen = [words[i] for i in index]
-    buffer = np.frombuffer("".join(chosen).encode("ascii") + bytes(_WINDOW_PAD), np.uint8)
-    lengths = np.array([len(word) for word in chosen], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return _word_keys(_windows(buffer), starts, lengths), np.array(index, np.int64)
+def line_offsets(data: np.ndarray) -> np.ndarray:
+    """Offsets of the lines of `data` (each with its line break; a last line without one
+    too)."""
+    breaks = np.flatnonzero(data == ord("\n")) + 1
+    tail = [data.size] if data.size and data[-1] != ord("\n") else []
+    return np.concatenate([[0], breaks, tail]).astype(np.int64)
+
+
+def dictionary_words(words: BlockWords) -> pa.Array:
+    """Every word of a block's dictionary, in order, as UTF-8 bytes (pyarrow large_binary)."""
+    long = words.keys >= LONG_KEY
+    entries = np.zeros(words.keys.size, object)
+    entries[~long] = [word.encode("ascii") for word in word_strings(words.keys[~long])]
+    entries[long] = words.strings.take(pa.array(words.keys[long] - LONG_KEY)).to_pylist()
+    return pa.array(entries, pa.large_binary())
 
 
 def _windows(buffer: np.ndarray) -> np.ndarray:
@@ -152,12 +157,15 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the maximal runs of True in mask[1:-1] (mask is padded with False at
     both ends), cut at the document offsets."""
-    rising = mask[1:] > mask[:-1]
-    falling = mask[:-1] > mask[1:]
+    edges = np.flatnonzero(mask[1:] != mask[:-1])  # a start, an end, a start, ...
+    starts, ends = edges[0::2], edges[1::2]
     inner = offsets[1:-1]
-    rising[inner] = mask[inner + 1]
-    falling[inner] = mask[inner]
-    return np.flatnonzero(rising), np.flatnonzero(falling)
+    joins = inner[mask[inner] & mask[inner + 1]]  # a run across a document boundary
+    if joins.size:
+        joins = np.unique(joins)
+        starts = np.insert(starts, np.searchsorted(starts, joins), joins)
+        ends = np.insert(ends, np.searchsorted(ends, joins), joins)
+    return starts, ends
 
 
 def _lowered(data: np.ndarray) -> np.ndarray:
@@ -287,28 +295,22 @@ def _code_points(buffer: np.ndarray, leads: np.ndarray, continuations: np.ndarra
 def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
               positions: np.ndarray, offsets: np.ndarray, invalid_docs: int) -> BlockWords:
     """BlockWords of the lowercase words buffer[starts[i]:starts[i] + lengths[i]] (in text
-    order, their text beginning at data position positions[i])."""
-    short = lengths <= MAX_KEY_LETTERS
-    all_short = bool(short.all())
-    short_starts = starts if all_short else starts[short]
-    short_lengths = lengths if all_short else lengths[short]
-    keys = _word_keys(_windows(buffer), short_starts, short_lengths)
+    order, their text beginning at data position positions[i]).  A word longer than
+    MAX_KEY_LETTERS is numbered among the long words first and keyed by LONG_KEY + its
+    number, so that one dictionary_encode numbers every token."""
+    keys = _word_keys(_windows(buffer), starts, np.minimum(lengths, MAX_KEY_LETTERS))
+    long = np.flatnonzero(lengths > MAX_KEY_LETTERS)
+    strings = pa.array([], pa.large_binary())
+    if long.size:
+        encoded_long = pc.dictionary_encode(_binary_array(
+            buffer[_ranges(starts[long], lengths[long])], lengths[long]))
+        keys[long] = LONG_KEY + encoded_long.indices.to_numpy().astype(np.uint64)
+        strings = encoded_long.dictionary
     encoded = pc.dictionary_encode(pa.array(keys))
-    short_ids = encoded.indices.to_numpy().astype(np.int32, copy=False)
-    dictionary = encoded.dictionary.to_numpy()
-    if all_short:
-        token_ids = short_ids
-        strings = pa.array([], pa.binary())
-    else:
-        token_ids = np.empty(starts.size, np.int32)
-        token_ids[short] = short_ids
-        long_starts, long_lengths = starts[~short], lengths[~short]
-        strings_encoded = pc.dictionary_encode(_binary_array(
-            buffer[_ranges(long_starts, long_lengths)], long_lengths))
-        token_ids[~short] = dictionary.size + strings_encoded.indices.to_numpy()
-        strings = strings_encoded.dictionary
+    token_ids = encoded.indices.to_numpy().astype(np.int32, copy=False)
     doc_tokens = np.searchsorted(positions, offsets)
-    return BlockWords(dictionary, strings, token_ids, doc_tokens, invalid_docs)
+    return BlockWords(encoded.dictionary.to_numpy(), strings, token_ids, doc_tokens,
+                      invalid_docs)
 
 
 def _binary_array(values: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -333,6 +335,6 @@ def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules)
         counts[i + 1] = len(words)
         tokens.extend(words)
     encoded = pc.dictionary_encode(pa.array(tokens, pa.large_string()).cast(pa.large_binary()))
-    return BlockWords(np.zeros(0, np.uint64), encoded.dictionary,
-                      encoded.indices.to_numpy().astype(np.int32, copy=False), np.cumsum(counts),
-                      invalid)
+    return BlockWords(LONG_KEY + np.arange(len(encoded.dictionary), dtype=np.uint64),
+                      encoded.dictionary, encoded.indices.to_numpy().astype(np.int32, copy=False),
+                      np.cumsum(counts), invalid)
