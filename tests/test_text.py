@@ -234,3 +234,27 @@ def test_train_launcher_trains_on_a_folder_of_text_files(tmp_path):
     assert "goalkeeper" in vocab and "flour" in vocab
     with np.load(output / "model.npz") as model:
         assert model["word_topic_counts"].shape == (len(vocab), 3)
+
+
+def test_word_keys_are_exact_and_decode_to_their_words():
+    from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_words
+    rng = np.random.default_rng(0)
+    words = ["".join(chr(97 + c) for c in rng.integers(0, 26, int(n)))
+             for n in rng.integers(3, 20, 20000)]
+    words += ["zzzzzzzzzzzz", "aaaaaaaaa", "zzzzzzzzz", "aaaaaaaaaaaa", "zzzzzzzz", "aaa"]
+    data = " ".join(words).encode()
+    tokens = block_words(DocumentBlock(np.frombuffer(data, np.uint8), np.array([0, len(data)])))
+    dictionary = [word.decode() for word in dictionary_words(tokens).to_pylist()]
+    assert len(dictionary) == len(set(words))
+    assert [dictionary[i] for i in tokens.token_ids] == words
+
+
+def test_synthetic_text_reads_back_as_its_corpus():
+    from saberjax import synth
+    lengths = np.array([3, 0, 2])
+    ids = np.array([5, 0, 5, 27, 1])
+    words = synth.text_words(30)
+    assert words[:3] == ["qaa", "qab", "qac"] and words[27] == "qbb"
+    assert synth.text_bytes(lengths, ids, words) == b"qaf qaa qaf \n\nqbb qab \n"
+    assert synth.text_bytes(lengths[:1], ids[:3], words, "jsonl") == \
+        b'{"text": "qaf qaa qaf "}\n'

@@ -46,6 +46,7 @@ from saberjax.corpus.tokenizing import (
     BlockWords,
     DocumentBlock,
     block_words,
+    is_long_key,
     line_offsets,
     word_strings,
 )
@@ -231,7 +232,7 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
 def _merged(pieces: list[_Piece]):
     """(every word, as str; per piece, its dictionary's indices into those words; each word's
     tokens and documents)."""
-    longs = [piece.keys >= LONG_KEY for piece in pieces]
+    longs = [is_long_key(piece.keys) for piece in pieces]
     keys = np.concatenate([piece.keys[~long] for piece, long in zip(pieces, longs)] +
                           [np.zeros(0, np.uint64)])
     strings = pa.concat_arrays(

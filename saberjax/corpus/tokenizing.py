@@ -42,7 +42,9 @@ from saberjax import text
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
 _RAW_KEY_LETTERS = 8  # longest word keyed by its bytes as they are
 PACKED_FLAG = np.uint64(1 << 63)  # set on keys of 9 to 12 packed letters, never on raw keys
-LONG_KEY = np.uint64(3 << 62)  # + n: the block's n-th long word (packed keys have bit 62 clear)
+# LONG_KEY + n keys the block's n-th long word: bit 55 is clear in every other key
+LONG_KEY = np.uint64((1 << 63) | (1 << 55))
+_LOW5 = np.uint64(0x1F1F1F1F1F1F1F1F)
 _WINDOW_PAD = 8  # zero bytes after a buffer so that 8 bytes can be read from every position
 # _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
@@ -93,17 +95,23 @@ def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES
 
 
 def word_strings(keys: np.ndarray) -> list[str]:
-    """The words keyed by `keys` (block_words' key encoding)."""
+    """The words keyed by `keys` (block_words' key encoding; not LONG_KEY ones)."""
     keys = np.asarray(keys, np.uint64)
     packed = (keys & PACKED_FLAG) != 0
     letters = np.zeros((keys.size, MAX_KEY_LETTERS), np.uint8)
-    raw = keys[~packed].astype("<u8").view(np.uint8).reshape(-1, 8)
-    letters[~packed, :8] = raw
-    codes = keys[packed] & ~PACKED_FLAG
-    shifts = 5 * np.arange(MAX_KEY_LETTERS, dtype=np.uint64)
-    unpacked = ((codes[:, None] >> shifts) & np.uint64(0x1F)).astype(np.uint8)
-    letters[packed] = np.where(unpacked > 0, unpacked + 0x60, 0)
+    letters[~packed, :8] = keys[~packed].astype("<u8").view(np.uint8).reshape(-1, 8)
+    codes = keys[packed]
+    head = ((codes & _LOW5).astype("<u8").view(np.uint8).reshape(-1, 8)) + 0x60
+    tail = np.stack([((codes >> np.uint64(8 * j + 5)) & np.uint64(7))
+                     | (((codes >> np.uint64(8 * j + 37)) & np.uint64(3)) << np.uint64(3))
+                     for j in range(4)], axis=1).reshape(-1, 4).astype(np.uint8)
+    letters[packed] = np.concatenate([head, np.where(tail > 0, tail + 0x60, 0)], axis=1)
     return letters.view(f"S{MAX_KEY_LETTERS}").ravel().astype(f"U{MAX_KEY_LETTERS}").tolist()
+
+
+def is_long_key(keys: np.ndarray) -> np.ndarray:
+    """Which keys stand for long words (LONG_KEY + n)."""
+    return (keys & LONG_KEY) == LONG_KEY
 
 
 def line_offsets(data: np.ndarray) -> np.ndarray:
@@ -116,7 +124,7 @@ def line_offsets(data: np.ndarray) -> np.ndarray:
 
 def dictionary_words(words: BlockWords) -> pa.Array:
     """Every word of a block's dictionary, in order, as UTF-8 bytes (pyarrow large_binary)."""
-    long = words.keys >= LONG_KEY
+    long = is_long_key(words.keys)
     entries = np.zeros(words.keys.size, object)
     entries[~long] = [word.encode("ascii") for word in word_strings(words.keys[~long])]
     entries[long] = words.strings.take(pa.array(words.keys[long] - LONG_KEY)).to_pylist()
@@ -129,22 +137,16 @@ def _windows(buffer: np.ndarray) -> np.ndarray:
     return np.ndarray((buffer.size - _WINDOW_PAD + 1,), "<u8", buffer, strides=(1,))
 
 
-def _pack5(words: np.ndarray) -> np.ndarray:
-    """The low 5 bits of each byte of 8-letter uint64 words, packed into their low 40 bits
-    (first letter lowest)."""
-    x = words & np.uint64(0x1F1F1F1F1F1F1F1F)
-    x = (x & np.uint64(0x001F001F001F001F)) | ((x & np.uint64(0x1F001F001F001F00)) >> np.uint64(3))
-    x = (x & np.uint64(0x000003FF000003FF)) | ((x & np.uint64(0x03FF000003FF0000)) >> np.uint64(6))
-    return (x & np.uint64(0xFFFFF)) | ((x >> np.uint64(32)) << np.uint64(20))
-
-
 def _word_keys(windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Exact uint64 keys of lowercase words of 1 to MAX_KEY_LETTERS letters at `starts`."""
+    """Exact uint64 keys of lowercase words of 1 to MAX_KEY_LETTERS letters at `starts`: the
+    word's bytes for at most 8 letters; for 9 to 12, the first 8 letters' low 5 bits with the
+    last 4 letters' 5 bits (never 0 for a letter) in the 3 bits above them, and PACKED_FLAG."""
     keys = windows[starts] & _BYTE_MASKS[np.minimum(lengths, _RAW_KEY_LETTERS)]
     longer = np.flatnonzero(lengths > _RAW_KEY_LETTERS)
     if longer.size:
         rest = windows[starts[longer] + 8] & _BYTE_MASKS[lengths[longer] - 8]
-        keys[longer] = _pack5(keys[longer]) | (_pack5(rest) << np.uint64(40)) | PACKED_FLAG
+        keys[longer] = ((keys[longer] & _LOW5) | ((rest & np.uint64(0x07070707)) << np.uint64(5))
+                        | ((rest & np.uint64(0x18181818)) << np.uint64(34)) | PACKED_FLAG)
     return keys
 
 
