@@ -28,6 +28,7 @@ from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_wo
 from saberjax.errors import CorpusFormatError
 
 BLOCK_BYTES = 1 << 25  # bytes of a text file read as one block
+SNIFF_BYTES = 1 << 20  # bytes at the start of a file whose control characters are counted
 _RULE_NAMES = {field.name for field in dataclasses.fields(text.TextRules)}
 _VOCABULARY_NAMES = {field.name for field in dataclasses.fields(text.VocabularyRules)}
 TEXT_OPTIONS = tuple(sorted(_RULE_NAMES | _VOCABULARY_NAMES))
@@ -246,7 +247,7 @@ def _line_blocks(path: Path) -> Iterator[DocumentBlock]:
     """A document per line of a file (its line break kept at its end): blocks of whole lines
     of about BLOCK_BYTES, their offsets left to the tokenising threads (DocumentBlock); a line
     break ending the file ends the last line.  The file is refused as binary data for a NUL
-    byte anywhere, or for control characters in its first block (_TextCheck)."""
+    byte anywhere, or for control characters in its first SNIFF_BYTES (_TextCheck)."""
     try:
         file = open(path, "rb")
     except OSError as error:
@@ -260,13 +261,13 @@ def _line_blocks(path: Path) -> Iterator[DocumentBlock]:
                 raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
             if not chunk:
                 break
-            if offset == 0:
-                checker = _TextCheck(path)
-                checker.add(np.frombuffer(chunk, np.uint8))
-                checker.finish()
-            elif (nul := chunk.find(b"\0")) >= 0:
+            if (nul := chunk.find(b"\0")) >= 0:
                 raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
                                         f"{offset + nul}); plain text input is UTF-8 or Latin-1")
+            if offset == 0:
+                checker = _TextCheck(path)
+                checker.add(np.frombuffer(chunk, np.uint8, min(len(chunk), SNIFF_BYTES)))
+                checker.finish()
             offset += len(chunk)
             data = rest + chunk if rest else chunk
             end = data.rfind(b"\n") + 1

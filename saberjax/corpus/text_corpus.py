@@ -22,8 +22,8 @@ new document begins a new count.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -109,13 +109,21 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                 f"out); lower min_df or give more documents")
         new_id = np.full(len(words) + 1, -1, np.int32)  # entry -1: ids of no word
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
-        vocab = tuple(words[i] for i in vocab_index)
-        kept_tokens = int(counts[vocab_index].sum())
-        mapped = _mapped_pieces(pieces, piece_words, new_id, spill)
-        if directory is not None:
-            corpus, doc_ids, dropped = _written(mapped, vocab, name, directory)
-        else:
-            corpus, doc_ids, dropped = _in_memory(mapped, vocab, name, kept_tokens)
+        vocab = operator.itemgetter(*vocab_index)(words) if vocab_index.size > 1 else \
+            (words[vocab_index[0]],)
+        kept = [int(piece.counts[new_id[entries] >= 0].sum())
+                for piece, entries in zip(pieces, piece_words)]
+        word_ids = None if directory is not None else np.empty(sum(kept), np.int32)
+        ends = np.cumsum(kept)
+        items = ((piece, entries, new_id, spill.fileno(),
+                  None if word_ids is None else word_ids[end - size:end])
+                 for piece, entries, size, end in zip(pieces, piece_words, kept, ends))
+        with ThreadPoolExecutor(threads) as pool:
+            mapped = _in_order(pool, _mapped, items, 2 * threads)
+            if directory is not None:
+                corpus, doc_ids, dropped = _written(mapped, vocab, name, directory)
+            else:
+                corpus, doc_ids, dropped = _in_memory(mapped, vocab, name, word_ids)
     if dropped:
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
@@ -140,29 +148,19 @@ def _read_pieces(blocks, rules, threads, memory_bytes, spill, progress):
     """(the _Pieces of `blocks` in order, documents not valid UTF-8)."""
     pieces, invalid, held = [], 0, 0
     limit = memory_bytes if memory_bytes is not None else float("inf")
+    parts = ((part, rules) for block in blocks for part in _parts(block))
     with ThreadPoolExecutor(threads) as pool:
-        in_flight: deque = deque()
-
-        def collect():
-            nonlocal invalid, held
-            piece, words, size = in_flight.popleft().result()
+        for piece, words, size in _in_order(pool, _tokenised, parts, 2 * threads):
             invalid += words.invalid_utf8_docs
             if held + piece.token_ids.nbytes > limit:
                 piece.spill_offset = spill.tell()
                 spill.write(piece.token_ids.data)
+                spill.flush()
                 piece.token_ids = None
             else:
                 held += piece.token_ids.nbytes
             pieces.append(piece)
             progress.add(words, size)
-
-        for block in blocks:
-            for part in _parts(block):
-                in_flight.append(pool.submit(_tokenised, part, rules))
-                if len(in_flight) >= 2 * threads:
-                    collect()
-        while in_flight:
-            collect()
     return pieces, invalid
 
 
@@ -261,29 +259,29 @@ def _merged(pieces: list[_Piece]):
     return words, piece_words, counts, doc_freq
 
 
-def _mapped_pieces(pieces: list[_Piece], piece_words: list[np.ndarray], new_id: np.ndarray,
-                   spill) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-    """Per piece, in order: (tokens of each document kept, their vocabulary ids, the kept
-    documents' ids or None), releasing the piece's token ids; documents without a vocabulary
-    word are left out (their number is the difference of the document counts)."""
-    for index, piece in enumerate(pieces):
-        token_ids = piece.token_ids
-        if token_ids is None:
-            size = int(piece.doc_tokens[-1])
-            spill.seek(piece.spill_offset)
-            token_ids = np.fromfile(spill, np.int32, size)
-        piece.token_ids = None
-        ids = new_id[piece_words[index]][token_ids]
-        kept = ids >= 0
-        lengths = np.diff(piece.doc_tokens)
-        if not kept.all():
-            ends = np.zeros(kept.size + 1, np.int64)
-            np.cumsum(kept, out=ends[1:])
-            lengths = np.diff(ends[piece.doc_tokens])
-            ids = ids[kept]
-        nonempty = lengths > 0
-        yield (lengths[nonempty], ids, nonempty,
-               None if piece.ids is None else piece.ids[nonempty])
+def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, spill_fd: int,
+            out: np.ndarray | None):
+    """(tokens of each document kept, their vocabulary ids (None when written into `out`),
+    which documents are kept, the kept documents' ids or None) of a piece, releasing its
+    token ids; documents without a vocabulary word are left out."""
+    token_ids = piece.token_ids
+    if token_ids is None:
+        size = int(piece.doc_tokens[-1]) * 4
+        token_ids = np.frombuffer(os.pread(spill_fd, size, piece.spill_offset), np.int32)
+    piece.token_ids = None
+    ids = new_id[entries][token_ids]
+    kept = ids >= 0
+    lengths = np.diff(piece.doc_tokens)
+    if not kept.all():
+        ends = np.zeros(kept.size + 1, np.int64)
+        np.cumsum(kept, out=ends[1:])
+        lengths = np.diff(ends[piece.doc_tokens])
+        ids = np.compress(kept, ids, out=out)
+    elif out is not None:
+        out[:] = ids
+    nonempty = lengths > 0
+    return (lengths[nonempty], None if out is not None else ids, nonempty,
+            None if piece.ids is None else piece.ids[nonempty])
 
 
 def _written(mapped, vocab, name, directory):
@@ -298,19 +296,30 @@ def _written(mapped, vocab, name, directory):
     return load_native(directory), _joined_ids(doc_ids), dropped
 
 
-def _in_memory(mapped, vocab, name, kept_tokens):
-    """The mapped pieces as one in-memory corpus (see _written)."""
-    word_ids = np.empty(kept_tokens, np.int32)
-    lengths_all, doc_ids, dropped, at = [], [], 0, 0
-    for lengths, ids, nonempty, kept_ids in mapped:
-        word_ids[at:at + ids.size] = ids
-        at += ids.size
+def _in_memory(mapped, vocab, name, word_ids):
+    """The mapped pieces, their ids written into word_ids, as one in-memory corpus (see
+    _written)."""
+    lengths_all, doc_ids, dropped = [], [], 0
+    for lengths, _, nonempty, kept_ids in mapped:
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
     return Corpus(offsets_from_lengths(lengths), word_ids, vocab, name), _joined_ids(doc_ids), \
         dropped
+
+
+def _in_order(pool: ThreadPoolExecutor, function: Callable, items: Iterable, ahead: int
+              ) -> Iterator:
+    """function(item) of each item, computed on the pool at most `ahead` items ahead of the
+    one yielded, in order."""
+    in_flight: deque = deque()
+    for item in items:
+        in_flight.append(pool.submit(function, *item))
+        if len(in_flight) >= ahead:
+            yield in_flight.popleft().result()
+    while in_flight:
+        yield in_flight.popleft().result()
 
 
 def _joined_ids(parts: list) -> np.ndarray | None:
