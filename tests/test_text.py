@@ -258,3 +258,15 @@ def test_synthetic_text_reads_back_as_its_corpus():
     assert synth.text_bytes(lengths, ids, words) == b"qaf qaa qaf \n\nqbb qab \n"
     assert synth.text_bytes(lengths[:1], ids[:3], words, "jsonl") == \
         b'{"text": "qaf qaa qaf "}\n'
+
+
+def test_a_long_read_logs_progress_lines(tmp_path, monkeypatch):
+    from saberjax.corpus.plain_text import load_text
+    (tmp_path / "lines.txt").write_text("\n".join(THEMED * 20) + "\n")
+    monkeypatch.setattr(text_corpus, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 1000)
+    lines = []
+    load_text(tmp_path / "lines.txt", log=lines.append, max_df=1.0)
+    assert len(lines) > 5
+    assert lines[-1].startswith(f"reading {tmp_path / 'lines.txt'}: 0.00 GB, 400 documents, ")
+    assert "Mtoken/s, ETA 0 s" in lines[-1]

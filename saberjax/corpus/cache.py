@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -120,11 +121,12 @@ def _content_key(files: list[Path], options: dict) -> str:
     return digest.hexdigest()
 
 
-def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> Corpus:
+def load_corpus(path, format: str = "auto", cache_dir=None, log=None, **text_options) -> Corpus:
     """corpus.load_corpus(path, format, **text_options), through the cache in cache_dir
     (None: default_cache_dir()).  A native corpus is loaded as it is (it is a native copy
     already); errors in the source or the options are load_corpus's, raised before the cache
-    is written."""
+    entry appears.  Plain text is read straight into the entry (out of core: see
+    plain_text.load_text), with progress lines to `log` when reading takes a while."""
     path = Path(path)
     chosen = formats.detect_format(path) if format == "auto" else format
     if chosen == "native" or (text_options and chosen != "text"):  # as it is, or its error
@@ -147,21 +149,41 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
         if hashed is not None:
             _write_source_record(entry, key, origin, files, *hashed)
         return cached
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        corpus = formats.load_corpus(path, chosen, **text_options)
-    notes = [str(warning.message) for warning in caught]
-    for note in notes:
-        cache_warning(note)
+    run_options = dict(log=log) if chosen == "text" else {}
+    notes: list[str] = []
+    corpus = None if chosen == "text" else _noted(notes, formats.load_corpus, path, chosen)
+
+    def write_corpus(folder: Path) -> Corpus:
+        if corpus is not None:
+            native.save_native(corpus, folder)
+            return corpus
+        return _noted(notes, formats.load_corpus, path, chosen, directory=folder,
+                      **run_options, **text_options)
+
     try:
-        _write_entry(entry, key, corpus, path, options, notes)
+        corpus = _write_entry(entry, key, write_corpus, path, options, notes)
     except OSError as error:
         cache_warning(f"corpus cache entry {entry} not written ({error}); the corpus is read "
                       f"from {path} each time")
+        if corpus is None:
+            notes.clear()
+            corpus = _noted(notes, formats.load_corpus, path, chosen, **run_options,
+                            **text_options)
     else:
         if hashed is not None:
             _write_source_record(entry, key, origin, files, *hashed)
+    for note in notes:
+        cache_warning(note)
     return corpus
+
+
+def _noted(notes: list[str], function, *args, **kwargs):
+    """function(*args, **kwargs), the warnings it gives appended to `notes` instead."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = function(*args, **kwargs)
+    notes.extend(str(warning.message) for warning in caught)
+    return result
 
 
 def _file_stats(files: list[Path]) -> list[list]:
@@ -263,10 +285,15 @@ def use_caches_as_flagged() -> None:
 
 def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
     """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
-    --nocache."""
+    --nocache; reading plain text logs progress lines to stderr."""
     if flagged_root() is None:
         return formats.load_corpus(path, format, **text_options)
-    return load_corpus(path, format, flagged_root() / "corpora", **text_options)
+    return load_corpus(path, format, flagged_root() / "corpora", log=_stderr_line,
+                       **text_options)
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def flagged_root() -> Path | None:
@@ -307,17 +334,19 @@ def _read_entry(entry: Path, key: str) -> Corpus | None:
     return corpus
 
 
-def _write_entry(entry: Path, key: str, corpus: Corpus, source: Path, options: dict,
-                 notes: list[str]) -> None:
-    """Writes the entry (replacing a damaged one at the same key) with the warnings reading
-    the source gave (`notes`, repeated on every cached load), and removes the entries of
-    earlier contents of the same source path read with the same options."""
+def _write_entry(entry: Path, key: str, write_corpus, source: Path, options: dict,
+                 notes: list[str]) -> Corpus:
+    """Writes the entry (replacing a damaged one at the same key): its corpus folder by
+    write_corpus(folder) (which returns the corpus), its manifest with the warnings reading
+    the source gave (`notes` once the corpus is written, repeated on every cached load); then
+    removes the entries of earlier contents of the same source path read with the same
+    options.  Returns the corpus."""
     origin = dict(source=str(source.resolve()), options=options)
-    manifest = dict(format="saberjax-corpus-cache", version=CACHE_VERSION, key=key, **origin,
-                    corpus_fingerprint=corpus.fingerprint(),
-                    dropped_empty_docs=corpus.dropped_empty_docs, notes=notes)
     with outputs.staged_directory(entry, _ENTRY_FILES, "a saberjax corpus cache entry") as staging:
-        native.save_native(corpus, staging / CORPUS_FOLDER)
+        corpus = write_corpus(staging / CORPUS_FOLDER)
+        manifest = dict(format="saberjax-corpus-cache", version=CACHE_VERSION, key=key, **origin,
+                        corpus_fingerprint=corpus.fingerprint(),
+                        dropped_empty_docs=corpus.dropped_empty_docs, notes=notes)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     for other in entry.parent.iterdir():
         if other == entry or not (other / MANIFEST).is_file():
@@ -328,6 +357,7 @@ def _write_entry(entry: Path, key: str, corpus: Corpus, source: Path, options: d
             continue
         if isinstance(earlier, dict) and all(earlier.get(k) == v for k, v in origin.items()):
             shutil.rmtree(other, ignore_errors=True)
+    return corpus
 
 
 def cache_warning(message: str) -> None:

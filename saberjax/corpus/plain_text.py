@@ -101,7 +101,11 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
               **options) -> Corpus:
     """A corpus from plain text (a folder of .txt files, a document each, or a file of one
     document a line) under the text `options` (text_rules).  directory, log, workers,
-    memory_bytes: see text_corpus.build_corpus."""
+    memory_bytes: see text_corpus.build_corpus; written into a directory, the token ids go to
+    a temporary file beside it as they are read unless memory_bytes says otherwise (out of
+    core: memory holds the pieces in flight and the words' counts, never the corpus)."""
+    if directory is not None and memory_bytes is None:
+        memory_bytes = 0
     path = Path(path)
     rules, vocabulary = text_rules(**options)
     name = path.name if path.is_dir() else path.stem
