@@ -46,16 +46,20 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from absl import flags
 
 from saberjax import outputs
+from saberjax.background import thread_count
 from saberjax.corpus import formats, native, plain_text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
-CACHE_VERSION = 2  # 2: corpus fingerprints hashed in blocks (Corpus.fingerprint)
+# 2: corpus fingerprints hashed in blocks (Corpus.fingerprint); 3: source contents hashed in
+# blocks on threads (_content_key), text options of the block engine
+CACHE_VERSION = 3
 MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
 SOURCE_RECORD = "source.json"
@@ -110,15 +114,28 @@ def cache_key(path, format: str = "auto", **text_options) -> str:
 
 
 def _content_key(files: list[Path], options: dict) -> str:
-    """cache_key of the source files `files` read with reading options `options`."""
+    """cache_key of the source files `files` read with reading options `options`: SHA-256 of
+    the version, the options and, per file, its name, size and the SHA-256 of each _READ_BLOCK
+    of its bytes (hashed on a thread per core: hashlib releases the GIL)."""
     digest = hashlib.sha256(f"saberjax-corpus-cache-v{CACHE_VERSION}\0".encode())
     digest.update(json.dumps(options, sort_keys=True).encode())
-    for file in files:
-        digest.update(f"\0{file.name}\0{file.stat().st_size}\0".encode())
-        with open(file, "rb") as stream:
-            while block := stream.read(_READ_BLOCK):
-                digest.update(block)
+    sizes = [file.stat().st_size for file in files]
+    blocks = [(file, offset) for file, size in zip(files, sizes)
+              for offset in range(0, size, _READ_BLOCK)]
+    with ThreadPoolExecutor(thread_count(len(blocks))) as pool:
+        block_digests = iter(pool.map(_block_digest, blocks))
+    for file, size in zip(files, sizes):
+        digest.update(f"\0{file.name}\0{size}\0".encode())
+        for _ in range(0, size, _READ_BLOCK):
+            digest.update(next(block_digests))
     return digest.hexdigest()
+
+
+def _block_digest(block: tuple[Path, int]) -> bytes:
+    file, offset = block
+    with open(file, "rb") as stream:
+        stream.seek(offset)
+        return hashlib.sha256(stream.read(_READ_BLOCK)).digest()
 
 
 def load_corpus(path, format: str = "auto", cache_dir=None, log=None, **text_options) -> Corpus:

@@ -259,27 +259,28 @@ def _line_blocks(path: Path) -> Iterator[DocumentBlock]:
     with file:
         rest, offset = b"", 0
         while True:
+            buffer = bytearray(len(rest) + BLOCK_BYTES)
+            buffer[:len(rest)] = rest
             try:
-                chunk = file.read(BLOCK_BYTES)
+                read = file.readinto(memoryview(buffer)[len(rest):])
             except OSError as error:
                 raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-            if not chunk:
+            if not read:
                 break
-            if (nul := chunk.find(b"\0")) >= 0:
+            size = len(rest) + read
+            if (nul := buffer.find(b"\0", len(rest), size)) >= 0:
                 raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
-                                        f"{offset + nul}); plain text input is UTF-8 or Latin-1")
+                                        f"{offset + nul - len(rest)}); plain text input is "
+                                        f"UTF-8 or Latin-1")
             if offset == 0:
                 checker = _TextCheck(path)
-                checker.add(np.frombuffer(chunk, np.uint8, min(len(chunk), SNIFF_BYTES)))
+                checker.add(np.frombuffer(buffer, np.uint8, min(size, SNIFF_BYTES)))
                 checker.finish()
-            offset += len(chunk)
-            data = rest + chunk if rest else chunk
-            end = data.rfind(b"\n") + 1
-            if end == 0:
-                rest = data
-                continue
-            yield DocumentBlock(np.frombuffer(data, np.uint8, end), None)
-            rest = data[end:]
+            offset += read
+            end = buffer.rfind(b"\n", 0, size) + 1
+            if end:
+                yield DocumentBlock(np.frombuffer(buffer, np.uint8, end), None)
+            rest = bytes(buffer[end:size])
         if rest:
             yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
 

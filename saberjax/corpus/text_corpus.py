@@ -25,6 +25,7 @@ import dataclasses
 import operator
 import os
 import tempfile
+import threading
 import time
 import warnings
 from collections import deque
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse
 
-from saberjax import text
+from saberjax import outputs, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.tokenizing import (
@@ -98,7 +99,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     spill_dir = Path(directory).parent if directory is not None else None
     progress = _Progress(source, total_bytes, log)
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
-        pieces, invalid = _read_pieces(blocks, rules, threads, memory_bytes, spill, progress)
+        store = _TokenStore(spill, float("inf") if memory_bytes is None else memory_bytes)
+        pieces, invalid = _read_pieces(blocks, rules, threads, store, progress)
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
         words, piece_words, counts, doc_freq = _merged(pieces)
         vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
@@ -115,7 +117,7 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                 for piece, entries in zip(pieces, piece_words)]
         word_ids = None if directory is not None else np.empty(sum(kept), np.int32)
         ends = np.cumsum(kept)
-        items = ((piece, entries, new_id, spill.fileno(),
+        items = ((piece, entries, new_id, store,
                   None if word_ids is None else word_ids[end - size:end])
                  for piece, entries, size, end in zip(pieces, piece_words, kept, ends))
         with ThreadPoolExecutor(threads) as pool:
@@ -144,21 +146,44 @@ def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray
     return candidates[np.argsort(names[candidates], kind="stable")]
 
 
-def _read_pieces(blocks, rules, threads, memory_bytes, spill, progress):
-    """(the _Pieces of `blocks` in order, documents not valid UTF-8)."""
-    pieces, invalid, held = [], 0, 0
-    limit = memory_bytes if memory_bytes is not None else float("inf")
-    parts = ((part, rules) for block in blocks for part in _parts(block))
+class _TokenStore:
+    """Where pieces' token ids wait for the vocabulary: in memory while `limit` bytes hold
+    them, then in `file` (each piece written by the thread that tokenised it, at a place
+    reserved for it)."""
+
+    def __init__(self, file, limit: float):
+        self.fd, self.limit = file.fileno(), limit
+        self.held = self.end = 0
+        self.lock = threading.Lock()
+
+    def keep(self, piece: _Piece) -> None:
+        """Keeps the piece's ids in memory, or writes them out (piece.token_ids None)."""
+        size = piece.token_ids.nbytes
+        with self.lock:
+            if self.held + size <= self.limit:
+                self.held += size
+                return
+            piece.spill_offset, self.end = self.end, self.end + size
+        outputs.write_at(self.fd, piece.token_ids, piece.spill_offset)
+        piece.token_ids = None
+
+    def token_ids(self, piece: _Piece) -> np.ndarray:
+        """The piece's ids, released from the piece."""
+        ids, piece.token_ids = piece.token_ids, None
+        if ids is None:
+            size = int(piece.doc_tokens[-1]) * 4
+            ids = np.frombuffer(os.pread(self.fd, size, piece.spill_offset), np.int32)
+        return ids
+
+
+def _read_pieces(blocks, rules, threads, store, progress):
+    """(the _Pieces of `blocks` in order, their token ids in `store`; documents not valid
+    UTF-8)."""
+    pieces, invalid = [], 0
+    parts = ((part, rules, store) for block in blocks for part in _parts(block))
     with ThreadPoolExecutor(threads) as pool:
         for piece, words, size in _in_order(pool, _tokenised, parts, 2 * threads):
             invalid += words.invalid_utf8_docs
-            if held + piece.token_ids.nbytes > limit:
-                piece.spill_offset = spill.tell()
-                spill.write(piece.token_ids.data)
-                spill.flush()
-                piece.token_ids = None
-            else:
-                held += piece.token_ids.nbytes
             pieces.append(piece)
             progress.add(words, size)
     return pieces, invalid
@@ -198,13 +223,15 @@ def _line_parts(data: np.ndarray) -> Iterator[DocumentBlock]:
         start = end
 
 
-def _tokenised(block: DocumentBlock, rules: text.TextRules) -> tuple[_Piece, BlockWords]:
+def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
+               ) -> tuple[_Piece, BlockWords, int]:
     if block.offsets is None:
         block = DocumentBlock(block.data, line_offsets(block.data))
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
     piece = _Piece(words.keys, words.strings, counts, doc_freq, words.doc_tokens,
                    words.token_ids, 0, block.ids)
+    store.keep(piece)
     return piece, words, len(block.data)
 
 
@@ -259,17 +286,12 @@ def _merged(pieces: list[_Piece]):
     return words, piece_words, counts, doc_freq
 
 
-def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, spill_fd: int,
+def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, store: _TokenStore,
             out: np.ndarray | None):
     """(tokens of each document kept, their vocabulary ids (None when written into `out`),
     which documents are kept, the kept documents' ids or None) of a piece, releasing its
     token ids; documents without a vocabulary word are left out."""
-    token_ids = piece.token_ids
-    if token_ids is None:
-        size = int(piece.doc_tokens[-1]) * 4
-        token_ids = np.frombuffer(os.pread(spill_fd, size, piece.spill_offset), np.int32)
-    piece.token_ids = None
-    ids = new_id[entries][token_ids]
+    ids = new_id[entries][store.token_ids(piece)]
     kept = ids >= 0
     lengths = np.diff(piece.doc_tokens)
     if not kept.all():
