@@ -35,13 +35,13 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   iteration_seconds     wall time of each timed iteration, from the end of the one before
                         (as trainer.train_placed runs them: each iteration is queued on the
                         devices before the one before it is waited for, as in training).
-  compile_seconds       lower + compile of the iteration's program (execution.CompiledStep),
+  compile_seconds       lower + compile of the iteration's program (CompiledStep),
                         done explicitly with jax.jit(f).lower(...).compile(); the timed iterations
                         call the compiled executable, so they never compile (the first
                         iteration of a process still loads it onto the devices).
-                        init_seconds: execution.Placement.init, compile included.
-  devices, partition    the mesh's device count and how they share the work (execution.place;
-                        `--num_devices` and `--partition` are lists, every pair runs).
+                        init_seconds: Placement.init, compile included.
+  devices, partition    the mesh's device count and how they share the work (place;
+              `--num_devices` and `--partition` are lists, every pair runs).
   speedup_vs_one_device steady Mtoken/s over the one-device run's at the same K and backend in
                         the same run (when 1 is in `--num_devices`).
   reduction_seconds     what an iteration spends combining the devices' work, timed alone
@@ -53,7 +53,7 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   placement             layout build and transfer to the devices (seconds, bytes, GB_per_s).
   peak_device_GB        the most memory a local device held so far in the process, beside
                         planned_device_GB, the memory plan's figure for the placement
-                        (execution.resident_bytes with the measured bytes per token).
+                        (memory.resident_bytes with the measured bytes per token).
   phases                each phase as its own jitted function over the first device's chunks,
                         block_until_ready between phases, median of `--phase_repeats` passes
                         after one compiling pass (one process only):
@@ -113,7 +113,11 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import corpus as corpus_io
-from saberjax import cli, esca, execution, processes, synth, trainer
+from saberjax import cli, esca, processes, synth, trainer
+from saberjax.execution.compiled import CompiledStep
+from saberjax.execution import memory
+from saberjax.execution.mesh import AXIS, BY_DEVICE, PARTITIONS
+from saberjax.execution.placement import place, Placement
 from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
@@ -145,7 +149,7 @@ flags.DEFINE_list("num_devices", ["0"], "Comma list of device counts to run on, 
                   "(0: every device of every process; on a CPU one per core); each gets its own "
                   "mesh and lines, with the speed-up over 1 when 1 is in the list.", **_flag)
 flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device count "
-                  "with, out of auto, documents, words (execution.place).", **_flag)
+                  "with, out of auto, documents, words (place).", **_flag)
 flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
                      lower_bound=1, **_flag)
 flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and the "
@@ -193,9 +197,9 @@ def _check_num_devices(values):
 
 
 @flags.validator("partition", "--partition: each must be one of auto, "
-                 + ", ".join(execution.PARTITIONS), **_flag)
+                 + ", ".join(PARTITIONS), **_flag)
 def _check_partition(values):
-    return bool(values) and all(v in ("auto",) + execution.PARTITIONS for v in values)
+    return bool(values) and all(v in ("auto",) + PARTITIONS for v in values)
 
 
 @flags.validator("num_topics", "--num_topics: a comma list of integers >= 2", **_flag)
@@ -331,12 +335,12 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
                       chunk_tokens: int | None,
-                      partition: str) -> tuple[execution.Placement, dict]:
+                      partition: str) -> tuple[Placement, dict]:
     """(placement, its record): the layout built and put on a mesh of num_devices devices,
-    resident (execution.place with stream=False)."""
+    resident (place with stream=False)."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
-    placement, seconds = timed(lambda: execution.place(corpus, hyper, num_devices, chunk_tokens,
-                                                       stream=False, partition=partition))
+    placement, seconds = timed(lambda: place(corpus, hyper, num_devices, chunk_tokens,
+                                             stream=False, partition=partition))
     moved = _nbytes((placement.slots, placement.word_shares))
     return placement, dict(bytes=moved, seconds=_sig(seconds),
                            GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
@@ -352,12 +356,12 @@ def _median_seconds(program, make_input, repeats: int) -> float:
     return statistics.median(times[1:])
 
 
-def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
+def measure_reduction(placement: Placement, repeats: int) -> dict:
     """What an iteration moves between devices, median of `repeats` after a compiling pass.
 
     By document: reduction_seconds is the whole reduction (reduce-scatter of the partial
     counts, totals, B-hat and trees of each device's rows, all-gather;
-    execution.Placement.reduce) and collective_seconds its collectives alone (reduce-scatter
+    Placement.reduce) and collective_seconds its collectives alone (reduce-scatter
     of int32 B, all-gather of B-hat's bfloat16 rows).  By word: the collectives are the
     reduction (all-gather of every chunk's A pairs and nonzeros, all-to-all of the E-step's
     doc-major topics).  collective_bytes_per_device: what each device receives."""
@@ -373,16 +377,16 @@ def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
     def on_mesh(body):
         return jax.jit(jax.shard_map(
             lambda x: jax.tree.map(lambda y: y[None], body(x[0])), mesh=mesh,
-            in_specs=execution.BY_DEVICE, out_specs=execution.BY_DEVICE))
+            in_specs=BY_DEVICE, out_specs=BY_DEVICE))
 
-    gather = functools.partial(jax.lax.all_gather, axis_name=execution.AXIS, axis=0, tiled=True)
+    gather = functools.partial(jax.lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
     if placement.partition == "words":
         def collectives(a_pairs_and_nnz):
             if size == 1:
                 return a_pairs_and_nnz
             topics = jnp.zeros((size, tokens), hyper.topic_dtype)
             return (gather(a_pairs_and_nnz),
-                    jax.lax.all_to_all(topics, execution.AXIS, 0, 0, tiled=True).sum(axis=0))
+                    jax.lax.all_to_all(topics, AXIS, 0, 0, tiled=True).sum(axis=0))
 
         topic_bytes = np.dtype(hyper.topic_dtype).itemsize
         moved = int(share * size * (tokens * (4 + topic_bytes) + docs * 4))
@@ -395,8 +399,8 @@ def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
         def collectives(counts):
             rows = counts
             if size > 1:
-                rows = jax.lax.psum_scatter(rows, execution.AXIS, scatter_dimension=0,
-                                            tiled=True)
+                rows = jax.lax.psum_scatter(rows, AXIS, scatter_dimension=0,
+                                  tiled=True)
             bhat = rows.astype(BHAT_DTYPE)
             return gather(bhat) if size > 1 else bhat
 
@@ -411,7 +415,7 @@ def measure_reduction(placement: execution.Placement, repeats: int) -> dict:
                 collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
 
 
-def measure_phases(placement: execution.Placement, state: TrainState, repeats: int) -> dict:
+def measure_phases(placement: Placement, state: TrainState, repeats: int) -> dict:
     """Each phase of an iteration as its own jitted function over the first device's chunks
     (one device's share of the work; Mtoken/s counts that device's tokens)."""
     hyper = placement.hyper
@@ -480,10 +484,10 @@ def backend_unavailable(name: str) -> str | None:
     return pallas_unavailable_reason() if name == "pallas" else None
 
 
-def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int,
-              warmup: int, seed: int, phases: bool, phase_repeats: int,
-              heldout: tuple[Corpus, Corpus] | None = None,
-              optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
+def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
+    warmup: int, seed: int, phases: bool, phase_repeats: int,
+    heldout: tuple[Corpus, Corpus] | None = None,
+    optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
     """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
     held-out halves of the test documents) also the held-out log-likelihood per token after
     the timed iterations."""
@@ -521,9 +525,9 @@ def bench_one(placement: execution.Placement, corpus: Corpus, *, iterations: int
         model_bytes=model_bytes,
         model_bytes_per_token=_sig(model_bytes / tokens),
         peak_device_GB=_peak_device_gigabytes(),
-        planned_device_GB=_sig(execution.resident_bytes(
-            corpus, hyper, placement.num_devices, placement.partition,
-            execution.device_bytes_per_token(corpus, hyper)) / 1e9),
+        planned_device_GB=_sig(memory.resident_bytes(
+         corpus, hyper, placement.num_devices, placement.partition,
+         memory.device_bytes_per_token(corpus, hyper)) / 1e9),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:

@@ -37,7 +37,8 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, execution, processes, trainer
+from saberjax import checkpoint, cli, processes, trainer
+from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
 from saberjax import layout_cache, timing
 from saberjax.background import in_background
@@ -126,7 +127,7 @@ def main(argv):
     processes.initialize_from_flags(FLAGS)
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     phases, started = timing.Phases().record(), time.perf_counter()
-    execution.start_devices()  # beside the corpus load
+    start_devices()  # beside the corpus load
     corpus_cache.use_caches_as_flagged()
     layout_cache.use_as_flagged()
     with phases.phase("load"):

@@ -11,7 +11,8 @@ import pytest
 from absl import flags
 
 from helpers import import_script, random_corpus
-from saberjax import esca, execution
+from saberjax import esca
+from saberjax.execution.placement import place
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams
@@ -126,7 +127,7 @@ def test_compiled_step_gives_the_same_state_as_esca_step(bench):
     corpus = random_corpus(num_docs=50, num_words=40, mean_length=30, seed=2)
     hyper = Hyperparams.create(8)
     chunks = build_layout(corpus, chunk_tokens=800).chunks
-    placement = execution.place(corpus, hyper, num_devices=1, chunk_tokens=800)
+    placement = place(corpus, hyper, num_devices=1, chunk_tokens=800)
     assert len(chunks) == placement.num_slots > 1
     ours, reference = placement.init(seed=3), esca.init(chunks, corpus.num_words, hyper, seed=3)
     compiled = placement.compile(ours)
