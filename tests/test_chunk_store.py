@@ -11,6 +11,7 @@ import pytest
 from helpers import import_script, needs_local_devices, random_corpus, run_launcher
 
 from saberjax import checkpoint, chunk_store, esca, trainer
+from saberjax.execution import memory
 from saberjax.execution.placement import place
 from saberjax.execution.plan import _coarse, plan_store_chunk_tokens
 from saberjax.corpus import Corpus, save_native
@@ -25,7 +26,7 @@ TINY_HOST_GB = 2.3e-4
 
 @pytest.fixture(autouse=True)
 def process_holds_no_host_memory(monkeypatch):
-    monkeypatch.setattr(execution, "anonymous_host_memory", lambda: 0)
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
 
 
 def test_compact_chunks_expand_to_the_layouts_chunks():
@@ -253,7 +254,7 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
     hyper = Hyperparams.create(8)
     plans = []
     for held in (50_000_000, 50_001_000, 50_002_000):
-        monkeypatch.setattr(execution, "anonymous_host_memory", lambda held=held: held)
+        monkeypatch.setattr(memory, "anonymous_host_memory", lambda held=held: held)
         plans.append(plan_store_chunk_tokens(corpus, hyper,
                                              50_000_000 + int(TINY_HOST_GB * 1e9), 2))
     assert plans[0] is not None and plans == [plans[0]] * 3

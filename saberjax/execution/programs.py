@@ -19,7 +19,7 @@ document's A, gathered each iteration; the E-step's doc-major topics go back to 
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.
 
 The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
-program sums them over the mesh and runs esca.learned_alpha's fixed point.
+program sums them over the mesh and runs the fixed point of esca.update_alpha.
 
 Counts are integers, B-hat is computed row by row from exact totals and every draw is keyed
 by (seed, iteration, global token id), so the model is bit-identical on any mesh.
@@ -247,11 +247,11 @@ class Programs:
     @functools.cached_property
     def count_histogram(self):
         """(slot's chunk, its state, histograms) -> each device's histogram plus its chunk's
-        (topic, count) pairs (prior.count_histogram; histograms donated).  The chunk is used
+        (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
         (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
         def body(chunk, chunk_state, histogram):
-            chunk_state = esca.whole_state(local(chunk), local(chunk_state), self.hyper)
-            return prior.count_histogram(chunk_state.a_pairs, histogram[0])[None]
+            return esca.count_topic_histogram(local(chunk), local(chunk_state), histogram[0],
+                                              self.hyper)[None]
         return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, BY_DEVICE), BY_DEVICE),
                        donate_argnums=2)
 
@@ -259,7 +259,7 @@ class Programs:
     def learned_alpha(self):
         """(histograms by device, model, length histogram) -> the model with alpha learned
         from the histograms' sum (prior.fixed_point) and B-hat's trees rebuilt for it (B and
-        its totals as they are)."""
+        its totals as they are): esca.update_alpha over the mesh."""
         def body(histogram, model, lengths):
             histogram = histogram[0]
             if self.num_devices > 1:
