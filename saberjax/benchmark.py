@@ -121,7 +121,8 @@ def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
 def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
     moved, best = copy_seconds(num_bytes, repeats)
-    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
+    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best),
+                copy_GB_per_s=_sig(moved / best / 1e9))
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
