@@ -220,37 +220,37 @@ def append_lines(path: str, lines: list[str]) -> None:
     atomic_write(path, lambda f: f.write(old + new))
 
 
-def corpus_from_flags(FLAGS: flags.FlagValues) -> Corpus:
+def corpus_from_flags(values: flags.FlagValues) -> Corpus:
     """The corpus the flags name: --corpus, a --synth_preset's, or the bundled one."""
-    if FLAGS.corpus:
-        return load_corpus(FLAGS.corpus)
-    if FLAGS.synth_preset:
-        return synthetic_corpus(FLAGS.synth_preset, FLAGS.synth_scale, FLAGS.seed)
+    if values.corpus:
+        return load_corpus(values.corpus)
+    if values.synth_preset:
+        return synthetic_corpus(values.synth_preset, values.synth_scale, values.seed)
     return load_bundled("kos")
 
 
-def main(argv, FLAGS: flags.FlagValues = flags.FLAGS):
-    """Benchmark as the flags say, one JSON line per record (also appended to --output)."""
+def main(argv, values: flags.FlagValues = flags.FLAGS):
+    """Benchmark as the flag `values` say, one JSON line per record (also appended to
+    --output)."""
     del argv
-    processes.initialize_from_flags(FLAGS)
-    corpus, heldout = corpus_from_flags(FLAGS), None
-    if FLAGS.test_fraction > 0:
-        corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
-        heldout = corpus_io.split_document_halves(test, FLAGS.seed)
+    processes.initialize_from_flags(values)
+    corpus, heldout = corpus_from_flags(values), None
+    if values.test_fraction > 0:
+        corpus, test = corpus_io.train_test_split(corpus, values.test_fraction, values.seed)
+        heldout = corpus_io.split_document_halves(test, values.seed)
 
     def emit(line: str) -> None:
         if not processes.is_writer():
             return
         print(line, flush=True)
-        if FLAGS.output:
-            append_lines(FLAGS.output, [line])
+        if values.output:
+            append_lines(values.output, [line])
 
-    run_benchmark(corpus, [int(k) for k in FLAGS.num_topics], list(FLAGS.backends),
-                  iterations=FLAGS.iterations, warmup=FLAGS.warmup,
-                  chunk_tokens=FLAGS.chunk_tokens,
-                  num_devices=tuple(int(n) for n in FLAGS.num_devices),
-                  partitions=tuple(FLAGS.partition),
-                  seed=FLAGS.seed, phases=FLAGS.phases,
-                  phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
-                  optimize_alpha_every=tuple(int(n) for n in FLAGS.optimize_alpha_every),
+    run_benchmark(corpus, [int(k) for k in values.num_topics], list(values.backends),
+                  iterations=values.iterations, warmup=values.warmup,
+                  chunk_tokens=values.chunk_tokens,
+                  num_devices=tuple(int(n) for n in values.num_devices),
+                  partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
+                  phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
+                  optimize_alpha_every=tuple(int(n) for n in values.optimize_alpha_every),
                   emit=emit)
