@@ -8,15 +8,17 @@ import inspect
 import pytest
 from absl import flags
 
-from saberjax import cli, estimator, trainer
+from saberjax import cli, command_line, estimator, trainer
+from saberjax.commands import train as train_command
 from helpers import ROOT
 
 
 def test_the_train_launcher_flags_are_the_config_fields_with_their_defaults():
     fields = {field.name: field.default for field in dataclasses.fields(trainer.TrainConfig)}
     values = flags.FlagValues()
-    cli.define_config_flags(trainer.TrainConfig, values)
+    cli.define_config_flags(trainer.TrainConfig, values, groups=train_command.CONFIG_GROUPS)
     assert {name: values[name].default for name in fields} == fields
+    assert {command_line.group_of(values[name]) for name in fields} <= set(command_line.GROUPS)
     tree = ast.parse((ROOT / "saberjax" / "commands" / "train.py").read_text(encoding="utf-8"))
     defined = {node.args[0].value for node in ast.walk(tree)
                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -50,7 +52,7 @@ def test_a_setting_out_of_range_is_an_error_naming_it(setting, value, message):
 
 def test_a_flag_out_of_range_fails_with_the_settings_own_requirement():
     values = flags.FlagValues()
-    cli.define_config_flags(trainer.TrainConfig, values)
+    cli.define_config_flags(trainer.TrainConfig, values, groups=train_command.CONFIG_GROUPS)
     with pytest.raises(flags.IllegalFlagValueError, match="--beta must be positive"):
         values(["train", "--beta=0"])
     values.unparse_flags()

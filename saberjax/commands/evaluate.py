@@ -21,7 +21,7 @@ import warnings
 
 from absl import app, flags
 
-from saberjax import cli
+from saberjax import command_line
 from saberjax import corpus as corpus_io
 from saberjax.coherence import (MEASURES, cooccurrence, recorded_split, records_training_corpus,
                                 reference_corpus)
@@ -31,21 +31,31 @@ from saberjax.model import TopicModel
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(positionals=("model", "corpus"), required=("model",),
+                                   paths=("model", "corpus", "coherence_corpus"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
-    flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: the "
-                        "documents held out by the training run.")
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-    flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
-                         "training seed).", lower_bound=0)
-    flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.",
-                         lower_bound=1)
-    flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of {MEASURES}; "
-                      "empty: none).")
-    flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
-                        "default: the training documents recorded in the model's config.json.")
-    flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.", lower_bound=2)
+    with command_line.group("model"):
+        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+    with command_line.group("data"):
+        flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: "
+                            "the documents held out by the training run.")
+        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
+                            "format); default: the training documents recorded in the model's "
+                            "config.json.")
+    with command_line.group("run"):
+        flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
+                             "training seed).", lower_bound=0)
+        flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting "
+                             "theta.", lower_bound=1)
+    with command_line.group("output"):
+        flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of "
+                          f"{MEASURES}; empty: none).")
+        flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.",
+                             lower_bound=2)
     flags.register_validator("coherence", lambda measures: set(measures) <= set(MEASURES),
                              f"--coherence takes a comma list of {MEASURES}")
 

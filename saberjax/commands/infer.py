@@ -24,7 +24,7 @@ import time
 import numpy as np
 from absl import flags
 
-from saberjax import cli, outputs, text
+from saberjax import command_line, outputs, text
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
@@ -33,23 +33,35 @@ from saberjax.model import TopicModel, atomic_write
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(positionals=("model", "corpus"),
+                                   required=("model", "corpus", "output"),
+                                   paths=("model", "corpus", "output", "cache_dir"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
-    flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain text (a "
-                        "folder of .txt files or a file with one document per line).", required=True)
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-    flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].", required=True)
-    flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an existing "
-                      "file stops the command before anything is computed).")
-    flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.",
-                         lower_bound=1)
-    flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
-                      "training sampler with the topics fixed, theta averaged over the last half.")
-    flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
-    flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
-                         "on a CPU, one per core).", lower_bound=0)
-    corpus_cache.define_flags()
+    with command_line.group("model"):
+        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+    with command_line.group("data"):
+        flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain "
+                            "text (a folder of .txt files or a file with one document per "
+                            "line).")
+        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        corpus_cache.define_flags()
+    with command_line.group("run"):
+        flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations "
+                             "fitting theta.", lower_bound=1)
+        flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); "
+                          "esca: the training sampler with the topics fixed, theta averaged "
+                          "over the last half.")
+        flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
+    with command_line.group("devices"):
+        flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local "
+                             "devices; on a CPU, one per core).", lower_bound=0)
+    with command_line.group("output"):
+        flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].")
+        flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an "
+                          "existing file stops the command before anything is computed).")
 
 
 def load_documents(model: TopicModel) -> corpus_io.Corpus:
