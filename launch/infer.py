@@ -31,10 +31,11 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags
 
-from saberjax import cli, outputs, text
+from saberjax import cli, outputs
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
-from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
+from saberjax.inference import (DEFAULT_EM_ITERATIONS, METHODS, infer_topics,
+                                load_in_model_vocabulary)
 from saberjax.model import TopicModel, atomic_write
 
 FLAGS = flags.FLAGS
@@ -55,23 +56,13 @@ flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all l
 corpus_cache.define_flags()
 
 
-def load_documents(model: TopicModel) -> corpus_io.Corpus:
-    """--corpus over the model's vocabulary: plain text tokenised against it, any other format
-    loaded (through the corpus cache) and its words matched by string."""
-    path = pathlib.Path(FLAGS.corpus)
-    chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
-    if chosen == "text":
-        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
-                                              source=str(path))
-    return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(path, chosen))
-
-
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     corpus_cache.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
-    documents = load_documents(model)
+    documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
+                                         corpus_cache.load_corpus_as_flagged)
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)

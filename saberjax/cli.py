@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sys
 import traceback
@@ -48,6 +49,7 @@ DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRA
 def run_main(main: Callable[[list[str]], object]) -> None:
     """absl's app.run(main) with one-line errors, exit statuses 2 / 1 and a quiet log."""
     allocate_device_memory_on_demand()
+    require_finite_numbers(flags.FLAGS)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning
     app.run(_reporting_errors(main), flags_parser=_parse_flags)
@@ -67,6 +69,16 @@ def allocate_device_memory_on_demand() -> None:
     leaves the environment to the programs that import it."""
     if not any(name in os.environ for name in DEVICE_MEMORY_ENV):
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
+
+def require_finite_numbers(flag_values: flags.FlagValues) -> None:
+    """Fail every number flag given inf or nan (absl's float flags take both): no setting of
+    saberjax means anything at either."""
+    for name in list(flag_values):
+        if isinstance(flag_values[name].parser, flags.FloatParser):
+            flags.register_validator(name, lambda value: value is None or math.isfinite(value),
+                                     f"--{name} must be a finite number",
+                                     flag_values=flag_values)
 
 
 def error_line(error: BaseException) -> str:
@@ -153,24 +165,29 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
                         exclude: tuple[str, ...] = ()) -> None:
     """One flag per field of a settings dataclass (trainer.TrainConfig): its default, its help,
-    its choices, and a check that fails the flag with the field's own requirement, so that
-    the flags and the library never disagree.  Fields in `exclude` get no flag."""
+    its choices, and a check that fails the flag with the field's own requirement
+    (its setting_problem), so that the flags and the library never disagree.  Fields in
+    `exclude` get no flag."""
     definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
                 "str": flags.DEFINE_string, "bool": flags.DEFINE_bool}
     for field in dataclasses.fields(config_class):
         if field.name in exclude:
             continue
         meta = field.metadata
-        kind = str(field.type).split("|")[0].strip()
         if meta["choices"]:
             flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
                               flag_values=flag_values)
             continue
-        definers[kind](field.name, field.default, meta["help"], flag_values=flag_values)
-        if meta["allowed"] is not None:
-            flags.register_validator(
-                field.name, lambda value, allowed=meta["allowed"]: value is None or allowed(value),
-                f"--{field.name} must be {meta['requirement']}", flag_values=flag_values)
+        definers[config_class.setting_kind(field)[0]](field.name, field.default, meta["help"],
+                                         flag_values=flag_values)
+
+        def check(value, field=field):
+            problem = config_class.setting_problem(field, value)
+            if problem:
+                raise flags.ValidationError(f"--{field.name} {problem}")
+            return True
+
+        flags.register_validator(field.name, check, flag_values=flag_values)
 
 
 def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS, **given):
