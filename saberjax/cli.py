@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sys
 import traceback
@@ -55,6 +56,7 @@ def run_main(main: Callable[[list[str]], object], argv: list[str] | None = None,
     by default; saberjax.command_line.parse for the commands), with one-line errors, exit
     statuses 2 / 1 and a quiet log."""
     allocate_device_memory_on_demand()
+    require_finite_numbers(flags.FLAGS)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning
     app.run(_reporting_errors(main), argv=argv, flags_parser=_parsing_with(parse))
@@ -99,6 +101,16 @@ def allocate_device_memory_on_demand() -> None:
     leaves the environment to the programs that import it."""
     if not any(name in os.environ for name in DEVICE_MEMORY_ENV):
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
+
+def require_finite_numbers(flag_values: flags.FlagValues) -> None:
+    """Fail every number flag given inf or nan (absl's float flags take both): no setting of
+    saberjax means anything at either."""
+    for name in list(flag_values):
+        if isinstance(flag_values[name].parser, flags.FloatParser):
+            flags.register_validator(name, lambda value: value is None or math.isfinite(value),
+                                     f"--{name} must be a finite number",
+                                     flag_values=flag_values)
 
 
 def error_line(error: BaseException) -> str:
@@ -192,10 +204,11 @@ def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAG
                         exclude: tuple[str, ...] = (), groups: dict[str, str] | None = None
                         ) -> None:
     """One flag per field of a settings dataclass (trainer.TrainConfig): its default, its help,
-    its choices, and a check that fails the flag with the field's own requirement, so that
-    the flags and the library never disagree.  Fields in `exclude` get no flag.  A field's
-    --help group (command_line.GROUPS) is `groups[name]`, else "model" for the settings that
-    define the model (metadata "model"); a field with neither is an error."""
+    its choices, and a check that fails the flag with the field's own requirement
+    (its setting_problem), so that the flags and the library never disagree.  Fields in
+    `exclude` get no flag.  A field's --help group (command_line.GROUPS) is `groups[name]`,
+    else "model" for the settings that define the model (metadata "model"); a field with
+    neither is an error."""
     for field in dataclasses.fields(config_class):
         if field.name in exclude:
             continue
@@ -203,23 +216,28 @@ def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAG
         if group is None:
             raise ValueError(f"{config_class.__name__}.{field.name} has no --help group")
         with command_line.group(group, flag_values):
-            _define_config_flag(field, flag_values)
+            _define_config_flag(config_class, field, flag_values)
 
 
-def _define_config_flag(field: dataclasses.Field, flag_values: flags.FlagValues) -> None:
+def _define_config_flag(config_class, field: dataclasses.Field,
+                        flag_values: flags.FlagValues) -> None:
     definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
                 "str": flags.DEFINE_string, "bool": flags.DEFINE_bool}
     meta = field.metadata
-    kind = str(field.type).split("|")[0].strip()
     if meta["choices"]:
         flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
                           flag_values=flag_values)
         return
-    definers[kind](field.name, field.default, meta["help"], flag_values=flag_values)
-    if meta["allowed"] is not None:
-        flags.register_validator(
-            field.name, lambda value, allowed=meta["allowed"]: value is None or allowed(value),
-            f"--{field.name} must be {meta['requirement']}", flag_values=flag_values)
+    definers[config_class.setting_kind(field)[0]](field.name, field.default, meta["help"],
+                                                  flag_values=flag_values)
+
+    def check(value):
+        problem = config_class.setting_problem(field, value)
+        if problem:
+            raise flags.ValidationError(f"--{field.name} {problem}")
+        return True
+
+    flags.register_validator(field.name, check, flag_values=flag_values)
 
 
 def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS, **given):

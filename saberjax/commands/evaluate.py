@@ -5,12 +5,14 @@ prints one JSON line.
     saberjax evaluate --model=runs/kos_k50    # the training corpus's own test split
 
 Each test document is split 50/50 into observed and held-out tokens (seeded), theta is fitted
-to the observed half by EM with the topics fixed, and the held-out half is scored.  Without
---corpus, the test documents are the ones the training run held out: the same corpus,
---test_fraction and seed as recorded in the model's config.json.  The mean topic coherence of
-every --coherence measure (saberjax.coherence) joins the output as coherence_<measure>,
-measured on --coherence_corpus (default: the model's training documents; skipped with a
-warning for a model saved from Python, which does not record them).
+to the observed half by EM with the topics fixed, and the held-out half is scored.  --corpus
+is read over the model's vocabulary (plain text tokenised against it, as saberjax infer
+does).  Without --corpus, the test documents are the ones the training run held out, as
+recorded in the model's config.json: its --test_corpus, or its --test_fraction split of the
+training corpus by the same seed.  The mean topic coherence of every --coherence measure
+(saberjax.coherence) joins the output as coherence_<measure>, measured on --coherence_corpus
+(default: the model's training documents; skipped with a warning for a model saved from
+Python, which does not record them).
 """
 
 from __future__ import annotations
@@ -19,13 +21,12 @@ import json
 import pathlib
 import warnings
 
-from absl import app, flags
+from absl import flags
 
 from saberjax import command_line
 from saberjax import corpus as corpus_io
-from saberjax.coherence import (MEASURES, cooccurrence, recorded_split, records_training_corpus,
-                                reference_corpus)
-from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
+from saberjax.coherence import MEASURES, cooccurrence, records_training_corpus, reference_corpus
+from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik, test_documents
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
@@ -60,22 +61,10 @@ def define_flags() -> None:
                              f"--coherence takes a comma list of {MEASURES}")
 
 
-def test_documents(model: TopicModel) -> tuple[corpus_io.Corpus, corpus_io.Corpus | None]:
-    """(the documents to score, in the model's vocabulary; the training documents when they
-    had to be rebuilt for that, so coherence need not read the corpus again)."""
-    if FLAGS.corpus:
-        return corpus_io.align_vocabulary(corpus_io.load_corpus(FLAGS.corpus, FLAGS.format),
-                                          model.vocab), None
-    if not model.config.get("test_fraction"):
-        raise app.UsageError(f"{FLAGS.model} was trained without a test split; pass --corpus")
-    training, test = recorded_split(model)
-    return test, training
-
-
 def main(argv):
     del argv
     model = TopicModel.load(FLAGS.model)
-    test, training = test_documents(model)
+    test, training = test_documents(model, FLAGS.corpus, FLAGS.format)
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)

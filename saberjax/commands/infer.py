@@ -24,10 +24,11 @@ import time
 import numpy as np
 from absl import flags
 
-from saberjax import command_line, outputs, text
+from saberjax import command_line, outputs
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
-from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
+from saberjax.inference import (DEFAULT_EM_ITERATIONS, METHODS, infer_topics,
+                                load_in_model_vocabulary)
 from saberjax.model import TopicModel, atomic_write
 
 FLAGS = flags.FLAGS
@@ -64,23 +65,13 @@ def define_flags() -> None:
                           "existing file stops the command before anything is computed).")
 
 
-def load_documents(model: TopicModel) -> corpus_io.Corpus:
-    """--corpus over the model's vocabulary: plain text tokenised against it, any other format
-    loaded (through the corpus cache) and its words matched by string."""
-    path = pathlib.Path(FLAGS.corpus)
-    chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
-    if chosen == "text":
-        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
-                                              source=str(path))
-    return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(path, chosen))
-
-
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     corpus_cache.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
-    documents = load_documents(model)
+    documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
+                                         corpus_cache.load_corpus_as_flagged)
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)

@@ -36,6 +36,7 @@ from saberjax import layout_cache, timing
 from saberjax.background import in_background
 from saberjax.corpus import cache as corpus_cache
 from saberjax.evaluate import check_scorable
+from saberjax.inference import load_in_vocabulary
 from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
@@ -130,9 +131,8 @@ def load_data():
         documents = corpus_io.load_bundled("kos")
     corpus = documents
     if FLAGS.test_corpus:
-        test = corpus_cache.load_corpus_as_flagged(FLAGS.test_corpus, FLAGS.format,
-                                                   **text_options())
-        test = corpus_io.align_vocabulary(test, corpus.vocab)
+        test = load_in_vocabulary(FLAGS.test_corpus, corpus.vocab, FLAGS.format,
+                                  corpus_cache.load_corpus_as_flagged)
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
@@ -259,9 +259,8 @@ def with_provenance(result: trainer.TrainResult):
     """The trained model with its metrics and what the launcher knows of its data (the corpus
     path, None for the bundled one, test split and text options) in its config."""
     return dataclasses.replace(result.model, metrics=tuple(result.metrics), config=dict(
-        result.model.config,
-        corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
-        test_corpus=FLAGS.test_corpus,
+        result.model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
+        test_corpus=FLAGS.test_corpus and str(pathlib.Path(FLAGS.test_corpus).resolve()),
         test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
         text_options=text_options()))
 
