@@ -35,10 +35,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, execution, rng
+from saberjax import esca, rng, text
+from saberjax.execution import memory
 from saberjax.backend import resolve_backend
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
-                             from_count_matrix)
+                             detect_format, from_count_matrix, load_corpus)
+from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
@@ -52,6 +54,7 @@ class ModelTopics(Protocol):
     alpha: np.ndarray  # float [K]
     beta: float
     vocab: tuple[str, ...]
+    has_words: bool  # whether vocab holds words, not the placeholders of unnamed columns
     num_topics: int
     num_words: int
 
@@ -240,18 +243,56 @@ def in_model_vocabulary(model: ModelTopics, documents):
     """New documents over the model's words: a Corpus re-expressed in its vocabulary (words
     matched by string), document strings tokenised against it (corpus_in_vocabulary: words
     it lacks are skipped and counted in a warning), or a count matrix as it is, once its
-    columns are checked to be the model's words."""
+    columns are checked to be the model's words.  Matching words needs a model that has
+    them (check_has_words)."""
     if isinstance(documents, str):
         raise TypeError("documents is one string; pass a list of document strings")
     if isinstance(documents, Corpus):
+        if documents.vocab != model.vocab:
+            check_has_words(model, f"{documents.name or 'the corpus'}'s words")
         return align_vocabulary(documents, model.vocab)
     if is_text_documents(documents):
+        check_has_words(model, "text")
         return corpus_in_vocabulary(documents, model.vocab, source="documents")
     if np.shape(documents)[1:] != (model.num_words,):
         raise ValueError(f"count matrix has shape {np.shape(documents)}, but its columns "
                          f"must be the model's {model.num_words} words; pass a Corpus or "
                          f"document strings to match words by string")
     return documents
+
+
+def load_in_vocabulary(path, vocab, format: str = "auto", load=load_corpus,
+                       rules: text.TextRules = text.DEFAULT_RULES) -> Corpus:
+    """The documents at `path` over a vocabulary fixed by training (a model's, or the
+    training corpus's for its test documents): plain text tokenised against it under the
+    training's tokenising `rules` (plain_text.text_in_vocabulary: no document-frequency rule,
+    since the vocabulary is already chosen, and a document without a known word stays,
+    empty), any other format read by load(path, format) and its words matched by string
+    (align_vocabulary)."""
+    chosen = detect_format(path) if format == "auto" else format
+    if chosen == "text":
+        return text_in_vocabulary(path, vocab, rules)
+    return align_vocabulary(load(path, chosen), vocab)
+
+
+def load_in_model_vocabulary(model: ModelTopics, path, format: str = "auto",
+                             load=load_corpus) -> Corpus:
+    """The documents at `path` over the model's words (load_in_vocabulary), for a model that
+    has words to match them by (check_has_words)."""
+    check_has_words(model, str(path))
+    options = (getattr(model, "config", None) or {}).get("text_options") or {}
+    return load_in_vocabulary(path, model.vocab, format, load, tokenizing_rules(options))
+
+
+def check_has_words(model: ModelTopics, matched: str) -> None:
+    """ValueError, saying how to give the words, when `matched` (documents to be matched to the
+    model by their words) meets a model without words: one fitted on a count matrix whose
+    columns were not named, which knows its words only as column numbers."""
+    if not model.has_words:
+        raise ValueError(f"{matched} cannot be matched to a model without words: it was fitted on "
+                         f"a count matrix whose {model.num_words:,} columns were not named (its "
+                         f"vocabulary is w0, w1, ...); fit it with vocabulary= the words or the "
+                         f"fitted CountVectorizer")
 
 
 def is_text_documents(documents) -> bool:
@@ -266,7 +307,7 @@ def is_text_documents(documents) -> bool:
 def _check_device_room(what: str, needed: int, device) -> None:
     """MemoryError naming the GB needed when the device says it has less free, before
     anything is allocated."""
-    free = execution.free_device_memory(device)
+    free = memory.free_device_memory(device)
     if free is not None and needed > free:
         raise MemoryError(f"{what} of this model needs {needed / 1e9:.1f} GB on the device, "
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
@@ -321,9 +362,9 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
-    _check_device_room("ESCA fold-in", execution.model_bytes(model.num_words,
-                                                             hyper.padded_topics),
-                       jax.local_devices()[0])
+    _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
+                                                          hyper.padded_topics),
+                    jax.local_devices()[0])
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)

@@ -77,23 +77,24 @@ def test_train_names_what_is_wrong_with_a_corpus_in_one_line(tmp_path, case):
 
 
 @pytest.mark.parametrize("launcher, flags, message", [
-    ("train.py", ("--num_topics=0",), "flag --num_topics=0"),
-    ("train.py", ("--num_topics=-5",), "flag --num_topics=-5"),
-    ("train.py", ("--num_topics=1",), "flag --num_topics=1"),
-    ("train.py", ("--iterations=0",), "flag --iterations=0"),
-    ("train.py", ("--iterations=-3",), "flag --iterations=-3"),
-    ("train.py", ("--alpha=-1",), "--alpha must be positive"),
-    ("train.py", ("--beta=0",), "--beta must be positive"),
-    ("train.py", ("--test_fraction=1",), "--test_fraction must be in [0, 1)"),
-    ("train.py", ("--test_fraction=-0.1",), "--test_fraction must be in [0, 1)"),
-    ("train.py", ("--no_such_flag=1",), "no_such_flag"),
+    ("train.py", ("--num_topics=0",), "--num_topics: 0 must be at least 2"),
+    ("train.py", ("--num_topics=-5",), "--num_topics: -5 must be at least 2"),
+    ("train.py", ("--num_topics=1",), "--num_topics: 1 must be at least 2"),
+    ("train.py", ("--iterations=0",), "--iterations: 0 must be at least 1"),
+    ("train.py", ("--iterations=-3",), "--iterations: -3 must be at least 1"),
+    ("train.py", ("--alpha=-1",), "--alpha: -1.0 must be positive"),
+    ("train.py", ("--beta=0",), "--beta: 0.0 must be positive"),
+    ("train.py", ("--test_fraction=1",), "--test_fraction: 1.0 must be in [0, 1)"),
+    ("train.py", ("--test_fraction=-0.1",), "--test_fraction: -0.1 must be in [0, 1)"),
+    ("train.py", ("--no_such_flag=1",), "--no_such_flag: no such flag"),
     ("evaluate.py", (), "--model"),
-    ("evaluate.py", ("--model=m", "--em_iterations=0"), "flag --em_iterations=0"),
+    ("evaluate.py", ("--model=m", "--em_iterations=0"),
+     "--em_iterations: 0 is not a positive integer"),
     ("infer.py", ("--model=m", "--corpus=c", "--output=o", "--iterations=0"),
-     "flag --iterations=0"),
-    ("report.py", ("--model=m", "--top_n=0"), "flag --top_n=0"),
+     "--iterations: 0 is not a positive integer"),
+    ("report.py", ("--model=m", "--top_n=0"), "--top_n: 0 is not integer >= 2"),
     ("synth.py", ("--output=o", "--num_docs=0"), "num_docs must be >= 1, got 0"),
-    ("bench.py", ("--iterations=0",), "flag --iterations=0"),
+    ("bench.py", ("--iterations=0",), "--iterations: 0 is not a positive integer"),
 ])
 def test_a_bad_flag_is_one_line_and_exit_status_2(tmp_path, launcher, flags, message):
     result = subprocess.run([sys.executable, str(ROOT / "launch" / launcher), *flags],
@@ -238,7 +239,7 @@ def test_launchers_grow_the_device_pool_on_demand_unless_the_user_chose(monkeypa
         monkeypatch.delenv(name, raising=False)
     for name, value in users.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(cli.app, "run", lambda main, flags_parser: None)
+    monkeypatch.setattr(cli.app, "run", lambda main, argv, flags_parser: None)
     monkeypatch.setattr(cli.warnings, "formatwarning", cli.warnings.formatwarning)  # restored
     cli.run_main(lambda argv: None)
     expected = dict(users) if users else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

@@ -177,6 +177,20 @@ def test_tokens_in_vocabulary_match_the_reader_it_replaced():
     np.testing.assert_array_equal(matched.corpus.doc_lengths(), lengths)
 
 
+def test_a_text_file_in_a_vocabulary_matches_its_documents_as_strings(tmp_path):
+    from saberjax.corpus.plain_text import corpus_in_vocabulary, text_in_vocabulary
+    documents = _varied_documents(6, 50)
+    (tmp_path / "new.txt").write_text("\n".join(d.replace("\r", " ") for d in documents) + "\n")
+    vocab = ("apple", "banana", "cafe", "naive", "uber")
+    with pytest.warns(UserWarning, match="words outside"):
+        from_file = text_in_vocabulary(tmp_path / "new.txt", vocab)
+    with pytest.warns(UserWarning, match="words outside"):
+        from_strings = corpus_in_vocabulary([d.replace("\r", " ") for d in documents], vocab)
+    assert from_file.num_docs == 50
+    np.testing.assert_array_equal(from_file.doc_offsets, from_strings.doc_offsets)
+    np.testing.assert_array_equal(from_file.word_ids, from_strings.word_ids)
+
+
 def test_other_languages_with_unicode_rules():
     documents = ["L'été dernier, les élèves français étudiaient à l'école.",
                  "Die Straße in München ist schön; Müller läuft über die Brücke.",

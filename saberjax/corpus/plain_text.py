@@ -199,9 +199,9 @@ def _matched(tokens: VocabularyTokens, name: str, source: str) -> Corpus:
     corpus = dataclasses.replace(tokens.corpus, name=name)
     vocabulary = f"the model's vocabulary of {corpus.num_words:,} words"
     if corpus.num_docs and not corpus.num_tokens:
-        raise CorpusFormatError(f"{source}: none of the {tokens.tokens:,} tokens of its "
-                                f"{corpus.num_docs:,} document(s) is a word of {vocabulary}; "
-                                f"is the text in the model's language?")
+        raise CorpusFormatError(f"{source}: shares no word with {vocabulary} (none of the "
+                                f"{tokens.tokens:,} tokens of its {corpus.num_docs:,} "
+                                f"document(s) is one); is the text in the model's language?")
     if tokens.unknown:
         warnings.warn(f"{source}: {tokens.unknown:,} of {tokens.tokens:,} tokens "
                       f"({tokens.unknown / tokens.tokens:.1%}) are words outside {vocabulary}; "

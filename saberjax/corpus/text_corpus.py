@@ -48,7 +48,6 @@ from saberjax.corpus.tokenizing import (
     DocumentBlock,
     block_words,
     is_long_key,
-    line_offsets,
     word_strings,
 )
 from saberjax.errors import CorpusFormatError
@@ -225,8 +224,6 @@ def _line_parts(data: np.ndarray) -> Iterator[DocumentBlock]:
 
 def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
                ) -> tuple[_Piece, BlockWords, int]:
-    if block.offsets is None:
-        block = DocumentBlock(block.data, line_offsets(block.data))
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
     piece = _Piece(words.keys, words.strings, counts, doc_freq, words.doc_tokens,

@@ -88,7 +88,7 @@ class BlockWords(NamedTuple):
 def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES) -> BlockWords:
     """The tokens of `block` under `rules` (see the module)."""
     data = np.asarray(block.data, np.uint8)
-    offsets = np.asarray(block.offsets, np.int64)
+    offsets = line_offsets(data) if block.offsets is None else np.asarray(block.offsets, np.int64)
     if rules.is_default():
         return _default_rule_words(data, offsets)
     return _general_words(data, offsets, rules)
