@@ -86,6 +86,9 @@ def _run_tomotopy(path: str) -> dict:
 
 
 def _one(reader: str, path: str) -> None:
+    from saberjax.platform import reuse_freed_memory
+
+    reuse_freed_memory()  # as the launchers do, for every reader
     runner = dict(saberjax=_run_saberjax, sklearn=_run_sklearn, tomotopy=_run_tomotopy)[reader]
     result = runner(path)
     result.update(reader=reader, peak_rss_mb=_peak_rss_mb())

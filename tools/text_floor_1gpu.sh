@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one-GPU-host floor of raw text (issue 25): wiki25k written as text three times over
-# (93.5M tokens, one document a line), read by saberjax on every core, then the whole
-# train.py run on it.  Needs wiki25k and uci_to_text.py in $CORPORA (default .corpora).
+# (93.5M tokens, one document a line), read by saberjax on every core (and on fewer, with the
+# time of each phase), then the whole train.py run on it, then scikit-learn's CountVectorizer
+# on one copy beside saberjax (tools/text_bench.py).  Needs wiki25k and uci_to_text.py in
+# $CORPORA (default .corpora).
 #   bash tools/text_floor_1gpu.sh [PYTHON]
 set -euo pipefail
 PY="${1:-python3}"
@@ -12,20 +14,42 @@ mkdir -p "$WORK"
 echo "cores $(nproc); $("$PY" -c 'import jax, numpy, pyarrow; print("jax", jax.__version__, jax.devices()[0].device_kind, "numpy", numpy.__version__, "pyarrow", pyarrow.__version__)')"
 [[ -f "$WORK/wiki_text.txt" ]] || "$PY" "$CORPORA/uci_to_text.py" "$CORPORA/wiki25k" \
     "$CORPORA/wiki25k/vocab.txt" "$WORK/wiki_text.txt" 3
-ls -l "$WORK/wiki_text.txt"
-# the reader alone: in memory, then into a native folder (out of core), then the peer
+head -n 24737 "$WORK/wiki_text.txt" > "$WORK/wiki_one_copy.txt"
+ls -l "$WORK"/*.txt
+# the reader alone, as the launchers run it (reuse_freed_memory), with its phases' times
 "$PY" - "$WORK" <<'PYEOF'
-import resource, sys, time, shutil
-from saberjax.corpus.plain_text import load_text
+import resource, sys, time
+from saberjax.platform import reuse_freed_memory
+reuse_freed_memory()
+from saberjax.corpus import plain_text, text_corpus
 work = sys.argv[1]
-for label, directory in (("in memory", None), ("native folder", f"{work}/native")):
-    start = time.perf_counter()
-    corpus = load_text(f"{work}/wiki_text.txt", directory=directory)
+phases = {}
+for name in ("_read_pieces", "_merged", "choose_vocabulary", "_in_memory", "_written"):
+    def timed(*args, _function=getattr(text_corpus, name), _name=name, **kwargs):
+        start = time.perf_counter()
+        try:
+            return _function(*args, **kwargs)
+        finally:
+            phases[_name] = phases.get(_name, 0) + time.perf_counter() - start
+    setattr(text_corpus, name, timed)
+runs = [("wiki_text", None, None), ("wiki_text", f"{work}/native", None)] + [
+    ("wiki_one_copy", None, workers) for workers in (1, 4, 16)]
+for file, directory, workers in runs:
+    phases.clear()
+    start, cpu = time.perf_counter(), time.process_time()
+    corpus = plain_text.load_text(f"{work}/{file}.txt", directory=directory, workers=workers)
     seconds = time.perf_counter() - start
-    print(f"load_text {label}: {corpus}, {seconds:.2f} s, {corpus.num_tokens / seconds / 1e6:.1f} "
-          f"Mtoken/s, peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
+    print(f"load_text {file} {'into a native folder' if directory else 'in memory'}, "
+          f"workers {workers or 'all'}: {corpus.num_tokens:,} tokens, {seconds:.2f} s "
+          f"(cpu {time.process_time() - cpu:.1f} s), {corpus.num_tokens / seconds / 1e6:.1f} "
+          f"Mtoken/s, peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB;"
+          f" phases " + ", ".join(f"{k.strip('_')} {v:.2f} s" for k, v in phases.items()))
 PYEOF
 rm -rf "$WORK/cache" "$WORK/run"
-/usr/bin/time -f "train.py wall %e s, peak RSS %M kB" "$PY" launch/train.py \
-    --corpus="$WORK/wiki_text.txt" --format=text --num_topics=1024 --iterations=100 \
-    --output="$WORK/run" 2>&1 | grep -v "^topic " | tail -25
+for run in first cached; do
+  echo "train.py, $run run:"
+  /usr/bin/time -f "train.py wall %e s, peak RSS %M kB" "$PY" launch/train.py \
+      --corpus="$WORK/wiki_text.txt" --format=text --num_topics=1024 --iterations=100 \
+      --output="$WORK/run" --overwrite 2>&1 | grep -v "^topic \|progress.py" | tail -6
+done
+"$PY" tools/text_bench.py --text="$WORK/wiki_one_copy.txt" --readers=saberjax,sklearn
