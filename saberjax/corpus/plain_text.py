@@ -27,7 +27,7 @@ from saberjax.corpus.text_corpus import TextCorpus, build_corpus
 from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_words
 from saberjax.errors import CorpusFormatError
 
-BLOCK_BYTES = 1 << 25  # bytes of a text file read as one block
+BLOCK_BYTES = 1 << 24  # bytes of a text file read as one block
 SNIFF_BYTES = 1 << 20  # bytes at the start of a file whose control characters are counted
 _RULE_NAMES = {field.name for field in dataclasses.fields(text.TextRules)}
 _VOCABULARY_NAMES = {field.name for field in dataclasses.fields(text.VocabularyRules)}

@@ -52,7 +52,7 @@ from saberjax.corpus.tokenizing import (
 )
 from saberjax.errors import CorpusFormatError
 
-PIECE_BYTES = 1 << 23  # bytes of text tokenised as one task
+PIECE_BYTES = 1 << 22  # bytes of text tokenised as one task
 PROGRESS_SECONDS = 10.0  # between progress lines
 
 
