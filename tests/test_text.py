@@ -153,9 +153,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(string_blocks(documents), rules, vocabulary, workers=1).corpus
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 700)
-    for workers, block_bytes, memory, directory in ((1, 1 << 20, None, None),
-                                                    (3, 1000, 0, None),
-                                                    (2, 5000, 3000, tmp_path / "native")):
+    for workers, block_bytes, memory, directory, group in ((1, 1 << 20, None, None, 32),
+                                                           (3, 1000, 0, None, 3),
+                                                           (2, 5000, 3000, tmp_path / "n", 1)):
+        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(string_blocks(documents, block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,

@@ -54,6 +54,7 @@ from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 22  # bytes of text tokenised as one task
 PROGRESS_SECONDS = 10.0  # between progress lines
+GROUP_PIECES = 32  # pieces whose dictionaries are merged into one as soon as they are read
 
 
 class TextCorpus(NamedTuple):
@@ -65,18 +66,29 @@ class TextCorpus(NamedTuple):
     invalid_utf8_docs: int
 
 
-@dataclasses.dataclass
-class _Piece:
-    """What is kept of a tokenised piece until its ids are mapped (see the module)."""
+class _Dictionary(NamedTuple):
+    """Words with their tokens and documents: keys as block_words keys them, a key LONG_KEY + n
+    standing for strings[n]."""
 
     keys: np.ndarray
     strings: pa.Array
     counts: np.ndarray
     doc_freq: np.ndarray
+
+
+@dataclasses.dataclass
+class _Piece:
+    """What is kept of a tokenised piece until its ids are mapped (see the module): its
+    dictionary until its group's is made, then `entries`, its words' indices in the group's."""
+
+    dictionary: _Dictionary | None
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None  # None: in the spill file at spill_offset
     spill_offset: int
     ids: np.ndarray | None
+    group: int = -1
+    entries: np.ndarray | None = None
+    entry_counts: np.ndarray | None = None  # int32 tokens of each of its words
 
 
 def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.DEFAULT_RULES,
@@ -99,9 +111,14 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     progress = _Progress(source, total_bytes, log)
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
         store = _TokenStore(spill, float("inf") if memory_bytes is None else memory_bytes)
-        pieces, invalid = _read_pieces(blocks, rules, threads, store, progress)
+        pieces, groups, invalid = _read_pieces(blocks, rules, threads, store, progress)
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
-        words, piece_words, counts, doc_freq = _merged(pieces)
+        merged, group_words = _union(groups)
+        long = is_long_key(merged.keys)
+        words = word_strings(merged.keys[~long]) + [
+            word.decode("utf-8", "surrogateescape") for word in merged.strings.to_pylist()]
+        counts, doc_freq = merged.counts, merged.doc_freq
+        piece_words = [group_words[piece.group][piece.entries] for piece in pieces]
         vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
         if vocab_index.size == 0:
             raise CorpusFormatError(
@@ -112,7 +129,7 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
         vocab = operator.itemgetter(*vocab_index)(words) if vocab_index.size > 1 else \
             (words[vocab_index[0]],)
-        kept = [int(piece.counts[new_id[entries] >= 0].sum())
+        kept = [int(piece.entry_counts[new_id[entries] >= 0].sum())
                 for piece, entries in zip(pieces, piece_words)]
         word_ids = None if directory is not None else np.empty(sum(kept), np.int32)
         ends = np.cumsum(kept)
@@ -176,16 +193,31 @@ class _TokenStore:
 
 
 def _read_pieces(blocks, rules, threads, store, progress):
-    """(the _Pieces of `blocks` in order, their token ids in `store`; documents not valid
-    UTF-8)."""
-    pieces, invalid = [], 0
+    """(the _Pieces of `blocks` in order, their token ids in `store`; the dictionaries of
+    their groups of GROUP_PIECES; documents not valid UTF-8).  A group's dictionary is made
+    as soon as its pieces are read, so that memory holds a piece's dictionary only as an
+    index into its group's."""
+    pieces, groups, invalid = [], [], 0
     parts = ((part, rules, store) for block in blocks for part in _parts(block))
+
+    def close_group():
+        members = [piece for piece in pieces if piece.dictionary is not None]
+        if members:
+            dictionary, entries = _union([piece.dictionary for piece in members])
+            for piece, piece_entries in zip(members, entries):
+                piece.entry_counts = piece.dictionary.counts.astype(np.int32)
+                piece.dictionary, piece.group, piece.entries = None, len(groups), piece_entries
+            groups.append(dictionary)
+
     with ThreadPoolExecutor(threads) as pool:
         for piece, words, size in _in_order(pool, _tokenised, parts, 2 * threads):
             invalid += words.invalid_utf8_docs
             pieces.append(piece)
             progress.add(words, size)
-    return pieces, invalid
+            if len(pieces) % GROUP_PIECES == 0:
+                close_group()
+    close_group()
+    return pieces, groups, invalid
 
 
 def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
@@ -226,7 +258,7 @@ def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
                ) -> tuple[_Piece, BlockWords, int]:
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
-    piece = _Piece(words.keys, words.strings, counts, doc_freq, words.doc_tokens,
+    piece = _Piece(_Dictionary(words.keys, words.strings, counts, doc_freq), words.doc_tokens,
                    words.token_ids, 0, block.ids)
     store.keep(piece)
     return piece, words, len(block.data)
@@ -251,36 +283,39 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
                                                              dtype=np.int64)
 
 
-def _merged(pieces: list[_Piece]):
-    """(every word, as str; per piece, its dictionary's indices into those words; each word's
-    tokens and documents)."""
-    longs = [is_long_key(piece.keys) for piece in pieces]
-    keys = np.concatenate([piece.keys[~long] for piece, long in zip(pieces, longs)] +
+def _union(parts: list[_Dictionary]) -> tuple[_Dictionary, list[np.ndarray]]:
+    """(the dictionary of every word of `parts`, tokens and documents summed; per part, the
+    index of each of its words in it, int32).  Keys are numbered by pyarrow's
+    dictionary_encode over their concatenation, long words likewise."""
+    longs = [is_long_key(part.keys) for part in parts]
+    keys = np.concatenate([part.keys[~long] for part, long in zip(parts, longs)] +
                           [np.zeros(0, np.uint64)])
     strings = pa.concat_arrays(
-        [piece.strings.cast(pa.large_binary()).take(pa.array(piece.keys[long] - LONG_KEY))
-         for piece, long in zip(pieces, longs)] + [pa.array([], pa.large_binary())])
+        [part.strings.cast(pa.large_binary()).take(pa.array(part.keys[long] - LONG_KEY))
+         for part, long in zip(parts, longs)] + [pa.array([], pa.large_binary())])
     key_codes = pc.dictionary_encode(pa.array(keys, pa.uint64()))
     string_codes = pc.dictionary_encode(strings)
     distinct_keys = key_codes.dictionary.to_numpy()
-    words = word_strings(distinct_keys) + [
-        word.decode("utf-8", "surrogateescape") for word in string_codes.dictionary.to_pylist()]
-    key_index = key_codes.indices.to_numpy().astype(np.int64)
-    string_index = string_codes.indices.to_numpy().astype(np.int64) + distinct_keys.size
-    piece_words, key_at, string_at = [], 0, 0
-    for piece, long in zip(pieces, longs):
-        entries = np.empty(piece.keys.size, np.int64)
-        keyed = piece.keys.size - int(np.count_nonzero(long))
-        entries[~long] = key_index[key_at:key_at + keyed]
-        entries[long] = string_index[string_at:string_at + piece.keys.size - keyed]
-        key_at, string_at = key_at + keyed, string_at + piece.keys.size - keyed
-        piece_words.append(entries)
-    every = np.concatenate(piece_words + [np.zeros(0, np.int64)])
-    counts = np.bincount(every, np.concatenate([p.counts for p in pieces] + [np.zeros(0)]),
-                         minlength=len(words)).astype(np.int64)
-    doc_freq = np.bincount(every, np.concatenate([p.doc_freq for p in pieces] + [np.zeros(0)]),
-                           minlength=len(words)).astype(np.int64)
-    return words, piece_words, counts, doc_freq
+    distinct_strings = len(string_codes.dictionary)
+    key_index = key_codes.indices.to_numpy()
+    string_index = string_codes.indices.to_numpy() + distinct_keys.size
+    entries, key_at, string_at = [], 0, 0
+    for part, long in zip(parts, longs):
+        part_entries = np.empty(part.keys.size, np.int32)
+        keyed = part.keys.size - int(np.count_nonzero(long))
+        part_entries[~long] = key_index[key_at:key_at + keyed]
+        part_entries[long] = string_index[string_at:string_at + part.keys.size - keyed]
+        key_at, string_at = key_at + keyed, string_at + part.keys.size - keyed
+        entries.append(part_entries)
+    every = np.concatenate(entries + [np.zeros(0, np.int32)])
+    size = distinct_keys.size + distinct_strings
+    counts, doc_freq = (np.bincount(every, np.concatenate([getattr(part, name) for part in parts]
+                                                          + [np.zeros(0)]),
+                                    minlength=size).astype(np.int64)
+                        for name in ("counts", "doc_freq"))
+    merged_keys = np.concatenate([distinct_keys.astype(np.uint64),
+                                  LONG_KEY + np.arange(distinct_strings, dtype=np.uint64)])
+    return _Dictionary(merged_keys, string_codes.dictionary, counts, doc_freq), entries
 
 
 def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, store: _TokenStore,

@@ -25,7 +25,7 @@ document:
 4. pyarrow's hash-table dictionary_encode numbers the distinct keys, and the distinct long
    words, in order of first appearance: the block's dictionary.
 
-Other rules take the general path: each document decoded and tokenised by text.tokenize (a
+Other rules take the general path: each document decoded and tokenised by TextRules.tokenize (a
 Python list per document), the block's tokens numbered by the same dictionary_encode.
 """
 
