@@ -7,11 +7,12 @@ release the GIL), at most a few pieces ahead of the one being collected, so memo
 pieces in flight and, per piece, its tokens as int32 ids into the piece's own dictionary of
 words with each word's count and document frequency.  Those ids (4 bytes a token, as the
 corpus itself) stay in memory while they fit `memory_bytes`, and go to a temporary file
-beside the output after that.  When every piece is read, the pieces' dictionaries are merged
-(pyarrow's dictionary_encode over their concatenation), the vocabulary is chosen from the
-summed counts (text.VocabularyRules), and each piece's ids are mapped to vocabulary ids in
-order, straight into a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done)
-or into one array.  The corpus depends only on the documents and the rules, never on how the
+beside the output after that.  Every GROUP_PIECES pieces, their dictionaries are merged into
+their group's (pyarrow's dictionary_encode over their concatenation), a piece keeping only
+its words' indices in it; when every piece is read, the groups' dictionaries are merged the
+same way, the vocabulary is chosen from the summed counts (text.VocabularyRules), and each
+piece's ids are mapped to vocabulary ids on the threads, in order, straight into a
+NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.  The corpus depends only on the documents and the rules, never on how the
 input was cut into blocks or on the number of threads.
 
 A document's frequency per piece is counted from the piece's tokens transposed into word
@@ -22,7 +23,6 @@ new document begins a new count.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import tempfile
 import threading
@@ -104,7 +104,7 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     unlimited).  total_bytes: the input's size, for the ETA of the progress lines that `log`
     gets every PROGRESS_SECONDS (none when None).  `source` names the input in errors.
     Documents left without a vocabulary word are dropped and counted (Corpus.
-    dropped_empty_docs, with the warning from_entries gives).
+    dropped_empty_docs, and a warning naming `source`).
     """
     threads = workers or os.cpu_count() or 1
     spill_dir = Path(directory).parent if directory is not None else None
@@ -125,10 +125,9 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                 f"{source}: no word is in at least min_df={vocabulary.min_df} and at most "
                 f"max_df={vocabulary.max_df} of the {num_docs} documents (stop words left "
                 f"out); lower min_df or give more documents")
-        new_id = np.full(len(words) + 1, -1, np.int32)  # entry -1: ids of no word
+        new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
-        vocab = operator.itemgetter(*vocab_index)(words) if vocab_index.size > 1 else \
-            (words[vocab_index[0]],)
+        vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
         kept = [int(piece.entry_counts[new_id[entries] >= 0].sum())
                 for piece, entries in zip(pieces, piece_words)]
         word_ids = None if directory is not None else np.empty(sum(kept), np.int32)

@@ -20,10 +20,12 @@ document:
    so folding characters one at a time gives what folding the document whole gives.  The
    folded runs are cut into letter runs again, in place among the others.
 3. A word of at most 8 letters is keyed by its 8 bytes read at once (a strided uint64 view);
-   one of 9 to 12 letters by its letters' 5 low bits packed into 60 bits, with the top bit set.
-   Either key is exact.  Longer words (about 2% of English tokens) are copied out as bytes.
-4. pyarrow's hash-table dictionary_encode numbers the distinct keys, and the distinct long
-   words, in order of first appearance: the block's dictionary.
+   one of 9 to 12 letters by its first 8 letters' low 5 bits with the last 4 letters' 5 bits
+   in the 3 bits above them, and the top bit set.  Either key is exact.  Longer words (about
+   2% of English tokens) are copied out as bytes.
+4. pyarrow's hash-table dictionary_encode numbers the distinct long words (each then keyed
+   LONG_KEY + its number), then every token's key, in order of first appearance: the
+   block's dictionary.
 
 Other rules take the general path: each document decoded and tokenised by TextRules.tokenize (a
 Python list per document), the block's tokens numbered by the same dictionary_encode.
