@@ -285,3 +285,18 @@ def test_a_long_read_logs_progress_lines(tmp_path, monkeypatch):
     assert len(lines) > 5
     assert lines[-1].startswith(f"reading {tmp_path / 'lines.txt'}: 0.00 GB, 400 documents, ")
     assert "Mtoken/s, ETA 0 s" in lines[-1]
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n"])
+def test_a_line_file_splits_as_the_old_reader_split_it(tmp_path, ending, monkeypatch):
+    from saberjax.corpus import plain_text
+    monkeypatch.setattr(plain_text, "BLOCK_BYTES", 64)  # lines across blocks, a long line
+    lines = ["apple banana cherry", "", "banana apple", "x" * 200 + " cherry apple",
+             "cherry banana", "", ""]
+    (tmp_path / "lines.txt").write_bytes((ending or "\n").join(lines).encode() + ending.encode())
+    expected = text_reference.token_entries(
+        text_reference.read_documents(tmp_path / "lines.txt"), min_df=1, max_df=1.0)
+    with pytest.warns(UserWarning, match="dropped"):
+        corpus = load_corpus(tmp_path / "lines.txt", min_df=1, max_df=1.0)
+    _assert_same_corpus(corpus, expected)
+    assert corpus.num_docs + corpus.dropped_empty_docs == expected.num_docs
