@@ -31,9 +31,11 @@ reuse_freed_memory()
 import numpy as np
 from absl import flags
 
-from saberjax import cli, outputs, text
+from saberjax import cli, outputs
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
+from saberjax.corpus.plain_text import corpus_of_blocks
+from saberjax.corpus.text_sources import document_blocks
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
 from saberjax.model import TopicModel, atomic_write
 
@@ -61,8 +63,7 @@ def load_documents(model: TopicModel) -> corpus_io.Corpus:
     path = pathlib.Path(FLAGS.corpus)
     chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
     if chosen == "text":
-        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
-                                              source=str(path))
+        return corpus_of_blocks(document_blocks(path, format="text"), vocab=model.vocab, source=str(path))
     return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(path, chosen))
 
 

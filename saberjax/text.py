@@ -13,8 +13,7 @@ trained on your own text is comparable to the benchmarks:
    alphabetically, so word id i is the i-th word in alphabetical order.
 4. Documents left without a vocabulary word are dropped (counted in dropped_empty_docs).
 
-Input is a folder of ``.txt`` files (one document per file, in file name order) or a text file
-with one document per line; files are read as UTF-8, or Latin-1 when they are not valid UTF-8.
+Documents are strings; saberjax.corpus.text_sources reads them from files.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ from __future__ import annotations
 import collections
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -68,26 +66,6 @@ def tokenize(text: str) -> list[str]:
     """The words of `text` after ASCII folding, lowercasing, length and stop-word filtering."""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     return [word for word in _WORD.findall(folded.lower()) if word not in ENGLISH_STOP_WORDS]
-
-
-def document_files(path) -> list[Path]:
-    """The files read_documents reads: a folder's .txt files sorted by name, or the file."""
-    path = Path(path)
-    if not path.is_dir():
-        return [path]
-    files = sorted(file for file in path.iterdir() if file.suffix == ".txt" and file.is_file())
-    if not files:
-        raise CorpusFormatError(f"{path}: no .txt files in this folder")
-    return files
-
-
-def read_documents(path) -> Iterator[str]:
-    """The documents of a folder of .txt files (sorted by name) or of a one-per-line file."""
-    path = Path(path)
-    if path.is_dir():
-        return (_read_text(file) for file in document_files(path))
-    lines = _read_text(path).split("\n")
-    return iter(lines[:-1] if lines[-1] == "" else lines)
 
 
 class TokenEntries(NamedTuple):
@@ -177,32 +155,3 @@ def _choose_vocabulary(words: np.ndarray, token_ids: np.ndarray, doc_of_token: n
     if candidates.size > max_vocab:  # the most frequent, ties alphabetical
         candidates = candidates[np.lexsort((words[candidates], -counts[candidates]))[:max_vocab]]
     return candidates[np.argsort(words[candidates], kind="stable")]
-
-
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-    _check_is_text(path, data)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
-
-
-# Control characters that text does not contain: all but tab, line feed, vertical tab, form
-# feed and carriage return, plus DEL.
-_BINARY_BYTES = np.array(sorted({*range(32), 127} - set(b"\t\n\v\f\r")), np.uint8)
-MAX_CONTROL_FRACTION = 0.01  # of a file's bytes; binary data has ~12%
-
-
-def _check_is_text(path: Path, data: bytes) -> None:
-    """Refuse binary data (a NUL byte, or more than MAX_CONTROL_FRACTION control characters),
-    which Latin-1 would otherwise decode into nonsense words."""
-    control = np.isin(np.frombuffer(data, np.uint8), _BINARY_BYTES)
-    if b"\0" in data or control.sum() > MAX_CONTROL_FRACTION * len(data):
-        first = int(np.argmax(control))
-        raise CorpusFormatError(
-            f"{path}: binary data, not text (control byte {data[first]:#04x} at offset {first}, "
-            f"{int(control.sum())} of {len(data)} bytes); plain text input is UTF-8 or Latin-1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from saberjax import text
+from saberjax.corpus import text_sources
 from saberjax.corpus.ldac import LDAC_VOCAB_FILE, load_ldac, starts_like_ldac
 from saberjax.corpus.native import META_FILE, NATIVE_FILES, load_native, save_native
 from saberjax.corpus.plain_text import load_text
@@ -50,7 +50,7 @@ def source_files(path, format: str = "auto") -> list[Path]:
     path = Path(path)
     chosen = _chosen_format(path, format)
     if chosen == "text":
-        return text.document_files(path)
+        return text_sources.source_files(path)
     if chosen == "native":
         return [path / name for name in NATIVE_FILES]
     if chosen == "uci":
@@ -75,15 +75,17 @@ def detect_format(path) -> str:
             ("native", (path / META_FILE).is_file()),
             ("uci", bool(uci_docwords(path))),
         ) if present]
-        if not matches and any(file.suffix == ".txt" for file in path.iterdir()):
-            matches = ["text"]
+        if not matches:
+            matches = text_sources.detected_text_formats(path)
     elif path.is_file():
         if UCI_DOCWORD_NAME.fullmatch(path.name):
             matches = ["uci"]
         elif starts_like_ldac(path):
             matches = ["ldac"]
         else:
-            matches = ["text"] if path.suffix == ".txt" else []
+            matches = text_sources.detected_text_formats(path)
+    elif text_sources.is_collection(path):
+        matches = text_sources.detected_text_formats(path)
     else:
         raise CorpusFormatError(f"{path}: no such file or directory")
     if len(matches) == 1:
@@ -92,7 +94,7 @@ def detect_format(path) -> str:
     raise CorpusFormatError(
         f"{path}: {verdict}; tried native (folder with {META_FILE}), uci (folder with "
         f"docword.txt[.gz] or file docword*.txt[.gz]), ldac (file starting 'N id:count') and "
-        f"text (folder of .txt files or .txt file); pass format= to choose")
+        f"{text_sources.DETECTION_RULE}; pass format= to choose")
 
 
 def convert_to_native(source, directory, format: str = "auto") -> Corpus:

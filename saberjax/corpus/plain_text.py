@@ -1,5 +1,8 @@
 """Corpora from plain text: files or document strings, tokenised by saberjax.text's rules,
-with a vocabulary chosen by document frequency or a model's fixed vocabulary."""
+with a vocabulary chosen by document frequency or a model's fixed vocabulary.
+
+Every raw-text input reaches the tokeniser through `corpus_of_blocks`, as the
+DocumentBlocks of saberjax.corpus.text_sources."""
 
 from __future__ import annotations
 
@@ -11,16 +14,33 @@ from pathlib import Path
 import numpy as np
 
 from saberjax import text
+from saberjax.corpus import text_sources
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, from_entries
+from saberjax.corpus.text_sources import DocumentBlock, document_blocks, documents_of_blocks
 from saberjax.errors import CorpusFormatError
+
 
 def load_text(path, min_df: int = text.DEFAULT_MIN_DF, max_df: float = text.DEFAULT_MAX_DF,
               max_vocab: int = text.DEFAULT_MAX_VOCAB) -> Corpus:
-    """A corpus from plain text (text.read_documents) under saberjax.text's tokenising rules."""
+    """A corpus from plain text (text_sources.document_blocks) under saberjax.text's
+    tokenising rules."""
     path = Path(path)
-    name = path.name if path.is_dir() else path.stem
-    return corpus_from_documents(text.read_documents(path), min_df, max_df, max_vocab,
-                                 name=name, source=str(path))
+    return corpus_of_blocks(document_blocks(path, format="text"), min_df, max_df, max_vocab,
+                            name=text_sources.source_name(path), source=str(path))
+
+
+def corpus_of_blocks(blocks: Iterable[DocumentBlock], min_df: int = text.DEFAULT_MIN_DF,
+                     max_df: float = text.DEFAULT_MAX_DF, max_vocab: int = text.DEFAULT_MAX_VOCAB,
+                     name: str = "", source: str = "text", vocab: Sequence[str] | None = None
+                     ) -> Corpus:
+    """A corpus from blocks of raw documents: as corpus_from_documents makes one from their
+    strings, or with a model's `vocab` as corpus_in_vocabulary does (the df rules then do not
+    apply).  `source` names the input in warnings and errors."""
+    documents = documents_of_blocks(blocks)
+    if vocab is not None:
+        return corpus_in_vocabulary(documents, vocab, name, source)
+    return corpus_from_documents(documents, min_df, max_df, max_vocab, name=name,
+                                 source=source)
 
 
 def corpus_from_documents(documents: Iterable[str], min_df: int = text.DEFAULT_MIN_DF,
