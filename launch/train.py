@@ -46,12 +46,13 @@ from saberjax.evaluate import check_scorable
 from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
+from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain text: "
-                    "a folder of .txt files or a file with one document per line); "
-                    "default: the bundled KOS corpus.")
+flags.DEFINE_string("corpus", None, "Corpus folder, file or glob (UCI, LDA-C, native, or raw "
+                    "text: a folder of .txt files, a file with one document per line, JSON "
+                    "Lines, CSV, TSV or Parquet, each also .gz or .zst, or a folder or glob of "
+                    "shards); default: the bundled KOS corpus.")
 flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
 flags.DEFINE_integer("min_df", None, "Plain text: keep words in at least N documents "
                      "(default 5).", lower_bound=1)
@@ -88,12 +89,13 @@ flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: t
                   "proportions [D, K] of every document of --corpus, training and held-out, in "
                   "order (EM fold-in under the final topics, as launch/infer.py gives them).")
 corpus_cache.define_flags()
+corpus_cache.define_reading_flags()
 
 
 def text_options() -> dict:
-    """The plain-text flags that were given (saberjax.text's defaults stand for the rest)."""
-    return {name: FLAGS[name].value for name in ("min_df", "max_df", "max_vocab")
-            if FLAGS[name].value is not None}
+    """The raw-text flags that were given (saberjax.text's defaults stand for the rest)."""
+    return {**{name: FLAGS[name].value for name in ("min_df", "max_df", "max_vocab")
+               if FLAGS[name].value is not None}, **corpus_cache.flagged_fields()}
 
 
 def load_data():
@@ -250,6 +252,9 @@ def save_result(directory: pathlib.Path, model, corpus, documents,
         with timing.phase("evaluation"):
             theta = model.transform(documents, num_devices=FLAGS.num_devices)
         atomic_write(directory / DOC_TOPICS, lambda file: np.save(file, theta))
+        if documents.doc_names is not None:  # row d's id on line d
+            atomic_write(directory / DOC_NAMES, lambda file: file.writelines(
+                f"{name}\n" for name in documents.doc_names), mode="w")
     if FLAGS.report:
         from saberjax.report import write_report  # noqa: PLC0415 (only for --report)
 

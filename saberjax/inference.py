@@ -39,6 +39,7 @@ from saberjax import esca, execution, rng
 from saberjax.backend import resolve_backend
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              from_count_matrix)
+from saberjax.corpus.text_sources import is_document_column
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
@@ -255,12 +256,9 @@ def in_model_vocabulary(model: ModelTopics, documents):
 
 
 def is_text_documents(documents) -> bool:
-    """Whether documents are raw strings: a list or tuple holding strings, or a 1-D array of
-    strings or objects."""
-    if isinstance(documents, (list, tuple)):
-        return any(isinstance(document, str) for document in documents)
-    return (isinstance(documents, np.ndarray) and documents.ndim == 1
-            and documents.dtype.kind in "UO")
+    """Whether documents are raw strings (text_sources.is_document_column: a list or tuple
+    holding strings, a 1-D array of strings or objects, an Arrow, pandas or datasets column)."""
+    return is_document_column(documents)
 
 
 def _check_device_room(what: str, needed: int, device) -> None:

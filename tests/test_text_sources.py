@@ -102,3 +102,223 @@ def test_missing_files_and_empty_folders_are_errors(tmp_path):
         documents_read(tmp_path / "nothing*.txt", format="text")
     with pytest.raises(CorpusFormatError, match="not a text source"):
         documents_read(tmp_path / "empty")
+
+
+# The same documents in every format: two themes, with ids, one document with no words.
+THEMED = [f"Striker {i} scored; the goalkeeper, referee and stadium cheered." if i % 2 else
+          f"Baker {i} mixed flour, butter and sugar; the oven was hot, the café closed."
+          for i in range(12)] + ["", 'She said "stop, now" and left,\nthen\ttabbed.']
+IDS = [f"doc-{i}" for i in range(len(THEMED))]
+
+
+def write_all_formats(directory) -> dict:
+    """THEMED (with IDS where the format has fields) written in every input format: name ->
+    (path, reading options)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    directory.mkdir(exist_ok=True)
+    table = pa.table({"id": IDS, "body": THEMED})
+    sources = {}
+    lines = directory / "lines.txt"  # one document a line: no line breaks inside documents
+    lines.write_text("".join(document.replace("\n", " ") + "\n" for document in THEMED))
+    sources["text lines"] = (lines, dict(format="text"))
+    folder = directory / "folder"
+    folder.mkdir()
+    for index, document in enumerate(THEMED):
+        (folder / f"{index:03d}.txt").write_text(document)
+    sources["text folder"] = (folder, {})
+    records = "".join(json.dumps(dict(id=i, text=d, other=[1])) + "\n" for i, d in
+                      zip(IDS, THEMED))
+    (directory / "docs.jsonl").write_text(records)
+    sources["jsonl"] = (directory / "docs.jsonl", dict(id_field="id"))
+    (directory / "docs.jsonl.gz").write_bytes(gzip.compress(records.encode()))
+    sources["jsonl.gz"] = (directory / "docs.jsonl.gz", dict(id_field="id"))
+    with pa.output_stream(str(directory / "docs.jsonl.zst"), compression="zstd") as stream:
+        stream.write(records.encode())
+    sources["jsonl.zst"] = (directory / "docs.jsonl.zst", dict(id_field="id"))
+    pa_csv.write_csv(table, directory / "docs.csv")
+    sources["csv"] = (directory / "docs.csv", dict(text_column="body", id_column="id"))
+    pa_csv.write_csv(table, directory / "docs.tsv", pa_csv.WriteOptions(delimiter="\t"))
+    sources["tsv"] = (directory / "docs.tsv", dict(text_column="body", id_field="id"))
+    pq.write_table(table, directory / "docs.parquet", row_group_size=5)
+    sources["parquet"] = (directory / "docs.parquet", dict(text_column="body", id_field="id"))
+    shards = directory / "shards"
+    shards.mkdir()
+    for shard, start in enumerate(range(0, len(THEMED), 5)):
+        pq.write_table(table.slice(start, 5), shards / f"part-{shard:02d}.parquet")
+    sources["parquet folder"] = (shards, dict(text_column="body", id_field="id"))
+    sources["parquet glob"] = (shards / "part-*.parquet", dict(text_column="body",
+                                                                id_field="id"))
+    return sources
+
+
+class FakeDataset:
+    """What text_sources reads of a Hugging Face datasets.Dataset: column_names, and
+    with_format("arrow").iter(batch_size) giving pyarrow Tables."""
+
+    def __init__(self, table):
+        self.table, self.column_names = table, table.column_names
+
+    def with_format(self, kind):
+        assert kind == "arrow"
+        return self
+
+    def iter(self, batch_size):
+        for start in range(0, self.table.num_rows, batch_size):
+            yield self.table.slice(start, batch_size)
+
+
+def python_sources() -> dict:
+    """THEMED as each kind of Python object: name -> (object, reading options)."""
+    import pyarrow as pa
+
+    table = pa.table({"id": IDS, "body": THEMED})
+    return {"list": (THEMED, {}), "generator": ((document for document in THEMED), {}),
+            "numpy": (np.array(THEMED), {}), "arrow array": (pa.array(THEMED), {}),
+            "chunked array": (table.column("body"), {}),
+            "arrow table": (table, dict(text_column="body", id_column="id")),
+            "dataset": (FakeDataset(table), dict(text_field="body", id_field="id"))}
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 1 empty document")
+def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
+    from saberjax.corpus import corpus_from_documents
+
+    expected = corpus_from_documents(list(THEMED), min_df=1, max_df=1.0)
+    sources = write_all_formats(tmp_path)
+    corpora = {name: load_corpus(path, min_df=1, max_df=1.0, **options)
+               for name, (path, options) in sources.items()}
+    corpora.update({name: corpus_from_documents(source, min_df=1, max_df=1.0, **options)
+                    for name, (source, options) in python_sources().items()})
+    assert expected.dropped_empty_docs == 1 and "cafe" in expected.vocab
+    for name, corpus in corpora.items():
+        assert corpus.vocab == expected.vocab, name
+        np.testing.assert_array_equal(corpus.doc_offsets, expected.doc_offsets, err_msg=name)
+        np.testing.assert_array_equal(corpus.word_ids, expected.word_ids, err_msg=name)
+        has_ids = "id_field" in sources.get(name, python_sources().get(name))[1] or (
+            "id_column" in sources.get(name, python_sources().get(name))[1])
+        if has_ids:  # the empty document and its id are dropped
+            assert list(corpus.doc_names) == IDS[:12] + IDS[13:], name
+        else:
+            assert corpus.doc_names is None, name
+
+
+@pytest.mark.parametrize("name", ["jsonl", "jsonl.gz", "csv", "tsv", "parquet",
+                                  "parquet folder", "text folder"])
+def test_blocks_hold_the_same_documents_and_ids_whatever_their_size(tmp_path, name):
+    path, options = write_all_formats(tmp_path)[name]
+    layouts = []
+    for block_bytes in (1, 40, 1 << 20):
+        blocks = list(document_blocks(path, block_bytes=block_bytes, **options))
+        assert max(block.data.size for block in blocks) <= max(2 * block_bytes, 200)
+        ids = [i for block in blocks for i in (block.ids if block.ids is not None else [])]
+        layouts.append((documents_read(path, block_bytes=block_bytes, **options), ids))
+    assert layouts[0] == layouts[1] == layouts[2]
+    assert layouts[0][0] == [document.encode() for document in THEMED]
+
+
+def test_format_is_detected_by_extension_through_compression_and_shards(tmp_path):
+    from saberjax.corpus import detect_format
+
+    sources = write_all_formats(tmp_path)
+    assert {name: detect_format(path) for name, (path, _) in sources.items()} == {
+        "text lines": "text", "text folder": "text", "jsonl": "jsonl", "jsonl.gz": "jsonl",
+        "jsonl.zst": "jsonl", "csv": "csv", "tsv": "tsv", "parquet": "parquet",
+        "parquet folder": "parquet", "parquet glob": "parquet"}
+
+
+def test_a_chunked_or_sliced_arrow_column_is_read_from_its_buffers(tmp_path):
+    import pyarrow as pa
+
+    column = pa.chunked_array([pa.array(["a b", None, "c"], pa.large_string()),
+                               pa.array(["dd", "ee"], pa.large_string()).slice(1)])
+    assert documents_read(column) == [b"a b", b"", b"c", b"ee"]
+    block = next(document_blocks(pa.array(["xyz", "w"]).slice(1)))
+    assert block.data.tobytes() == b"w" and block.offsets.tolist() == [0, 1]
+
+
+def test_fields_are_one_option_under_two_names():
+    from saberjax.corpus.text_sources import reading_fields
+
+    assert reading_fields(text_column="body", id_field="key") == ("body", "key")
+    assert reading_fields() == ("text", None)
+    with pytest.raises(ValueError, match="name the same field"):
+        reading_fields(text_field="a", text_column="b")
+
+
+def write_text(path, content):
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize("file, content, options, message", [
+    ("bad.jsonl", '{"text": "ok"}\n\n{"text": "a" "b"}\n', {},
+     r"bad.jsonl, line 3: not valid JSON \(Expecting ',' delimiter\)"),
+    ("bad.jsonl", '{"text": "ok"}\n[1, 2]\n', {}, "line 2: an array, not a JSON object"),
+    ("bad.jsonl", '{"text": "ok"}\n{"text": 7}\n', {},
+     "line 2: field 'text' is a number, not a string"),
+    ("bad.jsonl", '{"body": "ok", "id": 1}\n', {},
+     "no field 'text' in its first record \\(its fields: 'body', 'id'\\)"),
+    ("bad.jsonl", '{"text": "a", "id": 1}\n{"text": "b", "id": "x"}\n', dict(id_field="id"),
+     "line 2: field 'id' is a string, but a number on line 1"),
+    ("bad.jsonl", '{"text": "a", "id": 1}\n{"text": "b"}\n', dict(id_field="id"),
+     "1 of 2 records have no 'id'"),
+    ("bad.csv", "id,body\n1,hello\n", {}, "no column 'text' \\(its columns: 'id', 'body'\\)"),
+    ("bad.csv", "text\nhello\n", dict(id_column="key"), "no column 'key'"),
+    ("bad.csv", "text,id\na,1\nb,2,3\n", {}, "Expected 2 columns, got 3"),
+    ("bad.tsv", "", {}, "no documents"),
+    ("bad.csv", "text\n", {}, "no documents"),
+    ("bad.jsonl", "\n\n", {}, "no documents"),
+    ("bad.parquet", "not parquet", {}, "not a readable Parquet file"),
+])
+def test_bad_input_is_a_one_line_error_naming_the_file(tmp_path, file, content, options,
+                                                       message):
+    path = write_text(tmp_path / file, content)
+    with pytest.raises(CorpusFormatError, match=message) as caught:
+        documents_read(path, **options)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_bad_columns_and_objects_are_refused():
+    import pyarrow as pa
+    import pyarrow.parquet as pq  # noqa: F401 (imported as the Parquet reader does)
+
+    with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'body'\\)"):
+        documents_read(pa.table({"body": ["a"]}))
+    with pytest.raises(CorpusFormatError, match="no column 'text'"):
+        documents_read(FakeDataset(pa.table({"body": ["a"]})))
+    with pytest.raises(CorpusFormatError, match="of type int64, not text"):
+        documents_read(pa.array([1, 2]))
+    with pytest.raises(TypeError, match="documents must be strings, got int"):
+        documents_read(["a", 3])
+    with pytest.raises(CorpusFormatError, match="no documents"):
+        documents_read([])
+
+
+def test_a_missing_parquet_column_names_those_there_are(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"title": ["a"], "body": ["b"]}), tmp_path / "x.parquet")
+    with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'title', "
+                                                "'body'\\)"):
+        documents_read(tmp_path / "x.parquet")
+
+
+def test_corrupt_compressed_data_is_a_read_error(tmp_path):
+    path = tmp_path / "docs.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "a"}\n' * 100)[:40])
+    with pytest.raises(CorpusFormatError, match="docs.jsonl.gz"):
+        documents_read(path)
+
+
+def test_pandas_columns_are_read_when_pandas_is_installed():
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"body": THEMED, "id": IDS})
+    assert documents_read(frame["body"]) == [document.encode() for document in THEMED]
+    blocks = list(document_blocks(frame, text_column="body", id_column="id"))
+    assert [i for block in blocks for i in block.ids] == IDS

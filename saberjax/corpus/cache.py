@@ -1,4 +1,4 @@
-"""A cache of corpora read from text formats (UCI, LDA-C, plain text) in the native format.
+"""A cache of corpora read from text formats (UCI, LDA-C, raw text) in the native format.
 
 Reading a corpus from a gzipped UCI file or from raw text takes seconds; the native format
 loads memory-mapped in a fraction of that.  `load_corpus` reads a corpus once, keeps a native
@@ -50,7 +50,7 @@ from pathlib import Path
 from absl import flags
 
 from saberjax import outputs, text
-from saberjax.corpus import formats, native
+from saberjax.corpus import formats, native, text_sources
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
@@ -94,13 +94,21 @@ def use_compilation_cache(directory) -> None:
 
 def reading_options(path, format: str = "auto", **text_options) -> dict:
     """The settings that decide what load_corpus(path, format, **text_options) returns: the
-    detected format and, for plain text, every text option (defaults filled in)."""
+    detected format and, for raw text, every text option (defaults filled in; the text and
+    id fields of the formats that have fields, under one name each)."""
     chosen = formats.detect_format(Path(path)) if format == "auto" else format
-    if chosen != "text":
+    if chosen not in text_sources.FORMATS:
         return dict(format=chosen)
-    defaults = dict(min_df=text.DEFAULT_MIN_DF, max_df=text.DEFAULT_MAX_DF,
-                    max_vocab=text.DEFAULT_MAX_VOCAB)
-    return {**defaults, **text_options, "format": chosen}
+    field_names = ("text_field", "id_field", "text_column", "id_column")
+    options = dict(min_df=text.DEFAULT_MIN_DF, max_df=text.DEFAULT_MAX_DF,
+                   max_vocab=text.DEFAULT_MAX_VOCAB)
+    options.update((name, value) for name, value in text_options.items()
+                   if name not in field_names)
+    if chosen in text_sources.FIELD_FORMATS:
+        fields = text_sources.reading_fields(
+            **{name: value for name, value in text_options.items() if name in field_names})
+        options.update(text_field=fields.text, id_field=fields.id)
+    return {**options, "format": chosen}
 
 
 def cache_key(path, format: str = "auto", **text_options) -> str:
@@ -129,7 +137,8 @@ def load_corpus(path, format: str = "auto", cache_dir=None, **text_options) -> C
     is written."""
     path = Path(path)
     chosen = formats.detect_format(path) if format == "auto" else format
-    if chosen == "native" or (text_options and chosen != "text"):  # as it is, or its error
+    if chosen == "native" or (text_options and chosen not in text_sources.FORMATS):
+        # as it is, or its error
         return formats.load_corpus(path, chosen, **text_options)
     cache_dir = Path(default_cache_dir() if cache_dir is None else cache_dir)
     options = reading_options(path, chosen, **text_options)
@@ -255,6 +264,23 @@ def define_flags() -> None:
                         "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).")
     flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
                       "source and compile every program, writing nothing to --cache_dir).")
+
+
+def define_reading_flags() -> None:
+    """The launchers' flags naming the fields of raw text records (absl): --text_field,
+    --text_column (the same option, by the name CSV and Parquet use) and --id_field."""
+    flags.DEFINE_string("text_field", None, "JSON Lines, CSV, TSV, Parquet: the field or "
+                        "column holding each document's text (default: text).")
+    flags.DEFINE_string("text_column", None, "Another name of --text_field.")
+    flags.DEFINE_string("id_field", None, "JSON Lines, CSV, TSV, Parquet: the field or column "
+                        "holding each document's id; the ids are written beside the "
+                        "documents' topic proportions (doc_names.txt).")
+
+
+def flagged_fields() -> dict:
+    """The field flags (define_reading_flags) that were given, as load_corpus's options."""
+    return {name: flags.FLAGS[name].value for name in ("text_field", "text_column", "id_field")
+            if flags.FLAGS[name].value is not None}
 
 
 def use_caches_as_flagged() -> None:

@@ -19,7 +19,8 @@ from saberjax.corpus.uci import (
 )
 from saberjax.errors import CorpusFormatError
 
-FORMATS = ("uci", "ldac", "native", "text")
+# the formats of counts, then those of raw text (text_sources.FORMATS)
+FORMATS = ("uci", "ldac", "native", *text_sources.FORMATS)
 
 
 def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
@@ -27,14 +28,16 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
 
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
     file named docword*.txt[.gz] -> uci; a file starting ``N id:count`` -> ldac, with the
-    vocabulary in ``vocab.txt`` beside it; any other folder of .txt files or .txt file ->
-    text (plain text, tokenised by load_text with `text_options`: min_df,
-    max_df, max_vocab).
+    vocabulary in ``vocab.txt`` beside it; otherwise raw text by the files' extensions
+    (text_sources: a folder or glob of .txt files or a .txt file of one document a line,
+    .jsonl, .csv, .tsv, .parquet, each also .gz or .zst, or folders and globs of them),
+    tokenised by load_text with `text_options`: min_df, max_df, max_vocab, and for the
+    formats with fields text_field and id_field (alias text_column, id_column).
     """
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen == "text":
-        return load_text(path, **text_options)
+    if chosen in text_sources.FORMATS:
+        return load_text(path, format=chosen, **text_options)
     if text_options:
         raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":
@@ -49,8 +52,8 @@ def source_files(path, format: str = "auto") -> list[Path]:
     such as saberjax.corpus.cache's, depends on)."""
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen == "text":
-        return text_sources.source_files(path)
+    if chosen in text_sources.FORMATS:
+        return text_sources.source_files(path, chosen)
     if chosen == "native":
         return [path / name for name in NATIVE_FILES]
     if chosen == "uci":
