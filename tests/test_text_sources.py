@@ -322,3 +322,79 @@ def test_pandas_columns_are_read_when_pandas_is_installed():
     assert documents_read(frame["body"]) == [document.encode() for document in THEMED]
     blocks = list(document_blocks(frame, text_column="body", id_column="id"))
     assert [i for block in blocks for i in block.ids] == IDS
+
+
+def test_ids_travel_from_json_lines_to_doc_topics_and_theta(tmp_path):
+    import json
+
+    from helpers import launch
+
+    corpus = tmp_path / "posts.jsonl"
+    corpus.write_text("".join(json.dumps(dict(key=f"post-{i}", body=document)) + "\n"
+                              for i, document in enumerate(THEMED * 2)))
+    output = tmp_path / "model"
+    launch("train.py", f"--corpus={corpus}", "--text_field=body", "--id_field=key",
+           "--num_topics=2", "--iterations=2", "--backend=xla", f"--output={output}",
+           "--num_devices=1", "--save_doc_topics", "--min_df=1", "--max_df=1.0",
+           f"--cache_dir={tmp_path / 'cache'}", timeout=300)
+    kept = [f"post-{i}" for i, document in enumerate(THEMED * 2) if document]
+    assert (output / "doc_names.txt").read_text().splitlines() == kept
+    assert np.load(output / "doc_topics.npy").shape == (len(kept), 2)
+    theta = tmp_path / "theta.npy"
+    launch("infer.py", f"--model={output}", f"--corpus={corpus}", "--text_column=body",
+           "--id_field=key", f"--output={theta}", "--num_devices=1", timeout=300)
+    names = (tmp_path / "theta.doc_names.txt").read_text().splitlines()
+    assert names == [f"post-{i}" for i in range(len(THEMED) * 2)]  # every document a row
+    assert np.load(theta).shape == (len(names), 2)
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 1 empty document")
+def test_the_cache_keys_on_the_fields_and_keeps_the_ids(tmp_path):
+    from saberjax.corpus import cache
+
+    path, options = write_all_formats(tmp_path / "data")["csv"]
+    options = dict(options, min_df=1, max_df=1.0)
+    keyed = dict(text_column="body", min_df=1, max_df=1.0)
+    assert cache.cache_key(path, **keyed) == cache.cache_key(path, text_field="body",
+                                                             min_df=1, max_df=1.0)
+    assert cache.cache_key(path, **keyed) != cache.cache_key(path, **options)
+    assert cache.cache_key(path, **keyed) != cache.cache_key(path, **dict(keyed,
+                                                                          text_column="id"))
+    first = cache.load_corpus(path, cache_dir=tmp_path / "cache", **options)
+    again = cache.load_corpus(path, cache_dir=tmp_path / "cache", **options)
+    assert first.fingerprint() == again.fingerprint()
+    assert list(again.doc_names) == list(first.doc_names) == IDS[:12] + IDS[13:]
+    assert cache.load_corpus(path, cache_dir=tmp_path / "cache", **keyed).doc_names is None
+
+
+@pytest.mark.filterwarnings("ignore:.*words are not in the model vocabulary")
+def test_doc_names_survive_the_native_format_subsets_and_vocabulary_alignment(tmp_path):
+    import pyarrow as pa
+
+    from saberjax.corpus import align_vocabulary, corpus_from_documents, load_native, save_native
+
+    table = pa.table({"text": ["apple pie", "banana split", "cherry apple"],
+                      "id": ["a", "b", "c"]})
+    corpus = corpus_from_documents(table, min_df=1, max_df=1.0, id_field="id")
+    save_native(corpus, tmp_path / "native")
+    loaded = load_native(tmp_path / "native")
+    assert list(loaded.doc_names) == ["a", "b", "c"]
+    assert list(loaded.subset([2, 0]).doc_names) == ["c", "a"]
+    assert list(align_vocabulary(loaded, ("apple",)).doc_names) == ["a", "b", "c"]
+    with pytest.raises(CorpusFormatError, match="2 names for 3 documents"):
+        type(corpus)(corpus.doc_offsets, corpus.word_ids, corpus.vocab, doc_names=["a", "b"])
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 2 empty document")
+def test_the_estimator_fits_and_transforms_document_columns():
+    import pyarrow as pa
+
+    from saberjax.estimator import LDA
+
+    documents = [document for document in THEMED if document] * 2
+    lda = LDA(num_topics=2, iterations=2, backend="xla", num_devices=1).fit(
+        pa.array(documents))
+    assert "goalkeeper" in lda.feature_names_in_
+    theta = lda.transform(FakeDataset(pa.table({"text": documents[:3]})))
+    assert theta.shape == (3, 2)
+    np.testing.assert_allclose(theta, lda.transform(documents[:3]), rtol=1e-6)
