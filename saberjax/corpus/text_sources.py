@@ -348,14 +348,32 @@ def _jsonl_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Docu
         schema.append((fields.id, _arrow_id_type(first[fields.id])))
     options = pa_json.ParseOptions(explicit_schema=pa.schema(schema),
                                    unexpected_field_behavior="ignore")
+    try:
+        for lines, longest in _whole_lines(path, max(block_bytes, MIN_PARSE_BYTES)):
+            # blocks (what pyarrow's threads parse) of a share of the piece, whole lines
+            share = lines.size // (4 * (os.cpu_count() or 1))
+            batch = pa_json.read_json(
+                pa.BufferReader(pa.py_buffer(lines)), parse_options=options,
+                read_options=pa_json.ReadOptions(block_size=max(longest + 1, share, 1 << 16)))
+            yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
+    except pa.ArrowException as error:
+        raise CorpusFormatError(_json_error(path, fields, error)) from None
+
+
+def _whole_lines(path: Path, size: int) -> Iterator[tuple[np.ndarray, int]]:
+    """The file's content in pieces of about `size` bytes cut after a line feed (JSON Lines
+    records never hold one), so that each is parsed on all cores at once; with each, the
+    length of its longest line."""
     with open_stream(path) as stream:
-        try:
-            reader = pa_json.open_json(stream, parse_options=options, read_options=pa_json.
-                                       ReadOptions(block_size=max(block_bytes, MIN_PARSE_BYTES)))
-            for batch in reader:
-                yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
-        except pa.ArrowException as error:
-            raise CorpusFormatError(_json_error(path, fields, error)) from None
+        carried = np.zeros(0, np.uint8)
+        while (read := read_block(stream, path, size)).size:
+            data = np.concatenate([carried, read]) if carried.size else read
+            ends = np.flatnonzero(data == _LINE_FEED)
+            if ends.size:
+                yield data[:ends[-1] + 1], int(np.diff(ends, prepend=-1).max())
+            carried = data[ends[-1] + 1:] if ends.size else data
+        if carried.size:
+            yield carried, carried.size
 
 
 def _arrow_id_type(value):
