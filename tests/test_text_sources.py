@@ -398,3 +398,39 @@ def test_the_estimator_fits_and_transforms_document_columns():
     theta = lda.transform(FakeDataset(pa.table({"text": documents[:3]})))
     assert theta.shape == (3, 2)
     np.testing.assert_allclose(theta, lda.transform(documents[:3]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_shards_read_at_once_keep_their_order(tmp_path, monkeypatch, ahead):
+    from saberjax.corpus import text_sources
+
+    monkeypatch.setattr(text_sources, "SHARDS_AHEAD", ahead)
+    path, options = write_all_formats(tmp_path)["parquet folder"]
+    assert documents_read(path, block_bytes=30, **options) == [d.encode() for d in THEMED]
+
+
+def test_a_shard_error_comes_in_its_turn_and_stopping_early_ends_the_readers():
+    import threading
+
+    from saberjax.corpus.text_sources import DocumentBlock, _read_ahead
+
+    def shard(index):
+        def read():
+            if index == 2:
+                raise CorpusFormatError(f"shard {index} is bad")
+            for _ in range(5):
+                yield DocumentBlock(np.full(1, index, np.uint8), np.array([0, 1]))
+        return read
+
+    seen = []
+    with pytest.raises(CorpusFormatError, match="shard 2 is bad"):
+        for block in _read_ahead([shard(i) for i in range(4)], ahead=2):
+            seen.append(int(block.data[0]))
+    assert seen == [0] * 5 + [1] * 5
+    blocks = _read_ahead([shard(i) for i in (0, 1, 3)], ahead=2)
+    next(blocks)
+    blocks.close()
+    for thread in threading.enumerate():
+        if thread.name.startswith("saberjax-read-"):
+            thread.join(timeout=5)
+            assert not thread.is_alive()

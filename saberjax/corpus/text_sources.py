@@ -29,10 +29,13 @@ are), a malformed JSON line, no documents at all.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
+import queue
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -44,6 +47,10 @@ from saberjax.errors import CorpusFormatError
 DEFAULT_BLOCK_BYTES = 1 << 25  # bytes of documents per block: large enough to keep every core busy
 MIN_PARSE_BYTES = 1 << 20  # fewest bytes pyarrow's JSON and CSV readers parse at a time
 DATASET_BATCH_ROWS = 10_000  # rows of a datasets.Dataset read at a time
+# shards (files of a folder or glob) read at once ahead of the one being consumed, and the
+# blocks each may hold meanwhile: every 8 cores keep one more shard's reader busy
+SHARDS_AHEAD = max(1, (os.cpu_count() or 1) // 8)
+SHARD_BLOCKS_AHEAD = 2
 DEFAULT_TEXT_FIELD = "text"
 # file name extensions (before any compression ending) of each format's files
 EXTENSIONS = {"text": (".txt",), "jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",),
@@ -144,8 +151,64 @@ def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int
         return
     read = dict(jsonl=_jsonl_blocks, csv=_csv_blocks, tsv=_tsv_blocks,
                 parquet=_parquet_blocks)[chosen]
-    for file in files:
-        yield from read(file, fields, block_bytes)
+    yield from _read_ahead([functools.partial(read, file, fields, block_bytes)
+                            for file in files], SHARDS_AHEAD)
+
+
+def _read_ahead(readers: list, ahead: int) -> Iterator[DocumentBlock]:
+    """The blocks of each reader (a function returning an iterator of blocks) in turn, while
+    up to `ahead` readers after the current one read on threads of their own, each holding
+    at most SHARD_BLOCKS_AHEAD blocks: shards read at once, documents kept in order.  A
+    reader's error is raised when its turn comes."""
+    if ahead < 1 or len(readers) < 2:
+        for reader in readers:
+            yield from reader()
+        return
+    stop = threading.Event()
+    queues = [queue.Queue(SHARD_BLOCKS_AHEAD) for _ in readers]
+
+    def put(index: int, item) -> bool:
+        """Hand item to the consumer unless it has stopped; whether it was handed."""
+        while not stop.is_set():
+            try:
+                queues[index].put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill(index: int) -> None:
+        try:
+            for block in readers[index]():
+                if not put(index, block):
+                    return
+        except BaseException as error:  # noqa: BLE001 (raised by the consumer in its turn)
+            put(index, error)
+            return
+        put(index, _END_OF_SHARD)
+
+    def start(index: int) -> None:
+        if index < len(readers):
+            threading.Thread(target=fill, args=(index,), name=f"saberjax-read-{index}",
+                             daemon=True).start()
+
+    try:
+        for index in range(ahead + 1):
+            start(index)
+        for index in range(len(readers)):
+            while (item := queues[index].get()) is not _END_OF_SHARD:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+            queues[index] = None
+            start(index + ahead + 1)
+    finally:
+        stop.set()
+
+
+_END_OF_SHARD = object()
+
+
 
 
 def detected_text_formats(path: Path) -> list[str]:
