@@ -209,8 +209,6 @@ def _read_ahead(readers: list, ahead: int) -> Iterator[DocumentBlock]:
 _END_OF_SHARD = object()
 
 
-
-
 def detected_text_formats(path: Path) -> list[str]:
     """The text formats whose extension a file has, or the files of a folder or glob have."""
     if is_collection(path):
