@@ -1,109 +1,12 @@
-"""Topic proportions of new documents under a trained model; writes a [D, K] float32 .npy.
+"""`saberjax infer` run from a checkout, without installing (saberjax/commands/infer.py)."""
 
-    python launch/infer.py --model=runs/kos_k50 --corpus=path/to/docs --output=theta.npy
-
-Row d of the output is document d's theta (rows sum to 1), fitted with the model's topics
-fixed by EM fold-in (default) or by ESCA iterations (--method=esca, seeded); words are matched
-to the model's vocabulary by string, and documents without known words get the uniform prior
-mean.  Raw text (a folder of .txt files, a file of one document per line, JSON Lines, CSV, TSV
-or Parquet: saberjax.corpus.text_sources) is tokenised by the training rules against the model's
-vocabulary, with no document-frequency rule, one row per document; with --id_field the rows'
-ids are written beside the output, one a line (OUTPUT.doc_names.txt).  Rows follow the loaded corpus: the UCI and LDA-C loaders drop documents without
-tokens (counted in the JSON line), a native corpus keeps them.  Prints one JSON line
-(documents, tokens used, unknown_tokens: tokens of words outside the model's vocabulary,
-seconds, docs_per_second); the output is written to a temporary name and renamed into place,
-and an existing output is replaced only with --overwrite.
-"""
-
-from __future__ import annotations
-
-import json
 import pathlib
 import sys
-import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from saberjax.platform import reuse_freed_memory, use_every_cpu_core  # noqa: E402
 
-use_every_cpu_core()  # before jax starts
-reuse_freed_memory()
-
-import numpy as np
-from absl import flags
-
-from saberjax import cli, outputs
-from saberjax import corpus as corpus_io
-from saberjax.corpus import cache as corpus_cache
-from saberjax.corpus.plain_text import corpus_of_blocks
-from saberjax.corpus import text_sources
-from saberjax.corpus.text_sources import document_blocks
-from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
-from saberjax.model import TopicModel, atomic_write
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model", None, "Model directory written by launch/train.py.", required=True)
-flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or raw text (a "
-                    "folder of .txt files, a file with one document per line, JSON Lines, CSV, "
-                    "TSV or Parquet, each also .gz or .zst, or a folder or glob of shards).",
-                    required=True)
-flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-flags.DEFINE_string("output", None, "Output .npy file of theta [D, K]; with --id_field, the "
-                    "rows' ids are written beside it, one a line (OUTPUT without .npy, "
-                    "+ .doc_names.txt).", required=True)
-flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an existing "
-                  "file stops the command before anything is computed).")
-flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.",
-                     lower_bound=1)
-flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
-                  "training sampler with the topics fixed, theta averaged over the last half.")
-flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
-flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
-                     "on a CPU, one per core).", lower_bound=0)
-corpus_cache.define_flags()
-corpus_cache.define_reading_flags()
-
-
-def load_documents(model: TopicModel) -> corpus_io.Corpus:
-    """--corpus over the model's vocabulary: plain text tokenised against it, any other format
-    loaded (through the corpus cache) and its words matched by string."""
-    path = pathlib.Path(FLAGS.corpus)
-    chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
-    if chosen in text_sources.FORMATS:
-        blocks = document_blocks(path, format=chosen, **corpus_cache.flagged_fields())
-        return corpus_of_blocks(blocks, vocab=model.vocab, source=str(path))
-    return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(
-        path, chosen, **corpus_cache.flagged_fields()))
-
-
-def names_path(output: pathlib.Path) -> pathlib.Path:
-    """Where the ids of theta's rows go: beside `output`, named OUTPUT.doc_names.txt (OUTPUT
-    without a .npy suffix)."""
-    return output.with_name(output.name.removesuffix(".npy") + ".doc_names.txt")
-
-
-def main(argv):
-    del argv
-    outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
-    if FLAGS.id_field:
-        outputs.check_absent_or_overwrite(names_path(pathlib.Path(FLAGS.output)), FLAGS.overwrite)
-    corpus_cache.use_caches_as_flagged()
-    model = TopicModel.load(FLAGS.model)
-    documents = load_documents(model)
-    start = time.perf_counter()
-    theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
-                         method=FLAGS.method, seed=FLAGS.seed)
-    seconds = time.perf_counter() - start
-    if documents.doc_names is not None:  # row d's id on line d
-        atomic_write(names_path(pathlib.Path(FLAGS.output)), lambda file: file.writelines(
-            f"{name}\n" for name in documents.doc_names), mode="w")
-    atomic_write(pathlib.Path(FLAGS.output), lambda file: np.save(file, theta))
-    print(json.dumps(dict(output=FLAGS.output, documents=documents.num_docs,
-                          dropped_empty_documents=documents.dropped_empty_docs,
-                          tokens=documents.num_tokens, unknown_tokens=documents.unknown_tokens,
-                          topics=model.num_topics, seconds=round(seconds, 3),
-                          docs_per_second=documents.num_docs / seconds)))
-
+from saberjax.commands import run  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    run("infer")

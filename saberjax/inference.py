@@ -35,7 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, execution, rng
+from saberjax import esca, rng
+from saberjax.execution import memory
 from saberjax.backend import resolve_backend
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              from_count_matrix)
@@ -264,7 +265,7 @@ def is_text_documents(documents) -> bool:
 def _check_device_room(what: str, needed: int, device) -> None:
     """MemoryError naming the GB needed when the device says it has less free, before
     anything is allocated."""
-    free = execution.free_device_memory(device)
+    free = memory.free_device_memory(device)
     if free is not None and needed > free:
         raise MemoryError(f"{what} of this model needs {needed / 1e9:.1f} GB on the device, "
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
@@ -319,9 +320,9 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
-    _check_device_room("ESCA fold-in", execution.model_bytes(model.num_words,
-                                                             hyper.padded_topics),
-                       jax.local_devices()[0])
+    _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
+                                                          hyper.padded_topics),
+                    jax.local_devices()[0])
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)

@@ -21,7 +21,11 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from saberjax import checkpoint, execution, prior, processes, streaming, timing
+from saberjax import checkpoint, prior, processes, streaming, timing
+from saberjax.execution import memory
+from saberjax.execution.mesh import PARTITIONS
+from saberjax.execution.placement import Placement, placed
+from saberjax.execution.plan import Plan, plan
 from saberjax.background import in_background
 from saberjax.backend import resolve_backend
 from saberjax.corpus import Corpus
@@ -85,7 +89,7 @@ class TrainConfig:
         "auto", "How several devices share the work: by documents (the model's counts reduced "
         "every iteration), by words (every document's A gathered every iteration; each device "
         "holds only its words' rows of the model), or auto (by words when the model outweighs "
-        "the corpus or only fits that way).", choices=("auto", *execution.PARTITIONS))
+        "the corpus or only fits that way).", choices=("auto", *PARTITIONS))
     eval_every: int = _setting(0, "Score held-out documents every N iterations (0: only after "
                                "the last).", "at least 0", _at_least(0))
     em_iterations: int = _setting(DEFAULT_EM_ITERATIONS, "EM iterations fitting theta in "
@@ -100,7 +104,7 @@ class TrainConfig:
     host_memory_gb: float | None = _setting(
         None, "Host memory budget in GB; streamed chunks whose states do not fit it stream from "
         "a chunk store on local disk (--chunk_store) in chunks small enough for both budgets "
-        f"(default: {execution.HOST_MEMORY_FRACTION:.0%} of the memory available).", "positive",
+        f"(default: {memory.HOST_MEMORY_FRACTION:.0%} of the memory available).", "positive",
         _positive_or_none)
     chunk_store: str | None = _setting(
         None, "Folder of the chunk store on local disk, used when the corpus does not fit "
@@ -141,12 +145,16 @@ class TrainResult:
     compile_seconds: float
 
 
-def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
-    """The corpus on the devices config asks for (execution.place)."""
-    return execution.place(corpus, hyper, config.num_devices, config.chunk_tokens,
-                           config.device_memory_gb, config.prefetch,
-                           partition=config.partition, host_memory_gb=config.host_memory_gb,
-                           chunk_store_dir=config.chunk_store)
+def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Plan:
+    """The plan of the run config asks for on the devices (execution.plan.plan)."""
+    return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
+                config.prefetch, partition=config.partition,
+                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store)
+
+
+def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Placement:
+    """The corpus on the devices config asks for, as plan_run plans it."""
+    return placed(corpus, hyper, plan_run(corpus, hyper, config))
 
 
 def _ready_at(tree) -> float:
@@ -166,7 +174,7 @@ class Iterations(NamedTuple):
     compile_seconds: float
 
 
-def compiles_beside_init(placement: execution.Placement) -> bool:
+def compiles_beside_init(placement: Placement) -> bool:
     """Whether train_placed compiles the iteration and prepares the held-out scorer while the
     devices initialise (the programs need only the state's shapes and shardings): on
     accelerators; CPU devices, one per core, initialise on every core, so the compilation
@@ -174,7 +182,7 @@ def compiles_beside_init(placement: execution.Placement) -> bool:
     return placement.mesh.devices.flat[0].platform != "cpu"
 
 
-def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainConfig,
+def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
                     heldout: tuple[Corpus, Corpus] | None = None,
                     callback: Callable[[int, dict, TrainState], bool | None] | None = None,
                     checkpoint_dir=None, resume_from=None,
