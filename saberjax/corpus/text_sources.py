@@ -333,17 +333,25 @@ def _line_documents(path: Path, block_bytes: int) -> Iterator[DocumentBlock]:
     """One document a line, each with its line feed (whitespace to the tokeniser, and no
     copy): the file read `block_bytes` at a time and cut after its last line feed (a last
     line without one is a document too; an empty file holds none)."""
+    for lines, ends in _whole_lines(path, block_bytes):
+        check_is_text(path, lines)
+        yield DocumentBlock(lines, np.concatenate([np.zeros(1, np.int64), ends]))
+
+
+def _whole_lines(path: Path, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The file's content in pieces of about `size` bytes cut after a line feed, each with
+    the ends of its lines (int64, after each line feed; a last line without one ends the
+    file)."""
     with open_stream(path) as stream:
-        carried = np.zeros(0, np.uint8)  # the part of a line the previous block ended in
-        while (read := read_block(stream, path, block_bytes)).size:
-            check_is_text(path, read)
+        carried = np.zeros(0, np.uint8)  # the part of a line the previous piece ended in
+        while (read := read_block(stream, path, size)).size:
             data = np.concatenate([carried, read]) if carried.size else read
             ends = np.flatnonzero(data == _LINE_FEED) + 1
             if ends.size:
-                yield DocumentBlock(data[:ends[-1]], np.concatenate([[0], ends]))
+                yield data[:ends[-1]], ends
             carried = data[ends[-1]:] if ends.size else data
         if carried.size:
-            yield DocumentBlock(carried, np.array([0, carried.size], np.int64))
+            yield carried, np.array([carried.size], np.int64)
 
 
 def _file_documents(files: list[Path], block_bytes: int) -> Iterator[DocumentBlock]:
@@ -410,8 +418,10 @@ def _jsonl_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Docu
     options = pa_json.ParseOptions(explicit_schema=pa.schema(schema),
                                    unexpected_field_behavior="ignore")
     try:
-        for lines, longest in _whole_lines(path, max(block_bytes, MIN_PARSE_BYTES)):
+        for lines, ends in _whole_lines(path, max(block_bytes, MIN_PARSE_BYTES)):
             # blocks (what pyarrow's threads parse) of a share of the piece, whole lines
+            # (records never hold a line feed), so that it is parsed on all cores at once
+            longest = int(np.diff(ends, prepend=0).max())
             share = lines.size // (4 * (os.cpu_count() or 1))
             batch = pa_json.read_json(
                 pa.BufferReader(pa.py_buffer(lines)), parse_options=options,
@@ -419,22 +429,6 @@ def _jsonl_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Docu
             yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
     except pa.ArrowException as error:
         raise CorpusFormatError(_json_error(path, fields, error)) from None
-
-
-def _whole_lines(path: Path, size: int) -> Iterator[tuple[np.ndarray, int]]:
-    """The file's content in pieces of about `size` bytes cut after a line feed (JSON Lines
-    records never hold one), so that each is parsed on all cores at once; with each, the
-    length of its longest line."""
-    with open_stream(path) as stream:
-        carried = np.zeros(0, np.uint8)
-        while (read := read_block(stream, path, size)).size:
-            data = np.concatenate([carried, read]) if carried.size else read
-            ends = np.flatnonzero(data == _LINE_FEED)
-            if ends.size:
-                yield data[:ends[-1] + 1], int(np.diff(ends, prepend=-1).max())
-            carried = data[ends[-1] + 1:] if ends.size else data
-        if carried.size:
-            yield carried, carried.size
 
 
 def _arrow_id_type(value):
