@@ -29,7 +29,8 @@ import warnings
 
 import numpy as np
 
-from saberjax.corpus import Corpus, from_count_matrix, split_document_halves
+from saberjax.corpus import (Corpus, corpus_from_documents, from_count_matrix,
+                             split_document_halves)
 from saberjax.evaluate import HeldOutScore, heldout_loglik
 from saberjax.inference import in_model_vocabulary, is_text_documents
 from saberjax.model import TopicModel
@@ -183,9 +184,11 @@ class LDA:
             if vocabulary is not None:
                 raise ValueError("vocabulary applies to count matrices; a Corpus has its own")
             return X, True
-        if is_text_documents(X):
-            raise TypeError("LDA.fit takes counts (a Corpus or a documents x words matrix, "
-                            "e.g. CountVectorizer's); put a CountVectorizer before it for text")
+        if is_text_documents(X):  # tokenised by saberjax.text's rules, words named
+            if vocabulary is not None:
+                raise ValueError("vocabulary applies to count matrices; raw documents are "
+                                 "tokenised into a vocabulary of their own")
+            return corpus_from_documents(X, source="documents"), True
         if hasattr(vocabulary, "get_feature_names_out"):  # a fitted CountVectorizer
             vocabulary = list(vocabulary.get_feature_names_out())
         columns = getattr(X, "columns", None)  # a pandas DataFrame names its columns
@@ -195,7 +198,9 @@ class LDA:
         return from_count_matrix(X, vocabulary), vocabulary is not None
 
     def fit(self, X, y=None, vocabulary=None) -> LDA:
-        """Train on X: a saberjax Corpus, or a documents x words count matrix (dense,
+        """Train on X: a saberjax Corpus, raw document strings (a list, or an Arrow, pandas
+        or datasets column: tokenised and given a vocabulary by saberjax.text's default
+        rules, as corpus_from_documents does), or a documents x words count matrix (dense,
         scipy.sparse, e.g. CountVectorizer output, or a DataFrame of counts) whose columns
         are named by `vocabulary` (the words, or the fitted CountVectorizer that made X) or
         the DataFrame's columns."""
@@ -231,8 +236,9 @@ class LDA:
 
     def transform(self, X) -> np.ndarray:
         """Topic proportions [D, K] (float32, rows sum to 1) by EM fold-in with the topics
-        fixed; X: a Corpus (words matched by string), a list of raw document strings
-        (tokenised against the fitted vocabulary; words it lacks are counted in a warning) or
+        fixed; X: a Corpus (words matched by string), raw document strings (a list, or an
+        Arrow, pandas or datasets column; tokenised against the fitted vocabulary, words it
+        lacks are counted in a warning) or
         a count matrix over the fitted vocabulary.  Empty documents get the uniform prior
         mean."""
         return self._fitted_model().transform(self._checked_columns(X),

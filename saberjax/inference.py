@@ -41,6 +41,8 @@ from saberjax.backend import resolve_backend
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              detect_format, from_count_matrix, load_corpus)
 from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
+from saberjax.corpus import text_sources
+from saberjax.corpus.columnar_sources import is_document_column
 from saberjax.layout import build_layout
 from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
 
@@ -253,7 +255,8 @@ def in_model_vocabulary(model: ModelTopics, documents):
         return align_vocabulary(documents, model.vocab)
     if is_text_documents(documents):
         check_has_words(model, "text")
-        return corpus_in_vocabulary(documents, model.vocab, source="documents")
+        return corpus_in_vocabulary(documents, model.vocab, source="documents",
+                                    rules=model_text_rules(model))
     if np.shape(documents)[1:] != (model.num_words,):
         raise ValueError(f"count matrix has shape {np.shape(documents)}, but its columns "
                          f"must be the model's {model.num_words} words; pass a Corpus or "
@@ -262,26 +265,33 @@ def in_model_vocabulary(model: ModelTopics, documents):
 
 
 def load_in_vocabulary(path, vocab, format: str = "auto", load=load_corpus,
-                       rules: text.TextRules = text.DEFAULT_RULES) -> Corpus:
+                       rules: text.TextRules = text.DEFAULT_RULES, **reading) -> Corpus:
     """The documents at `path` over a vocabulary fixed by training (a model's, or the
-    training corpus's for its test documents): plain text tokenised against it under the
-    training's tokenising `rules` (plain_text.text_in_vocabulary: no document-frequency rule,
-    since the vocabulary is already chosen, and a document without a known word stays,
-    empty), any other format read by load(path, format) and its words matched by string
-    (align_vocabulary)."""
+    training corpus's for its test documents): raw text (text_sources.FORMATS, `reading`
+    naming the fields of records) tokenised against it under the training's tokenising
+    `rules` (plain_text.text_in_vocabulary: no document-frequency rule, since the vocabulary
+    is already chosen, and a document without a known word stays, empty), any other format
+    read by load(path, format) and its words matched by string (align_vocabulary)."""
     chosen = detect_format(path) if format == "auto" else format
-    if chosen == "text":
-        return text_in_vocabulary(path, vocab, rules)
-    return align_vocabulary(load(path, chosen), vocab)
+    if chosen in text_sources.FORMATS:
+        return text_in_vocabulary(path, vocab, rules, chosen, **reading)
+    return align_vocabulary(load(path, chosen, **reading), vocab)
 
 
 def load_in_model_vocabulary(model: ModelTopics, path, format: str = "auto",
-                             load=load_corpus) -> Corpus:
+                             load=load_corpus, **reading) -> Corpus:
     """The documents at `path` over the model's words (load_in_vocabulary), for a model that
     has words to match them by (check_has_words)."""
     check_has_words(model, str(path))
+    return load_in_vocabulary(path, model.vocab, format, load, model_text_rules(model),
+                              **reading)
+
+
+def model_text_rules(model: ModelTopics) -> text.TextRules:
+    """The tokenising rules of the text a model was trained on (its recorded text_options;
+    the defaults for a model that has none): how it reads new text."""
     options = (getattr(model, "config", None) or {}).get("text_options") or {}
-    return load_in_vocabulary(path, model.vocab, format, load, tokenizing_rules(options))
+    return tokenizing_rules(options)
 
 
 def check_has_words(model: ModelTopics, matched: str) -> None:
@@ -296,12 +306,9 @@ def check_has_words(model: ModelTopics, matched: str) -> None:
 
 
 def is_text_documents(documents) -> bool:
-    """Whether documents are raw strings: a list or tuple holding strings, or a 1-D array of
-    strings or objects."""
-    if isinstance(documents, (list, tuple)):
-        return any(isinstance(document, str) for document in documents)
-    return (isinstance(documents, np.ndarray) and documents.ndim == 1
-            and documents.dtype.kind in "UO")
+    """Whether documents are raw strings (text_sources.is_document_column: a list or tuple
+    holding strings, a 1-D array of strings or objects, an Arrow, pandas or datasets column)."""
+    return is_document_column(documents)
 
 
 def _check_device_room(what: str, needed: int, device) -> None:

@@ -38,7 +38,9 @@ CHECKPOINTS = "checkpoints"
 METRICS = "metrics.jsonl"
 MODEL_FILE = "model.npz"
 DOC_TOPICS = "doc_topics.npy"  # train.py --save_doc_topics
-RUN_FILES = (MODEL_FILE, "vocab.txt", "config.json", METRICS, "report", CHECKPOINTS, DOC_TOPICS)
+DOC_NAMES = "doc_names.txt"  # beside DOC_TOPICS: its rows' document ids (--id_field)
+RUN_FILES = (MODEL_FILE, "vocab.txt", "config.json", METRICS, "report", CHECKPOINTS, DOC_TOPICS,
+             DOC_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)

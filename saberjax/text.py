@@ -13,7 +13,8 @@ model trained on your own text is comparable to the benchmarks:
    alphabetically, so word id i is the i-th word in alphabetical order.
 4. Documents left without a vocabulary word are dropped (counted in dropped_empty_docs).
 
-The options are named as scikit-learn's CountVectorizer names them.
+The options are named as scikit-learn's CountVectorizer names them.  Documents are strings
+or bytes; saberjax.corpus.text_sources reads them from files.
 """
 
 from __future__ import annotations
@@ -164,13 +165,3 @@ def stop_word_set(stop_words) -> frozenset[str]:
                                     f"({error})") from None
     return frozenset(stop_words)
 
-
-def document_files(path) -> list[Path]:
-    """The files of a plain text input: a folder's .txt files sorted by name, or the file."""
-    path = Path(path)
-    if not path.is_dir():
-        return [path]
-    files = sorted(file for file in path.iterdir() if file.suffix == ".txt" and file.is_file())
-    if not files:
-        raise CorpusFormatError(f"{path}: no .txt files in this folder")
-    return files

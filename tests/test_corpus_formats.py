@@ -37,8 +37,8 @@ def test_load_corpus_detects_each_format(tmp_path):
 def test_load_corpus_format_argument_overrides_detection(tmp_path):
     path = write_uci(tmp_path, name="counts.dat")
     assert_same_corpus(load_corpus(path, format="uci"), tiny_corpus())
-    with pytest.raises(ValueError, match="unknown corpus format 'csv'"):
-        load_corpus(path, format="csv")
+    with pytest.raises(ValueError, match="unknown corpus format 'xml'"):
+        load_corpus(path, format="xml")
 
 
 def native_and_uci_in_one_folder(path: Path) -> None:

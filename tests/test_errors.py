@@ -32,6 +32,11 @@ def folder(path, *files):
     return path
 
 
+def text_file(path, content: str):
+    path.write_text(content)
+    return path
+
+
 def random_bytes(path):
     path.write_bytes(np.random.default_rng(0).bytes(5000))
     return path
@@ -57,10 +62,16 @@ BAD_CORPORA = {
                                          "header declares NNZ=3 but 2 entry lines follow"),
     "vocab.txt shorter than the word ids": (lambda path: uci(path, "2\n5\n2\n1 5 1\n2 2 1\n"),
                                             (), "declares W=5 (line 2) but"),
-    "folder without .txt files": (lambda path: folder(path, "a.csv"), (), "format unknown"),
+    "folder without text files": (lambda path: folder(path, "a.xml"), (), "format unknown"),
     "empty folder": (lambda path: folder(path), (), "format unknown"),
     "binary data as text": (lambda path: random_bytes(path), ("--format=text",),
                             "binary data, not text"),
+    "malformed JSON line": (lambda path: text_file(path, '{"text": "a b"}\n{"text": c}\n'),
+                            ("--format=jsonl",), "line 2: not valid JSON"),
+    "missing CSV column": (lambda path: text_file(path, "id,body\n1,a b\n"),
+                           ("--format=csv",), "no column 'text' (its columns: 'id', 'body')"),
+    "empty JSON Lines": (lambda path: text_file(path, "\n"), ("--format=jsonl",),
+                         "no documents"),
 }
 
 

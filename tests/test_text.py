@@ -10,7 +10,8 @@ from helpers import launch
 
 from saberjax import text
 from saberjax.corpus import corpus_from_documents, load_corpus, text_corpus, tokens_in_vocabulary
-from saberjax.corpus.plain_text import string_blocks, text_rules
+from saberjax.corpus.plain_text import text_rules
+from saberjax.corpus.text_sources import document_blocks
 from saberjax.corpus.text_corpus import build_corpus
 from saberjax.text import ENGLISH_STOP_WORDS, tokenize
 
@@ -151,14 +152,14 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     documents = _varied_documents(4, 600)
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
-        reference = build_corpus(string_blocks(documents), rules, vocabulary, workers=1).corpus
+        reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 700)
     for workers, block_bytes, memory, directory, group in ((1, 1 << 20, None, None, 32),
                                                            (3, 1000, 0, None, 3),
                                                            (2, 5000, 3000, tmp_path / "n", 1)):
         monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
-            built = build_corpus(string_blocks(documents, block_bytes), rules, vocabulary,
+            built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
                                  directory=directory).corpus
         assert built.vocab == reference.vocab
@@ -252,7 +253,8 @@ def test_train_launcher_trains_on_a_folder_of_text_files(tmp_path):
 
 
 def test_word_keys_are_exact_and_decode_to_their_words():
-    from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_words
+    from saberjax.corpus.text_blocks import DocumentBlock
+    from saberjax.corpus.tokenizing import block_words, dictionary_words
     rng = np.random.default_rng(0)
     words = ["".join(chr(97 + c) for c in rng.integers(0, 26, int(n)))
              for n in rng.integers(3, 20, 20000)]
@@ -289,8 +291,8 @@ def test_a_long_read_logs_progress_lines(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("ending", ["", "\n", "\r\n"])
 def test_a_line_file_splits_as_the_old_reader_split_it(tmp_path, ending, monkeypatch):
-    from saberjax.corpus import plain_text
-    monkeypatch.setattr(plain_text, "BLOCK_BYTES", 64)  # lines across blocks, a long line
+    from saberjax.corpus import text_sources
+    monkeypatch.setattr(text_sources, "DEFAULT_BLOCK_BYTES", 64)  # lines across blocks
     lines = ["apple banana cherry", "", "banana apple", "x" * 200 + " cherry apple",
              "cherry banana", "", ""]
     (tmp_path / "lines.txt").write_bytes((ending or "\n").join(lines).encode() + ending.encode())

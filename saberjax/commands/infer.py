@@ -6,10 +6,11 @@ float32 .npy.
 Row d of the output is document d's theta (rows sum to 1), fitted with the model's topics
 fixed by EM fold-in (default) or by ESCA iterations (--method=esca, seeded); words are matched
 to the model's vocabulary by string, and documents without known words get the uniform prior
-mean.  Plain text (a folder of .txt files, or a file of one document per line) is tokenised by
-the training rules against the model's vocabulary, with no document-frequency rule, one row per
-document.  Rows follow the loaded corpus: the UCI and LDA-C loaders drop documents without
-tokens (counted in the JSON line), a native corpus keeps them.  Prints one JSON line
+mean.  Raw text (a folder of .txt files, a file of one document per line, JSON Lines, CSV, TSV
+or Parquet: saberjax.corpus.text_sources) is tokenised by the training rules against the model's
+vocabulary, with no document-frequency rule, one row per document; with --id_field the rows'
+ids are written beside the output, one a line (OUTPUT.doc_names.txt).  Rows follow the
+loaded corpus: the UCI and LDA-C loaders drop documents without tokens (counted in the JSON line), a native corpus keeps them.  Prints one JSON line
 (documents, tokens used, unknown_tokens: tokens of words outside the model's vocabulary,
 seconds, docs_per_second); the output is written to a temporary name and renamed into place,
 and an existing output is replaced only with --overwrite.
@@ -44,11 +45,13 @@ def define_flags() -> None:
     with command_line.group("model"):
         flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
     with command_line.group("data"):
-        flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain "
-                            "text (a folder of .txt files or a file with one document per "
-                            "line).")
+        flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or raw "
+                            "text (a folder of .txt files, a file with one document per line, "
+                            "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a "
+                            "folder or glob of shards).")
         flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
         corpus_cache.define_flags()
+        corpus_cache.define_reading_flags()
     with command_line.group("run"):
         flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations "
                              "fitting theta.", lower_bound=1)
@@ -60,22 +63,36 @@ def define_flags() -> None:
         flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local "
                              "devices; on a CPU, one per core).", lower_bound=0)
     with command_line.group("output"):
-        flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].")
+        flags.DEFINE_string("output", None, "Output .npy file of theta [D, K]; with "
+                            "--id_field, the rows' ids are written beside it, one a line "
+                            "(OUTPUT without .npy, + .doc_names.txt).")
         flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an "
                           "existing file stops the command before anything is computed).")
+
+
+def names_path(output: pathlib.Path) -> pathlib.Path:
+    """Where the ids of theta's rows go: beside `output`, named OUTPUT.doc_names.txt (OUTPUT
+    without a .npy suffix)."""
+    return output.with_name(output.name.removesuffix(".npy") + ".doc_names.txt")
 
 
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
+    if FLAGS.id_field:
+        outputs.check_absent_or_overwrite(names_path(pathlib.Path(FLAGS.output)), FLAGS.overwrite)
     corpus_cache.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
     documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
-                                         corpus_cache.load_corpus_as_flagged)
+                                         corpus_cache.load_corpus_as_flagged,
+                                         **corpus_cache.flagged_fields())
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)
     seconds = time.perf_counter() - start
+    if documents.doc_names is not None:  # row d's id on line d
+        atomic_write(names_path(pathlib.Path(FLAGS.output)), lambda file: file.writelines(
+            f"{name}\n" for name in documents.doc_names), mode="w")
     atomic_write(pathlib.Path(FLAGS.output), lambda file: np.save(file, theta))
     print(json.dumps(dict(output=FLAGS.output, documents=documents.num_docs,
                           dropped_empty_documents=documents.dropped_empty_docs,

@@ -41,7 +41,7 @@ from saberjax.inference import load_in_vocabulary
 from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
+from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
 
@@ -75,9 +75,10 @@ def define_flags() -> None:
 
 def define_data_flags() -> None:
     """The flags of the documents: the corpus, its reading, the held-out ones, the cache."""
-    flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain "
-                        "text: a folder of .txt files or a file with one document per line); "
-                        "default: the bundled KOS corpus.")
+    flags.DEFINE_string("corpus", None, "Corpus folder, file or glob (UCI, LDA-C, native, or "
+                        "raw text: a folder of .txt files, a file with one document per line, "
+                        "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a folder or "
+                        "glob of shards); default: the bundled KOS corpus.")
     flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
     plain_text.define_flags()
     flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary "
@@ -87,6 +88,7 @@ def define_data_flags() -> None:
     flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                              "--test_fraction must be in [0, 1)")
     corpus_cache.define_flags()
+    corpus_cache.define_reading_flags()
 
 
 def define_output_flags() -> None:
@@ -110,8 +112,9 @@ def define_output_flags() -> None:
 
 
 def text_options() -> dict:
-    """The plain-text flags that were given (saberjax.text's defaults stand for the rest)."""
-    return plain_text.flagged_options()
+    """The raw-text flags that were given (saberjax.text's defaults stand for the rest), the
+    fields of records among them."""
+    return {**plain_text.flagged_options(), **corpus_cache.flagged_fields()}
 
 
 def load_data():
@@ -126,7 +129,8 @@ def load_data():
     if FLAGS.test_corpus:
         test = load_in_vocabulary(FLAGS.test_corpus, corpus.vocab, FLAGS.format,
                                   corpus_cache.load_corpus_as_flagged,
-                                  plain_text.tokenizing_rules(text_options()))
+                                  plain_text.tokenizing_rules(text_options()),
+                                  **corpus_cache.flagged_fields())
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
@@ -269,6 +273,9 @@ def save_result(directory: pathlib.Path, model, corpus, documents,
         with timing.phase("evaluation"):
             theta = model.transform(documents, num_devices=FLAGS.num_devices)
         atomic_write(directory / DOC_TOPICS, lambda file: np.save(file, theta))
+        if documents.doc_names is not None:  # row d's id on line d
+            atomic_write(directory / DOC_NAMES, lambda file: file.writelines(
+                f"{name}\n" for name in documents.doc_names), mode="w")
     if FLAGS.report:
         from saberjax.report import write_report  # noqa: PLC0415 (only for --report)
 

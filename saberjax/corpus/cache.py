@@ -53,7 +53,8 @@ from absl import flags
 
 from saberjax import outputs
 from saberjax.background import thread_count
-from saberjax.corpus import formats, native, plain_text
+from saberjax.corpus import formats, native, plain_text, text_sources
+from saberjax.corpus.text_blocks import reading_fields
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
@@ -99,11 +100,16 @@ def use_compilation_cache(directory) -> None:
 
 def reading_options(path, format: str = "auto", **text_options) -> dict:
     """The settings that decide what load_corpus(path, format, **text_options) returns: the
-    detected format and, for plain text, every text option (defaults filled in)."""
+    detected format and, for raw text, every text option (defaults filled in) and, for the
+    formats with fields, the text and id fields (under one name each)."""
     chosen = formats.detect_format(Path(path)) if format == "auto" else format
-    if chosen != "text":
+    if chosen not in text_sources.FORMATS:
         return dict(format=chosen)
-    return {**plain_text.recorded_options(**text_options), "format": chosen}
+    options = plain_text.recorded_options(**text_options)
+    if chosen in text_sources.FIELD_FORMATS:
+        fields = reading_fields(**plain_text.reading_options(text_options))
+        options.update(text_field=fields.text, id_field=fields.id)
+    return {**options, "format": chosen}
 
 
 def cache_key(path, format: str = "auto", **text_options) -> str:
@@ -146,7 +152,8 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, **text_opt
     plain_text.load_text), with progress lines to `log` when reading takes a while."""
     path = Path(path)
     chosen = formats.detect_format(path) if format == "auto" else format
-    if chosen == "native" or (text_options and chosen != "text"):  # as it is, or its error
+    if chosen == "native" or (text_options and chosen not in text_sources.FORMATS):
+        # as it is, or its error
         return formats.load_corpus(path, chosen, **text_options)
     cache_dir = Path(default_cache_dir() if cache_dir is None else cache_dir)
     options = reading_options(path, chosen, **text_options)
@@ -166,9 +173,10 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, **text_opt
         if hashed is not None:
             _write_source_record(entry, key, origin, files, *hashed)
         return cached
-    run_options = dict(log=log) if chosen == "text" else {}
+    raw_text = chosen in text_sources.FORMATS
+    run_options = dict(log=log) if raw_text else {}
     notes: list[str] = []
-    corpus = None if chosen == "text" else _noted(notes, formats.load_corpus, path, chosen)
+    corpus = None if raw_text else _noted(notes, formats.load_corpus, path, chosen)
 
     def write_corpus(folder: Path) -> Corpus:
         if corpus is not None:
@@ -292,6 +300,23 @@ def define_flags() -> None:
                         "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).")
     flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
                       "source and compile every program, writing nothing to --cache_dir).")
+
+
+def define_reading_flags() -> None:
+    """The launchers' flags naming the fields of raw text records (absl): --text_field,
+    --text_column (the same option, by the name CSV and Parquet use) and --id_field."""
+    flags.DEFINE_string("text_field", None, "JSON Lines, CSV, TSV, Parquet: the field or "
+                        "column holding each document's text (default: text).")
+    flags.DEFINE_string("text_column", None, "Another name of --text_field.")
+    flags.DEFINE_string("id_field", None, "JSON Lines, CSV, TSV, Parquet: the field or column "
+                        "holding each document's id; the ids are written beside the "
+                        "documents' topic proportions (doc_names.txt).")
+
+
+def flagged_fields() -> dict:
+    """The field flags (define_reading_flags) that were given, as load_corpus's options."""
+    return {name: flags.FLAGS[name].value for name in ("text_field", "text_column", "id_field")
+            if flags.FLAGS[name].value is not None}
 
 
 def use_caches_as_flagged() -> None:

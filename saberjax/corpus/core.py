@@ -43,7 +43,9 @@ class Corpus:
     doc_offsets: int64 [D+1]; word_ids: int32 [T], each document's tokens in file order;
     vocab: word id i is vocab[i]; dropped_empty_docs: documents a loader dropped for having no
     tokens; unknown_tokens: tokens skipped for a word outside the vocabulary the documents
-    were matched to (corpus_in_vocabulary, align_vocabulary). Arrays are validated, converted to
+    were matched to (corpus_in_vocabulary, align_vocabulary); doc_names: the documents' ids,
+    strings [D] read from the source's id field (None when it names none), carried to outputs
+    such as doc_topics and left out of the fingerprint. Arrays are validated, converted to
     int64 / int32 (memory maps are not copied) and exposed read-only, so a corpus cannot change
     after its fingerprint is taken.
     """
@@ -54,6 +56,7 @@ class Corpus:
     name: str = ""
     dropped_empty_docs: int = 0
     unknown_tokens: int = 0
+    doc_names: np.ndarray | None = None
 
     def __post_init__(self):
         offsets = int_vector(self.doc_offsets, "doc_offsets")
@@ -72,6 +75,12 @@ class Corpus:
             raise CorpusFormatError(
                 f"doc_offsets decrease at index {i + 1} ({offsets[i]} -> {offsets[i + 1]})")
         check_word_ids(word_ids, len(vocab))
+        if self.doc_names is not None:
+            names = np.array(self.doc_names, dtype=object)
+            if names.shape != (offsets.size - 1,):
+                raise CorpusFormatError(f"doc_names holds {names.size} names for "
+                                        f"{offsets.size - 1} documents")
+            object.__setattr__(self, "doc_names", _read_only(names))
         object.__setattr__(self, "doc_offsets", _read_only(offsets.astype(np.int64, copy=False)))
         object.__setattr__(self, "word_ids", _read_only(word_ids.astype(np.int32, copy=False)))
         object.__setattr__(self, "vocab", vocab)
@@ -202,7 +211,8 @@ class Corpus:
         word_ids = np.concatenate([self.word_ids[:0]] + [
             self.word_ids[start:end] for start, end in zip(starts, ends)])
         return Corpus(offsets_from_lengths(self.doc_lengths()[docs]), word_ids, self.vocab,
-                      name=self.name)
+                      name=self.name,
+                      doc_names=None if self.doc_names is None else self.doc_names[docs])
 
     def doc_word_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(doc int64, word int32, count int32) per distinct (doc, word) pair, by doc then word.
@@ -245,7 +255,8 @@ def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
     lengths = np.bincount(docs, minlength=corpus.num_docs)
     return Corpus(offsets_from_lengths(lengths), mapped[known].astype(np.int32), vocab,
                   name=corpus.name, dropped_empty_docs=corpus.dropped_empty_docs,
-                  unknown_tokens=corpus.unknown_tokens + int((~known).sum()))
+                  unknown_tokens=corpus.unknown_tokens + int((~known).sum()),
+                  doc_names=corpus.doc_names)
 
 
 def from_entries(doc, word, count, num_docs: int, vocab: tuple[str, ...], name: str,

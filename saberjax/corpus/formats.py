@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from saberjax import text
+from saberjax.corpus import text_sources
 from saberjax.corpus.ldac import LDAC_VOCAB_FILE, load_ldac, starts_like_ldac
 from saberjax.corpus.native import META_FILE, NATIVE_FILES, load_native, save_native
 from saberjax.corpus.plain_text import load_text
@@ -19,7 +19,8 @@ from saberjax.corpus.uci import (
 )
 from saberjax.errors import CorpusFormatError
 
-FORMATS = ("uci", "ldac", "native", "text")
+# the formats of counts, then those of raw text (text_sources.FORMATS)
+FORMATS = ("uci", "ldac", "native", *text_sources.FORMATS)
 
 
 def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
@@ -27,14 +28,16 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
 
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
     file named docword*.txt[.gz] -> uci; a file starting ``N id:count`` -> ldac, with the
-    vocabulary in ``vocab.txt`` beside it; any other folder of .txt files or .txt file ->
-    text (plain text, tokenised by load_text with `text_options`: see
-    plain_text.text_rules).
+    vocabulary in ``vocab.txt`` beside it; otherwise raw text by the files' extensions
+    (text_sources: a folder or glob of .txt files or a .txt file of one document a line,
+    .jsonl, .csv, .tsv, .parquet, each also .gz or .zst, or folders and globs of them),
+    tokenised by load_text with `text_options`: the text and reading options of
+    plain_text (text_rules; text_field and id_field for the formats with fields).
     """
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen == "text":
-        return load_text(path, **text_options)
+    if chosen in text_sources.FORMATS:
+        return load_text(path, format=chosen, **text_options)
     if text_options:
         raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":
@@ -49,8 +52,8 @@ def source_files(path, format: str = "auto") -> list[Path]:
     such as saberjax.corpus.cache's, depends on)."""
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen == "text":
-        return text.document_files(path)
+    if chosen in text_sources.FORMATS:
+        return text_sources.source_files(path, chosen)
     if chosen == "native":
         return [path / name for name in NATIVE_FILES]
     if chosen == "uci":
@@ -75,15 +78,17 @@ def detect_format(path) -> str:
             ("native", (path / META_FILE).is_file()),
             ("uci", bool(uci_docwords(path))),
         ) if present]
-        if not matches and any(file.suffix == ".txt" for file in path.iterdir()):
-            matches = ["text"]
+        if not matches:
+            matches = text_sources.detected_text_formats(path)
     elif path.is_file():
         if UCI_DOCWORD_NAME.fullmatch(path.name):
             matches = ["uci"]
         elif starts_like_ldac(path):
             matches = ["ldac"]
         else:
-            matches = ["text"] if path.suffix == ".txt" else []
+            matches = text_sources.detected_text_formats(path)
+    elif text_sources.is_collection(path):
+        matches = text_sources.detected_text_formats(path)
     else:
         raise CorpusFormatError(f"{path}: no such file or directory")
     if len(matches) == 1:
@@ -92,7 +97,7 @@ def detect_format(path) -> str:
     raise CorpusFormatError(
         f"{path}: {verdict}; tried native (folder with {META_FILE}), uci (folder with "
         f"docword.txt[.gz] or file docword*.txt[.gz]), ldac (file starting 'N id:count') and "
-        f"text (folder of .txt files or .txt file); pass format= to choose")
+        f"{text_sources.DETECTION_RULE}; pass format= to choose")
 
 
 def convert_to_native(source, directory, format: str = "auto") -> Corpus:

@@ -24,6 +24,7 @@ _OFFSETS_FILE = "doc_offsets.npy"
 _WORD_IDS_FILE = "word_ids.npy"
 _VOCAB_FILE = "vocab.txt"
 NATIVE_FILES = (META_FILE, _OFFSETS_FILE, _WORD_IDS_FILE, _VOCAB_FILE)
+DOC_NAMES_FILE = "doc_names.txt"  # optional: Corpus.doc_names, one a line
 
 
 class _NpyAppender:
@@ -86,7 +87,8 @@ class NativeCorpusWriter:
         if bad_words:
             raise ValueError(f"vocabulary words must be strings without line breaks, "
                              f"got {bad_words[0]!r}")
-        outputs.check_replaceable(self.directory, NATIVE_FILES, f"a {_NATIVE_FORMAT} corpus")
+        outputs.check_replaceable(self.directory, (*NATIVE_FILES, DOC_NAMES_FILE),
+                                  f"a {_NATIVE_FORMAT} corpus")
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (unlike mkdtemp's 0700) gives the finished folder the usual permissions.
         self._staging = outputs.hidden_sibling(self.directory, "partial")
@@ -94,13 +96,17 @@ class NativeCorpusWriter:
         try:
             self._offsets = _NpyAppender(self._staging / _OFFSETS_FILE, np.int64)
             self._word_ids = _NpyAppender(self._staging / _WORD_IDS_FILE, np.int32)
+            self._names = None  # the doc_names file, opened by the first append giving names
+            self._named = None  # whether appends give doc_names, set by the first
         except BaseException:
             shutil.rmtree(self._staging, ignore_errors=True)
             raise
         self._offsets.append(np.zeros(1, np.int64))
 
-    def append(self, doc_lengths, word_ids) -> None:
-        """Adds documents: doc_lengths[i] tokens each, taken in order from word_ids."""
+    def append(self, doc_lengths, word_ids, doc_names=None) -> None:
+        """Adds documents: doc_lengths[i] tokens each, taken in order from word_ids, named
+        doc_names[i] (strings without line breaks) when the corpus has doc_names (given to
+        every append, or to none)."""
         if self._staging is None:
             raise ValueError(f"NativeCorpusWriter for {self.directory} is already closed")
         lengths = int_vector(doc_lengths, "doc_lengths")
@@ -111,10 +117,26 @@ class NativeCorpusWriter:
             raise CorpusFormatError(
                 f"doc_lengths sum to {lengths.sum()} but {ids.size} word ids were given")
         check_word_ids(ids, len(self.vocab))
+        self._append_names(doc_names, lengths.size)
         self._offsets.append(self.num_tokens + np.cumsum(lengths, dtype=np.int64))
         self._word_ids.append(ids)
         self.num_docs += lengths.size
         self.num_tokens += ids.size
+
+    def _append_names(self, doc_names, count: int) -> None:
+        if self._named is None:
+            self._named = doc_names is not None
+        if self._named != (doc_names is not None):
+            raise ValueError("doc_names must be given to every append of a corpus, or to none")
+        if doc_names is None:
+            return
+        names = [str(name) for name in doc_names]
+        if len(names) != count or any("\n" in name or "\r" in name for name in names):
+            raise ValueError(f"doc_names must be {count} strings without line breaks")
+        if self._names is None:
+            self._names = open(self._staging / DOC_NAMES_FILE, "w", encoding="utf-8",
+                               newline="\n")
+        self._names.writelines(name + "\n" for name in names)
 
     def close(self) -> None:
         """Finishes the files and renames the staging folder to ``directory``."""
@@ -123,6 +145,8 @@ class NativeCorpusWriter:
         try:
             self._offsets.finish()
             self._word_ids.finish()
+            if self._names is not None:
+                self._names.close()
             vocab_text = "".join(word + "\n" for word in self.vocab)
             (self._staging / _VOCAB_FILE).write_text(vocab_text, encoding="utf-8", newline="\n")
             meta = {"format": _NATIVE_FORMAT, "version": _NATIVE_VERSION, "name": self.name,
@@ -139,6 +163,8 @@ class NativeCorpusWriter:
     def _discard(self) -> None:
         self._offsets.abandon()
         self._word_ids.abandon()
+        if self._names is not None:
+            self._names.close()
         shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
 
@@ -155,7 +181,7 @@ class NativeCorpusWriter:
 def save_native(corpus: Corpus, directory) -> None:
     """Writes corpus as a native folder (atomically; see NativeCorpusWriter)."""
     with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name) as writer:
-        writer.append(corpus.doc_lengths(), corpus.word_ids)
+        writer.append(corpus.doc_lengths(), corpus.word_ids, corpus.doc_names)
 
 
 def load_native(directory, mmap: bool = True) -> Corpus:
@@ -172,8 +198,14 @@ def load_native(directory, mmap: bool = True) -> Corpus:
         if meta[key] != actual:
             raise CorpusFormatError(f"{directory / META_FILE}: {key} is {meta[key]} but "
                                     f"{directory / source} holds {actual}")
+    names = None
+    if (directory / DOC_NAMES_FILE).exists():
+        names = read_vocab(directory / DOC_NAMES_FILE)
+        if len(names) != doc_offsets.size - 1:
+            raise CorpusFormatError(f"{directory / DOC_NAMES_FILE}: {len(names)} names for "
+                                    f"{doc_offsets.size - 1} documents")
     try:
-        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"])
+        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"], doc_names=names)
     except CorpusFormatError as error:
         raise CorpusFormatError(f"{directory}: {error}") from error
 

@@ -1,34 +1,37 @@
-"""Corpora from plain text: files or document strings, tokenised under saberjax.text's rules
+"""Corpora from raw text: any input of saberjax.corpus.text_sources (files of plain text, JSON
+Lines, CSV, TSV, Parquet, or documents given in Python), tokenised under saberjax.text's rules
 (saberjax.corpus.tokenizing, text_corpus), with a vocabulary chosen by document frequency or a
 model's fixed vocabulary.
 
-The text options every loader takes (text_rules): token_pattern, lowercase, strip_accents,
-pretokenized (text.TextRules) and min_df, max_df, max_features, stop_words
-(text.VocabularyRules).  Documents that are not valid UTF-8 are read as Latin-1, and counted
-in a warning.
+The options every loader takes: the text options (text_rules: token_pattern, lowercase,
+strip_accents, pretokenized of text.TextRules, and min_df, max_df, max_features, stop_words
+of text.VocabularyRules) and the reading options naming the fields of records (text_blocks.
+FIELD_OPTIONS: text_field, id_field, alias text_column, id_column).  Where an id field is
+named, the corpus carries the ids of the documents it keeps (Corpus.doc_names).  Documents
+that are not valid UTF-8 are read as Latin-1, and counted in a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from absl import flags
 import pyarrow.compute as pc
+from absl import flags
 
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
+from saberjax.corpus.text_blocks import FIELD_OPTIONS, DocumentBlock, compression_of
 from saberjax.corpus.text_corpus import TextCorpus, build_corpus
-from saberjax.corpus.tokenizing import DocumentBlock, block_words, dictionary_words
+from saberjax.corpus.text_sources import document_blocks, source_files, source_name
+from saberjax.corpus.tokenizing import block_words, dictionary_words
 from saberjax.errors import CorpusFormatError
 
-BLOCK_BYTES = 1 << 24  # bytes of a text file read as one block
-SNIFF_BYTES = 1 << 20  # bytes at the start of a file whose control characters are counted
 _RULE_NAMES = {field.name for field in dataclasses.fields(text.TextRules)}
 _VOCABULARY_NAMES = {field.name for field in dataclasses.fields(text.VocabularyRules)}
 TEXT_OPTIONS = tuple(sorted(_RULE_NAMES | _VOCABULARY_NAMES))
@@ -36,13 +39,19 @@ TEXT_OPTIONS = tuple(sorted(_RULE_NAMES | _VOCABULARY_NAMES))
 
 def text_rules(**options) -> tuple[text.TextRules, text.VocabularyRules]:
     """The tokenising and vocabulary rules the text options name (TEXT_OPTIONS; the others
-    keep their defaults); ValueError naming an unknown option or a bad value."""
-    unknown = sorted(set(options) - _RULE_NAMES - _VOCABULARY_NAMES)
+    keep their defaults; the reading options, FIELD_OPTIONS, are the reader's and pass);
+    ValueError naming an unknown option or a bad value."""
+    unknown = sorted(set(options) - _RULE_NAMES - _VOCABULARY_NAMES - set(FIELD_OPTIONS))
     if unknown:
         raise ValueError(f"unknown text option(s) {', '.join(unknown)}; the text options are "
-                         f"{', '.join(TEXT_OPTIONS)}")
+                         f"{', '.join(TEXT_OPTIONS + FIELD_OPTIONS)}")
     return (text.TextRules(**{k: v for k, v in options.items() if k in _RULE_NAMES}),
             text.VocabularyRules(**{k: v for k, v in options.items() if k in _VOCABULARY_NAMES}))
+
+
+def reading_options(options: dict) -> dict:
+    """The reading options (FIELD_OPTIONS) among `options`."""
+    return {name: value for name, value in options.items() if name in FIELD_OPTIONS}
 
 
 def tokenizing_rules(options: dict) -> text.TextRules:
@@ -53,12 +62,14 @@ def tokenizing_rules(options: dict) -> text.TextRules:
 
 
 def recorded_options(**options) -> dict:
-    """Every text option (the defaults filled in) as JSON values, stop words as their sorted
-    list unless "english" or None: what decides the corpus, for a cache key or a record."""
+    """Every text option (the defaults filled in; reading options left out) as JSON values,
+    stop words as their sorted list unless "english" or None: what decides the tokens and
+    the vocabulary, for a cache key or a record."""
     text_rules(**options)  # refuses bad options
     recorded = {name: field.default for rules in (text.TextRules, text.VocabularyRules)
                 for name, field in rules.__dataclass_fields__.items()}
-    recorded.update(options)
+    recorded.update((name, value) for name, value in options.items()
+                    if name not in FIELD_OPTIONS)
     if recorded["stop_words"] not in ("english", None):
         recorded["stop_words"] = sorted(text.stop_word_set(recorded["stop_words"]))
     return recorded
@@ -97,35 +108,51 @@ def flagged_options() -> dict:
 
 
 def load_text(path, directory=None, log: Callable[[str], None] | None = None,
-              workers: int | None = None, memory_bytes: int | None = None,
-              **options) -> Corpus:
-    """A corpus from plain text (a folder of .txt files, a document each, or a file of one
-    document a line) under the text `options` (text_rules).  directory, log, workers,
-    memory_bytes: see text_corpus.build_corpus; written into a directory, the token ids go to
-    a temporary file beside it as they are read unless memory_bytes says otherwise (out of
-    core: memory holds the pieces in flight and the words' counts, never the corpus)."""
+              workers: int | None = None, memory_bytes: int | None = None, *,
+              format: str = "text", **options) -> Corpus:
+    """A corpus from raw text files (text_sources.document_blocks: `format` one of
+    text_sources.FORMATS or "auto") under the text and reading `options` (see the module).
+    directory, log, workers, memory_bytes: see text_corpus.build_corpus; written into a
+    directory, the token ids go to a temporary file beside it as they are read unless
+    memory_bytes says otherwise (out of core: memory holds the pieces in flight and the
+    words' counts, never the corpus)."""
     if directory is not None and memory_bytes is None:
         memory_bytes = 0
     path = Path(path)
     rules, vocabulary = text_rules(**options)
-    name = path.name if path.is_dir() else path.stem
-    files = text.document_files(path)
-    total = sum(file.stat().st_size for file in files)
-    blocks = _file_blocks(files) if path.is_dir() else _line_blocks(path)
-    built = build_corpus(blocks, rules, vocabulary, name=name, source=str(path),
+    blocks = document_blocks(path, format=format, **reading_options(options))
+    built = build_corpus(blocks, rules, vocabulary, name=source_name(path), source=str(path),
                          directory=directory, workers=workers, memory_bytes=memory_bytes,
-                         total_bytes=total, log=log)
-    _warn_invalid_utf8(str(path), built)
-    return built.corpus
+                         total_bytes=_plain_size(path, format), log=log)
+    return _reported(built, str(path))
 
 
-def corpus_from_documents(documents: Iterable[str], name: str = "", source: str = "text",
+def _plain_size(path: Path, format: str) -> int | None:
+    """The bytes of text a plain text input holds (for the ETA of progress lines); None for
+    other inputs, whose files' sizes are not their text's."""
+    if format not in ("text", "auto") or (format == "auto" and not (
+            path.is_dir() or path.suffix == ".txt")):
+        return None
+    files = source_files(path, "text")
+    if any(compression_of(file) for file in files):
+        return None
+    return sum(file.stat().st_size for file in files)
+
+
+def corpus_from_documents(documents, name: str = "", source: str = "text",
                           **options) -> Corpus:
-    """A corpus from document strings: tokens in text order, vocabulary by the text `options`
+    """A corpus from documents given in Python: an iterable of strings, an Arrow, pandas or
+    datasets column or table (text_sources.document_blocks; the reading options name a
+    table's text and id columns).  Tokens in text order, vocabulary by the text `options`
     (text_rules); documents left without a vocabulary word are dropped (counted, as for
     files).  `source` names the input in warnings and errors."""
     rules, vocabulary = text_rules(**options)
-    built = build_corpus(string_blocks(documents), rules, vocabulary, name=name, source=source)
+    blocks = document_blocks(documents, **reading_options(options))
+    return _reported(build_corpus(blocks, rules, vocabulary, name=name, source=source), source)
+
+
+def _reported(built: TextCorpus, source: str) -> Corpus:
+    """The corpus built, once a warning has named its documents that were not valid UTF-8."""
     _warn_invalid_utf8(source, built)
     return built.corpus
 
@@ -139,26 +166,28 @@ class VocabularyTokens(NamedTuple):
     tokens: int
 
 
-def tokens_in_vocabulary(documents: Iterable[str], vocab,
-                         rules: text.TextRules = text.DEFAULT_RULES,
-                         stop_words=text.ENGLISH_STOP_WORDS) -> VocabularyTokens:
-    """The tokens (`rules`, stop words left out) of document strings matched to a fixed
+def tokens_in_vocabulary(documents, vocab, rules: text.TextRules = text.DEFAULT_RULES,
+                         stop_words=text.ENGLISH_STOP_WORDS, **reading) -> VocabularyTokens:
+    """The tokens (`rules`, stop words left out) of documents given in Python (as
+    corpus_from_documents takes them, `reading` naming a table's fields) matched to a fixed
     vocabulary, as a trained model sees new text: no document-frequency rule, and tokens of
     other words are counted, not kept."""
-    return vocabulary_tokens(string_blocks(documents), vocab, rules, stop_words)
+    return vocabulary_tokens(document_blocks(documents, **reading), vocab, rules, stop_words)
 
 
 def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
                       rules: text.TextRules = text.DEFAULT_RULES,
                       stop_words=text.ENGLISH_STOP_WORDS) -> VocabularyTokens:
-    """tokens_in_vocabulary of the documents of DocumentBlocks."""
+    """tokens_in_vocabulary of the documents of DocumentBlocks (their ids, if any, the
+    corpus's doc_names)."""
     vocab = tuple(vocab)
     vocab_words = pa.array([word.encode("utf-8", "surrogateescape") for word in vocab],
                            pa.large_binary())
     stop_list = pa.array([word.encode("utf-8", "surrogateescape") for word in stop_words],
                          pa.large_binary())
-    lengths, word_ids, unknown = [], [], 0
+    lengths, word_ids, names, unknown = [], [], [], 0
     for block in blocks:
+        names.append(block.ids)
         words = block_words(block, rules)
         every = dictionary_words(words)
         mapping = pc.index_in(every, vocab_words).fill_null(-1).to_numpy().astype(np.int32)
@@ -172,27 +201,30 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
         word_ids.append(ids[known])
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     ids = np.concatenate(word_ids) if word_ids else np.zeros(0, np.int32)
-    return VocabularyTokens(Corpus(offsets_from_lengths(lengths), ids, vocab),
-                            unknown, unknown + ids.size)
+    doc_names = (None if not names or any(part is None for part in names)
+                 else np.concatenate(names))
+    return VocabularyTokens(Corpus(offsets_from_lengths(lengths), ids, vocab,
+                                   doc_names=doc_names), unknown, unknown + ids.size)
 
 
-def corpus_in_vocabulary(documents: Iterable[str], vocab: Sequence[str], name: str = "",
-                         source: str = "text",
-                         rules: text.TextRules = text.DEFAULT_RULES) -> Corpus:
-    """One document per string, its tokens (`rules`) matched to a model's vocabulary: no
+def corpus_in_vocabulary(documents, vocab: Sequence[str], name: str = "",
+                         source: str = "text", rules: text.TextRules = text.DEFAULT_RULES,
+                         **reading) -> Corpus:
+    """One document per string (documents as corpus_from_documents takes them, `reading`
+    naming a table's fields: their ids the corpus's doc_names), its tokens (`rules`) matched to a model's vocabulary: no
     document-frequency rule, documents without a known word kept (empty), so that row d is
     document d.  Tokens of other words are skipped and counted: a warning says how many of
     all, and CorpusFormatError is raised when no token at all is known (scoring or inferring
     nothing would look like an answer)."""
-    return _matched(tokens_in_vocabulary(documents, vocab, rules), name, source)
+    return _matched(tokens_in_vocabulary(documents, vocab, rules, **reading), name, source)
 
 
-def text_in_vocabulary(path, vocab: Sequence[str],
-                       rules: text.TextRules = text.DEFAULT_RULES) -> Corpus:
-    """corpus_in_vocabulary of a plain text file or folder (load_text's inputs)."""
+def text_in_vocabulary(path, vocab: Sequence[str], rules: text.TextRules = text.DEFAULT_RULES,
+                       format: str = "auto", **reading) -> Corpus:
+    """corpus_in_vocabulary of raw text files (load_text's inputs and reading options)."""
     path = Path(path)
-    blocks = _file_blocks(text.document_files(path)) if path.is_dir() else _line_blocks(path)
-    return _matched(vocabulary_tokens(blocks, vocab, rules), path.stem, str(path))
+    blocks = document_blocks(path, format=format, **reading)
+    return _matched(vocabulary_tokens(blocks, vocab, rules), source_name(path), str(path))
 
 
 def _matched(tokens: VocabularyTokens, name: str, source: str) -> Corpus:
@@ -207,130 +239,6 @@ def _matched(tokens: VocabularyTokens, name: str, source: str) -> Corpus:
                       f"({tokens.unknown / tokens.tokens:.1%}) are words outside {vocabulary}; "
                       f"they are skipped", stacklevel=3, skip_file_prefixes=(PACKAGE_DIR,))
     return dataclasses.replace(corpus, unknown_tokens=tokens.unknown)
-
-
-def string_blocks(documents: Iterable[str], block_bytes: int = BLOCK_BYTES
-                  ) -> Iterator[DocumentBlock]:
-    """DocumentBlocks of document strings (UTF-8 encoded, a block of about block_bytes at a
-    time, so that the strings are never all encoded at once)."""
-    if isinstance(documents, (str, bytes)):
-        raise TypeError("documents is one string; pass a list of document strings")
-    encoded, size = [], 0
-    for document in documents:
-        if not isinstance(document, str):
-            raise TypeError(f"documents must be strings, got {type(document).__name__}")
-        encoded.append(document.encode("utf-8", "ignore"))
-        size += len(encoded[-1])
-        if size >= block_bytes:
-            yield _joined(encoded)
-            encoded, size = [], 0
-    if encoded:
-        yield _joined(encoded)
-
-
-def _joined(documents: list[bytes]) -> DocumentBlock:
-    lengths = np.fromiter(map(len, documents), np.int64, len(documents))
-    return DocumentBlock(np.frombuffer(b"".join(documents), np.uint8),
-                         offsets_from_lengths(lengths))
-
-
-def _file_blocks(files: list[Path]) -> Iterator[DocumentBlock]:
-    """A document per file, files joined into blocks of about BLOCK_BYTES."""
-    documents, size = [], 0
-    for file in files:
-        documents.append(_read_checked(file))
-        size += len(documents[-1])
-        if size >= BLOCK_BYTES:
-            yield _joined(documents)
-            documents, size = [], 0
-    if documents:
-        yield _joined(documents)
-
-
-def _line_blocks(path: Path) -> Iterator[DocumentBlock]:
-    """A document per line of a file (its line break kept at its end): blocks of whole lines
-    of about BLOCK_BYTES, their offsets left to the tokenising threads (DocumentBlock); a line
-    break ending the file ends the last line.  The file is refused as binary data for a NUL
-    byte anywhere, or for control characters in its first SNIFF_BYTES (_TextCheck)."""
-    try:
-        file = open(path, "rb")
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-    with file:
-        rest, offset = b"", 0
-        while True:
-            buffer = bytearray(len(rest) + BLOCK_BYTES)
-            buffer[:len(rest)] = rest
-            try:
-                read = file.readinto(memoryview(buffer)[len(rest):])
-            except OSError as error:
-                raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-            if not read:
-                break
-            size = len(rest) + read
-            if (nul := buffer.find(b"\0", len(rest), size)) >= 0:
-                raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
-                                        f"{offset + nul - len(rest)}); plain text input is "
-                                        f"UTF-8 or Latin-1")
-            if offset == 0:
-                checker = _TextCheck(path)
-                checker.add(np.frombuffer(buffer, np.uint8, min(size, SNIFF_BYTES)))
-                checker.finish()
-            offset += read
-            end = buffer.rfind(b"\n", 0, size) + 1
-            if end:
-                yield DocumentBlock(np.frombuffer(buffer, np.uint8, end), None)
-            rest = bytes(buffer[end:size])
-        if rest:
-            yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
-
-
-def _read_checked(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read ({error.strerror})") from error
-    checker = _TextCheck(path)
-    checker.add(np.frombuffer(data, np.uint8))
-    checker.finish()
-    return data
-
-
-# Control characters that text does not contain: all but tab, line feed, vertical tab, form
-# feed and carriage return, plus DEL.
-_BINARY_BYTES = np.zeros(256, bool)
-_BINARY_BYTES[sorted({*range(32), 127} - set(b"\t\n\v\f\r"))] = True
-MAX_CONTROL_FRACTION = 0.01  # of a file's bytes; binary data has ~12%
-
-
-class _TextCheck:
-    """Refuses binary data (a NUL byte, or more than MAX_CONTROL_FRACTION control characters
-    in the file), which Latin-1 would otherwise decode into nonsense words."""
-
-    def __init__(self, path: Path):
-        self.path, self.size, self.control, self.first = path, 0, 0, None
-
-    def add(self, data: np.ndarray) -> None:
-        count = (np.count_nonzero(data < 32) - np.count_nonzero(data - np.uint8(9) < 5)
-                 + np.count_nonzero(data == 127))  # bytes 0-31 but 9-13, and 127
-        if count and self.first is None:
-            at = int(np.argmax(_BINARY_BYTES[data]))
-            self.first = (self.size + at, int(data[at]))
-        self.size += data.size
-        self.control += int(count)
-        if count and not data.all():  # a NUL byte
-            self._refuse()
-
-    def finish(self) -> None:
-        if self.control > MAX_CONTROL_FRACTION * self.size:
-            self._refuse()
-
-    def _refuse(self) -> None:
-        offset, byte = self.first
-        raise CorpusFormatError(
-            f"{self.path}: binary data, not text (control byte {byte:#04x} at offset {offset}, "
-            f"{self.control} control bytes in the first {self.size} bytes); plain text input "
-            f"is UTF-8 or Latin-1")
 
 
 def _warn_invalid_utf8(source: str, built: TextCorpus) -> None:

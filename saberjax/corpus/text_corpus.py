@@ -42,10 +42,10 @@ import scipy.sparse
 from saberjax import outputs, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
+from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.tokenizing import (
     LONG_KEY,
     BlockWords,
-    DocumentBlock,
     block_words,
     is_long_key,
     word_strings,
@@ -58,11 +58,11 @@ GROUP_PIECES = 32  # pieces whose dictionaries are merged into one as soon as th
 
 
 class TextCorpus(NamedTuple):
-    """The corpus of a text input, the ids of its documents (those kept, in order; None when
-    the input had none) and how many documents were not valid UTF-8 (read as Latin-1)."""
+    """The corpus of a text input (the ids of the blocks' documents, where they have ids, its
+    doc_names: those of the documents kept, in order) and how many documents were not valid
+    UTF-8 (read as Latin-1)."""
 
     corpus: Corpus
-    doc_ids: np.ndarray | None
     invalid_utf8_docs: int
 
 
@@ -138,13 +138,13 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         with ThreadPoolExecutor(threads) as pool:
             mapped = _in_order(pool, _mapped, items, 2 * threads)
             if directory is not None:
-                corpus, doc_ids, dropped = _written(mapped, vocab, name, directory)
+                corpus, dropped = _written(mapped, vocab, name, directory)
             else:
-                corpus, doc_ids, dropped = _in_memory(mapped, vocab, name, word_ids)
+                corpus, dropped = _in_memory(mapped, vocab, name, word_ids)
     if dropped:
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
-    return TextCorpus(corpus, doc_ids, invalid)
+    return TextCorpus(corpus, invalid)
 
 
 def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,
@@ -338,15 +338,14 @@ def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, store: _Toke
 
 
 def _written(mapped, vocab, name, directory):
-    """Writes the mapped pieces as a native corpus in `directory`; (its corpus, memory-mapped,
-    the kept documents' ids, the dropped documents)."""
-    doc_ids, dropped = [], 0
+    """Writes the mapped pieces as a native corpus in `directory` (the kept documents' ids its
+    doc_names); (its corpus, memory-mapped, the dropped documents)."""
+    dropped = 0
     with NativeCorpusWriter(directory, vocab, name=name) as writer:
         for lengths, ids, nonempty, kept_ids in mapped:
-            writer.append(lengths, ids)
+            writer.append(lengths, ids, kept_ids)
             dropped += int(nonempty.size - lengths.size)
-            doc_ids.append(kept_ids)
-    return load_native(directory), _joined_ids(doc_ids), dropped
+    return load_native(directory), dropped
 
 
 def _in_memory(mapped, vocab, name, word_ids):
@@ -358,8 +357,10 @@ def _in_memory(mapped, vocab, name, word_ids):
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
-    return Corpus(offsets_from_lengths(lengths), word_ids, vocab, name), _joined_ids(doc_ids), \
-        dropped
+    doc_names = None if any(ids is None for ids in doc_ids) or not doc_ids else np.concatenate(
+        doc_ids)
+    return Corpus(offsets_from_lengths(lengths), word_ids, vocab, name,
+                  doc_names=doc_names), dropped
 
 
 def _in_order(pool: ThreadPoolExecutor, function: Callable, items: Iterable, ahead: int
@@ -373,12 +374,6 @@ def _in_order(pool: ThreadPoolExecutor, function: Callable, items: Iterable, ahe
             yield in_flight.popleft().result()
     while in_flight:
         yield in_flight.popleft().result()
-
-
-def _joined_ids(parts: list) -> np.ndarray | None:
-    if not parts or any(part is None for part in parts):
-        return None
-    return np.concatenate(parts)
 
 
 def _warn_dropped(source: str, dropped: int) -> None:

@@ -1,6 +1,7 @@
 """Blocks of documents -> their tokens, as ids into the block's own dictionary of words.
 
-A `DocumentBlock` holds the UTF-8 bytes of consecutive documents concatenated, with offsets.
+A `DocumentBlock` (saberjax.corpus.text_blocks) holds the UTF-8 bytes of consecutive documents
+concatenated, with offsets.
 `block_words` tokenises one under `text.TextRules` and returns `BlockWords`: each token as an
 id into the block's dictionary, where each document's tokens start, and how many documents
 were not valid UTF-8 (those are read as Latin-1, as saberjax always read such text).
@@ -40,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from saberjax import text
+from saberjax.corpus.text_blocks import DocumentBlock, line_offsets
 
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
 _RAW_KEY_LETTERS = 8  # longest word keyed by its bytes as they are
@@ -58,16 +60,6 @@ _CONTINUATIONS[0xC2:0xE0] = 1
 _CONTINUATIONS[0xE0:0xF0] = 2
 _CONTINUATIONS[0xF0:0xF5] = 3
 _LEAD_BITS = np.array([0x7F, 0x1F, 0x0F, 0x07], np.int64)  # payload of a lead byte, by length
-
-
-class DocumentBlock(NamedTuple):
-    """Consecutive documents: document i is data[offsets[i]:offsets[i + 1]], UTF-8 bytes
-    (undecodable bytes left as they are); ids: an optional [n] array of their ids.  offsets
-    None: data is lines, a document each (line_offsets), found by the thread tokenising it."""
-
-    data: np.ndarray
-    offsets: np.ndarray
-    ids: np.ndarray | None = None
 
 
 class BlockWords(NamedTuple):
@@ -114,14 +106,6 @@ def word_strings(keys: np.ndarray) -> list[str]:
 def is_long_key(keys: np.ndarray) -> np.ndarray:
     """Which keys stand for long words (LONG_KEY + n)."""
     return (keys & LONG_KEY) == LONG_KEY
-
-
-def line_offsets(data: np.ndarray) -> np.ndarray:
-    """Offsets of the lines of `data` (each with its line break; a last line without one
-    too)."""
-    breaks = np.flatnonzero(data == ord("\n")) + 1
-    tail = [data.size] if data.size and data[-1] != ord("\n") else []
-    return np.concatenate([[0], breaks, tail]).astype(np.int64)
 
 
 def dictionary_words(words: BlockWords) -> pa.Array:

@@ -1,0 +1,232 @@
+"""Blocks of raw documents (DocumentBlock) and the readers of plain text files: the bytes every
+raw-text input becomes before saberjax.corpus.tokenizing reads it.
+
+A DocumentBlock holds the UTF-8 bytes of consecutive documents, concatenated, and where each
+begins; a block of lines leaves the line breaks for the tokenising threads to find, so that
+reading a text file of one document a line costs a read and a search for its last line feed
+a block, on one core, and nothing per document.  Files are read through pyarrow's streams,
+which decompress gzip and zstd.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from saberjax.errors import CorpusFormatError
+
+DEFAULT_BLOCK_BYTES = 1 << 24  # bytes of documents per block (the engine cuts them in pieces)
+SNIFF_BYTES = 1 << 20  # bytes at the start of a line file whose control characters are counted
+DEFAULT_TEXT_FIELD = "text"
+# file name endings of compressed files, and the magic numbers their contents start with
+COMPRESSIONS = {".gz": ("gzip", b"\x1f\x8b"), ".zst": ("zstd", b"\x28\xb5\x2f\xfd")}
+_LINE_FEED = 10
+
+
+class DocumentBlock(NamedTuple):
+    """Consecutive documents: document i is ``data[offsets[i]:offsets[i + 1]]``, UTF-8 bytes
+    (as the source holds them: invalid UTF-8 is left for the tokeniser to report).
+
+    data: uint8 [bytes]; offsets: int64 [n + 1], non-decreasing, offsets[0] == 0 and
+    offsets[-1] == data.size, or None when data is lines, one document each with its line
+    break (line_offsets; found by the thread that tokenises the block); ids: the documents'
+    ids, a 1-D object array of str [n], when an id field is named, else None.
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray | None
+    ids: np.ndarray | None = None
+
+    def document_offsets(self) -> np.ndarray:
+        """offsets, or the lines' offsets of a block of lines."""
+        return line_offsets(self.data) if self.offsets is None else self.offsets
+
+    @property
+    def num_docs(self) -> int:
+        return self.document_offsets().size - 1
+
+    def document(self, i: int) -> bytes:
+        """Document i's bytes."""
+        offsets = self.document_offsets()
+        return self.data[offsets[i]:offsets[i + 1]].tobytes()
+
+
+def line_offsets(data: np.ndarray) -> np.ndarray:
+    """Offsets of the lines of `data` (each with its line break; a last line without one
+    too)."""
+    breaks = np.flatnonzero(data == _LINE_FEED) + 1
+    tail = [data.size] if data.size and data[-1] != _LINE_FEED else []
+    return np.concatenate([[0], breaks, tail]).astype(np.int64)
+
+
+class Fields(NamedTuple):
+    """The names of the field or column holding the documents and of the one holding their
+    ids (None: no ids)."""
+
+    text: str = DEFAULT_TEXT_FIELD
+    id: str | None = None
+
+
+FIELD_OPTIONS = ("text_field", "id_field", "text_column", "id_column")
+
+
+def reading_fields(text_field: str | None = None, id_field: str | None = None,
+                   text_column: str | None = None, id_column: str | None = None) -> Fields:
+    """The Fields of the reading options (FIELD_OPTIONS: `text_column` and `id_column` are
+    other names of `text_field` and `id_field`); ValueError when the two names of one option
+    disagree or a name is not a non-empty string."""
+    text = _one_name("text_field", text_field, "text_column", text_column)
+    return Fields(DEFAULT_TEXT_FIELD if text is None else text,
+                  _one_name("id_field", id_field, "id_column", id_column))
+
+
+def _one_name(name: str, value, alias: str, alias_value) -> str | None:
+    if value is not None and alias_value is not None and value != alias_value:
+        raise ValueError(f"{name}={value!r} and {alias}={alias_value!r} name the same field; "
+                         f"give one of them")
+    chosen = value if value is not None else alias_value
+    if chosen is not None and (not isinstance(chosen, str) or not chosen):
+        raise ValueError(f"{name} must be a non-empty string, got {chosen!r}")
+    return chosen
+
+
+def open_stream(path: Path):
+    """A binary stream (pyarrow) of the file's content, decompressed when it is gzip or zstd
+    data."""
+    import pyarrow as pa
+
+    try:
+        return pa.input_stream(str(path), compression=compression_of(path))
+    except FileNotFoundError:
+        raise CorpusFormatError(f"{path}: file not found") from None
+    except OSError as error:
+        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+
+
+def compression_of(path: Path) -> str | None:
+    """"gzip" or "zstd" when the file's content starts with their magic number, else None."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except FileNotFoundError:
+        raise CorpusFormatError(f"{path}: file not found") from None
+    except OSError as error:
+        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+    return next((name for name, magic in COMPRESSIONS.values() if head.startswith(magic)),
+                None)
+
+
+def read_block(stream, path: Path, size: int | None) -> np.ndarray:
+    """Up to `size` bytes of the stream (None: all the rest) as uint8, without a copy."""
+    try:
+        return np.frombuffer(stream.read_buffer(size), np.uint8)
+    except (OSError, ValueError) as error:  # pyarrow.ArrowInvalid is a ValueError
+        raise CorpusFormatError(f"{path}: cannot read: {error}") from error
+
+
+def _read_into(stream, path: Path, buffer: memoryview) -> int:
+    """Fills `buffer` from the stream (less only at its end); the bytes read."""
+    done = 0
+    try:
+        while done < len(buffer) and (read := stream.readinto(buffer[done:])):
+            done += read
+    except (OSError, ValueError) as error:
+        raise CorpusFormatError(f"{path}: cannot read: {error}") from error
+    return done
+
+
+def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[DocumentBlock]:
+    """A document per line of a file (its line break kept at its end, as whitespace): blocks
+    of whole lines of about block_bytes, read into fresh buffers (no copy but the part of a
+    line a block ends in), their offsets left to the tokenising threads (DocumentBlock); a
+    last line without a line break is a document too, an empty file holds none.  The file is
+    refused as binary data for a NUL byte anywhere (a memchr a block), or for control
+    characters in its first SNIFF_BYTES (check_is_text)."""
+    with open_stream(path) as stream:
+        rest, offset = b"", 0
+        while True:
+            buffer = bytearray(len(rest) + block_bytes)
+            buffer[:len(rest)] = rest
+            read = _read_into(stream, path, memoryview(buffer)[len(rest):])
+            if not read:
+                break
+            size = len(rest) + read
+            if (nul := buffer.find(b"\0", len(rest), size)) >= 0:
+                raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
+                                        f"{offset + nul - len(rest)}); plain text input is "
+                                        f"UTF-8 or Latin-1")
+            if offset == 0:
+                check_is_text(path, np.frombuffer(buffer, np.uint8, min(size, SNIFF_BYTES)))
+            offset += read
+            end = buffer.rfind(b"\n", 0, size) + 1
+            if end:
+                yield DocumentBlock(np.frombuffer(buffer, np.uint8, end), None)
+            rest = bytes(buffer[end:size])
+        if rest:
+            yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
+
+
+def whole_lines(path: Path, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The file's content in pieces of about `size` bytes cut after a line feed, each with
+    the ends of its lines (int64, after each line feed; a last line without one ends the
+    file): for readers that parse lines themselves (JSON Lines)."""
+    with open_stream(path) as stream:
+        carried = np.zeros(0, np.uint8)  # the part of a line the previous piece ended in
+        while (read := read_block(stream, path, size)).size:
+            data = np.concatenate([carried, read]) if carried.size else read
+            ends = np.flatnonzero(data == _LINE_FEED) + 1
+            if ends.size:
+                yield data[:ends[-1]], ends
+            carried = data[ends[-1]:] if ends.size else data
+        if carried.size:
+            yield carried, np.array([carried.size], np.int64)
+
+
+def file_blocks(files: list[Path], block_bytes: int = DEFAULT_BLOCK_BYTES
+                ) -> Iterator[DocumentBlock]:
+    """One document a file (each checked to be text: check_is_text), about block_bytes of
+    files a block."""
+    pieces, size = [], 0
+    for file in files:
+        with open_stream(file) as stream:
+            content = read_block(stream, file, None)
+        check_is_text(file, content)
+        pieces.append(content)
+        size += content.size
+        if size >= block_bytes:
+            yield block_of_documents(pieces)
+            pieces, size = [], 0
+    if pieces:
+        yield block_of_documents(pieces)
+
+
+def block_of_documents(documents: list[np.ndarray]) -> DocumentBlock:
+    """The block of these documents' bytes (uint8 arrays)."""
+    offsets = np.zeros(len(documents) + 1, np.int64)
+    np.cumsum([document.size for document in documents], out=offsets[1:])
+    return DocumentBlock(np.concatenate(documents) if documents else np.zeros(0, np.uint8),
+                         offsets)
+
+
+# Control characters that text does not contain: all but tab, line feed, vertical tab, form
+# feed and carriage return, plus DEL.
+_BINARY_BYTES = np.zeros(256, bool)
+_BINARY_BYTES[sorted({*range(32), 127} - set(b"\t\n\v\f\r"))] = True
+MAX_CONTROL_FRACTION = 0.01  # of the bytes checked; binary data has ~12%
+
+
+def check_is_text(path: Path, data: np.ndarray) -> None:
+    """Refuses binary data (a NUL byte, or more than MAX_CONTROL_FRACTION control characters),
+    which would otherwise be read as nonsense words."""
+    # bytes below 32 but tab, line feed, vertical tab, form feed and carriage return (9 to
+    # 13), and DEL: a few whole-array passes
+    whitespace = np.count_nonzero((data - np.uint8(9)) < 5)
+    count = np.count_nonzero(data < 32) - whitespace + np.count_nonzero(data == 127)
+    if count and (not data.all() or count > MAX_CONTROL_FRACTION * data.size):
+        first = int(np.argmax(_BINARY_BYTES[data]))
+        raise CorpusFormatError(
+            f"{path}: binary data, not text (control byte {int(data[first]):#04x} at offset "
+            f"{first}, {count} of {data.size} bytes); plain text input is UTF-8 or Latin-1")

@@ -1,0 +1,437 @@
+"""Raw documents from every text source as DocumentBlocks (saberjax.corpus.text_sources)."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from saberjax.corpus import load_corpus
+from saberjax.corpus.text_sources import document_blocks
+from saberjax.errors import CorpusFormatError
+
+DOCUMENTS = ["Football match: the striker scored", "", "Le café était fermé; naïve",
+             "Über den Wolken", "Москва — столица России", "last one\r"]
+
+
+def documents_read(source, **options) -> list[bytes]:
+    """Every document document_blocks yields, as bytes, checking each block's layout."""
+    documents = []
+    for block in document_blocks(source, **options):
+        offsets = block.document_offsets()  # a block of lines (offsets None) has them too
+        assert block.data.dtype == np.uint8 and offsets.dtype == np.int64
+        assert offsets[0] == 0 and offsets[-1] == block.data.size
+        assert np.all(np.diff(offsets) >= 0)
+        documents += [block.document(i) for i in range(block.num_docs)]
+    return documents
+
+
+def write_lines(path, documents, compress=None):
+    data = "".join(f"{document}\n" for document in documents).encode()
+    path.write_bytes(gzip.compress(data) if compress == "gzip" else data)
+    return path
+
+
+@pytest.mark.parametrize("block_bytes", [1, 7, 64, 1 << 20])
+def test_one_document_a_line_gives_each_line_with_its_line_feed_whatever_the_block_size(
+        tmp_path, block_bytes):
+    path = write_lines(tmp_path / "docs.txt", DOCUMENTS)
+    assert documents_read(path, block_bytes=block_bytes) == [
+        f"{document}\n".encode() for document in DOCUMENTS]
+
+
+def test_a_last_line_without_a_line_feed_is_a_document(tmp_path):
+    (tmp_path / "docs.txt").write_bytes(b"one\ntwo")
+    assert documents_read(tmp_path / "docs.txt", block_bytes=2) == [b"one\n", b"two"]
+
+
+def test_a_folder_or_glob_of_txt_files_gives_one_document_a_file_in_name_order(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for index, document in reversed(list(enumerate(DOCUMENTS))):
+        (folder / f"doc{index}.txt").write_text(document)
+    (folder / "notes.md").write_text("not a document")
+    expected = [document.encode() for document in DOCUMENTS]
+    for block_bytes in (1, 30, 1 << 20):
+        assert documents_read(folder, block_bytes=block_bytes) == expected
+    assert documents_read(folder / "doc*.txt") == expected
+
+
+def test_gzip_and_zstd_text_is_decompressed(tmp_path):
+    import pyarrow as pa
+
+    plain = write_lines(tmp_path / "docs.txt", DOCUMENTS)
+    expected = documents_read(plain)
+    assert documents_read(write_lines(tmp_path / "docs.txt.gz", DOCUMENTS, "gzip"),
+                          block_bytes=5) == expected
+    with pa.output_stream(str(tmp_path / "docs.txt.zst"), compression="zstd") as stream:
+        stream.write(plain.read_bytes())
+    assert documents_read(tmp_path / "docs.txt.zst", block_bytes=5) == expected
+
+
+def test_concatenated_gzip_members_are_read_whole(tmp_path):
+    path = tmp_path / "docs.txt.gz"
+    path.write_bytes(gzip.compress(b"one\ntwo\n") + gzip.compress(b"three\n"))
+    assert documents_read(path) == [b"one\n", b"two\n", b"three\n"]
+
+
+def test_compressed_and_plain_text_give_the_same_corpus(tmp_path):
+    themed = [f"striker goalkeeper referee match{i % 2}" for i in range(10)]
+    plain = load_corpus(write_lines(tmp_path / "a.txt", themed), min_df=1, max_df=1.0)
+    packed = load_corpus(write_lines(tmp_path / "b.txt.gz", themed, "gzip"), min_df=1,
+                         max_df=1.0)
+    assert plain.vocab == packed.vocab
+    np.testing.assert_array_equal(plain.word_ids, packed.word_ids)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "no documents"),
+    (b"text\0with a NUL byte\n", "binary data, not text"),
+])
+def test_bad_text_files_are_one_line_errors(tmp_path, content, message):
+    (tmp_path / "bad.txt").write_bytes(content)
+    with pytest.raises(CorpusFormatError, match=message):
+        documents_read(tmp_path / "bad.txt")
+
+
+def test_missing_files_and_empty_folders_are_errors(tmp_path):
+    with pytest.raises(CorpusFormatError, match="file not found"):
+        documents_read(tmp_path / "absent.txt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusFormatError, match="no .txt files"):
+        documents_read(tmp_path / "empty", format="text")
+    with pytest.raises(CorpusFormatError, match="no .txt files match"):
+        documents_read(tmp_path / "nothing*.txt", format="text")
+    with pytest.raises(CorpusFormatError, match="not a text source"):
+        documents_read(tmp_path / "empty")
+
+
+# The same documents in every format: two themes, with ids, one document with no words.
+THEMED = [f"Striker {i} scored; the goalkeeper, referee and stadium cheered." if i % 2 else
+          f"Baker {i} mixed flour, butter and sugar; the oven was hot, the café closed."
+          for i in range(12)] + ["", 'She said "stop, now" and left,\nthen\ttabbed.']
+IDS = [f"doc-{i}" for i in range(len(THEMED))]
+
+
+def write_all_formats(directory) -> dict:
+    """THEMED (with IDS where the format has fields) written in every input format: name ->
+    (path, reading options)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    directory.mkdir(exist_ok=True)
+    table = pa.table({"id": IDS, "body": THEMED})
+    sources = {}
+    lines = directory / "lines.txt"  # one document a line: no line breaks inside documents
+    lines.write_text("".join(document.replace("\n", " ") + "\n" for document in THEMED))
+    sources["text lines"] = (lines, dict(format="text"))
+    folder = directory / "folder"
+    folder.mkdir()
+    for index, document in enumerate(THEMED):
+        (folder / f"{index:03d}.txt").write_text(document)
+    sources["text folder"] = (folder, {})
+    records = "".join(json.dumps(dict(id=i, text=d, other=[1])) + "\n" for i, d in
+                      zip(IDS, THEMED))
+    (directory / "docs.jsonl").write_text(records)
+    sources["jsonl"] = (directory / "docs.jsonl", dict(id_field="id"))
+    (directory / "docs.jsonl.gz").write_bytes(gzip.compress(records.encode()))
+    sources["jsonl.gz"] = (directory / "docs.jsonl.gz", dict(id_field="id"))
+    with pa.output_stream(str(directory / "docs.jsonl.zst"), compression="zstd") as stream:
+        stream.write(records.encode())
+    sources["jsonl.zst"] = (directory / "docs.jsonl.zst", dict(id_field="id"))
+    pa_csv.write_csv(table, directory / "docs.csv")
+    sources["csv"] = (directory / "docs.csv", dict(text_column="body", id_column="id"))
+    pa_csv.write_csv(table, directory / "docs.tsv", pa_csv.WriteOptions(delimiter="\t"))
+    sources["tsv"] = (directory / "docs.tsv", dict(text_column="body", id_field="id"))
+    pq.write_table(table, directory / "docs.parquet", row_group_size=5)
+    sources["parquet"] = (directory / "docs.parquet", dict(text_column="body", id_field="id"))
+    shards = directory / "shards"
+    shards.mkdir()
+    for shard, start in enumerate(range(0, len(THEMED), 5)):
+        pq.write_table(table.slice(start, 5), shards / f"part-{shard:02d}.parquet")
+    sources["parquet folder"] = (shards, dict(text_column="body", id_field="id"))
+    sources["parquet glob"] = (shards / "part-*.parquet", dict(text_column="body",
+                                                                id_field="id"))
+    return sources
+
+
+class FakeDataset:
+    """What text_sources reads of a Hugging Face datasets.Dataset: column_names, and
+    with_format("arrow").iter(batch_size) giving pyarrow Tables."""
+
+    def __init__(self, table):
+        self.table, self.column_names = table, table.column_names
+
+    def with_format(self, kind):
+        assert kind == "arrow"
+        return self
+
+    def iter(self, batch_size):
+        for start in range(0, self.table.num_rows, batch_size):
+            yield self.table.slice(start, batch_size)
+
+
+def python_sources() -> dict:
+    """THEMED as each kind of Python object: name -> (object, reading options)."""
+    import pyarrow as pa
+
+    table = pa.table({"id": IDS, "body": THEMED})
+    return {"list": (THEMED, {}), "generator": ((document for document in THEMED), {}),
+            "numpy": (np.array(THEMED), {}), "arrow array": (pa.array(THEMED), {}),
+            "chunked array": (table.column("body"), {}),
+            "arrow table": (table, dict(text_column="body", id_column="id")),
+            "dataset": (FakeDataset(table), dict(text_field="body", id_field="id"))}
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 1 empty document")
+def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
+    from saberjax.corpus import corpus_from_documents
+
+    expected = corpus_from_documents(list(THEMED), min_df=1, max_df=1.0)
+    sources = write_all_formats(tmp_path)
+    corpora = {name: load_corpus(path, min_df=1, max_df=1.0, **options)
+               for name, (path, options) in sources.items()}
+    corpora.update({name: corpus_from_documents(source, min_df=1, max_df=1.0, **options)
+                    for name, (source, options) in python_sources().items()})
+    assert expected.dropped_empty_docs == 1 and "cafe" in expected.vocab
+    for name, corpus in corpora.items():
+        assert corpus.vocab == expected.vocab, name
+        np.testing.assert_array_equal(corpus.doc_offsets, expected.doc_offsets, err_msg=name)
+        np.testing.assert_array_equal(corpus.word_ids, expected.word_ids, err_msg=name)
+        has_ids = "id_field" in sources.get(name, python_sources().get(name))[1] or (
+            "id_column" in sources.get(name, python_sources().get(name))[1])
+        if has_ids:  # the empty document and its id are dropped
+            assert list(corpus.doc_names) == IDS[:12] + IDS[13:], name
+        else:
+            assert corpus.doc_names is None, name
+
+
+@pytest.mark.parametrize("name", ["jsonl", "jsonl.gz", "csv", "tsv", "parquet",
+                                  "parquet folder", "text folder"])
+def test_blocks_hold_the_same_documents_and_ids_whatever_their_size(tmp_path, name):
+    path, options = write_all_formats(tmp_path)[name]
+    layouts = []
+    for block_bytes in (1, 40, 1 << 20):
+        blocks = list(document_blocks(path, block_bytes=block_bytes, **options))
+        assert max(block.data.size for block in blocks) <= max(2 * block_bytes, 200)
+        ids = [i for block in blocks for i in (block.ids if block.ids is not None else [])]
+        layouts.append((documents_read(path, block_bytes=block_bytes, **options), ids))
+    assert layouts[0] == layouts[1] == layouts[2]
+    assert layouts[0][0] == [document.encode() for document in THEMED]
+
+
+def test_format_is_detected_by_extension_through_compression_and_shards(tmp_path):
+    from saberjax.corpus import detect_format
+
+    sources = write_all_formats(tmp_path)
+    assert {name: detect_format(path) for name, (path, _) in sources.items()} == {
+        "text lines": "text", "text folder": "text", "jsonl": "jsonl", "jsonl.gz": "jsonl",
+        "jsonl.zst": "jsonl", "csv": "csv", "tsv": "tsv", "parquet": "parquet",
+        "parquet folder": "parquet", "parquet glob": "parquet"}
+
+
+def test_a_chunked_or_sliced_arrow_column_is_read_from_its_buffers(tmp_path):
+    import pyarrow as pa
+
+    column = pa.chunked_array([pa.array(["a b", None, "c"], pa.large_string()),
+                               pa.array(["dd", "ee"], pa.large_string()).slice(1)])
+    assert documents_read(column) == [b"a b", b"", b"c", b"ee"]
+    block = next(document_blocks(pa.array(["xyz", "w"]).slice(1)))
+    assert block.data.tobytes() == b"w" and block.offsets.tolist() == [0, 1]
+
+
+def test_fields_are_one_option_under_two_names():
+    from saberjax.corpus.text_sources import reading_fields
+
+    assert reading_fields(text_column="body", id_field="key") == ("body", "key")
+    assert reading_fields() == ("text", None)
+    with pytest.raises(ValueError, match="name the same field"):
+        reading_fields(text_field="a", text_column="b")
+
+
+def write_text(path, content):
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize("file, content, options, message", [
+    ("bad.jsonl", '{"text": "ok"}\n\n{"text": "a" "b"}\n', {},
+     r"bad.jsonl, line 3: not valid JSON \(Expecting ',' delimiter\)"),
+    ("bad.jsonl", '{"text": "ok"}\n[1, 2]\n', {}, "line 2: an array, not a JSON object"),
+    ("bad.jsonl", '{"text": "ok"}\n{"text": 7}\n', {},
+     "line 2: field 'text' is a number, not a string"),
+    ("bad.jsonl", '{"body": "ok", "id": 1}\n', {},
+     "no field 'text' in its first record \\(its fields: 'body', 'id'\\)"),
+    ("bad.jsonl", '{"text": "a", "id": 1}\n{"text": "b", "id": "x"}\n', dict(id_field="id"),
+     "line 2: field 'id' is a string, but a number on line 1"),
+    ("bad.jsonl", '{"text": "a", "id": 1}\n{"text": "b"}\n', dict(id_field="id"),
+     "1 of 2 records have no 'id'"),
+    ("bad.csv", "id,body\n1,hello\n", {}, "no column 'text' \\(its columns: 'id', 'body'\\)"),
+    ("bad.csv", "text\nhello\n", dict(id_column="key"), "no column 'key'"),
+    ("bad.csv", "text,id\na,1\nb,2,3\n", {}, "Expected 2 columns, got 3"),
+    ("bad.tsv", "", {}, "no documents"),
+    ("bad.csv", "text\n", {}, "no documents"),
+    ("bad.jsonl", "\n\n", {}, "no documents"),
+    ("bad.parquet", "not parquet", {}, "not a readable Parquet file"),
+])
+def test_bad_input_is_a_one_line_error_naming_the_file(tmp_path, file, content, options,
+                                                       message):
+    path = write_text(tmp_path / file, content)
+    with pytest.raises(CorpusFormatError, match=message) as caught:
+        documents_read(path, **options)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_bad_columns_and_objects_are_refused():
+    import pyarrow as pa
+    import pyarrow.parquet as pq  # noqa: F401 (imported as the Parquet reader does)
+
+    with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'body'\\)"):
+        documents_read(pa.table({"body": ["a"]}))
+    with pytest.raises(CorpusFormatError, match="no column 'text'"):
+        documents_read(FakeDataset(pa.table({"body": ["a"]})))
+    with pytest.raises(CorpusFormatError, match="of type int64, not text"):
+        documents_read(pa.array([1, 2]))
+    with pytest.raises(TypeError, match="documents must be strings, got int"):
+        documents_read(["a", 3])
+    with pytest.raises(CorpusFormatError, match="no documents"):
+        documents_read([])
+
+
+def test_a_missing_parquet_column_names_those_there_are(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"title": ["a"], "body": ["b"]}), tmp_path / "x.parquet")
+    with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'title', "
+                                                "'body'\\)"):
+        documents_read(tmp_path / "x.parquet")
+
+
+def test_corrupt_compressed_data_is_a_read_error(tmp_path):
+    path = tmp_path / "docs.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "a"}\n' * 100)[:40])
+    with pytest.raises(CorpusFormatError, match="docs.jsonl.gz"):
+        documents_read(path)
+
+
+def test_pandas_columns_are_read_when_pandas_is_installed():
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"body": THEMED, "id": IDS})
+    assert documents_read(frame["body"]) == [document.encode() for document in THEMED]
+    blocks = list(document_blocks(frame, text_column="body", id_column="id"))
+    assert [i for block in blocks for i in block.ids] == IDS
+
+
+def test_ids_travel_from_json_lines_to_doc_topics_and_theta(tmp_path):
+    import json
+
+    from helpers import launch
+
+    corpus = tmp_path / "posts.jsonl"
+    corpus.write_text("".join(json.dumps(dict(key=f"post-{i}", body=document)) + "\n"
+                              for i, document in enumerate(THEMED * 2)))
+    output = tmp_path / "model"
+    launch("train.py", f"--corpus={corpus}", "--text_field=body", "--id_field=key",
+           "--num_topics=2", "--iterations=2", "--backend=xla", f"--output={output}",
+           "--num_devices=1", "--save_doc_topics", "--min_df=1", "--max_df=1.0",
+           f"--cache_dir={tmp_path / 'cache'}", timeout=300)
+    kept = [f"post-{i}" for i, document in enumerate(THEMED * 2) if document]
+    assert (output / "doc_names.txt").read_text().splitlines() == kept
+    assert np.load(output / "doc_topics.npy").shape == (len(kept), 2)
+    theta = tmp_path / "theta.npy"
+    launch("infer.py", f"--model={output}", f"--corpus={corpus}", "--text_column=body",
+           "--id_field=key", f"--output={theta}", "--num_devices=1", timeout=300)
+    names = (tmp_path / "theta.doc_names.txt").read_text().splitlines()
+    assert names == [f"post-{i}" for i in range(len(THEMED) * 2)]  # every document a row
+    assert np.load(theta).shape == (len(names), 2)
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 1 empty document")
+def test_the_cache_keys_on_the_fields_and_keeps_the_ids(tmp_path):
+    from saberjax.corpus import cache
+
+    path, options = write_all_formats(tmp_path / "data")["csv"]
+    options = dict(options, min_df=1, max_df=1.0)
+    keyed = dict(text_column="body", min_df=1, max_df=1.0)
+    assert cache.cache_key(path, **keyed) == cache.cache_key(path, text_field="body",
+                                                             min_df=1, max_df=1.0)
+    assert cache.cache_key(path, **keyed) != cache.cache_key(path, **options)
+    assert cache.cache_key(path, **keyed) != cache.cache_key(path, **dict(keyed,
+                                                                          text_column="id"))
+    first = cache.load_corpus(path, cache_dir=tmp_path / "cache", **options)
+    again = cache.load_corpus(path, cache_dir=tmp_path / "cache", **options)
+    assert first.fingerprint() == again.fingerprint()
+    assert list(again.doc_names) == list(first.doc_names) == IDS[:12] + IDS[13:]
+    assert cache.load_corpus(path, cache_dir=tmp_path / "cache", **keyed).doc_names is None
+
+
+@pytest.mark.filterwarnings("ignore:.*words are not in the model vocabulary")
+def test_doc_names_survive_the_native_format_subsets_and_vocabulary_alignment(tmp_path):
+    import pyarrow as pa
+
+    from saberjax.corpus import align_vocabulary, corpus_from_documents, load_native, save_native
+
+    table = pa.table({"text": ["apple pie", "banana split", "cherry apple"],
+                      "id": ["a", "b", "c"]})
+    corpus = corpus_from_documents(table, min_df=1, max_df=1.0, id_field="id")
+    save_native(corpus, tmp_path / "native")
+    loaded = load_native(tmp_path / "native")
+    assert list(loaded.doc_names) == ["a", "b", "c"]
+    assert list(loaded.subset([2, 0]).doc_names) == ["c", "a"]
+    assert list(align_vocabulary(loaded, ("apple",)).doc_names) == ["a", "b", "c"]
+    with pytest.raises(CorpusFormatError, match="2 names for 3 documents"):
+        type(corpus)(corpus.doc_offsets, corpus.word_ids, corpus.vocab, doc_names=["a", "b"])
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 2 empty document")
+def test_the_estimator_fits_and_transforms_document_columns():
+    import pyarrow as pa
+
+    from saberjax.estimator import LDA
+
+    documents = [document for document in THEMED if document] * 2
+    lda = LDA(num_topics=2, iterations=2, backend="xla", num_devices=1).fit(
+        pa.array(documents))
+    assert "goalkeeper" in lda.feature_names_in_
+    theta = lda.transform(FakeDataset(pa.table({"text": documents[:3]})))
+    assert theta.shape == (3, 2)
+    np.testing.assert_allclose(theta, lda.transform(documents[:3]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_shards_read_at_once_keep_their_order(tmp_path, monkeypatch, ahead):
+    from saberjax.corpus import text_sources
+
+    monkeypatch.setattr(text_sources, "SHARDS_AHEAD", ahead)
+    path, options = write_all_formats(tmp_path)["parquet folder"]
+    assert documents_read(path, block_bytes=30, **options) == [d.encode() for d in THEMED]
+
+
+def test_a_shard_error_comes_in_its_turn_and_stopping_early_ends_the_readers():
+    import threading
+
+    from saberjax.corpus.text_sources import DocumentBlock, _read_ahead
+
+    def shard(index):
+        def read():
+            if index == 2:
+                raise CorpusFormatError(f"shard {index} is bad")
+            for _ in range(5):
+                yield DocumentBlock(np.full(1, index, np.uint8), np.array([0, 1]))
+        return read
+
+    seen = []
+    with pytest.raises(CorpusFormatError, match="shard 2 is bad"):
+        for block in _read_ahead([shard(i) for i in range(4)], ahead=2):
+            seen.append(int(block.data[0]))
+    assert seen == [0] * 5 + [1] * 5
+    blocks = _read_ahead([shard(i) for i in (0, 1, 3)], ahead=2)
+    next(blocks)
+    blocks.close()
+    for thread in threading.enumerate():
+        if thread.name.startswith("saberjax-read-"):
+            thread.join(timeout=5)
+            assert not thread.is_alive()
