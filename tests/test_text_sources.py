@@ -208,6 +208,33 @@ def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
             assert corpus.doc_names is None, name
 
 
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+@pytest.mark.parametrize("name", ["jsonl", "csv", "parquet folder", "text lines"])
+def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_threads(
+        tmp_path, monkeypatch, name):
+    from saberjax import text
+    from saberjax.corpus import text_corpus
+    from saberjax.corpus.text_corpus import build_corpus
+
+    path, options = write_all_formats(tmp_path)[name]
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
+    reference = build_corpus(document_blocks(path, **options), vocabulary=vocabulary,
+                             workers=1).corpus
+    assert reference.dropped_empty_docs == 1
+    assert (reference.doc_names is None) == (name == "text lines")
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # documents of a block in pieces
+    for block_bytes, workers, memory, directory in ((64, 3, 0, None), (200, 2, None, "n"),
+                                                    (1, 1, 100, "m")):
+        built = build_corpus(document_blocks(path, block_bytes=block_bytes, **options),
+                             vocabulary=vocabulary, workers=workers, memory_bytes=memory,
+                             directory=directory and tmp_path / directory).corpus
+        assert built.vocab == reference.vocab
+        np.testing.assert_array_equal(built.doc_offsets, reference.doc_offsets)
+        np.testing.assert_array_equal(built.word_ids, reference.word_ids)
+        if reference.doc_names is not None:  # the empty document's id dropped with it
+            assert list(built.doc_names) == list(reference.doc_names) == IDS[:12] + IDS[13:]
+
+
 @pytest.mark.parametrize("name", ["jsonl", "jsonl.gz", "csv", "tsv", "parquet",
                                   "parquet folder", "text folder"])
 def test_blocks_hold_the_same_documents_and_ids_whatever_their_size(tmp_path, name):
