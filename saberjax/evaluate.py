@@ -22,10 +22,10 @@ import numpy as np
 from saberjax import timing
 from saberjax.background import in_background
 from saberjax.coherence import recorded_split
-from saberjax.corpus import Corpus, load_corpus
+from saberjax.corpus import Corpus, load_corpus, plain_text
 from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, ModelTopics, fold_in,
-                                load_in_model_vocabulary, load_in_vocabulary, plan_batches,
-                                row_width)
+                                load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
+                                plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -132,7 +132,10 @@ def test_documents(model: ModelTopics, path=None, format: str = "auto", load=loa
         return load_in_model_vocabulary(model, path, format, load), None
     config = model.config
     if config.get("test_corpus"):
-        return load_in_vocabulary(config["test_corpus"], model.vocab, load=load), None
+        # read as training read it: its tokenising rules, its fields of records
+        reading = plain_text.reading_options(config.get("text_options") or {})
+        return load_in_vocabulary(config["test_corpus"], model.vocab, load=load,
+                                  rules=model_text_rules(model), **reading), None
     if not config.get("test_fraction"):
         raise ValueError("the model was trained without held-out documents (no --test_corpus, "
                          "--test_fraction=0); pass the documents to score: --corpus")

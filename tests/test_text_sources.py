@@ -462,3 +462,17 @@ def test_a_shard_error_comes_in_its_turn_and_stopping_early_ends_the_readers():
         if thread.name.startswith("saberjax-read-"):
             thread.join(timeout=5)
             assert not thread.is_alive()
+
+
+def test_a_recorded_test_corpus_is_read_by_the_training_rules_and_fields(tmp_path):
+    from types import SimpleNamespace
+
+    from saberjax.evaluate import test_documents
+
+    path = tmp_path / "held_out.jsonl"
+    path.write_text('{"body": "ab cd ab"}\n{"body": "cd ef"}\n')
+    options = dict(token_pattern=r"(?u)\b\w\w+\b", text_field="body", min_df=1)
+    model = SimpleNamespace(vocab=("ab", "cd", "ef"), has_words=True,
+                            config=dict(test_corpus=str(path), text_options=options))
+    test, _ = test_documents(model)
+    assert test.num_docs == 2 and test.num_tokens == 5
