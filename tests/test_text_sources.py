@@ -476,3 +476,12 @@ def test_a_recorded_test_corpus_is_read_by_the_training_rules_and_fields(tmp_pat
                             config=dict(test_corpus=str(path), text_options=options))
     test, _ = test_documents(model)
     assert test.num_docs == 2 and test.num_tokens == 5
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped 1 empty document")
+def test_load_text_detects_the_format_of_a_folder_of_shards(tmp_path):
+    from saberjax.corpus.plain_text import load_text
+
+    path, options = write_all_formats(tmp_path)["parquet folder"]
+    corpus = load_text(path, format="auto", min_df=1, max_df=1.0, **options)
+    assert list(corpus.doc_names) == IDS[:12] + IDS[13:]

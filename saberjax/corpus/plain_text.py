@@ -28,7 +28,12 @@ from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.text_blocks import FIELD_OPTIONS, DocumentBlock, compression_of
 from saberjax.corpus.text_corpus import TextCorpus, build_corpus
-from saberjax.corpus.text_sources import document_blocks, source_files, source_name
+from saberjax.corpus.text_sources import (
+    detect_text_format,
+    document_blocks,
+    source_files,
+    source_name,
+)
 from saberjax.corpus.tokenizing import block_words, dictionary_words
 from saberjax.errors import CorpusFormatError
 
@@ -130,8 +135,7 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
 def _plain_size(path: Path, format: str) -> int | None:
     """The bytes of text a plain text input holds (for the ETA of progress lines); None for
     other inputs, whose files' sizes are not their text's."""
-    if format not in ("text", "auto") or (format == "auto" and not (
-            path.is_dir() or path.suffix == ".txt")):
+    if (detect_text_format(path) if format == "auto" else format) != "text":
         return None
     files = source_files(path, "text")
     if any(compression_of(file) for file in files):
