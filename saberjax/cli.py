@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -38,7 +39,7 @@ DATA_STATUS = 1  # the input is wrong (or the run failed)
 INTERRUPTED_STATUS = 130  # as a shell reports SIGINT
 
 _USAGE_ERRORS = (flags.Error, app.UsageError, OutputConflictError)
-_LIBRARY_ERRORS = (ValueError, OSError)  # whose messages stand on their own
+_LIBRARY_ERRORS = (ValueError, OSError, MemoryError)  # whose messages stand on their own
 _OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"  # XLA's status of a failed device allocation
 # XLA's variables for its GPU memory pool: a user who sets any of them keeps XLA's behaviour
 DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
@@ -77,12 +78,24 @@ def error_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     message = lines[0] if lines else ""
     if isinstance(error, _LIBRARY_ERRORS + _USAGE_ERRORS) and message:
-        return f"error: {message}"
+        return f"error: {as_flags(message)}"
     if message.startswith(_OUT_OF_MEMORY):
         return (f"error: the device ran out of memory ({message}); fewer topics, a smaller "
                 f"corpus or --device_memory_gb (training streams the corpus) need less")
     return f"error: {type(error).__name__}{': ' if message else ''}{message} (a bug? " \
            f"{TRACEBACK_ENV}=1 shows where)"
+
+
+# A setting named in a library message: a word with an underscore, or one before "=" (not a
+# module's attribute, a call or part of a path).
+_SETTING = re.compile(r"(?<![\w.\-/])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+(?==))(?![\w.(/])")
+
+
+def as_flags(message: str, flag_values: flags.FlagValues = flags.FLAGS) -> str:
+    """message with every setting it names that is also a flag written as the flag
+    (num_topics=5 -> --num_topics=5): the library names settings, a command line flags."""
+    return _SETTING.sub(lambda match: f"--{match[0]}" if match[0] in flag_values else match[0],
+                        message)
 
 
 def exit_status(error: BaseException) -> int:

@@ -23,11 +23,10 @@ from saberjax.tree import padded_width
 MAX_INT16_TOPICS = 32_767
 # B-hat is stored in bfloat16.  Its rows are what the E-step gathers from L1 while a word's
 # tiles run, and halving them cuts the cache lines a 32-lane gather touches and lets more rows
-# stay in L1: Pallas E-step, H200, float32 vs bfloat16 B-hat, NYTimes shape K = 1,000 2,641 vs
-# 2,654 Mtoken/s, 4,000 2,145 vs 2,181, 6,000 1,882 vs 2,078, 10,000 1,689 vs 1,962; wiki25k
-# K = 1,024 1,481 vs 1,622 (saberjax/pallas/NOTES.md).  It also shrinks the model by a quarter.
-# A draw's probabilities change by at most 2^-9 relative (0.2%); held-out scores stay within
-# the seed-to-seed spread (BUILD_NOTES.md).  The trees above B-hat stay float32.
+# stay in L1, faster at every K measured (docs/measurements/kernels.md); it also shrinks the
+# model by a quarter.  A draw's probabilities change by at most 2^-9 relative; held-out scores
+# stay within the seed-to-seed spread (docs/measurements/quality.md).  The trees above B-hat
+# stay float32.
 BHAT_DTYPE = jnp.bfloat16
 
 
@@ -101,7 +100,7 @@ def pack_pairs(topics: jax.Array, counts: jax.Array, num_topics: int) -> jax.Arr
     """A's (topic, count) pairs as uint32 count << pair_topic_bits | topic.
 
     One 4-byte word instead of an int16 topic and an int32 count: a third less memory, and
-    one load per nonzero in the E-step, which made the Pallas kernel 15-32% faster (NOTES.md).
+    one load per nonzero in the E-step, a faster Pallas kernel (docs/measurements/kernels.md).
     """
     return ((counts.astype(jnp.uint32) << pair_topic_bits(num_topics))
             | topics.astype(jnp.uint32))

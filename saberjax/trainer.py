@@ -183,27 +183,25 @@ def compiles_beside_init(placement: Placement) -> bool:
 
 
 def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
-                    heldout: tuple[Corpus, Corpus] | None = None,
-                    callback: Callable[[int, dict, TrainState], bool | None] | None = None,
-                    checkpoint_dir=None, resume_from=None,
-                    on_last_state: Callable[[TrainState], None] | None = None) -> Iterations:
+                 heldout: tuple[Corpus, Corpus] | None = None,
+                 callback: Callable[[int, dict, TrainState], bool | None] | None = None,
+                 checkpoint_dir=None, resume_from=None,
+                 on_last_state: Callable[[TrainState], None] | None = None) -> Iterations:
     """Initialise (or resume), compile and run the iterations of config over a corpus already
     placed (place: on the devices, or streamed); see train.  on_last_state(state) is called
     with the state of the last iteration (config.iterations) as soon as it is ready, before
     it is scored.
 
     Each iteration is queued on the device before the one before it is waited for, so the
-    devices never idle while the host dispatches the next (1.2 ms of a 9.7 ms iteration on
-    wiki25k at K = 1,024, H200): the host records, evaluates and calls back while the next
-    iteration runs, and a callback that stops the run discards that one.  Two states are
-    alive at a time, as in any step: the one being computed and the one it comes from.
-    Streamed chunks are the exception: a streamed step returns only once its chunks are back
-    in host memory, so queueing ahead would only delay the callback by an iteration.  A thread
-    waits for each state from its dispatch on, so a record's seconds run from the later of the
-    previous iteration's end and this one's dispatch to this one's end, whatever the host is
-    doing meanwhile.
+    devices never idle while the host dispatches the next: the host records, evaluates and
+    calls back while the next iteration runs, and a callback that stops the run discards that
+    one.  Two states are alive at a time, as in any step: the one being computed and the one
+    it comes from.  Streamed chunks are the exception: a streamed step returns only once its
+    chunks are back in host memory, so queueing ahead would only delay the callback by an
+    iteration.  A thread waits for each state from its dispatch on, so a record's seconds run
+    from the later of the previous iteration's end and this one's dispatch to this one's end,
+    whatever the host is doing meanwhile.
     """
-    streamed, chunks = placement.streamed, placement.slots
     start = time.perf_counter()
     if resume_from is None:
         state, metrics = placement.init(config.seed), []
@@ -212,9 +210,49 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
         if int(state.iteration) > config.iterations:
             raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
                              f"iterations={config.iterations}")
-    first, last = int(state.iteration) + 1, config.iterations
-    learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
-                       for iteration in range(first, last + 1))  # else no update is compiled
+    schedule = AlphaSchedule(config.optimize_alpha_every, config.burn_in)
+    ready = _prepare(corpus, placement, config, state, heldout, schedule, start)
+    loop = _Loop(corpus, placement, config, ready, schedule, heldout, checkpoint_dir)
+    state = loop.run(metrics, callback, on_last_state)
+    return Iterations(state, metrics, ready.init_seconds, ready.compile_seconds)
+
+
+class AlphaSchedule(NamedTuple):
+    """When alpha is learned: after every `every` iterations (0: never) once more than
+    `burn_in` have run (prior.is_due)."""
+
+    every: int
+    burn_in: int
+
+    def is_due(self, iteration: int) -> bool:
+        return prior.is_due(iteration, self.every, self.burn_in)
+
+    def any_due(self, first: int, last: int) -> bool:
+        """Whether an update falls in iterations first..last (else none is compiled)."""
+        return any(self.is_due(iteration) for iteration in range(first, last + 1))
+
+
+class _Ready(NamedTuple):
+    """A run ready to iterate: its first state, the compiled iteration and alpha update (None
+    when no update is due), the held-out scorer (None without held-out documents) and the
+    seconds of initialisation and of the wait for compilation after it."""
+
+    state: TrainState
+    step: Callable[[TrainState], TrainState]
+    update_alpha: Callable[[TrainState], TrainState] | None
+    scorer: HeldoutScorer | None
+    init_seconds: float
+    compile_seconds: float
+
+
+def _prepare(corpus: Corpus, placement: Placement, config: TrainConfig, state: TrainState,
+             heldout, schedule: AlphaSchedule, start: float) -> _Ready:
+    """Compile the iteration (and the alpha update when one is due) and prepare the held-out
+    scorer for `state`, initialising since `start`: beside initialisation where the devices
+    are not the host's cores; elsewhere after it, and the scorer after the compilation too
+    (its tracing holds the GIL, which they need), so that it prepares while the devices
+    iterate."""
+    learns_alpha = schedule.any_due(int(state.iteration) + 1, config.iterations)
 
     def compiling():
         """The iteration and the update compiling in threads (XLA compiles without the GIL):
@@ -229,9 +267,6 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
                                          placement.num_words, config.em_iterations,
                                          placement.sharding(jax.sharding.PartitionSpec()))
 
-    # beside initialisation where the devices are not the host's cores; elsewhere after it,
-    # and the scorer after the compilation too (its tracing holds the GIL, which they need),
-    # so that it prepares while the devices iterate
     beside = compiles_beside_init(placement)
     programs, scorer = (compiling(), preparing_scorer()) if beside else (None, None)
     state = jax.block_until_ready(state)
@@ -243,56 +278,88 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
     compile_seconds = time.perf_counter() - start
     if not beside:
         scorer = preparing_scorer()
-    previous_counters = dataclasses.replace(chunks.counters) if streamed else None
+    return _Ready(state, step, update_alpha, scorer, init_seconds, compile_seconds)
 
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
-        def dispatch(state, iteration):
-            """(the state after `iteration`, alpha learned if due (prior.is_due), when it is
-            ready (a future), when it was dispatched)."""
-            dispatched = time.perf_counter()
-            following = step(state)
-            if prior.is_due(iteration, config.optimize_alpha_every, config.burn_in):
-                following = update_alpha(following)
-            return following, waiter.submit(_ready_at, following), dispatched
 
-        finished = time.perf_counter()
-        following = dispatch(state, first) if first <= last else None
-        for iteration in range(first, last + 1):
-            (state, ready_at, dispatched), following = following, None
-            if not streamed and iteration < last:
-                following = dispatch(state, iteration + 1)
-            now = ready_at.result()
-            # from the later of the previous iteration's end and this one's dispatch, so host
-            # work between iterations (evaluation, callbacks, checkpoints) is not counted
-            seconds, finished = now - max(finished, dispatched), now
-            record = dict(iteration=iteration, seconds=seconds,
-                          tokens_per_second=corpus.num_tokens / seconds)
-            if streamed:
-                record.update(chunks.counters.since(previous_counters).as_metrics())
-                previous_counters = dataclasses.replace(chunks.counters)
-            if iteration == last and on_last_state is not None:
-                on_last_state(state)
-            due = config.eval_every and iteration % config.eval_every == 0
-            evaluate = heldout is not None and (due or iteration == last)
-            save = config.checkpoint_every and iteration % config.checkpoint_every == 0
-            if (evaluate or save) and following is not None and jax.process_count() > 1:
-                # their collectives must not run beside the queued iteration's: processes
-                # could pair up different collectives (seen with CPU collectives)
-                jax.block_until_ready(following[0])
-            if evaluate:
-                # alpha on the host: slicing the device array compiles small programs each run
-                score = scorer.score(placement.topic_word(state), placement.alpha(state))
-                record.update(heldout_loglik_per_token=score.loglik_per_token,
-                              perplexity=score.perplexity)
-            metrics.append(record)
-            if save:
-                checkpoint.save_checkpoint(checkpoint_dir, state, placement, config,
-                                           corpus.fingerprint(), metrics)
-            if callback is not None and callback(iteration, record, state):
-                break
-            if following is None and iteration < last:
-                following = dispatch(state, iteration + 1)
-    return Iterations(state, metrics, init_seconds, compile_seconds)
+@dataclasses.dataclass
+class _Loop:
+    """The iterations of a prepared run (train_placed): each dispatched ahead of the host's
+    work on the one before (but for streamed chunks), then recorded, scored, saved and
+    handed to the callback."""
+
+    corpus: Corpus
+    placement: Placement
+    config: TrainConfig
+    ready: _Ready
+    schedule: AlphaSchedule
+    heldout: tuple[Corpus, Corpus] | None
+    checkpoint_dir: object
+
+    def dispatch(self, waiter, state: TrainState, iteration: int):
+        """(the state after `iteration`, alpha learned if due, when it is ready (a future),
+        when it was dispatched)."""
+        dispatched = time.perf_counter()
+        following = self.ready.step(state)
+        if self.schedule.is_due(iteration):
+            following = self.ready.update_alpha(following)
+        return following, waiter.submit(_ready_at, following), dispatched
+
+    def run(self, metrics: list[dict], callback, on_last_state) -> TrainState:
+        """Run the iterations after the ready state's up to config.iterations (fewer when
+        the callback stops them), appending their records to metrics; the last state."""
+        state, streamed = self.ready.state, self.placement.streamed
+        first, last = int(state.iteration) + 1, self.config.iterations
+        counters = self.placement.slots.counters if streamed else None
+        previous_counters = dataclasses.replace(counters) if streamed else None
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") \
+                as waiter:
+            finished = time.perf_counter()
+            following = self.dispatch(waiter, state, first) if first <= last else None
+            for iteration in range(first, last + 1):
+                (state, ready_at, dispatched), following = following, None
+                if not streamed and iteration < last:
+                    following = self.dispatch(waiter, state, iteration + 1)
+                now = ready_at.result()
+                # from the later of the previous iteration's end and this one's dispatch, so
+                # host work between iterations (evaluation, callbacks, checkpoints) is not
+                # counted
+                seconds, finished = now - max(finished, dispatched), now
+                record = dict(iteration=iteration, seconds=seconds,
+                              tokens_per_second=self.corpus.num_tokens / seconds)
+                if streamed:
+                    record.update(counters.since(previous_counters).as_metrics())
+                    previous_counters = dataclasses.replace(counters)
+                if iteration == last and on_last_state is not None:
+                    on_last_state(state)
+                self.score_and_save(state, iteration, record, metrics, following)
+                if callback is not None and callback(iteration, record, state):
+                    break
+                if following is None and iteration < last:
+                    following = self.dispatch(waiter, state, iteration + 1)
+        return state
+
+    def score_and_save(self, state: TrainState, iteration: int, record: dict,
+                       metrics: list[dict], following) -> None:
+        """Score the held-out documents into record when due, append it to metrics and save
+        a checkpoint when due."""
+        config = self.config
+        due = config.eval_every and iteration % config.eval_every == 0
+        evaluate = self.heldout is not None and (due or iteration == config.iterations)
+        save = config.checkpoint_every and iteration % config.checkpoint_every == 0
+        if (evaluate or save) and following is not None and jax.process_count() > 1:
+            # their collectives must not run beside the queued iteration's: processes could
+            # pair up different collectives (seen with CPU collectives)
+            jax.block_until_ready(following[0])
+        if evaluate:
+            # alpha on the host: slicing the device array compiles small programs each run
+            score = self.ready.scorer.score(self.placement.topic_word(state),
+                                            self.placement.alpha(state))
+            record.update(heldout_loglik_per_token=score.loglik_per_token,
+                          perplexity=score.perplexity)
+        metrics.append(record)
+        if save:
+            checkpoint.save_checkpoint(self.checkpoint_dir, state, self.placement, config,
+                                       self.corpus.fingerprint(), metrics)
 
 
 def train(corpus: Corpus, config: TrainConfig,

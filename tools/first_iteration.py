@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import runpy
 import subprocess
 import sys
 import time
@@ -38,16 +37,15 @@ def child(train_flags: list[str]) -> None:
     """Runs train.py with these flags up to its first iteration."""
     started = process_start()
     sys.path.insert(0, str(REPO))
-    sys.argv = [str(REPO / "launch" / "train.py"), *train_flags]
-    launcher = runpy.run_path(sys.argv[0], run_name="first_iteration")
-    from saberjax.execution.compiled import CompiledStep  # noqa: PLC0415 (after train.py set up jax)
+    from saberjax.commands import run  # noqa: PLC0415
+    from saberjax.execution.compiled import CompiledStep  # noqa: PLC0415
 
     def stop(self, state):
         print(f"{MARK} {time.time() - started:.3f} s", file=sys.stderr, flush=True)
         os._exit(0)
 
     CompiledStep.__call__ = stop
-    launcher["cli"].run_main(launcher["main"])
+    run("train", [str(REPO / "launch" / "train.py"), *train_flags])
 
 
 def main(argv: list[str]) -> None:

@@ -27,7 +27,7 @@ from saberjax.state import BHAT_DTYPE, Hyperparams
 HEADROOM_FRACTION = 0.1
 # Tokens of the two probe chunks whose compiled steps measure device bytes per token.
 PROBE_TOKENS = (1 << 15, 1 << 16)
-# Device bytes per token no chunk step exceeds (docs/measurements/engine_notes.md).
+# Device bytes per token no chunk step exceeds (docs/measurements/memory.md).
 BYTES_PER_TOKEN_BOUND = 512
 # Device bytes per corpus token that partition by word adds on every device: every
 # document's A (4) and the doc-major topics of the E-step (2).
@@ -35,8 +35,8 @@ WORD_PARTITION_BYTES_PER_TOKEN = 6
 # The host memory budget by default: this fraction of the memory available at the start.
 HOST_MEMORY_FRACTION = 0.75
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
-# layout they are copied from while they are placed (measured peak;
-# docs/measurements/engine_notes.md).
+# layout they are copied from while they are placed (measured peak:
+# docs/measurements/streaming.md).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
 
 

@@ -33,7 +33,7 @@ from saberjax.state import Hyperparams
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
 # and about 6 bytes per token by word, whose E-step reads A rows of every document (measured:
-# docs/measurements/engine_notes.md).
+# docs/measurements/multi_gpu.md).
 WORD_PARTITION_CELLS_PER_TOKEN = 1.5
 
 
