@@ -145,16 +145,20 @@ class TrainResult:
     compile_seconds: float
 
 
-def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Plan:
-    """The plan of the run config asks for on the devices (execution.plan.plan)."""
+def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
+             scoring: bool = False) -> Plan:
+    """The plan of the run config asks for on the devices (execution.plan.plan); scoring:
+    held-out documents are scored during the run."""
     return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
                 config.prefetch, partition=config.partition,
-                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store)
+                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store,
+                scoring=scoring)
 
 
-def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Placement:
+def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
+          scoring: bool = False) -> Placement:
     """The corpus on the devices config asks for, as plan_run plans it."""
-    return placed(corpus, hyper, plan_run(corpus, hyper, config))
+    return placed(corpus, hyper, plan_run(corpus, hyper, config, scoring))
 
 
 def _ready_at(tree) -> float:
@@ -392,7 +396,7 @@ def train(corpus: Corpus, config: TrainConfig,
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
                               repr(dataclasses.asdict(config)))
-    placement = place(corpus, hyper, config)
+    placement = place(corpus, hyper, config, scoring=heldout is not None)
 
     def model_arrays(state):
         """The state's counts B (K columns) and alpha, on the host."""

@@ -38,6 +38,13 @@ HOST_MEMORY_FRACTION = 0.75
 # layout they are copied from while they are placed (measured peak:
 # docs/measurements/streaming.md).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
+# On CPU devices (device memory is host memory): the runtime's growth beyond what the process
+# holds when the run is planned (compiled programs, the runtime's pools and threads), and
+# what scoring held-out documents adds per device and cell of the model (the topics
+# replicated on every device, transposed for the scorer, and the gather that makes them);
+# measured peaks: docs/measurements/memory.md.
+CPU_RUNTIME_BYTES = 1_000_000_000
+CPU_SCORING_BYTES_PER_CELL = 4.7
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
@@ -157,6 +164,35 @@ def host_model_bytes(num_words: int, padded_topics: int) -> int:
     """Host bytes of the trained model: the counts fetched from the devices and the model's
     topic-word matrix made from them (V x K_pad, 4 bytes each)."""
     return 2 * 4 * num_words * padded_topics
+
+
+def host_bytes(num_words: int, padded_topics: int, num_devices: int, on_cpu: bool,
+               scoring: bool, num_tokens: int = 0, bytes_per_token: float = 0) -> int:
+    """Host bytes a run needs beyond what its process holds when it is planned: the model
+    fetched from the devices (host_model_bytes) everywhere; where the devices are the host's
+    CPU cores, whose memory is the host's, also the runtime's growth (CPU_RUNTIME_BYTES), the
+    model and its update (model_bytes), bytes_per_token for each of num_tokens tokens, and,
+    when held-out documents are scored, each device's copy of the topics with the scorer's
+    temporaries (CPU_SCORING_BYTES_PER_CELL a cell of V x K_pad)."""
+    needed = host_model_bytes(num_words, padded_topics)
+    if on_cpu:
+        scored = num_devices * CPU_SCORING_BYTES_PER_CELL if scoring else 0
+        needed += (CPU_RUNTIME_BYTES + model_bytes(num_words, padded_topics)
+                   + num_words * padded_topics * scored + num_tokens * bytes_per_token)
+    return int(needed)
+
+
+def check_host_room(needed: int, num_topics: int, num_words: int) -> None:
+    """MemoryError, with the GB needed and naming num_topics, when a run needing `needed`
+    more bytes of host memory (host_bytes) would exceed the memory available: refused before
+    anything is allocated, not killed by the system halfway."""
+    available = available_host_memory()
+    if needed > available:
+        raise MemoryError(
+            f"num_topics={num_topics} over V={num_words:,} words needs {needed / 1e9:.1f} GB "
+            f"of host memory for the model (and, on CPU devices, its update and scoring), "
+            f"{available / 1e9:.1f} GB are available; use fewer topics or a smaller "
+            f"vocabulary")
 
 
 def anonymous_host_memory() -> int:
