@@ -40,7 +40,8 @@ PIECE_BYTES = 32 << 20  # bytes per task of write_npz: checksummed and written b
 
 
 def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Call write(file) on a temporary file beside `path`, then rename it over `path`."""
+    """Call write(file) on a temporary file beside `path`, then rename it over `path`.  An
+    OSError of the writing (a full disk) names `path` (writes to an open file name none)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -51,6 +52,11 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
             os.fsync(file.fileno())
         os.chmod(temporary, 0o644)  # mkstemp creates owner-only files
         os.replace(temporary, path)
+    except OSError as error:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        if error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
         raise
@@ -254,6 +260,13 @@ class TopicModel:
     @property
     def num_words(self) -> int:
         return self.word_topic_counts.shape[0]
+
+    @property
+    def has_words(self) -> bool:
+        """Whether vocab holds the words of the training documents: not for a model fitted on
+        a count matrix whose columns were not named (config's words_named is false), whose
+        vocab holds the placeholders w0, w1, ... (corpus.from_count_matrix)."""
+        return bool(self.config.get("words_named", True))
 
     @property
     def topic_word(self) -> np.ndarray:

@@ -12,6 +12,7 @@ padded to a multiple of 32 (the tree width); padding columns are zero in every a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 import jax
@@ -45,8 +46,9 @@ class Hyperparams:
     def __post_init__(self):
         if self.num_topics < 2:
             raise ValueError(f"num_topics must be at least 2, got {self.num_topics}")
-        if not self.alpha > 0 or not self.beta > 0:
-            raise ValueError(f"alpha and beta must be positive, got {self.alpha}, {self.beta}")
+        if not (0 < self.alpha < math.inf and 0 < self.beta < math.inf):
+            raise ValueError(f"alpha and beta must be positive and finite, got {self.alpha}, "
+                             f"{self.beta}")
         if self.backend not in ("xla", "pallas"):
             raise ValueError(f"backend must be 'xla' or 'pallas', got {self.backend!r}")
 
