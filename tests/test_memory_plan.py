@@ -14,6 +14,10 @@ from saberjax.state import Hyperparams
 # --iterations=2 --em_iterations=2` (held-out documents scored) on a 2-core CPU with two CPU
 # devices, and what the process held when the run was planned (GB); docs/measurements/memory.md.
 MEASURED_PEAKS = [  # (V, K, held at the plan, peak)
+    (20, 32, 0.076, 0.472),
+    (20, 3_000_000, 0.076, 3.392),
+    (74, 3_000_000, 0.076, 8.188),
+    (20, 10_000_000, 0.076, 9.234),
 ]
 
 

@@ -39,12 +39,14 @@ HOST_MEMORY_FRACTION = 0.75
 # docs/measurements/streaming.md).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
 # On CPU devices (device memory is host memory): the runtime's growth beyond what the process
-# holds when the run is planned (compiled programs, the runtime's pools and threads), and
-# what scoring held-out documents adds per device and cell of the model (the topics
-# replicated on every device, transposed for the scorer, and the gather that makes them);
-# measured peaks: docs/measurements/memory.md.
-CPU_RUNTIME_BYTES = 1_000_000_000
+# holds when the run is planned (its libraries' pages, compiled programs, pools and threads),
+# and what scoring held-out documents adds on every device per cell of the model (the topics
+# replicated, transposed for the scorer, and the gather that makes them) and per topic (a
+# batch of at least one row of word slots times K, and its temporaries); fitted to measured
+# peaks: docs/measurements/memory.md.
+CPU_RUNTIME_BYTES = 400_000_000
 CPU_SCORING_BYTES_PER_CELL = 4.7
+CPU_SCORING_BYTES_PER_TOPIC = 170
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
@@ -173,12 +175,15 @@ def host_bytes(num_words: int, padded_topics: int, num_devices: int, on_cpu: boo
     CPU cores, whose memory is the host's, also the runtime's growth (CPU_RUNTIME_BYTES), the
     model and its update (model_bytes), bytes_per_token for each of num_tokens tokens, and,
     when held-out documents are scored, each device's copy of the topics with the scorer's
-    temporaries (CPU_SCORING_BYTES_PER_CELL a cell of V x K_pad)."""
+    temporaries (CPU_SCORING_BYTES_PER_CELL a cell of V x K_pad, CPU_SCORING_BYTES_PER_TOPIC
+    a topic)."""
     needed = host_model_bytes(num_words, padded_topics)
     if on_cpu:
-        scored = num_devices * CPU_SCORING_BYTES_PER_CELL if scoring else 0
-        needed += (CPU_RUNTIME_BYTES + model_bytes(num_words, padded_topics)
-                   + num_words * padded_topics * scored + num_tokens * bytes_per_token)
+        scored = (num_devices * padded_topics * (num_words * CPU_SCORING_BYTES_PER_CELL
+                                                 + CPU_SCORING_BYTES_PER_TOPIC)
+                  if scoring else 0)
+        needed += (CPU_RUNTIME_BYTES + model_bytes(num_words, padded_topics) + scored
+                   + num_tokens * bytes_per_token)
     return int(needed)
 
 
