@@ -174,8 +174,8 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
             raise CheckpointError(
                 f"{path}: chunk {index} holds "
                 f"{'no z' if chunk_state.topics is None else 'z alone (a run from a chunk store)'}"
-                f"; resume with the checkpointed run's memory settings (--host_memory_gb, "
-                f"--device_memory_gb)")
+                f"; resume with the checkpointed run's memory settings (host_memory_gb, "
+                f"device_memory_gb)")
         _check_shapes(path, index, placement, chunk_state, hyper)
         chunk_states[index] = chunk_state
     word_topic = arrays["word_topic"]

@@ -273,5 +273,5 @@ def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(t
     loaded, _ = checkpoint.load_checkpoint(path, from_disk, corpus, config)
     np.testing.assert_array_equal(from_disk.corpus_order_topics(loaded),
                                   from_disk.corpus_order_topics(state))
-    with pytest.raises(checkpoint.CheckpointError, match="z alone .*--host_memory_gb"):
+    with pytest.raises(checkpoint.CheckpointError, match="z alone .*host_memory_gb"):
         checkpoint.load_checkpoint(path, from_memory, corpus, config)
