@@ -65,10 +65,6 @@ class Placement:
         return Programs(self.mesh, self.hyper, self.num_words, self.word_shares is not None)
 
     @property
-    def model_spec(self) -> Model:
-        return self.programs.model_spec
-
-    @property
     def model_rows(self) -> int:
         """Rows of the model on each device (mesh.model_rows)."""
         return model_rows(self.num_words, self.num_devices, self.partition)
