@@ -16,7 +16,6 @@ warning for a model saved from Python, which does not record them).
 from __future__ import annotations
 
 import json
-import pathlib
 import warnings
 
 from absl import app, flags
