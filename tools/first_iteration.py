@@ -5,7 +5,7 @@ best.  A first run fills the caches and is not counted.
     python tools/first_iteration.py --repeats=5 -- --corpus=/work/shared/data/wiki25k \\
         --num_topics=16 --iterations=1 --backend=xla --output=/tmp/w16 --overwrite
 
-Each run is a fresh process that runs train.py's main with the compiled iteration replaced by
+Each run is a fresh process that runs `saberjax train` with the compiled iteration replaced by
 a stop: its first call (the first iteration's dispatch, after loading, the layout, the
 transfer, initialisation and compilation) prints the seconds since the process started
 (/proc/self/stat: Linux) and ends the process.  A stopped run leaves OUTPUT.partial behind, so
@@ -34,7 +34,7 @@ def process_start() -> float:
 
 
 def child(train_flags: list[str]) -> None:
-    """Runs train.py with these flags up to its first iteration."""
+    """Runs `saberjax train` with these flags up to its first iteration."""
     started = process_start()
     sys.path.insert(0, str(REPO))
     from saberjax.commands import run  # noqa: PLC0415
