@@ -115,9 +115,10 @@ from absl import app, flags
 from saberjax import corpus as corpus_io
 from saberjax import cli, esca, execution, processes, synth, trainer
 from saberjax.backend import backend_ops, pallas_unavailable_reason
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.model import atomic_write
-from saberjax.state import BHAT_DTYPE, Hyperparams, TrainState
+from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")

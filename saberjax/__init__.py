@@ -9,6 +9,7 @@ scikit-learn style estimator.
 """
 
 from saberjax import coherence  # the module, callable: coherence(model, reference)
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import (Corpus, load_bundled, load_corpus, split_document_halves,
                              train_test_split)
 from saberjax.esca import init, step
@@ -17,8 +18,8 @@ from saberjax.evaluate import heldout_loglik
 from saberjax.inference import infer_topics
 from saberjax.layout import build_layout
 from saberjax.model import TopicModel
-from saberjax.state import Hyperparams, TrainState
-from saberjax.trainer import TrainConfig, train
+from saberjax.state import TrainState
+from saberjax.trainer import train
 
 __version__ = "0.1.0"
 

@@ -41,10 +41,11 @@ import jax
 import numpy as np
 
 from saberjax import processes
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import Placement
 from saberjax.model import atomic_write
-from saberjax.state import ChunkState, Hyperparams, TrainState
+from saberjax.state import ChunkState, TrainState
 
 FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
 # for runs from a chunk store
@@ -63,7 +64,7 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                     corpus_fingerprint: str, metrics: list[dict]) -> Path:
     """Write the checkpoint of `state` into `directory`, then delete every older one.
 
-    `config` is the run's settings dataclass (trainer.TrainConfig), `placement` the corpus
+    `config` is the run's settings dataclass (config.TrainConfig), `placement` the corpus
     on the mesh the state belongs to.  Returns the manifest path.
     """
     directory = Path(directory)
@@ -137,7 +138,7 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus
     (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks
     records the legacy one), chunking, or model setting (`config.model_settings()`,
-    trainer.TrainConfig).
+    config.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)

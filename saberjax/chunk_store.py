@@ -73,10 +73,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import layout_device, outputs, streaming, timing
+from saberjax.config import DEFAULT_PREFETCH, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.corpus.cache import cache_root
 from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
-from saberjax.state import ChunkState, Hyperparams
+from saberjax.state import ChunkState
 
 FORMAT_VERSION = 2  # 2: states of z alone
 MANIFEST = "manifest.json"
@@ -500,7 +501,7 @@ class StoredChunks:
     `sharding` where build_on_devices (None: where they are not CPUs)."""
 
     def __init__(self, corpus: Corpus, plan: LayoutPlan, hyper: Hyperparams, directory,
-                 sharding: jax.sharding.NamedSharding, prefetch: int = streaming.DEFAULT_PREFETCH,
+                 sharding: jax.sharding.NamedSharding, prefetch: int = DEFAULT_PREFETCH,
                  workers: int = 1, build_on_devices: bool | None = None):
         if jax.process_count() > 1:
             raise ChunkStoreError("a chunk store serves one process; with several processes "

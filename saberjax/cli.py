@@ -152,7 +152,7 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
                         exclude: tuple[str, ...] = ()) -> None:
-    """One flag per field of a settings dataclass (trainer.TrainConfig): its default, its help,
+    """One flag per field of a settings dataclass (config.TrainConfig): its default, its help,
     its choices, and a check that fails the flag with the field's own requirement, so that
     the flags and the library never disagree.  Fields in `exclude` get no flag."""
     definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,

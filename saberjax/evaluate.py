@@ -21,9 +21,9 @@ import numpy as np
 
 from saberjax import timing
 from saberjax.background import in_background
+from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus
-from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, fold_in, plan_batches,
-                                row_width)
+from saberjax.inference import DocumentWords, fold_in, plan_batches, row_width
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.

@@ -49,10 +49,11 @@ from saberjax import chunk_store, esca, prior, streaming, timing
 from saberjax.background import in_background
 from saberjax.mstep import float32_bhat
 from saberjax.backend import backend_ops
+from saberjax.config import DEFAULT_PREFETCH, HOST_MEMORY_FRACTION, PARTITIONS, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import Chunk, build_layout, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
-from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams, Model, TrainState
+from saberjax.state import BHAT_DTYPE, ChunkState, Model, TrainState
 
 AXIS = "data"
 # Device memory left free for XLA and the allocator when the budget comes from the device.
@@ -79,9 +80,6 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
-PARTITIONS = ("documents", "words")
-# The host memory budget by default: this fraction of the memory available at the start.
-HOST_MEMORY_FRACTION = 0.75
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
 # layout they are copied from while they are placed (measured peak; BUILD_NOTES.md, streaming).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
@@ -672,7 +670,7 @@ def free_device_memory(device=None) -> int | None:
 
 def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
                       budget: int, device_bytes_per_token: float,
-                      prefetch: int = streaming.DEFAULT_PREFETCH) -> int | None:
+                      prefetch: int = DEFAULT_PREFETCH) -> int | None:
     """Tokens per chunk for one device's share of num_tokens tokens and a device budget: None
     when every chunk can stay on the device.
 
@@ -803,7 +801,7 @@ def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int
 
 def place(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
           chunk_tokens: int | None = None, device_memory_gb: float | None = None,
-          prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None,
+          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
           partition: str = "auto", host_memory_gb: float | None = None,
           chunk_store_dir=None) -> Placement:
     """The corpus laid out on a mesh of num_devices devices (0: all), resident or streamed.

@@ -36,11 +36,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, execution, rng
-from saberjax.backend import resolve_backend
+from saberjax.config import DEFAULT_EM_ITERATIONS, Hyperparams
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              from_count_matrix)
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
+from saberjax.state import check_document_lengths, unpack_pairs
 
 
 class ModelTopics(Protocol):
@@ -56,7 +56,6 @@ class ModelTopics(Protocol):
     num_words: int
 
 
-DEFAULT_EM_ITERATIONS = 50
 # Upper bound on word slots x topics held at once in a batch (floats), whatever K is.
 BATCH_ELEMENTS = 1 << 26
 MIN_WIDTH, MAX_WIDTH = 8, 1024  # row widths a run chooses from (row_width)
@@ -314,8 +313,8 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
-    hyper = Hyperparams.create(model.num_topics, float(np.mean(model.alpha)), model.beta,
-                               resolve_backend(backend))
+    hyper = Hyperparams.create(model.num_topics, alpha=float(np.mean(model.alpha)),
+                               beta=model.beta, backend=backend)
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[: model.num_topics] = model.alpha
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)

@@ -12,9 +12,9 @@ from absl import flags
 
 from helpers import import_script, random_corpus
 from saberjax import esca, execution
+from saberjax.config import Hyperparams
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 

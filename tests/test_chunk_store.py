@@ -11,10 +11,10 @@ import pytest
 from helpers import import_script, needs_local_devices, random_corpus, run_launcher
 
 from saberjax import checkpoint, chunk_store, esca, execution, trainer
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 from saberjax.outputs import OutputConflictError
-from saberjax.state import Hyperparams
 
 # A host budget that holds a chunk of a few thousand tokens but not these corpora's states,
 # beside nothing else: the memory the test process holds (jax) is taken as none.

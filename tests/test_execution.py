@@ -13,8 +13,8 @@ import pytest
 from helpers import ROOT, needs_local_devices, random_corpus
 
 from saberjax import esca, execution
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 def reference(corpus, hyper, iterations, seed):

@@ -10,9 +10,9 @@ import pytest
 from helpers import import_script, needs_local_devices
 
 from saberjax import chunk_store, execution, layout, layout_device
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
-from saberjax.state import Hyperparams
 
 CHUNK_FIELDS = ("word", "doc", "doc_major_pos", "doc_start", "num_tokens", "token_base",
                 "tile_start")

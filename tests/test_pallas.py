@@ -16,6 +16,7 @@ import test_sampler
 from helpers import random_corpus
 
 from saberjax import esca, rng
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, build_layout, max_tiles, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
@@ -25,7 +26,7 @@ from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.segmented_count import shuffle_to_doc_major
-from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams
+from saberjax.state import BHAT_DTYPE, ChunkState
 
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
                                    platform="gpu")
@@ -44,7 +45,7 @@ def doc_major(chunk, topics):
 def random_state(corpus: Corpus, num_topics: int, seed: int):
     """(chunk, chunk state, model, key) with random topics and random, skewed counts in B."""
     rng_np = np.random.default_rng(seed)
-    hyper = Hyperparams.create(num_topics)
+    hyper = Hyperparams.create(num_topics, backend="xla")
     chunk = jax.device_put(build_layout(corpus).chunks[0])
     topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
                       rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
@@ -195,7 +196,7 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
 def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_columns,
                                                   rows_per_program):
     """Totals exactly, B-hat up to division rounding, the tree levels up to summation order."""
-    hyper = Hyperparams.create(num_topics)
+    hyper = Hyperparams.create(num_topics, backend="xla")
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = np.random.default_rng(num_topics).geometric(
         0.3, (num_words, num_topics)) - 1

@@ -12,8 +12,8 @@ import pytest
 from helpers import ROOT, random_corpus
 
 from saberjax import esca, processes
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 WORKER = """
 import os, sys

@@ -9,6 +9,8 @@ import pytest
 from absl import flags
 
 from saberjax import cli, estimator, trainer
+from saberjax.backend import resolve_backend
+from saberjax.config import Hyperparams, TrainConfig
 from helpers import ROOT
 
 
@@ -62,3 +64,15 @@ def test_a_flag_out_of_range_fails_with_the_settings_own_requirement():
 def test_the_model_settings_are_marked_once():
     assert trainer.TrainConfig.model_settings() == ("num_topics", "alpha", "optimize_alpha_every",
                                                     "burn_in", "beta", "seed")
+
+
+def test_hyperparams_take_every_default_and_check_from_the_config():
+    assert all(field.default is dataclasses.MISSING for field in dataclasses.fields(Hyperparams))
+    default = TrainConfig()
+    hyper = Hyperparams.create(10)
+    assert (hyper.alpha, hyper.beta, hyper.backend) == (50 / 10, default.beta,
+                                                        resolve_backend(default.backend))
+    assert Hyperparams.from_config(TrainConfig(num_topics=4, alpha=0.3, beta=0.2,
+                                               backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla")
+    with pytest.raises(ValueError, match="beta=0.0: must be positive"):
+        Hyperparams.create(10, beta=0.0)

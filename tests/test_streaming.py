@@ -7,8 +7,8 @@ import pytest
 from helpers import needs_local_devices, random_corpus
 
 from saberjax import esca, execution, streaming
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 def reference_topics(corpus, hyper, iterations, seed=11):

@@ -52,7 +52,7 @@ from absl import app, flags
 
 from saberjax import chunk_store, cli, execution, timing, trainer
 from saberjax import corpus as corpus_io
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 
 FLAGS = flags.FLAGS if __name__ == "__main__" else flags.FlagValues()  # tests: their own
 _flag = dict(flag_values=FLAGS)
