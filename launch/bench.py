@@ -117,7 +117,7 @@ from saberjax import cli, esca, execution, processes, synth, trainer
 from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, load_bundled, load_corpus
-from saberjax.model import atomic_write
+from saberjax.files import atomic_write
 from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import copy_seconds, timed
 

@@ -35,7 +35,8 @@ from saberjax import cli, outputs, text
 from saberjax import corpus as corpus_io
 from saberjax.corpus import cache as corpus_cache
 from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
-from saberjax.model import TopicModel, atomic_write
+from saberjax.files import atomic_write
+from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Model directory written by launch/train.py.", required=True)

@@ -43,7 +43,7 @@ from saberjax import layout_cache, timing
 from saberjax.background import in_background
 from saberjax.corpus import cache as corpus_cache
 from saberjax.evaluate import check_scorable
-from saberjax.model import atomic_write
+from saberjax.files import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
 from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory

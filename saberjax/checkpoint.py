@@ -20,7 +20,7 @@ a checkpoint depends on the chunking, not on where the chunks were placed.  Sinc
 draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
 same model as an uninterrupted one.
 
-Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
+Each file is written to a temporary name, fsynced and renamed into place (files.atomic_write),
 the .npz files first (every process its own, then all wait for each other): process 0's
 manifest is the commit mark and names the digests of the .npz files, so a checkpoint cut short
 or damaged is never taken as the latest.  Older checkpoints and leftovers of interrupted saves
@@ -44,7 +44,7 @@ from saberjax import processes
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import Placement
-from saberjax.model import atomic_write
+from saberjax.files import atomic_write, fsync_directory
 from saberjax.state import ChunkState, TrainState
 
 FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
@@ -83,7 +83,7 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                         shards_sha256={path.name: _sha256(path) for path in shards[1:]},
                         metrics=list(metrics))
         atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
-        _fsync_directory(directory)
+        fsync_directory(directory)
         _delete_all_but(directory, (manifest_path, *shards))
     processes.barrier(f"checkpoint {iteration} committed")
     return manifest_path
@@ -261,15 +261,6 @@ def _verify_arrays(path: Path, manifest: dict, process: int) -> dict[str, np.nda
 def _sha256(path: Path) -> str:
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the renames into `directory` durable before anything older is deleted."""
-    handle = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
 
 
 def _delete_all_but(directory: Path, keep: tuple[Path, ...]) -> None:

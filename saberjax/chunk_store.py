@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import layout_device, outputs, streaming, timing
+from saberjax import files, layout_device, outputs, streaming, timing
 from saberjax.config import DEFAULT_PREFETCH, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.corpus.cache import cache_root
@@ -265,9 +265,9 @@ class _Records:
             offset += len(data)
         if pool is None:
             for at, piece in pieces:
-                outputs.write_at(fd, piece, at)
+                files.write_at(fd, piece, at)
             return
-        for done in [pool.submit(outputs.write_at, fd, piece, at) for at, piece in pieces]:
+        for done in [pool.submit(files.write_at, fd, piece, at) for at, piece in pieces]:
             done.result()
 
     def views(self, mapped: np.ndarray, slot: int) -> dict[str, np.ndarray]:
