@@ -115,7 +115,7 @@ from absl import app, flags
 from saberjax import corpus as corpus_io
 from saberjax import cli, esca, execution, processes, synth, trainer
 from saberjax.backend import backend_ops, pallas_unavailable_reason
-from saberjax.config import Hyperparams
+from saberjax.config import PARTITIONS, Hyperparams
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.files import atomic_write
 from saberjax.state import BHAT_DTYPE, TrainState
@@ -194,9 +194,9 @@ def _check_num_devices(values):
 
 
 @flags.validator("partition", "--partition: each must be one of auto, "
-                 + ", ".join(execution.PARTITIONS), **_flag)
+                 + ", ".join(PARTITIONS), **_flag)
 def _check_partition(values):
-    return bool(values) and all(v in ("auto",) + execution.PARTITIONS for v in values)
+    return bool(values) and all(v in ("auto",) + PARTITIONS for v in values)
 
 
 @flags.validator("num_topics", "--num_topics: a comma list of integers >= 2", **_flag)

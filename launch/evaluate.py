@@ -28,7 +28,8 @@ from saberjax import cli
 from saberjax import corpus as corpus_io
 from saberjax.coherence import (MEASURES, cooccurrence, recorded_split, records_training_corpus,
                                 reference_corpus)
-from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.evaluate import heldout_loglik
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS

@@ -70,7 +70,7 @@ def test_four_devices_give_the_one_device_model():
 import numpy as np
 from helpers import random_corpus
 from saberjax import execution
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 hyper = Hyperparams.create(33)
 models = []
