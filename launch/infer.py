@@ -33,9 +33,9 @@ from absl import flags
 
 from saberjax import cli, outputs, text
 from saberjax import corpus as corpus_io
-from saberjax.corpus import cache as corpus_cache
-from saberjax.inference import DEFAULT_EM_ITERATIONS, METHODS, in_model_vocabulary, infer_topics
+from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.files import atomic_write
+from saberjax.inference import METHODS, in_model_vocabulary, infer_topics
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
@@ -53,7 +53,7 @@ flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic)
 flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
 flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
                      "on a CPU, one per core).", lower_bound=0)
-corpus_cache.define_flags()
+cli.define_cache_flags()
 
 
 def load_documents(model: TopicModel) -> corpus_io.Corpus:
@@ -64,13 +64,13 @@ def load_documents(model: TopicModel) -> corpus_io.Corpus:
     if chosen == "text":
         return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
                                               source=str(path))
-    return in_model_vocabulary(model, corpus_cache.load_corpus_as_flagged(path, chosen))
+    return in_model_vocabulary(model, cli.load_corpus_as_flagged(path, chosen))
 
 
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
-    corpus_cache.use_caches_as_flagged()
+    cli.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
     documents = load_documents(model)
     start = time.perf_counter()

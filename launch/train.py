@@ -39,9 +39,9 @@ from absl import flags, logging
 
 from saberjax import checkpoint, cli, execution, processes, trainer
 from saberjax import corpus as corpus_io
-from saberjax import layout_cache, timing
+from saberjax import timing
 from saberjax.background import in_background
-from saberjax.corpus import cache as corpus_cache
+from saberjax.backend import resolve_backend
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.outputs import hidden_sibling
@@ -87,7 +87,7 @@ flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
 flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: the topic "
                   "proportions [D, K] of every document of --corpus, training and held-out, in "
                   "order (EM fold-in under the final topics, as launch/infer.py gives them).")
-corpus_cache.define_flags()
+cli.define_cache_flags()
 
 
 def text_options() -> dict:
@@ -100,13 +100,13 @@ def load_data():
     """(every document of the corpus, the training corpus, held-out halves or None) as the
     flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
-        documents = corpus_cache.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
+        documents = cli.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
                                                         **text_options())
     else:
         documents = corpus_io.load_bundled("kos")
     corpus = documents
     if FLAGS.test_corpus:
-        test = corpus_cache.load_corpus_as_flagged(FLAGS.test_corpus, FLAGS.format,
+        test = cli.load_corpus_as_flagged(FLAGS.test_corpus, FLAGS.format,
                                                    **text_options())
         test = corpus_io.align_vocabulary(test, corpus.vocab)
     elif FLAGS.test_fraction > 0:
@@ -127,11 +127,10 @@ def main(argv):
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     phases, started = timing.Phases().record(), time.perf_counter()
     execution.start_devices()  # beside the corpus load
-    corpus_cache.use_caches_as_flagged()
-    layout_cache.use_as_flagged()
+    cli.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
-    backend = trainer.resolve_backend(config.backend)
+    backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume)
     # read now: the run's own checkpoints replace the one it resumes from

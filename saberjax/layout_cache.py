@@ -54,12 +54,6 @@ def use(directory) -> contextvars.Token:
     return _DIRECTORY.set(None if directory is None else Path(directory))
 
 
-def use_as_flagged() -> None:
-    """The layout cache in --cache_dir/layouts, unless --nocache."""
-    root = corpus_cache.flagged_root()
-    use(None if root is None else root / "layouts")
-
-
 @functools.cache
 def _code_digest() -> str:
     """SHA-256 of the source of the modules whose code decides a layout's arrays."""
