@@ -4,7 +4,7 @@ Run on the device machine from the repo root (nothing is installed there), then 
 for the per-phase and whole-iteration timings of both backends:
 
   python launch/synth.py --preset=nytimes --scale=0.1 --output=/tmp/nyt
-  PYTHONPATH=. python -m saberjax.pallas.check_gpu --corpus=/tmp/nyt --topics=1000,10000
+  python tools/check_gpu.py --corpus=/tmp/nyt --topics=1000,10000
   python launch/bench.py --corpus=/tmp/nyt --num_topics=1000,10000 --backends=xla,pallas
 
 Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs (and
@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import functools
 import json
+import pathlib
 import statistics
+import sys
 import traceback
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import jax
 import jax.numpy as jnp
