@@ -2,8 +2,8 @@
 saberjax.segmented_count.rebuild_doc_topic, which sorts the whole chunk by (document, topic).
 
 Shuffle: the E-step kernel already stores each new topic at its doc-major position too
-(saberjax.pallas.sampler.sample_and_shuffle), which saves XLA's scatter (1.5 ms for 30M tokens
-on an H200, as long as the segmented count itself).  Segmented count: a fixed number of programs
+(saberjax.pallas.sampler.sample_and_shuffle), which saves XLA's scatter, as long as the
+segmented count itself (docs/measurements/kernels.md).  Segmented count: a fixed number of programs
 each take every num_programs-th document and count its segment in a private scratch row, with
 no sort at all:
 
@@ -19,14 +19,14 @@ no sort at all:
     clear     swap counts[topic] for 0 per token, for the program's next document
 
 Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
-while the programs' rows together stay under SCRATCH_BYTES) and phases are separated by a CTA
+while the programs' rows together stay under `scratch_bytes`) and phases are separated by a CTA
 barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
-store of the clearing zeros is made visible to the CTA by the barrier but may reach L2 after
-the next document's atomics (the first design did that and lost topics at K = 10,000 on an
-H200).  With every access to them strong (atomics, and the one plain read, counts in the pairs
-phase, volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg"
-does not lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice;
-acquire-release ones measured the same or slower.  Interpret mode runs programs one after
+store of the clearing zeros would be made visible to the CTA by the barrier but may reach L2
+after the next document's atomics, losing topics once the rows outgrow L2 (NOTES.md).  With
+every access to them strong (atomics, and the one plain read, counts in the pairs phase,
+volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg" does not
+lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice, and they
+are as fast as acquire-release ones or faster (NOTES.md).  Interpret mode runs programs one after
 another, so there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with
 repeated indices.
 
@@ -53,9 +53,6 @@ from saberjax.state import pack_pairs
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
 BITS = 32  # topics per bitmap word
-SCRATCH_BYTES = 24 << 20  # the programs' scratch rows together (at K = 10,000 the 22 MB of
-# 512 programs beat 11, 45 and 90 MB, NOTES.md) ...
-MIN_PROGRAMS = 512  # ... unless that leaves fewer programs than this (large K)
 
 
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
@@ -142,25 +139,29 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
 
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
-                                             "num_warps", "semantic", "interpret"))
+                                             "scratch_bytes", "min_programs", "num_warps",
+                                             "semantic", "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
-                      block_tokens: int = 128, num_programs: int = 2048, num_warps: int = 4,
-                      semantic: str = "relaxed", interpret: bool | None = None):
+                      block_tokens: int = 128, num_programs: int = 2048,
+                      scratch_bytes: int = 24 << 20, min_programs: int = 512,
+                      num_warps: int = 4, semantic: str = "relaxed",
+                      interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
-    two) is the segment slice a program handles at once; num_programs the programs (each with
-    a scratch row of num_topics + 3 K/32 ints; fewer, down to MIN_PROGRAMS, if those would
-    pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch atomics
-    (saberjax.pallas.atomics).  Defaults: the fastest measured on an
-    H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
+    two) is the segment slice a program handles at once; num_programs the programs, each with
+    a scratch row of num_topics + 3 K/32 ints: fewer, down to min_programs (at large K), where
+    their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
+    semantic that of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest
+    measured on an H200 (NOTES.md, docs/measurements/kernel_notes.md).  interpret=None:
+    interpret unless on a GPU.
     """
     size = chunk.padded_tokens
     interpret = default_interpret() if interpret is None else interpret
     num_words = -(-num_topics // BITS)
     row_bytes = 4 * (num_topics + 3 * num_words)
     num_programs = max(1, min(num_programs, chunk.padded_docs,
-                              max(MIN_PROGRAMS, SCRATCH_BYTES // row_bytes)))
+                              max(min_programs, scratch_bytes // row_bytes)))
     word_block = min(pl.next_power_of_2(num_words), 1024)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,
