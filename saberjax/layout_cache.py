@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import layout, outputs, rng, timing
+from saberjax import layout, layout_sort, outputs, rng, timing
 from saberjax.corpus import Corpus
 from saberjax.corpus import cache as corpus_cache
 
@@ -58,7 +58,7 @@ def use(directory) -> contextvars.Token:
 def _code_digest() -> str:
     """SHA-256 of the source of the modules whose code decides a layout's arrays."""
     digest = hashlib.sha256()
-    for module in (layout, rng):
+    for module in (layout, layout_sort, rng):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 
