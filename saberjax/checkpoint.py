@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import warnings
 from pathlib import Path

@@ -21,8 +21,9 @@ rebuilt (shuffle and segmented count).  A token's global id, which keys its rand
 `token_base + doc_major_pos`: the position of the token in the corpus, whatever the chunking.
 
 All chunks of a layout are padded to one size bucket (the largest chunk's), so a run compiles
-one shape and the chunks of a mesh's devices are equal shards.  Padding tokens sit at the end of the word-major arrays (word 0) and form one padding
-document at the end of the doc-major arrays; every count masks them out.
+one shape and the chunks of a mesh's devices are equal shards.  Padding tokens sit at the end
+of the word-major arrays (word 0) and form one padding document at the end of the doc-major
+arrays; every count masks them out.  The word-major order itself is layout_sort's.
 """
 
 from __future__ import annotations
