@@ -1,82 +1,12 @@
-"""Write a synthetic LDA corpus (saberjax native format) drawn from the LDA model.
+"""`saberjax synth` run from a checkout, without installing (saberjax/commands/synth.py)."""
 
-Examples (from the repo root):
-  python launch/synth.py --preset=nytimes --scale=0.03 --output=/tmp/nyt3m
-  python launch/synth.py --preset=clueweb --num_docs=6000000 --output=/data/cw2b
-
-Prints one JSON line: D, T, V, seconds, Mtoken_per_s, output.  The corpus folder appears whole
-when it is finished; an existing --output is replaced only with --overwrite.
-"""
-
-import json
-import os
+import pathlib
 import sys
 
-if __package__ in (None, ""):  # run as a script from a checkout
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from absl import app, flags
-
-from saberjax import cli, outputs, synth
-
-FLAGS = flags.FLAGS
-flags.DEFINE_enum("preset", "nytimes", sorted(synth.PRESETS), "Corpus shape (D, mean doc length, V).")
-flags.DEFINE_float("scale", 1.0, "Multiplies the preset's number of documents.",
-                   lower_bound=0)
-flags.DEFINE_integer("num_docs", None, "Number of documents D (overrides preset and --scale).")
-flags.DEFINE_float("mean_doc_length", None, "Mean document length (overrides preset).")
-flags.DEFINE_integer("num_words", None, "Vocabulary size V (overrides preset).")
-flags.DEFINE_integer("num_true_topics", 100, "Number of true topics K used to generate.")
-flags.DEFINE_float("alpha_true", 0.1, "Symmetric Dirichlet parameter of the true theta_d.")
-flags.DEFINE_float("zipf_exponent", 1.0, "Base word frequency ~ rank ** -zipf_exponent.")
-flags.DEFINE_float("word_shape", 0.1, "Gamma shape of per-topic word emphasis (small: distinct topics).")
-flags.DEFINE_float("length_sigma", 0.6, "Lognormal sigma of doc lengths (0: Poisson).")
-flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model flags.",
-                     lower_bound=0)
-flags.DEFINE_string("output", None, "Output folder of the native corpus.")
-flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without it, an "
-                  "existing --output stops the command before anything is generated).")
-flags.DEFINE_string("name", "", "Corpus name recorded in corpus.json (default: synth-<preset>).")
-flags.DEFINE_integer("batch_tokens", 1 << 25, "Tokens per append to the writer (memory bound).",
-                     lower_bound=1)
-flags.DEFINE_integer("threads", None, "Generator threads (default: all usable cores).",
-                     lower_bound=1)
-flags.mark_flag_as_required("output")
-
-
-def config_from_flags() -> "synth.SynthConfig":
-    """SynthConfig from the parsed flags."""
-    return synth.make_config(
-        FLAGS.preset,
-        scale=FLAGS.scale,
-        num_docs=FLAGS.num_docs,
-        mean_doc_length=FLAGS.mean_doc_length,
-        num_words=FLAGS.num_words,
-        num_true_topics=FLAGS.num_true_topics,
-        alpha_true=FLAGS.alpha_true,
-        zipf_exponent=FLAGS.zipf_exponent,
-        word_shape=FLAGS.word_shape,
-        length_sigma=FLAGS.length_sigma,
-        seed=FLAGS.seed,
-    )
-
-
-def main(argv):
-    del argv
-    try:
-        cfg = config_from_flags()
-    except ValueError as error:  # a setting out of range, named as its flag is
-        raise app.UsageError(str(error)) from error
-    outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
-    stats = synth.write_corpus(
-        cfg,
-        FLAGS.output,
-        name=FLAGS.name or f"synth-{FLAGS.preset}",
-        batch_tokens=FLAGS.batch_tokens,
-        num_threads=FLAGS.threads,
-    )
-    print(json.dumps(stats), flush=True)
-
+from saberjax.commands import run  # noqa: E402
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    run("synth")

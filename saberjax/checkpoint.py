@@ -14,7 +14,7 @@ The checkpoint of iteration N is a set of files in the checkpoint folder::
                                 SHA-256 of every .npz
 
 B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
-and alpha with the computation every iteration ends with (execution.Placement.model_from_word_topic), so
+and alpha with the computation every iteration ends with (Placement.model_from_word_topic), so
 the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so
 a checkpoint depends on the chunking, not on where the chunks were placed.  Since every random
 draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
@@ -42,7 +42,7 @@ import numpy as np
 from saberjax import processes
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import Placement
+from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
 from saberjax.state import ChunkState, TrainState
 

@@ -1,7 +1,7 @@
 """The launchers' entry point: every mistake ends in one line on stderr, never a traceback.
 
-Every launch/*.py ends with ``cli.run_main(main)``.  A flag that does not parse or fails its
-check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
+Every command runs as ``cli.run_main(main)`` (saberjax.commands.run).  A flag that does not
+parse or fails its check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
 work, or --resume with nothing to continue) print ``error: ...`` and exit with status 2; any
 other exception (a malformed corpus, model or checkpoint, a file that cannot be read, a device
 out of memory: XLA's RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The
@@ -49,12 +49,13 @@ DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRA
                      "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
 
 
-def run_main(main: Callable[[list[str]], object]) -> None:
-    """absl's app.run(main) with one-line errors, exit statuses 2 / 1 and a quiet log."""
+def run_main(main: Callable[[list[str]], object], argv: list[str] | None = None) -> None:
+    """absl's app.run(main) on `argv` (default sys.argv) with one-line errors, exit statuses
+    2 / 1 and a quiet log."""
     allocate_device_memory_on_demand()
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning
-    app.run(_reporting_errors(main), flags_parser=_parse_flags)
+    app.run(_reporting_errors(main), argv=argv, flags_parser=_parse_flags)
 
 
 def allocate_device_memory_on_demand() -> None:

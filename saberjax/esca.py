@@ -2,8 +2,10 @@
 
 E-step: every token draws a new topic from (A_dk + alpha_k) B-hat_vk with the current counts.
 M-step: A rebuilt per chunk by shuffle and segmented count, B counted, B-hat and the sampling
-trees recomputed.  Every function here is a pure function of pytrees: `init` and `step` run a
-whole iteration over a tuple of chunks; `init_chunk` / `chunk_step` (one chunk's E-step and A
+trees recomputed.  The learned prior: every few iterations alpha is re-estimated from the
+documents' topic counts (`update_alpha`, saberjax.prior).  Every function here is a pure
+function of pytrees: `init`, `step` and `update_alpha` run a whole iteration over a tuple of
+chunks; `init_chunk` / `chunk_step` (one chunk's E-step and A
 rebuild, adding its tokens into B) and `model_from_counts` / `model_from_totals` (B-hat and
 trees) are the pieces saberjax.execution composes to run the same iteration on a mesh of
 devices or streamed through one.  Where a computation runs is not decided here.
@@ -19,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import rng, segmented_count
+from saberjax import prior, rng, segmented_count
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
@@ -165,6 +167,40 @@ def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> Tr
         chunk_states.append(chunk_state)
     return TrainState(tuple(chunk_states), finish_step(word_topic, state.model.alpha, hyper),
                       iteration, state.seed)
+
+
+def count_topic_histogram(chunk: Chunk, chunk_state: ChunkState, histogram: jax.Array,
+                          hyper: Hyperparams) -> jax.Array:
+    """histogram [K_pad, width] (int32) plus the (topic, count) pairs of a chunk's A
+    (prior.count_histogram; A rebuilt where the state holds z alone)."""
+    return prior.count_histogram(whole_state(chunk, chunk_state, hyper).a_pairs, histogram)
+
+
+def model_with_alpha(model: Model, alpha: jax.Array, hyper: Hyperparams,
+                     num_words: int | None = None) -> Model:
+    """The model for prior alpha [K_pad]: B and its totals as they are, B-hat's trees rebuilt
+    (num_words: as model_from_totals)."""
+    return model_from_totals(model.word_topic, model.topic_totals, alpha, hyper, num_words)
+
+
+def update_alpha(state: TrainState, chunks: tuple[Chunk, ...], length_histogram: jax.Array,
+                 hyper: Hyperparams) -> TrainState:
+    """The learned prior's update (saberjax.prior): alpha re-estimated by Minka's fixed point
+    from the documents' (topic, count) pairs and lengths, and B-hat's trees rebuilt for it; z,
+    A and B unchanged.  length_histogram: prior.length_histogram of the corpus's document
+    lengths.  `train` runs it after each iteration that prior.is_due names
+    (optimize_alpha_every, burn_in); with `step`, it is the whole iteration `train` runs::
+
+        state = step(state, chunks, hyper)
+        if prior.is_due(iteration, every, burn_in):
+            state = update_alpha(state, chunks, length_histogram, hyper)
+    """
+    width = prior.histogram_width(length_histogram.shape[0] - 1, hyper.padded_topics)
+    histogram = jnp.zeros((hyper.padded_topics, width), jnp.int32)
+    for chunk, chunk_state in zip(chunks, state.chunks):
+        histogram = count_topic_histogram(chunk, chunk_state, histogram, hyper)
+    alpha = prior.fixed_point(state.model.alpha, histogram, length_histogram, hyper.num_topics)
+    return state._replace(model=model_with_alpha(state.model, alpha, hyper))
 
 
 def corpus_order_topics(chunks: tuple[Chunk, ...], chunk_states) -> np.ndarray:

@@ -39,6 +39,7 @@ from saberjax import esca, rng
 from saberjax.config import DEFAULT_EM_ITERATIONS, Hyperparams
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              from_count_matrix)
+from saberjax.execution import memory
 from saberjax.layout import build_layout
 from saberjax.state import check_document_lengths, unpack_pairs
 
@@ -262,19 +263,10 @@ def is_text_documents(documents) -> bool:
             and documents.dtype.kind in "UO")
 
 
-def _device_memory():
-    """The module of the device-memory plan (model_bytes, free_device_memory), imported when
-    a fold-in is planned: the only import of the training engine here, so that loading and
-    using a model (saberjax.model) does not load the engine before a device program runs."""
-    from saberjax import execution  # noqa: PLC0415
-
-    return execution
-
-
 def _check_device_room(what: str, needed: int, device) -> None:
     """MemoryError naming the GB needed when the device says it has less free, before
     anything is allocated."""
-    free = _device_memory().free_device_memory(device)
+    free = memory.free_device_memory(device)
     if free is not None and needed > free:
         raise MemoryError(f"{what} of this model needs {needed / 1e9:.1f} GB on the device, "
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
@@ -329,8 +321,8 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_counts
-    _check_device_room("ESCA fold-in", _device_memory().model_bytes(model.num_words,
-                                                             hyper.padded_topics),
+    _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
+                                                          hyper.padded_topics),
                        jax.local_devices()[0])
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)

@@ -29,7 +29,7 @@ documents and keys, the sorted keys and permutation and the sort's own scratch a
 about 32 bytes a padded token in XLA's memory analysis of the program on a CPU (the radix
 sort of a GPU adds its double buffers, 8 more), so about 40-50 bytes a padded token in all,
 less than the training step needs for the same chunk
-(execution.device_bytes_per_token).
+(execution.memory.device_bytes_per_token).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import inference
+from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
 
@@ -172,12 +172,15 @@ class TopicModel:
             index.setdefault(word, v)
         return index
 
-    def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
+    def transform(self, documents, iterations: int = DEFAULT_EM_ITERATIONS,
                   batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:
         """Topic proportions [D, K] of new documents, the topics fixed: a Corpus, a list of
         raw document strings (tokenised against this model's vocabulary; words it lacks are
         counted in a warning) or a count matrix whose columns are this model's vocabulary;
-        see inference.infer_topics."""
+        see inference.infer_topics.  Inference, which plans the device's memory, is imported
+        here: loading a model loads no part of the engine."""
+        from saberjax import inference  # noqa: PLC0415
+
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
     def save(self, directory, arrays=None) -> pathlib.Path:

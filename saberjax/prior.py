@@ -82,7 +82,10 @@ def fixed_point(alpha: jax.Array, counts: jax.Array, lengths: jax.Array,
     return jax.lax.fori_loop(0, FIXED_POINT_ROUNDS, round_, alpha.astype(jnp.float32))
 
 
-def is_due(iteration: int, every: int, burn_in: int) -> bool:
+def is_due(iteration, every: int, burn_in: int):
     """Whether alpha is re-estimated after `iteration`: every `every` iterations (0: never),
-    once more than `burn_in` have run."""
-    return bool(every) and iteration > burn_in and iteration % every == 0
+    once more than `burn_in` have run.  iteration: an int (a bool back) or a traced integer
+    inside jit (a traced bool back, for lax.cond)."""
+    if not every:
+        return False
+    return (iteration > burn_in) & (iteration % every == 0)

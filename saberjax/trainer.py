@@ -21,11 +21,13 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from saberjax import checkpoint, execution, prior, processes, timing
+from saberjax import checkpoint, prior, processes, timing
 from saberjax.background import in_background
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus
 from saberjax.evaluate import HeldoutScorer
+from saberjax.execution.placement import Placement, placed
+from saberjax.execution.plan import Plan, plan
 from saberjax.model import TopicModel
 from saberjax.progress import Progress, chain
 from saberjax.state import TrainState, check_document_lengths
@@ -42,12 +44,16 @@ class TrainResult:
     compile_seconds: float
 
 
-def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> execution.Placement:
-    """The corpus on the devices config asks for (execution.place)."""
-    return execution.place(corpus, hyper, config.num_devices, config.chunk_tokens,
-                           config.device_memory_gb, config.prefetch,
-                           partition=config.partition, host_memory_gb=config.host_memory_gb,
-                           chunk_store_dir=config.chunk_store)
+def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Plan:
+    """The plan of the run config asks for on the devices (execution.plan.plan)."""
+    return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
+                config.prefetch, partition=config.partition,
+                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store)
+
+
+def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Placement:
+    """The corpus on the devices config asks for, as plan_run plans it."""
+    return placed(corpus, hyper, plan_run(corpus, hyper, config))
 
 
 def _ready_at(tree) -> float:
@@ -67,7 +73,7 @@ class Iterations(NamedTuple):
     compile_seconds: float
 
 
-def compiles_beside_init(placement: execution.Placement) -> bool:
+def compiles_beside_init(placement: Placement) -> bool:
     """Whether train_placed compiles the iteration and prepares the held-out scorer while the
     devices initialise (the programs need only the state's shapes and shardings): on
     accelerators; CPU devices, one per core, initialise on every core, so the compilation
@@ -75,7 +81,7 @@ def compiles_beside_init(placement: execution.Placement) -> bool:
     return placement.mesh.devices.flat[0].platform != "cpu"
 
 
-def train_placed(corpus: Corpus, placement: execution.Placement, config: TrainConfig,
+def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
                     heldout: tuple[Corpus, Corpus] | None = None,
                     callback: Callable[[int, dict, TrainState], bool | None] | None = None,
                     checkpoint_dir=None, resume_from=None,

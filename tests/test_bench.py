@@ -1,4 +1,4 @@
-"""Tests of the performance benchmark launcher (launch/bench.py), run in-process on tiny corpora."""
+"""Tests of the performance benchmark command (saberjax bench), run in-process on tiny corpora."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from absl import flags
 
-from helpers import import_script, random_corpus
-from saberjax import esca, execution
+from helpers import random_corpus
+from saberjax import esca
+from saberjax.execution.placement import place
+from saberjax.commands import bench
 from saberjax.config import Hyperparams
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
@@ -19,37 +21,39 @@ from saberjax.layout import build_layout
 
 
 @pytest.fixture(scope="module")
-def bench():
-    """launch/bench.py imported as a module (its flags in a registry of their own)."""
-    return import_script("launch/bench.py", "saberjax_launch_bench")
+def bench_flags():
+    """The bench command's flags, in a registry of their own."""
+    values = flags.FlagValues()
+    bench.define_flags(values)
+    return values
 
 
 @pytest.fixture
-def parse(bench):
+def parse(bench_flags):
     """Parses bench flags from a list of arguments; flags go back to defaults afterwards."""
 
     def parse_args(*args):
-        bench.FLAGS.unparse_flags()
-        return bench.FLAGS(["bench", *args])
+        bench_flags.unparse_flags()
+        return bench_flags(["bench", *args])
 
     yield parse_args
-    bench.FLAGS.unparse_flags()
+    bench_flags.unparse_flags()
 
 
-def run_main(bench, parse, capsys, *args) -> list[dict]:
+def run_main(bench_flags, parse, capsys, *args) -> list[dict]:
     parse(*args)
-    bench.main(["bench"])
+    bench.main(["bench"], bench_flags)
     return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
 
 
 def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_backend(
-        bench, parse, capsys, tmp_path):
+        bench_flags, parse, capsys, tmp_path):
     corpus_dir = tmp_path / "tiny"
     save_native(random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1), corpus_dir)
     output = tmp_path / "runs" / "bench.jsonl"
     output.parent.mkdir()
     output.write_text('{"earlier": "line"}')  # no trailing newline: appending must add one
-    lines = run_main(bench, parse, capsys, f"--corpus={corpus_dir}", "--num_topics=8",
+    lines = run_main(bench_flags, parse, capsys, f"--corpus={corpus_dir}", "--num_topics=8",
                      "--iterations=2", "--warmup=1", "--backends=pallas,xla", "--copy_mib=4",
                      "--phase_repeats=1", "--num_devices=1,2", f"--output={output}")
 
@@ -101,10 +105,10 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
 
 
 def test_test_fraction_trains_on_the_rest_and_scores_the_held_out_documents(
-        bench, parse, capsys, tmp_path):
+        bench_flags, parse, capsys, tmp_path):
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=2)
     save_native(corpus, tmp_path / "tiny")
-    lines = run_main(bench, parse, capsys, f"--corpus={tmp_path / 'tiny'}", "--num_topics=4",
+    lines = run_main(bench_flags, parse, capsys, f"--corpus={tmp_path / 'tiny'}", "--num_topics=4",
                      "--iterations=2", "--warmup=0", "--phases=false", "--copy_mib=4",
                      "--test_fraction=0.25")
     result, summary = lines
@@ -122,11 +126,11 @@ def test_unknown_backend_or_bad_k_is_a_flag_error(parse):
         parse("--corpus=/tmp/x", "--synth_preset=nytimes")
 
 
-def test_compiled_step_gives_the_same_state_as_esca_step(bench):
+def test_compiled_step_gives_the_same_state_as_esca_step():
     corpus = random_corpus(num_docs=50, num_words=40, mean_length=30, seed=2)
     hyper = Hyperparams.create(8)
     chunks = build_layout(corpus, chunk_tokens=800).chunks
-    placement = execution.place(corpus, hyper, num_devices=1, chunk_tokens=800)
+    placement = place(corpus, hyper, num_devices=1, chunk_tokens=800)
     assert len(chunks) == placement.num_slots > 1
     ours, reference = placement.init(seed=3), esca.init(chunks, corpus.num_words, hyper, seed=3)
     compiled = placement.compile(ours)
@@ -138,7 +142,7 @@ def test_compiled_step_gives_the_same_state_as_esca_step(bench):
         np.testing.assert_array_equal(np.asarray(a).reshape(np.shape(b)), np.asarray(b))
 
 
-def test_append_lines_is_atomic_and_keeps_earlier_lines(bench, tmp_path):
+def test_append_lines_is_atomic_and_keeps_earlier_lines(tmp_path):
     path = tmp_path / "out" / "bench.jsonl"
     bench.append_lines(str(path), ["a"])
     bench.append_lines(str(path), ["b", "c"])

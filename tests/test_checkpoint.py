@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, random_corpus
 
-from saberjax import checkpoint, execution, trainer
+from saberjax import checkpoint, trainer
+from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 from saberjax.corpus import load_bundled, save_native
 
@@ -184,8 +185,8 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
     device at once (that is what streaming exists to avoid)."""
     corpus = random_corpus(num_docs=30, num_words=20, seed=3)
     hyper = Hyperparams.create(CONFIG.num_topics, backend="xla")
-    placement = execution.place(corpus, hyper, chunk_tokens=corpus.num_tokens // 6 + 1,
-                                stream=True)
+    placement = place(corpus, hyper, chunk_tokens=corpus.num_tokens // 6 + 1,
+                      stream=True)
     assert placement.streamed and placement.num_slots >= 3
     state = placement.init(seed=0)
     path = checkpoint.save_checkpoint(tmp_path, state, placement, CONFIG, corpus.fingerprint(),

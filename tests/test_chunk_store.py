@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 from helpers import import_script, needs_local_devices, random_corpus, run_launcher
 
-from saberjax import checkpoint, chunk_compact, chunk_records, chunk_store, esca, execution, trainer
+from saberjax import checkpoint, chunk_compact, chunk_records, chunk_store, esca, trainer
+from saberjax.execution import memory
+from saberjax.execution.placement import place
+from saberjax.execution.plan import _coarse, plan_store_chunk_tokens
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
@@ -23,7 +26,7 @@ TINY_HOST_GB = 2.3e-4
 
 @pytest.fixture(autouse=True)
 def process_holds_no_host_memory(monkeypatch):
-    monkeypatch.setattr(execution, "anonymous_host_memory", lambda: 0)
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
 
 
 def test_compact_chunks_expand_to_the_layouts_chunks():
@@ -46,8 +49,8 @@ def test_compact_chunks_expand_to_the_layouts_chunks():
 
 
 def stored_placement(corpus, hyper, num_devices, directory, chunk_tokens=1500):
-    return execution.place(corpus, hyper, num_devices, chunk_tokens=chunk_tokens, stream=True,
-                           host_memory_gb=TINY_HOST_GB, chunk_store_dir=directory)
+    return place(corpus, hyper, num_devices, chunk_tokens=chunk_tokens, stream=True,
+                 host_memory_gb=TINY_HOST_GB, chunk_store_dir=directory)
 
 
 def run(placement, iterations, seed=5):
@@ -64,8 +67,8 @@ def test_same_seed_same_model_in_memory_streamed_from_memory_and_from_disk(num_d
     needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=22)
     hyper = Hyperparams.create(10)
-    resident = execution.place(corpus, hyper, num_devices)
-    from_memory = execution.place(corpus, hyper, num_devices, chunk_tokens=1500, stream=True)
+    resident = place(corpus, hyper, num_devices)
+    from_memory = place(corpus, hyper, num_devices, chunk_tokens=1500, stream=True)
     from_disk = stored_placement(corpus, hyper, num_devices, tmp_path / "store")
     assert not resident.streamed and from_memory.streamed and not from_memory.stored
     assert from_disk.stored and from_disk.num_slots > from_disk.slots.prefetch
@@ -174,11 +177,11 @@ def test_a_disk_without_room_for_the_store_is_a_clear_error(tmp_path, monkeypatc
 
 def test_a_host_budget_that_cannot_hold_one_chunk_names_the_flag(tmp_path):
     corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=27)
-    with pytest.raises(ValueError, match=r"--host_memory_gb=5e-05 cannot hold one chunk and "
+    with pytest.raises(ValueError, match=r"host_memory_gb=5e-05 cannot hold one chunk and "
                                          r"the model: .* chunks of [\d,]+ tokens \(a chunk "
                                          r"needs 1,024: "):
-        execution.place(corpus, Hyperparams.create(6), 1, chunk_tokens=1500, stream=True,
-                        host_memory_gb=5e-5, chunk_store_dir=tmp_path / "store")
+        place(corpus, Hyperparams.create(6), 1, chunk_tokens=1500, stream=True,
+              host_memory_gb=5e-5, chunk_store_dir=tmp_path / "store")
     assert not (tmp_path / "store").exists()
 
 
@@ -251,18 +254,18 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
     hyper = Hyperparams.create(8)
     plans = []
     for held in (50_000_000, 50_001_000, 50_002_000):
-        monkeypatch.setattr(execution, "anonymous_host_memory", lambda held=held: held)
-        plans.append(execution.plan_store_chunk_tokens(corpus, hyper,
-                                                       50_000_000 + int(TINY_HOST_GB * 1e9), 2))
+        monkeypatch.setattr(memory, "anonymous_host_memory", lambda held=held: held)
+        plans.append(plan_store_chunk_tokens(corpus, hyper,
+                                             50_000_000 + int(TINY_HOST_GB * 1e9), 2))
     assert plans[0] is not None and plans == [plans[0]] * 3
-    assert plans[0] == execution._coarse(plans[0])
+    assert plans[0] == _coarse(plans[0])
 
 
 def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(tmp_path):
     corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=26)
     hyper, config = Hyperparams.create(10), trainer.TrainConfig(num_topics=10)
     from_disk = stored_placement(corpus, hyper, 1, tmp_path / "store")
-    from_memory = execution.place(corpus, hyper, 1, chunk_tokens=1500, stream=True)
+    from_memory = place(corpus, hyper, 1, chunk_tokens=1500, stream=True)
     assert checkpoint.chunking(from_disk) == checkpoint.chunking(from_memory)
     state = run(from_disk, 2)
     path = checkpoint.save_checkpoint(tmp_path / "checkpoints", state, from_disk, config,

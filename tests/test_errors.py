@@ -238,7 +238,7 @@ def test_launchers_grow_the_device_pool_on_demand_unless_the_user_chose(monkeypa
         monkeypatch.delenv(name, raising=False)
     for name, value in users.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(cli.app, "run", lambda main, flags_parser: None)
+    monkeypatch.setattr(cli.app, "run", lambda main, argv, flags_parser: None)
     monkeypatch.setattr(cli.warnings, "formatwarning", cli.warnings.formatwarning)  # restored
     cli.run_main(lambda argv: None)
     expected = dict(users) if users else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

@@ -136,3 +136,44 @@ def test_bhat_is_rounded_to_its_dtype_and_its_tree_adds_up_what_it_holds(num_top
     level_above = (held * alpha).reshape(3, -1, WIDTH).sum(axis=2)
     np.testing.assert_allclose(np.asarray(model.tree[-1])[:, :level_above.shape[1]],
                                level_above, rtol=1e-5)
+
+
+def readme_loop(corpus, num_topics: int, iterations: int, every: int, burn_in: int, seed: int,
+                learn_alpha: bool = True):
+    """The README's loop in plain JAX (jit, fori_loop, cond): (B [V, K], alpha [K])."""
+    from saberjax import init, prior, step
+
+    layout = build_layout(corpus, chunk_tokens=None)
+    chunks = jax.device_put(layout.chunks)
+    hyper = Hyperparams.create(num_topics=num_topics)
+    lengths = prior.length_histogram(corpus.doc_lengths())
+
+    @jax.jit
+    def run(state, chunks, lengths):
+        def iteration(i, state):
+            state = step(state, chunks, hyper)
+            due = prior.is_due(i, every, burn_in) if learn_alpha else False
+            return jax.lax.cond(due, lambda s: esca.update_alpha(s, chunks, lengths, hyper),
+                                lambda s: s, state)
+        return jax.lax.fori_loop(1, iterations + 1, iteration, state)
+
+    state = run(esca.init(chunks, corpus.num_words, hyper, seed=seed), chunks, lengths)
+    return (np.asarray(state.model.word_topic)[:, :num_topics],
+            np.asarray(state.model.alpha)[:num_topics])
+
+
+@pytest.mark.parametrize("every,burn_in", [(3, 3), (2, 0), (0, 0)])
+def test_the_readme_loop_of_init_step_and_update_alpha_gives_the_model_train_gives(every,
+                                                                                  burn_in):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=30, seed=3)
+    config = trainer.TrainConfig(num_topics=6, iterations=10, optimize_alpha_every=every,
+                                 burn_in=burn_in, seed=11, backend="xla", num_devices=1)
+    trained = trainer.train(corpus, config).model
+    word_topic, alpha = readme_loop(corpus, 6, 10, every, burn_in, seed=11)
+    np.testing.assert_array_equal(word_topic, trained.word_topic_counts)
+    np.testing.assert_array_equal(alpha, trained.alpha)
+    if every:  # negative control: without the update, alpha stays where it started
+        fixed_counts, fixed_alpha = readme_loop(corpus, 6, 10, every, burn_in, seed=11,
+                                                learn_alpha=False)
+        assert not np.array_equal(fixed_alpha, trained.alpha)
+        assert not np.array_equal(fixed_counts, trained.word_topic_counts)

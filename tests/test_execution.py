@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 from helpers import ROOT, needs_local_devices, random_corpus
 
-from saberjax import esca, execution
+from saberjax import esca
 from saberjax.config import Hyperparams
+from saberjax.execution import memory
+from saberjax.execution.mesh import make_mesh, MODEL_SPEC, WORD_MODEL_SPEC
+from saberjax.execution.placement import place
 from saberjax.layout import build_layout
 
 
@@ -28,7 +31,7 @@ def reference(corpus, hyper, iterations, seed):
 
 
 def run_on_mesh(corpus, hyper, iterations, seed, **placement):
-    placed = execution.place(corpus, hyper, **placement)
+    placed = place(corpus, hyper, **placement)
     state = placed.init(seed)
     step = placed.compile(state)
     for _ in range(iterations):
@@ -51,13 +54,13 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
     assert placed.partition == partition
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    assert state.model.word_topic.sharding.spec == execution.MODEL_SPEC.word_topic
+    assert state.model.word_topic.sharding.spec == MODEL_SPEC.word_topic
     if partition == "documents":  # B spread over the devices by rows, B-hat whole everywhere
         np.testing.assert_array_equal(
             np.asarray(state.model.bhat, np.float32)[:corpus.num_words], bhat)
         assert state.model.bhat.sharding.is_fully_replicated
     else:  # every row-wise array stays with its device's words
-        assert state.model.bhat.sharding.spec == execution.WORD_MODEL_SPEC.bhat
+        assert state.model.bhat.sharding.spec == WORD_MODEL_SPEC.bhat
     np.testing.assert_allclose(np.asarray(placed.topic_word(state)).T,
                                np.asarray(esca.model_from_counts(
                                    word_topic, hyper.initial_alpha(), hyper).bhat,
@@ -69,15 +72,15 @@ def test_four_devices_give_the_one_device_model():
     script = """
 import numpy as np
 from helpers import random_corpus
-from saberjax import execution
+from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 hyper = Hyperparams.create(33)
 models = []
 for count, partition in ((1, "documents"), (3, "documents"), (4, "documents"), (3, "words"),
                          (4, "words")):
-    placed = execution.place(corpus, hyper, count, partition=partition,
-                             chunk_tokens=200 if count == 3 and partition == "documents" else None)
+    placed = place(corpus, hyper, count, partition=partition,
+                   chunk_tokens=200 if count == 3 and partition == "documents" else None)
     state = placed.init(9)
     step = placed.compile(state)
     for _ in range(2):
@@ -100,21 +103,21 @@ def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the
     needs_local_devices(2)
     corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
     hyper = Hyperparams.create(8)  # 50 x 32 cells: 1.3 a token
-    assert execution.place(corpus, hyper, 2).partition == "documents"
+    assert place(corpus, hyper, 2).partition == "documents"
     hyper = Hyperparams.create(60)
-    assert execution.place(corpus, hyper, 2).partition == "words"
-    assert execution.place(corpus, hyper, 1).partition == "documents"
-    assert execution.place(corpus, hyper, 2, chunk_tokens=100).partition == "documents"
-    assert execution.place(corpus, hyper, 2, stream=True).partition == "documents"
+    assert place(corpus, hyper, 2).partition == "words"
+    assert place(corpus, hyper, 1).partition == "documents"
+    assert place(corpus, hyper, 2, chunk_tokens=100).partition == "documents"
+    assert place(corpus, hyper, 2, stream=True).partition == "documents"
     with pytest.raises(ValueError, match="partition 'words' keeps each device's share"):
-        execution.place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+        place(corpus, hyper, 2, chunk_tokens=100, partition="words")
     with pytest.raises(ValueError, match="partition must be"):
-        execution.place(corpus, hyper, 2, partition="topics")
+        place(corpus, hyper, 2, partition="topics")
 
 
 def test_more_devices_than_there_are_is_one_clear_error():
     with pytest.raises(ValueError, match=f"num_devices=99, but there are {jax.device_count()}"):
-        execution.make_mesh(99)
+        make_mesh(99)
 
 
 def test_a_mesh_with_more_chunks_than_documents_leaves_some_empty():
@@ -173,7 +176,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_package_import_graph_has_no_cycle():
     graph = package_imports()
-    assert {"saberjax.esca", "saberjax.execution", "saberjax.pallas.kernels"} <= set(graph)
+    assert {"saberjax.esca", "saberjax.execution.programs", "saberjax.pallas.kernels"} <= set(graph)
     assert "saberjax.esca" not in graph["saberjax.pallas.bhat_tree"]
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
@@ -189,18 +192,18 @@ def test_the_probes_compile_at_once_and_measure_what_one_after_the_other_did(num
     corpus = random_corpus(num_docs=num_docs, num_words=300, mean_length=40, seed=8)
     hyper = Hyperparams.create(16, backend="xla")
     (small_tokens, small), (large_tokens, large) = (
-        execution._chunk_step_bytes(corpus, hyper, tokens) for tokens in execution.PROBE_TOKENS)
+        memory._chunk_step_bytes(corpus, hyper, tokens) for tokens in memory.PROBE_TOKENS)
     expected = (large / large_tokens if large_tokens == small_tokens
                 else max(large - small, 0) / (large_tokens - small_tokens))
     assert (large_tokens > small_tokens) == (num_docs > 3)
     threads = {}
-    probe = execution._chunk_step_bytes
+    probe = memory._chunk_step_bytes
 
     def recording(corpus, hyper, tokens):
         threads[tokens] = threading.current_thread().name
         return probe(corpus, hyper, tokens)
 
-    monkeypatch.setattr(execution, "_chunk_step_bytes", recording)
-    assert execution.device_bytes_per_token(corpus, hyper) == expected
-    small_probe, large_probe = execution.PROBE_TOKENS
+    monkeypatch.setattr(memory, "_chunk_step_bytes", recording)
+    assert memory.device_bytes_per_token(corpus, hyper) == expected
+    small_probe, large_probe = memory.PROBE_TOKENS
     assert threads[large_probe] == "saberjax-probe" != threads[small_probe]

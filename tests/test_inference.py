@@ -245,12 +245,13 @@ def test_infer_launcher_reads_a_folder_of_new_texts(tmp_path):
 
 
 def test_inference_that_does_not_fit_the_device_is_refused_before_allocating(monkeypatch):
-    from saberjax import execution, inference
+    from saberjax import inference
+    from saberjax.execution import memory
     from saberjax.model import TopicModel
 
     model = TopicModel(np.ones((50, 4), np.int32), 0.5, 0.01, tuple(f"w{i}" for i in range(50)))
     corpus = random_corpus(num_docs=5, num_words=50, seed=3)
-    monkeypatch.setattr(execution, "free_device_memory", lambda device=None: 1000)
+    monkeypatch.setattr(memory, "free_device_memory", lambda device=None: 1000)
     for method in inference.METHODS:
         with pytest.raises(MemoryError, match="fold-in of this model needs .* GB on the device"):
             inference.infer_topics(model, corpus, method=method)

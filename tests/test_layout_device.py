@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from helpers import import_script, needs_local_devices
 
-from saberjax import chunk_compact, chunk_store, execution, layout, layout_device
+from saberjax import chunk_compact, chunk_store, layout, layout_device
 from saberjax.config import Hyperparams
+from saberjax.execution.mesh import BY_DEVICE, make_mesh
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 
@@ -151,8 +152,8 @@ def test_a_store_built_on_the_devices_is_byte_for_byte_the_host_built_store(
     needs_local_devices(num_devices)
     corpus = random_corpus(13, 500, 80)
     plan = plan_layout(corpus, 1500, num_devices)
-    sharding = jax.sharding.NamedSharding(execution.make_mesh(num_devices),
-                                          execution.BY_DEVICE)
+    sharding = jax.sharding.NamedSharding(make_mesh(num_devices),
+                                BY_DEVICE)
     traces = []
     build_chunk = layout_device.build_chunk
 
@@ -177,7 +178,7 @@ def test_a_store_built_on_the_devices_is_byte_for_byte_the_host_built_store(
 def test_devices_out_of_memory_leave_the_build_to_the_host(tmp_path, monkeypatch):
     corpus = random_corpus(17, 300, 60)
     plan = plan_layout(corpus, 1200)
-    sharding = jax.sharding.NamedSharding(execution.make_mesh(1), execution.BY_DEVICE)
+    sharding = jax.sharding.NamedSharding(make_mesh(1), BY_DEVICE)
     chunk_inputs, calls = layout_device.chunk_inputs, []
 
     def runs_out_at_the_third_slot(*args, **kwargs):

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import chunk_store, coherence, execution, layout_cache
+from saberjax import chunk_store, coherence, layout_cache
+from saberjax.execution import memory
+from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
@@ -60,13 +62,13 @@ def test_a_layout_cached_under_the_legacy_fingerprint_is_rebuilt_quietly(tmp_pat
 
 def test_a_chunk_store_keyed_by_the_legacy_fingerprint_is_rebuilt_with_a_warning(tmp_path,
                                                                                 monkeypatch):
-    monkeypatch.setattr(execution, "anonymous_host_memory", lambda: 0)
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
     corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=23)
     hyper, directory = Hyperparams.create(6), tmp_path / "store"
 
     def stored():
-        return execution.place(corpus, hyper, 1, chunk_tokens=1500, stream=True,
-                               host_memory_gb=2.3e-4, chunk_store_dir=directory)
+        return place(corpus, hyper, 1, chunk_tokens=1500, stream=True,
+                     host_memory_gb=2.3e-4, chunk_store_dir=directory)
 
     with monkeypatch.context() as former:
         former.setattr(Corpus, "fingerprint", Corpus.legacy_fingerprint)

@@ -333,13 +333,13 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
     compiled on a GPU, one iteration within Triton's rounding (after two, one token drawn
     differently changes the counts every later draw reads, and a few % of a corpus this small
     differ)."""
-    from saberjax import execution  # noqa: PLC0415
+    from saberjax.execution.placement import place  # noqa: PLC0415
 
     corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
     results = {}
     for backend in ("xla", "pallas"):
-        placed = execution.place(corpus, with_backend(30, backend),
-                                 min(2, jax.device_count()), partition="words")
+        placed = place(corpus, with_backend(30, backend),
+                       min(2, jax.device_count()), partition="words")
         state = placed.init(11)
         step = placed.compile(state)
         for _ in range(2 if default_interpret() else 1):

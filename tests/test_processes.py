@@ -22,10 +22,10 @@ from saberjax import processes
 processes.initialize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), heartbeat_seconds=5)
 import jax
 from helpers import random_corpus
-from saberjax import execution
+from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
-placed = execution.place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
+placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
 state = placed.init(5)
 step = placed.compile(state)
 for _ in range(3):

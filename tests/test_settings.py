@@ -19,7 +19,7 @@ def test_the_train_launcher_flags_are_the_config_fields_with_their_defaults():
     values = flags.FlagValues()
     cli.define_config_flags(trainer.TrainConfig, values)
     assert {name: values[name].default for name in fields} == fields
-    tree = ast.parse((ROOT / "launch" / "train.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "saberjax" / "commands" / "train.py").read_text(encoding="utf-8"))
     defined = {node.args[0].value for node in ast.walk(tree)
                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                and node.func.attr.startswith("DEFINE_") and node.args

@@ -11,7 +11,8 @@ import time
 import numpy as np
 from helpers import random_corpus, run_launcher
 
-from saberjax import execution, timing, trainer
+from saberjax import timing, trainer
+from saberjax.execution.placement import Placement
 from saberjax.corpus import split_document_halves, train_test_split
 from saberjax.evaluate import heldout_loglik
 from saberjax.layout import build_layout
@@ -137,9 +138,9 @@ def test_first_iteration_tool_times_train_up_to_its_first_iteration(tmp_path):
 
 def test_a_run_too_short_to_learn_alpha_compiles_no_alpha_update(monkeypatch):
     compiled = []
-    learn = execution.Placement.compile_alpha_update
-    monkeypatch.setattr(execution.Placement, "compile_alpha_update",
-                        lambda *args: compiled.append(args) or learn(*args))
+    learn = Placement.compile_alpha_update
+    monkeypatch.setattr(Placement, "compile_alpha_update",
+              lambda *args: compiled.append(args) or learn(*args))
     corpus = random_corpus(num_docs=20, seed=3)
     for iterations in (2, 3):
         trainer.train(corpus, trainer.TrainConfig(num_topics=4, iterations=iterations,

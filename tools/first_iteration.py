@@ -40,13 +40,13 @@ def child(train_flags: list[str]) -> None:
     sys.path.insert(0, str(REPO))
     sys.argv = [str(REPO / "launch" / "train.py"), *train_flags]
     launcher = runpy.run_path(sys.argv[0], run_name="first_iteration")
-    from saberjax import execution  # noqa: PLC0415 (after train.py set up jax)
+    from saberjax.execution.compiled import CompiledStep  # noqa: PLC0415 (after train.py set up jax)
 
     def stop(self, state):
         print(f"{MARK} {time.time() - started:.3f} s", file=sys.stderr, flush=True)
         os._exit(0)
 
-    execution.CompiledStep.__call__ = stop
+    CompiledStep.__call__ = stop
     launcher["cli"].run_main(launcher["main"])
 
 

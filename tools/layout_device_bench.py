@@ -37,8 +37,8 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from saberjax import (chunk_compact, chunk_records, chunk_store, cli, execution, layout,
-                      layout_device, synth)
+from saberjax import chunk_compact, chunk_records, chunk_store, cli, layout, layout_device, synth
+from saberjax.execution.mesh import BY_DEVICE, make_mesh
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 
@@ -97,7 +97,7 @@ def same_arrays(device: chunk_compact.CompactChunk, host: chunk_compact.CompactC
 def time_chunks(corpus, plan) -> None:
     tokens, docs = plan.padded_tokens, plan.padded_docs
     runs = min(corpus.num_words, tokens) + 1
-    sharding = jax.sharding.NamedSharding(execution.make_mesh(1), execution.BY_DEVICE)
+    sharding = jax.sharding.NamedSharding(make_mesh(1), BY_DEVICE)
     build = chunk_store.device_slot_builder(runs, sharding)
     word_rank = jax.device_put(plan.word_rank, jax.sharding.NamedSharding(
         sharding.mesh, jax.sharding.PartitionSpec()))
@@ -163,7 +163,7 @@ def time_chunks(corpus, plan) -> None:
 
 def time_store(corpus, plan) -> None:
     base = pathlib.Path(FLAGS.store_dir or tempfile.mkdtemp(prefix="layout-device-bench-"))
-    sharding = jax.sharding.NamedSharding(execution.make_mesh(1), execution.BY_DEVICE)
+    sharding = jax.sharding.NamedSharding(make_mesh(1), BY_DEVICE)
     workers = FLAGS.store_workers or min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
     try:
         for on_devices in (True, False):

@@ -50,7 +50,9 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from saberjax import chunk_store, cli, execution, timing, trainer
+from saberjax import chunk_store, cli, timing, trainer
+from saberjax.execution import memory
+from saberjax.execution.plan import plan_store_chunk_tokens
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 
@@ -83,15 +85,15 @@ flags.DEFINE_list("num_devices", ["1"], "Device counts of the runs streamed from
 
 
 class PeakMemory:
-    """Peak anonymous resident memory of this process (execution.anonymous_host_memory,
-    bytes), sampled every `period` seconds while the `with` block runs."""
+    """Peak anonymous resident memory of this process (memory.anonymous_host_memory,
+ bytes), sampled every `period` seconds while the `with` block runs."""
 
     def __init__(self, period: float = 0.05):
         self.period, self.anon = period, 0
         self._stop = threading.Event()
 
     def _sample(self) -> None:
-        self.anon = max(self.anon, execution.anonymous_host_memory())
+        self.anon = max(self.anon, memory.anonymous_host_memory())
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
@@ -212,22 +214,22 @@ def main(argv):
     corpus = corpus_io.load_native(FLAGS.corpus)
     load_seconds = time.perf_counter() - start
     hyper = Hyperparams.create(FLAGS.num_topics)
-    per_token = execution.device_bytes_per_token(corpus, hyper)
-    model_gb = execution.model_bytes(corpus.num_words, hyper.padded_topics) / 1e9
+    per_token = memory.device_bytes_per_token(corpus, hyper)
+    model_gb = memory.model_bytes(corpus.num_words, hyper.padded_topics) / 1e9
     budget = FLAGS.device_memory_gb or (
         model_gb + FLAGS.budget_fraction * corpus.num_tokens * per_token / 1e9)
     store = pathlib.Path(FLAGS.chunk_store or chunk_store.default_directory()).absolute()
-    host_budget = execution.host_memory_budget(FLAGS.host_memory_gb)
-    if FLAGS.disk and execution.plan_store_chunk_tokens(corpus, hyper, host_budget,
-                                                        trainer.TrainConfig.prefetch) is None:
+    host_budget = memory.host_memory_budget(FLAGS.host_memory_gb)
+    if FLAGS.disk and plan_store_chunk_tokens(corpus, hyper, host_budget,
+                                              trainer.TrainConfig.prefetch) is None:
         raise app.UsageError(f"a host budget of {host_budget / 1e9:.3g} GB holds this corpus "
                              f"and its states in memory: give the disk run a smaller "
                              f"--host_memory_gb")
     header = dict(corpus=FLAGS.corpus, D=corpus.num_docs, T=corpus.num_tokens,
                   V=corpus.num_words, K=FLAGS.num_topics, load_seconds=load_seconds,
                   device=jax.devices()[0].device_kind, host_cpus=os.cpu_count(),
-                  host_available_gb=execution.available_host_memory() / 1e9,
-                  process_anon_gb=execution.anonymous_host_memory() / 1e9,
+                  host_available_gb=memory.available_host_memory() / 1e9,
+                  process_anon_gb=memory.anonymous_host_memory() / 1e9,
                   device_bytes_per_token=per_token, model_gb=model_gb, device_budget_gb=budget)
     if FLAGS.disk:
         header.update(copy_rates())
@@ -255,7 +257,7 @@ def main(argv):
         report(record)
     for count in ([] if FLAGS.skip_memory else [int(n) for n in FLAGS.num_devices]):
         report(run(corpus, "memory", count, device_memory_gb=budget,
-                   host_memory_gb=execution.available_host_memory() / 1e9))
+                   host_memory_gb=memory.available_host_memory() / 1e9))
     if not FLAGS.skip_resident:
         report(run(corpus, "resident"))
 

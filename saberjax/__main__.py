@@ -1,0 +1,5 @@
+"""`python -m saberjax COMMAND [FLAGS]`: the `saberjax` command (saberjax.commands)."""
+
+from saberjax.commands import main
+
+main()

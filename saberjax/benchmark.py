@@ -1,0 +1,429 @@
+"""The trainer's throughput benchmark: Mtoken/s per device count, partition, K and backend,
+phase by phase, with the run's environment (`saberjax bench` runs it from flags; the fields of
+its records are described there)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import importlib.metadata
+import itertools
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from saberjax import esca, synth, trainer
+from saberjax.backend import backend_ops, pallas_unavailable_reason
+from saberjax.config import Hyperparams
+from saberjax.corpus import Corpus
+from saberjax.execution import memory
+from saberjax.execution.mesh import AXIS, BY_DEVICE
+from saberjax.execution.placement import place, Placement
+from saberjax.platform import cpu_cores
+from saberjax.state import BHAT_DTYPE, TrainState
+from saberjax.timing import copy_seconds, timed
+
+BACKENDS = ("xla", "pallas")
+
+
+def _sig(x: float, digits: int = 5) -> float:
+    """x rounded to a few significant digits (for readable JSON)."""
+    return float(f"{x:.{digits}g}")
+
+
+def _nbytes(tree) -> int:
+    return int(sum(leaf.nbytes if hasattr(leaf, "nbytes") else np.asarray(leaf).nbytes
+                   for leaf in jax.tree.leaves(tree)))
+
+
+def _git_commit() -> str | None:
+    """HEAD of the repository, with "+dirty" when its sources (saberjax/, launch/) differ from
+    it, as in a copied working tree whose .git is older."""
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+
+    def git(*args) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
+                                 timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if not head:
+        return None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "saberjax", "launch")
+    return head + ("+dirty" if changed else "")
+
+
+def _source_digest() -> str:
+    """Short SHA-256 of the saberjax sources that ran (git_commit misses uncommitted edits)."""
+    root = os.path.dirname(os.path.abspath(esca.__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _host_cpu() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> dict:
+    """Device, software and date of this run."""
+    device = jax.devices()[0]
+    try:
+        jaxlib_version = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib_version = None
+    return dict(
+        device=device.device_kind,
+        platform=device.platform,
+        num_devices=jax.device_count(),
+        host_cpu=_host_cpu(),
+        cpu_cores=cpu_cores(),
+        jax_version=jax.__version__,
+        jaxlib_version=jaxlib_version,
+        python_version=platform.python_version(),
+        git_commit=_git_commit(),
+        source_digest=_source_digest(),
+        load_average=[round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
+    """A synthetic corpus of a paper data set's shape, generated in memory."""
+    cfg = synth.make_config(preset, scale=scale, seed=seed)
+    lengths, words = synth.generate(cfg, num_threads=None)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    return Corpus(offsets, words.astype(np.int32), tuple(synth.vocab_words(cfg.num_words)),
+                  name=f"synth-{preset}-x{scale:g}-seed{seed}")
+
+
+def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
+    """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
+    moved, best = copy_seconds(num_bytes, repeats)
+    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
+
+
+def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
+                      chunk_tokens: int | None,
+                      partition: str) -> tuple[Placement, dict]:
+    """(placement, its record): the layout built and put on a mesh of num_devices devices,
+    resident (place with stream=False)."""
+    jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
+    placement, seconds = timed(lambda: place(corpus, hyper, num_devices, chunk_tokens,
+                                             stream=False, partition=partition))
+    moved = _nbytes((placement.slots, placement.word_shares))
+    return placement, dict(bytes=moved, seconds=_sig(seconds),
+                           GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
+
+
+def _median_seconds(program, make_input, repeats: int) -> float:
+    """Median seconds of program(make_input()) over `repeats` runs after a compiling one."""
+    times = []
+    for _ in range(repeats + 1):
+        argument = jax.block_until_ready(make_input())
+        _, seconds = timed(lambda: jax.block_until_ready(program(argument)))
+        times.append(seconds)
+    return statistics.median(times[1:])
+
+
+def measure_reduction(placement: Placement, repeats: int) -> dict:
+    """What an iteration moves between devices, median of `repeats` after a compiling pass.
+
+    By document: reduction_seconds is the whole reduction (reduce-scatter of the partial
+    counts, totals, B-hat and trees of each device's rows, all-gather;
+    Programs.reduce) and collective_seconds its collectives alone (reduce-scatter
+    of int32 B, all-gather of B-hat's bfloat16 rows).  By word: the collectives are the
+    reduction (all-gather of every chunk's A pairs and nonzeros, all-to-all of the E-step's
+    doc-major topics).  collective_bytes_per_device: what each device receives."""
+    mesh, size = placement.mesh, placement.num_devices
+    hyper = placement.hyper
+    chunk = placement.slots[0]
+    tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
+    share = (size - 1) / size
+
+    def zeros(shape, dtype):
+        return jax.jit(lambda: jnp.zeros((size, *shape), dtype), out_shardings=placement.sharding())
+
+    def on_mesh(body):
+        return jax.jit(jax.shard_map(
+            lambda x: jax.tree.map(lambda y: y[None], body(x[0])), mesh=mesh,
+            in_specs=BY_DEVICE, out_specs=BY_DEVICE))
+
+    gather = functools.partial(jax.lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+    if placement.partition == "words":
+        def collectives(a_pairs_and_nnz):
+            if size == 1:
+                return a_pairs_and_nnz
+            topics = jnp.zeros((size, tokens), hyper.topic_dtype)
+            return (gather(a_pairs_and_nnz),
+                    jax.lax.all_to_all(topics, AXIS, 0, 0, tiled=True).sum(axis=0))
+
+        topic_bytes = np.dtype(hyper.topic_dtype).itemsize
+        moved = int(share * size * (tokens * (4 + topic_bytes) + docs * 4))
+        seconds = _median_seconds(on_mesh(collectives), zeros((tokens + docs,), jnp.int32),
+                                  repeats)
+        reduction = seconds
+    else:
+        shape = (placement.padded_words, hyper.padded_topics)
+
+        def collectives(counts):
+            rows = counts
+            if size > 1:
+                rows = jax.lax.psum_scatter(rows, AXIS, scatter_dimension=0,
+                                  tiled=True)
+            bhat = rows.astype(BHAT_DTYPE)
+            return gather(bhat) if size > 1 else bhat
+
+        cells = shape[0] * shape[1]
+        moved = int(cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * share)
+        seconds = _median_seconds(on_mesh(collectives), zeros(shape, jnp.int32), repeats)
+        alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
+        reduction = _median_seconds(lambda counts: placement.programs.reduce(counts, alpha),
+                                    zeros(shape, jnp.int32), repeats)
+    return dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(seconds),
+                collective_bytes_per_device=moved,
+                collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
+
+
+def measure_phases(placement: Placement, state: TrainState, repeats: int) -> dict:
+    """Each phase of an iteration as its own jitted function over the first device's chunks
+    (one device's share of the work; Mtoken/s counts that device's tokens)."""
+    hyper = placement.hyper
+    chunks, chunk_states = jax.tree.map(lambda x: x[0], (tuple(placement.slots), state.chunks))
+    state = state._replace(chunks=chunk_states)
+    num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
+    ops = backend_ops(hyper.backend)
+    key = esca.next_iteration(state.seed, state.iteration)[1]
+    sample = jax.jit(ops.sample_and_shuffle)
+    rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
+    count = jax.jit(ops.count_word_topic, donate_argnums=2)
+    # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
+    # copy of it per pass (a third V x K int32 array) ran an H100 out of memory at K = 30,000
+    @jax.jit
+    def bhat_trees(word_topic):
+        totals = ops.topic_totals(word_topic)
+        return totals, ops.bhat_and_tree(word_topic, totals, state.model.alpha, hyper.num_topics,
+                                         hyper.beta)
+
+    def run_sample():
+        return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
+
+    topics = None  # per chunk (word-major, doc-major), from the sample phase
+
+    def run_rebuild():
+        return [rebuild(c, doc_major, hyper.num_topics)
+                for c, (_, doc_major) in zip(chunks, topics)]
+
+    def run_count(word_topic):
+        for c, (word_major, _) in zip(chunks, topics):
+            word_topic = count(c, word_major, word_topic)
+        return word_topic
+
+    def phase(fn, prepare=lambda: ()):
+        """(result, median seconds, first-pass seconds) of fn(*prepare())."""
+        times, result = [], None
+        for _ in range(repeats + 1):
+            args = jax.block_until_ready(prepare())
+            result = None  # free the previous pass's output first
+            result, seconds = timed(lambda: fn(*args))
+            times.append(seconds)
+        return result, statistics.median(times[1:]), times[0]
+
+    empty = lambda: (jnp.zeros_like(state.model.word_topic),)  # noqa: E731
+    out = {}
+    topics, out["sample"], first_sample = phase(run_sample)
+    _, out["rebuild_a"], first_rebuild = phase(run_rebuild)
+    _, out["count_b"], first_count = phase(run_count, empty)
+    _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (state.model.word_topic,))
+    firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
+                  bhat_trees=first_bhat)
+    return {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
+                       compile_seconds=_sig(max(firsts[name] - seconds, 0.0)))
+            for name, seconds in out.items()}
+
+
+def _peak_device_gigabytes() -> float | None:
+    """The most memory any local device has held so far in this process (None: not told)."""
+    peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use")
+             for device in jax.local_devices()]
+    return _sig(max(peaks) / 1e9) if all(peaks) else None
+
+
+def backend_unavailable(name: str) -> str | None:
+    """Why a backend cannot run here, or None."""
+    return pallas_unavailable_reason() if name == "pallas" else None
+
+
+def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
+    warmup: int, seed: int, phases: bool, phase_repeats: int,
+    heldout: tuple[Corpus, Corpus] | None = None,
+    optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
+    """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
+    held-out halves of the test documents) also the held-out log-likelihood per token after
+    the timed iterations."""
+    hyper = placement.hyper
+    num_topics, backend = hyper.num_topics, hyper.backend
+    tokens = corpus.num_tokens
+    config = trainer.TrainConfig(num_topics, iterations=warmup + iterations, seed=seed,
+                                 backend=backend, optimize_alpha_every=optimize_alpha_every)
+    run = trainer.train_placed(corpus, placement, config, heldout)
+    state = run.state
+    warmup_seconds = [record["seconds"] for record in run.metrics[:warmup]]
+    times = [record["seconds"] for record in run.metrics[warmup:]]
+    steady = times[1:] or times
+    steady_seconds = sum(steady) / len(steady)
+
+    chunk_bytes = _nbytes(placement.slots)
+    state_bytes = _nbytes(state.chunks)
+    model_bytes = _nbytes(state.model)
+    record = dict(
+        type="result", K=num_topics, padded_K=hyper.padded_topics, backend=backend,
+        alpha=_sig(hyper.alpha), optimize_alpha_every=optimize_alpha_every,
+        alpha_sum=_sig(float(placement.alpha(state).sum())), beta=hyper.beta,
+        iterations=iterations, warmup=warmup,
+        Mtoken_per_s_mean=_sig(tokens * len(times) / sum(times) / 1e6),
+        Mtoken_per_s_steady=_sig(tokens * len(steady) / sum(steady) / 1e6),
+        Mtoken_per_s_best=_sig(tokens / min(times) / 1e6),
+        steady_iteration_seconds=_sig(steady_seconds),
+        iteration_seconds=[_sig(t) for t in times],
+        warmup_seconds=[_sig(t) for t in warmup_seconds],
+        compile_seconds=_sig(run.compile_seconds),
+        init_seconds=_sig(run.init_seconds),
+        chunk_bytes_per_token=_sig(chunk_bytes / tokens),
+        chunk_state_bytes_per_token=_sig(state_bytes / tokens),
+        state_bytes_per_token=_sig((chunk_bytes + state_bytes) / tokens),
+        model_bytes=model_bytes,
+        model_bytes_per_token=_sig(model_bytes / tokens),
+        peak_device_GB=_peak_device_gigabytes(),
+        planned_device_GB=_sig(memory.resident_bytes(
+         corpus, hyper, placement.num_devices, placement.partition,
+         memory.device_bytes_per_token(corpus, hyper)) / 1e9),
+        min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
+    )
+    if heldout is not None:
+        record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
+    record.update(measure_reduction(placement, phase_repeats))
+    record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
+    if phases and jax.process_count() == 1:
+        record["phases"] = measure_phases(placement, state, phase_repeats)
+        for entry in record["phases"].values():
+            entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
+        record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
+    return record
+
+
+def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
+                  iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
+                  num_devices: tuple[int, ...] = (0,), partitions: tuple[str, ...] = ("auto",),
+                  seed: int = 0, phases: bool = True, phase_repeats: int = 3,
+                  copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
+                  optimize_alpha_every: tuple[int, ...] = (
+                      trainer.TrainConfig.optimize_alpha_every,),
+                  emit=print) -> list[dict]:
+    """Benchmark every (device count, K, backend, optimize_alpha_every); emit(json_line) for
+    each record and the summary.  heldout: (observed, held-out) halves of test documents to
+    score each model on."""
+    wall_start = time.perf_counter()
+    env = environment()
+    copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
+    bandwidth = copy_bandwidth(copy_mib << 20)
+    copy_bps = bandwidth["copy_GB_per_s"] * 1e9
+    # xla first, so that every other backend's line can carry its ratio to xla.
+    order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
+    # (K, backend, optimize_alpha_every) -> steady Mtoken/s on one device
+    records, one_device = [], {}
+
+    def put(record):
+        record = {**{key: record[key] for key in ("type", "devices", "K", "backend")
+                     if key in record}, **record}
+        records.append(record)
+        emit(json.dumps(record))
+
+    # (devices, K, backend) -> mean Mtoken/s with alpha fixed, when optimize_alpha_every has 0
+    fixed_alpha = {}
+    corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
+                       V=corpus.num_words, chunk_tokens=chunk_tokens)
+    for count, partition in itertools.product(num_devices, partitions):
+        placement, placed = measure_placement(corpus, Hyperparams.create(num_topics[0]), count,
+                                              chunk_tokens, partition)
+        mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
+                         num_chunks=placement.num_chunks,
+                         padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
+        for k, every in itertools.product(num_topics, optimize_alpha_every):
+            xla_steady = None
+            for backend in order:
+                head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
+                reason = backend_unavailable(backend)
+                if reason is not None:
+                    put(dict(type="skipped", **head, reason=reason, **env))
+                    continue
+                result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
+                                   corpus, iterations=iterations, warmup=warmup, seed=seed,
+                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout,
+                                   optimize_alpha_every=every)
+                traffic = result["min_traffic_bytes"]
+                result.update(
+                    **bandwidth,
+                    bandwidth_floor_seconds=_sig(traffic / copy_bps),
+                    bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
+                    achieved_GB_per_s=_sig(traffic / result["steady_iteration_seconds"] / 1e9),
+                    placement=placed,
+                )
+                steady = result["Mtoken_per_s_steady"]
+                if backend == "xla":
+                    xla_steady = steady
+                if len(order) > 1 and xla_steady:
+                    result["speedup_vs_xla"] = _sig(steady / xla_steady, 4)
+                if placement.num_devices == 1:
+                    one_device.setdefault((k, backend, every), steady)
+                if (k, backend, every) in one_device:
+                    result["speedup_vs_one_device"] = _sig(
+                        steady / one_device[k, backend, every], 4)
+                run = (placement.num_devices, k, backend)
+                if every == 0:
+                    fixed_alpha[run] = result["Mtoken_per_s_mean"]
+                elif run in fixed_alpha:
+                    result["learned_alpha_cost"] = _sig(
+                        1 - result["Mtoken_per_s_mean"] / fixed_alpha[run], 3)
+                put(dict({**head, **result}, **env))
+    summary = dict(
+        type="summary", **corpus_info, **env, **bandwidth,
+        iterations=iterations, warmup=warmup, seed=seed,
+        results=[{key: r[key] for key in ("devices", "partition", "K", "backend",
+                                          "optimize_alpha_every", "learned_alpha_cost",
+                                          "Mtoken_per_s_steady",
+                                          "Mtoken_per_s_mean", "Mtoken_per_s_best",
+                                          "compile_seconds", "speedup_vs_xla",
+                                          "speedup_vs_one_device", "reduction_share",
+                                          "heldout_loglik_per_token") if key in r}
+                 for r in records if r["type"] == "result"],
+        skipped=[{key: r[key] for key in ("K", "backend", "reason")}
+                 for r in records if r["type"] == "skipped"],
+        wall_seconds=_sig(time.perf_counter() - wall_start))
+    put(summary)
+    return records

@@ -1,0 +1,83 @@
+"""`saberjax infer`: topic proportions of new documents under a trained model; writes a [D, K]
+float32 .npy.
+
+    saberjax infer --model=runs/kos_k50 --corpus=path/to/docs --output=theta.npy
+
+Row d of the output is document d's theta (rows sum to 1), fitted with the model's topics
+fixed by EM fold-in (default) or by ESCA iterations (--method=esca, seeded); words are matched
+to the model's vocabulary by string, and documents without known words get the uniform prior
+mean.  Plain text (a folder of .txt files, or a file of one document per line) is tokenised by
+the training rules against the model's vocabulary, with no document-frequency rule, one row per
+document.  Rows follow the loaded corpus: the UCI and LDA-C loaders drop documents without
+tokens (counted in the JSON line), a native corpus keeps them.  Prints one JSON line
+(documents, tokens used, unknown_tokens: tokens of words outside the model's vocabulary,
+seconds, docs_per_second); the output is written to a temporary name and renamed into place,
+and an existing output is replaced only with --overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import numpy as np
+from absl import flags
+
+from saberjax import cli, outputs, text
+from saberjax import corpus as corpus_io
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.files import atomic_write
+from saberjax.inference import METHODS, in_model_vocabulary, infer_topics
+from saberjax.model import TopicModel
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """The command's flags, in absl's registry."""
+    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
+    flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain text (a "
+                        "folder of .txt files or a file with one document per line).", required=True)
+    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+    flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].", required=True)
+    flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an existing "
+                      "file stops the command before anything is computed).")
+    flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.",
+                         lower_bound=1)
+    flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
+                      "training sampler with the topics fixed, theta averaged over the last half.")
+    flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
+    flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
+                         "on a CPU, one per core).", lower_bound=0)
+    cli.define_cache_flags()
+
+
+def load_documents(model: TopicModel) -> corpus_io.Corpus:
+    """--corpus over the model's vocabulary: plain text tokenised against it, any other format
+    loaded (through the corpus cache) and its words matched by string."""
+    path = pathlib.Path(FLAGS.corpus)
+    chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
+    if chosen == "text":
+        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
+                                              source=str(path))
+    return in_model_vocabulary(model, cli.load_corpus_as_flagged(path, chosen))
+
+
+def main(argv):
+    del argv
+    outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
+    cli.use_caches_as_flagged()
+    model = TopicModel.load(FLAGS.model)
+    documents = load_documents(model)
+    start = time.perf_counter()
+    theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
+                         method=FLAGS.method, seed=FLAGS.seed)
+    seconds = time.perf_counter() - start
+    atomic_write(pathlib.Path(FLAGS.output), lambda file: np.save(file, theta))
+    print(json.dumps(dict(output=FLAGS.output, documents=documents.num_docs,
+                          dropped_empty_documents=documents.dropped_empty_docs,
+                          tokens=documents.num_tokens, unknown_tokens=documents.unknown_tokens,
+                          topics=model.num_topics, seconds=round(seconds, 3),
+                          docs_per_second=documents.num_docs / seconds)))
+

@@ -1,0 +1,164 @@
+"""The memory plan: what a run needs of device and host memory, from the model's shape and the
+corpus, before anything is allocated.
+
+Device: the model and its update (model_bytes) plus, for every token on the device, the bytes
+a chunk step needs per token (device_bytes_per_token: measured from two compiled probe
+steps, or the bound BYTES_PER_TOKEN_BOUND no step exceeds).  Host: the budget
+(host_memory_budget), what the process holds already (anonymous_host_memory) and the model
+once fetched (host_model_bytes).  inference imports this module for its own checks; the
+placement's decisions are in execution.plan.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+from saberjax import esca
+from saberjax.background import in_background
+from saberjax.config import HOST_MEMORY_FRACTION, Hyperparams
+from saberjax.corpus import Corpus
+from saberjax.execution.mesh import model_rows
+from saberjax.layout import build_layout
+from saberjax.state import BHAT_DTYPE
+
+# Device memory left free for XLA and the allocator when the budget comes from the device.
+HEADROOM_FRACTION = 0.1
+# Tokens of the two probe chunks whose compiled steps measure device bytes per token.
+PROBE_TOKENS = (1 << 15, 1 << 16)
+# Device bytes per token no chunk step exceeds (docs/measurements/engine_notes.md).
+BYTES_PER_TOKEN_BOUND = 512
+# Device bytes per corpus token that partition by word adds on every device: every
+# document's A (4) and the doc-major topics of the E-step (2).
+WORD_PARTITION_BYTES_PER_TOKEN = 6
+# Host bytes per token of streaming from host memory: the chunks and states pinned, and the
+# layout they are copied from while they are placed (measured peak;
+# docs/measurements/engine_notes.md).
+IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
+
+
+def model_bytes(num_words: int, padded_topics: int) -> int:
+    """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
+    each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's
+    cells)."""
+    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
+    return int(num_words * padded_topics * (2 * 4 + 2 * bhat_bytes + 4 / 31))
+
+
+def free_device_memory(device=None) -> int | None:
+    """Bytes the device can still allocate, less headroom; None when it does not say (CPU)."""
+    stats = (device or jax.local_devices()[0]).memory_stats()
+    if not stats or "bytes_limit" not in stats:
+        return None
+    free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+    return int(free * (1 - HEADROOM_FRACTION))
+
+
+def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
+                      budget: int, device_bytes_per_token: float, prefetch: int) -> int | None:
+    """Tokens per chunk for one device's share of num_tokens tokens and a device budget: None
+    when every chunk can stay on the device.
+
+    Everything resident needs the model plus device_bytes_per_token for every token; otherwise
+    the fewest chunks such that the model, `prefetch` chunks in flight and the one being
+    worked on fit (the paper's rule: as few chunks as memory allows, for locality).
+    MemoryError, naming the settings num_topics and device_memory_gb, when the model or a
+    chunk of 1,024 tokens beside it does not fit.
+    """
+    room = budget - model_bytes(num_words, padded_topics)
+    if room <= 0:
+        raise MemoryError(
+            f"the model does not fit the device: num_topics={num_topics} x V={num_words} words "
+            f"need {model_bytes(num_words, padded_topics) / 1e9:.2f} GB for B, B-hat, the trees "
+            f"and their update, but the device budget is {budget / 1e9:.2f} GB; use fewer "
+            f"topics, a smaller vocabulary or a larger device_memory_gb")
+    if num_tokens * device_bytes_per_token <= room:
+        return None
+    chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))
+    if chunk_tokens < 1024:
+        raise MemoryError(f"a device budget of {budget / 1e9:.2f} GB leaves room for only "
+                          f"{chunk_tokens} tokens per chunk next to the model; raise "
+                          f"device_memory_gb or lower num_topics")
+    return chunk_tokens
+
+
+def _chunk_step_bytes(corpus: Corpus, hyper: Hyperparams, tokens: int) -> tuple[int, int]:
+    """(padded tokens, device bytes of one chunk step beyond the model) for a probe chunk of
+    the corpus's first documents: the chunk, its state in and out, XLA's temporaries."""
+    reach = np.searchsorted(np.asarray(corpus.doc_offsets), tokens)
+    probe = build_layout(corpus.subset(np.arange(max(1, min(reach, corpus.num_docs))))).chunks[0]
+    state = jax.eval_shape(lambda chunk: esca.init((chunk,), corpus.num_words, hyper, 0), probe)
+    compiled = esca.chunk_step.lower(probe, state.chunks[0], state.model,
+                                     jax.ShapeDtypeStruct((), np.uint32), state.model.word_topic,
+                                     hyper=hyper).compile()
+    state_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state.chunks))
+    chunk_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(probe))
+    return (probe.padded_tokens,
+            chunk_bytes + 2 * state_bytes + compiled.memory_analysis().temp_size_in_bytes)
+
+
+def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
+    """Device bytes per token while a chunk is worked on (its arrays, state in and out, and
+    temporaries): the slope between two probe chunks' compiled steps, so that temporaries
+    the size of the model do not count as per-token.  The larger probe is built and compiled
+    in a thread beside the smaller one (XLA compiles without the GIL)."""
+    large_probe = in_background(_chunk_step_bytes, corpus, hyper, PROBE_TOKENS[1],
+                                name="saberjax-probe")
+    small_tokens, small = _chunk_step_bytes(corpus, hyper, PROBE_TOKENS[0])
+    large_tokens, large = large_probe.result()
+    if large_tokens == small_tokens:  # a corpus smaller than the probes
+        return large / large_tokens
+    return max(large - small, 0) / (large_tokens - small_tokens)
+
+
+def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partition: str,
+                   per_token: float) -> int:
+    """Planned device bytes a device needs with every chunk resident: the model and its update
+    (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
+    by words every document's A and the E-step's doc-major topics."""
+    share = -(-corpus.num_tokens // num_devices)
+    extra = WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens if partition == "words" else 0
+    rows = model_rows(corpus.num_words, num_devices, partition)
+    return int(model_bytes(rows, hyper.padded_topics) + share * per_token + extra)
+
+
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A "Field: N kB" line of a /proc file in bytes (None where the system has none)."""
+    try:
+        with open(path, encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def available_host_memory() -> int:
+    """Bytes of host memory available now (MemAvailable: free memory and reclaimable cache)."""
+    available = _proc_bytes("/proc/meminfo", "MemAvailable")
+    if available is None:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return available
+
+
+def host_memory_budget(host_memory_gb: float | None) -> int:
+    """The host memory budget in bytes: host_memory_gb, else HOST_MEMORY_FRACTION of what is
+    available."""
+    if host_memory_gb:
+        return int(host_memory_gb * 1e9)
+    return int(HOST_MEMORY_FRACTION * available_host_memory())
+
+
+def host_model_bytes(num_words: int, padded_topics: int) -> int:
+    """Host bytes of the trained model: the counts fetched from the devices and the model's
+    topic-word matrix made from them (V x K_pad, 4 bytes each)."""
+    return 2 * 4 * num_words * padded_topics
+
+
+def anonymous_host_memory() -> int:
+    """Bytes of this process's resident memory that are not file pages (RssAnon): what the
+    run holds already (the runtime, the corpus when it is not memory-mapped)."""
+    return _proc_bytes("/proc/self/status", "RssAnon") or 0

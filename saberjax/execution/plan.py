@@ -1,0 +1,186 @@
+"""The plan of a run on the devices, decided once from the settings before anything is built:
+the mesh, the partition, the chunking and where the chunks live.
+
+    resident   every device's share of the documents' tokens stays on it (one chunk, or
+               chunks of chunk_tokens)
+    streamed   a share does not fit its device's memory budget: the fewest chunks that fit
+               stay in pinned host memory and flow through the devices every iteration
+    stored     the streamed chunks and their states do not fit the host memory budget
+               either: they stream from a chunk store on local disk, in chunks small enough
+               for both budgets
+
+Partition by word (each device samples its words' tokens against every document's A, no B
+moves) is chosen on several devices when every share stays resident and the model outweighs
+the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  Errors name the settings
+(num_topics, device_memory_gb, host_memory_gb, partition, chunk_tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+
+import jax
+from jax.sharding import Mesh
+
+from saberjax import chunk_store
+from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams
+from saberjax.corpus import Corpus
+from saberjax.execution import memory
+from saberjax.execution.mesh import make_mesh, model_rows
+
+# Partition by word when B has more cells than this per corpus token: an iteration moves
+# 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
+# and about 6 bytes per token by word, whose E-step reads A rows of every document (measured:
+# docs/measurements/engine_notes.md).
+WORD_PARTITION_CELLS_PER_TOKEN = 1.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a corpus runs on a mesh (plan): what execution.placement.place builds."""
+
+    mesh: Mesh
+    partition: str  # "documents" or "words"
+    chunk_tokens: int | None  # tokens per chunk (None: one chunk a device's share)
+    streamed: bool  # the chunks stream through the devices every iteration
+    prefetch: int  # chunks in flight to each device when streaming
+    # streamed from a chunk store in this folder (None: from pinned host memory), and the
+    # host memory budget its builders share
+    store_directory: str | os.PathLike | None = None
+    host_budget: int = 0
+
+    @property
+    def stored(self) -> bool:
+        return self.store_directory is not None
+
+
+def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
+         chunk_tokens: int | None = None, device_memory_gb: float | None = None,
+         prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
+         partition: str = "auto", host_memory_gb: float | None = None,
+         chunk_store_dir=None) -> Plan:
+    """The plan of the corpus on a mesh of num_devices devices (0: all).
+
+    Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
+    of about that many tokens) when its share fits device_memory_gb (None: what the device
+    has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
+    fit, streamed from pinned host memory.  stream: True or False overrides that choice.
+    Streamed chunks whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of
+    the memory available) stream from a chunk store in chunk_store_dir (None:
+    chunk_store.default_directory()), in chunks small enough for both budgets.
+    partition: "documents" (each device samples its documents' tokens against the whole
+    B-hat, which is reduced and gathered every iteration), "words" (each device samples its
+    words' tokens against every document's A, which is gathered every iteration: no B moves,
+    and each device holds only its words' rows of the model) or "auto".  Errors: MemoryError
+    when the model does not fit, ValueError for a partition that cannot hold the settings.
+    """
+    if partition not in PARTITIONS + ("auto",):
+        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
+                         f"got {partition!r}")
+    mesh = make_mesh(num_devices)
+    budget = (int(device_memory_gb * 1e9) if device_memory_gb
+              else memory.free_device_memory(jax.local_devices()[0]))
+    fits = _ResidentFit(corpus, hyper, mesh.size, budget)
+    if partition == "auto":
+        partition = _auto_partition(corpus, hyper, mesh.size, fits, stream, chunk_tokens)
+    if partition == "words" and (stream or chunk_tokens is not None):
+        raise ValueError("partition 'words' keeps each device's share resident in one "
+                         "chunk: leave out chunk_tokens and streaming, or partition by "
+                         "documents")
+    if stream is False or partition == "words":
+        fits.check(partition)
+        return Plan(mesh, partition, chunk_tokens, False, prefetch)
+    planned = None
+    if budget is not None and not fits("documents"):
+        planned = memory.plan_chunk_tokens(
+            -(-corpus.num_tokens // mesh.size), model_rows(corpus.num_words, mesh.size,
+                                                           "documents"),
+            hyper.num_topics, hyper.padded_topics, budget, fits.measured(), prefetch)
+    streamed = planned is not None if stream is None else stream
+    chunk_tokens = chunk_tokens or (planned if streamed else None)
+    host_budget = memory.host_memory_budget(host_memory_gb)
+    store_tokens = streamed and plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch)
+    if not store_tokens:
+        return Plan(mesh, "documents", chunk_tokens, streamed, prefetch)
+    return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
+                prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget)
+
+
+class _ResidentFit:
+    """Whether a resident placement fits a device budget (None: no limit): the cheap bound
+    first, else the measured bytes per token (probe chunks compiled only then, once)."""
+
+    def __init__(self, corpus: Corpus, hyper: Hyperparams, num_devices: int,
+                 budget: int | None):
+        self.corpus, self.hyper, self.num_devices, self.budget = (corpus, hyper, num_devices,
+                                                                  budget)
+        self.measured = functools.cache(lambda: memory.device_bytes_per_token(corpus, hyper))
+
+    def needed(self, partition: str, per_token: float) -> int:
+        return memory.resident_bytes(self.corpus, self.hyper, self.num_devices, partition,
+                                     per_token)
+
+    def __call__(self, partition: str) -> bool:
+        return self.budget is None or any(
+            self.needed(partition, per_token()) <= self.budget
+            for per_token in (lambda: memory.BYTES_PER_TOKEN_BOUND, self.measured))
+
+    def check(self, partition: str) -> None:
+        """MemoryError, with the GB needed, when a resident placement does not fit."""
+        if self(partition):
+            return
+        rows = model_rows(self.corpus.num_words, self.num_devices, partition)
+        model = memory.model_bytes(rows, self.hyper.padded_topics)
+        raise MemoryError(
+            f"resident by {partition}, num_topics={self.hyper.num_topics} over "
+            f"{self.num_devices} device(s) needs "
+            f"{self.needed(partition, self.measured()) / 1e9:.1f} GB a device (model "
+            f"{model / 1e9:.1f} GB), the budget is {self.budget / 1e9:.1f} GB; use more "
+            f"devices, fewer topics, or let the corpus stream (partition by documents)")
+
+
+def _auto_partition(corpus: Corpus, hyper: Hyperparams, num_devices: int, fits: _ResidentFit,
+                    stream: bool | None, chunk_tokens: int | None) -> str:
+    """By word on several devices when every share stays resident in one chunk and the model
+    outweighs the corpus (or fits only by word), else by document."""
+    by_word = (num_devices > 1 and not stream and chunk_tokens is None and fits("words") and (
+        corpus.num_words * hyper.padded_topics
+        > WORD_PARTITION_CELLS_PER_TOKEN * corpus.num_tokens or not fits("documents")))
+    return "words" if by_word else "documents"
+
+
+def _coarse(tokens: int) -> int:
+    """tokens rounded down to four significant bits (less than 12.5% less), so that the few MB
+    a process holds more or less from run to run give the same chunking, and the next run
+    finds its chunk store instead of building it again."""
+    drop = max(tokens.bit_length() - 4, 0)
+    return tokens >> drop << drop
+
+
+def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
+                            prefetch: int) -> int | None:
+    """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
+    (bytes, of which the process holds memory.anonymous_host_memory already): None when the
+    corpus and its states fit the budget beside the model (streaming from host memory).
+    Chunks are small enough for chunk_store.BUILD_WORKERS builders (or as many as the cores)
+    where the room allows, else for one.  The chunks of a store are gone when the model is
+    fetched, so either fits the room on its own.
+    ValueError, naming host_memory_gb, when the room cannot hold the model or one chunk."""
+    room = host_budget - memory.anonymous_host_memory()
+    model = memory.host_model_bytes(corpus.num_words, hyper.padded_topics)
+    if corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN + model <= room:
+        return None
+    needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
+    workers = min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
+    tokens = _coarse(chunk_store.host_chunk_tokens(max(room, 0), prefetch, workers))
+    if tokens < needed:  # fewer builders, larger chunks
+        tokens = _coarse(chunk_store.host_chunk_tokens(max(room, 0), prefetch))
+    if tokens < needed or model > room:
+        raise ValueError(
+            f"host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk and the model: "
+            f"beside the {(host_budget - room) / 1e9:.2f} GB this process holds it leaves room "
+            f"for chunks of {tokens:,} tokens (a chunk needs {needed:,}: 1,024 or the longest "
+            f"document) and the model needs {model / 1e9:.2f} GB; raise host_memory_gb")
+    return tokens

@@ -1,0 +1,271 @@
+"""The per-iteration programs of a mesh: jitted `shard_map` bodies over every device.
+
+Partition by document: every device runs esca.chunk_step over its own chunks, adding their
+tokens into its partial counts B_d [V_pad, K_pad], then::
+
+    rows   = psum_scatter(B_d)          each device gets the summed rows of V_pad / N words
+    totals = psum(column sums of rows)  K_pad integers
+    B-hat and trees of its rows         esca.model_from_totals (the backend's kernels)
+    all_gather(B-hat, trees, totals)    every device samples with the whole B-hat
+
+so B (Model.word_topic) stays sharded by word rows and B-hat and the trees are replicated:
+the reduction moves B once (reduce-scatter, 4 bytes a cell) and B-hat once (all-gather,
+2 bytes a cell), and the B-hat pass runs on 1/N of the rows on each device.  V is padded to a
+multiple of N (rows of no word).  With one device a program has no collectives and is
+esca.step's computation.
+
+Partition by word: each device samples its words' tokens (its word share) against every
+document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.
+
+The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
+program sums them over the mesh and runs the fixed point of esca.update_alpha.
+
+Counts are integers, B-hat is computed row by row from exact totals and every draw is keyed
+by (seed, iteration, global token id), so the model is bit-identical on any mesh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from saberjax import esca, prior
+from saberjax.backend import backend_ops
+from saberjax.config import Hyperparams
+from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, WORD_MODEL_SPEC, local,
+                                     model_rows, stacked)
+from saberjax.state import ChunkState, Model
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Programs:
+    """The jitted programs of an iteration on `mesh` for a model of num_words words, each
+    compiled on its first call (or lowered ahead by execution.compiled).  by_word: partition
+    by word (each device holds its words' rows of the model), else by document."""
+
+    mesh: Mesh
+    hyper: Hyperparams
+    num_words: int
+    by_word: bool
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def model_spec(self) -> Model:
+        return WORD_MODEL_SPEC if self.by_word else MODEL_SPEC
+
+    @property
+    def model_rows(self) -> int:
+        """Rows of the model on each device (mesh.model_rows)."""
+        return model_rows(self.num_words, self.num_devices,
+                          "words" if self.by_word else "documents")
+
+    @property
+    def padded_words(self) -> int:
+        """V rounded up to a multiple of the device count: the rows of the model's global
+        arrays, N equal shares."""
+        return model_rows(self.num_words, self.num_devices, "documents")
+
+    def _shard_map(self, body, in_specs, out_specs):
+        """body on every device of the mesh (check_vma off: Pallas calls declare no vma)."""
+        return jax.shard_map(body, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)
+
+    def _zero_counts(self):
+        return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
+
+    def _summed_totals(self, rows):
+        """The topic totals of every device's rows of B, summed over the mesh."""
+        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+        return lax.psum(totals, AXIS) if self.num_devices > 1 else totals
+
+    def _model_of_rows(self, rows, alpha, totals=None) -> Model:
+        """The model of this device's rows of B and prior alpha: totals summed over the mesh
+        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees gathered
+        whole on every device."""
+        totals = self._summed_totals(rows) if totals is None else totals
+        own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
+        if self.num_devices == 1:
+            return own
+        gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+        return own._replace(bhat=gather(own.bhat), tree=tuple(map(gather, own.tree)),
+                            tree_total=gather(own.tree_total))
+
+    def _model_of_own_rows(self, rows, alpha, totals=None) -> Model:
+        """Partition by word: the model of this device's rows of B and prior alpha, with the
+        topic totals summed over the mesh (None: _summed_totals); B-hat and the trees stay
+        with their rows."""
+        totals = self._summed_totals(rows) if totals is None else totals
+        return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
+
+    @property
+    def _rebuild(self):
+        """(rows, alpha, totals=None) -> the model, for this partition."""
+        return self._model_of_own_rows if self.by_word else self._model_of_rows
+
+    def _model_of_partial_counts(self, counts, alpha) -> Model:
+        """The model of every device's partial counts B_d (reduce-scattered by word rows) and
+        prior alpha."""
+        if self.num_devices > 1:
+            counts = lax.psum_scatter(counts, AXIS, scatter_dimension=0, tiled=True)
+        return self._model_of_rows(counts, alpha)
+
+    @staticmethod
+    def _over_slots(run_chunk, slots, slot_states, counts):
+        """run_chunk(chunk, state, counts) over this device's chunks, slot by slot."""
+        new_states = []
+        for index, chunk in enumerate(slots):
+            state = None if slot_states is None else local(slot_states[index])
+            new_state, counts = run_chunk(local(chunk), state, counts)
+            new_states.append(stacked(new_state))
+        return tuple(new_states), counts
+
+    def _init_chunk(self, seed):
+        return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
+
+    def _chunk_step(self, model, key):
+        def run(chunk, state, counts):
+            new_state, counts = esca.chunk_step(chunk, esca.whole_state(chunk, state, self.hyper),
+                                                model, key, counts, self.hyper)
+            if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
+                new_state = ChunkState(new_state.topics, None, None)
+            return new_state, counts
+        return run
+
+    def _word_finish(self, slots, share, alpha, topics, doc_major):
+        """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
+        from the topics every device drew for the chunk's tokens, its words' B counted, and
+        the model of its rows and prior alpha (totals summed over the mesh; B-hat is never
+        gathered)."""
+        if self.num_devices > 1:  # the segments of the other devices' chunks go to them
+            parts = doc_major.reshape(self.num_devices, -1)
+            doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
+                axis=0, dtype=doc_major.dtype)
+        state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
+        counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+        return (stacked(state),), self._model_of_own_rows(counts, alpha)
+
+    # -- resident slots: a whole iteration in one program --
+
+    @functools.cached_property
+    def init(self):
+        """(slots, word shares, seed) -> (states, model)."""
+        def by_document(slots, _, seed):
+            states, counts = self._over_slots(self._init_chunk(seed), slots, None,
+                                              self._zero_counts())
+            return states, self._model_of_partial_counts(counts, self.hyper.initial_alpha())
+
+        def by_word(slots, shares, seed):
+            share = local(shares)
+            return self._word_finish(slots, share, self.hyper.initial_alpha(),
+                                     *esca.initial_topics(share, seed, self.hyper,
+                                                          self.num_devices
+                                                          * slots[0].word.shape[1]))
+
+        return jax.jit(self._shard_map(by_word if self.by_word else by_document,
+                                       (BY_DEVICE, BY_DEVICE, P()),
+                                       (BY_DEVICE, self.model_spec)))
+
+    @functools.cached_property
+    def iteration(self):
+        """(slots, word shares, states, model, key) -> (states, model)."""
+        def by_document(slots, _, slot_states, model, key):
+            states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
+                                              self._zero_counts())
+            return states, self._model_of_partial_counts(counts, model.alpha)
+
+        def by_word(slots, shares, slot_states, model, key):
+            share, state = local(shares), local(slot_states[0])
+            if self.num_devices > 1:  # every document's A, for the tokens of this share
+                gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+                state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
+            return self._word_finish(slots, share, model.alpha,
+                                     *esca.sample(share, state, model, key, self.hyper))
+
+        return jax.jit(self._shard_map(by_word if self.by_word else by_document,
+                                       (BY_DEVICE,) * 3 + (self.model_spec, P()),
+                                       (BY_DEVICE, self.model_spec)))
+
+    # -- streamed slots: one program a slot, then the reduction --
+
+    @functools.cached_property
+    def slot_init(self):
+        """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts)."""
+        def body(chunk, seed, counts):
+            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None, counts[0])
+            return states[0], counts[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, P(), BY_DEVICE),
+                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=2)
+
+    @functools.cached_property
+    def slot_step(self):
+        """(slot's chunk, its states, model, key, partial counts (donated)) -> (new states,
+        the counts)."""
+        def body(chunk, state, model, key, counts):
+            states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
+                                              counts[0])
+            return states[0], counts[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, MODEL_SPEC, P(), BY_DEVICE),
+                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=4)
+
+    @functools.cached_property
+    def zero_partial_counts(self):
+        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device."""
+        return jax.jit(lambda: jnp.zeros((self.num_devices, self.padded_words,
+                                          self.hyper.padded_topics), jnp.int32),
+                       out_shardings=NamedSharding(self.mesh, BY_DEVICE))
+
+    @functools.cached_property
+    def reduce(self):
+        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
+        return jax.jit(self._shard_map(
+            lambda counts, alpha: self._model_of_partial_counts(counts[0], alpha),
+            (BY_DEVICE, P()), MODEL_SPEC), donate_argnums=0)
+
+    @functools.cached_property
+    def model(self):
+        """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
+        return jax.jit(self._shard_map(self._rebuild, (P(AXIS), P()), self.model_spec))
+
+    # -- the learned prior --
+
+    @functools.cached_property
+    def zero_histograms(self):
+        """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
+        return jax.jit(lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics,
+                                                width), jnp.int32),
+                       static_argnums=0, out_shardings=NamedSharding(self.mesh, BY_DEVICE))
+
+    @functools.cached_property
+    def count_histogram(self):
+        """(slot's chunk, its state, histograms) -> each device's histogram plus its chunk's
+        (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
+        (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
+        def body(chunk, chunk_state, histogram):
+            return esca.count_topic_histogram(local(chunk), local(chunk_state), histogram[0],
+                                              self.hyper)[None]
+        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, BY_DEVICE), BY_DEVICE),
+                       donate_argnums=2)
+
+    @functools.cached_property
+    def learned_alpha(self):
+        """(histograms by device, model, length histogram) -> the model with alpha learned
+        from the histograms' sum (prior.fixed_point) and B-hat's trees rebuilt for it (B and
+        its totals as they are): esca.update_alpha over the mesh."""
+        def body(histogram, model, lengths):
+            histogram = histogram[0]
+            if self.num_devices > 1:
+                histogram = lax.psum(histogram, AXIS)
+            alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
+            return self._rebuild(model.word_topic, alpha, model.topic_totals)
+        return jax.jit(self._shard_map(body, (BY_DEVICE, self.model_spec, P()),
+                                       self.model_spec))
