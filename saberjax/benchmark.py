@@ -125,7 +125,8 @@ def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
 def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
     moved, best = copy_seconds(num_bytes, repeats)
-    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best), copy_GB_per_s=_sig(moved / best / 1e9))
+    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best),
+                copy_GB_per_s=_sig(moved / best / 1e9))
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
@@ -411,19 +412,23 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                     result["learned_alpha_cost"] = _sig(
                         1 - result["Mtoken_per_s_mean"] / fixed_alpha[run], 3)
                 put(dict({**head, **result}, **env))
-    summary = dict(
-        type="summary", **corpus_info, **env, **bandwidth,
-        iterations=iterations, warmup=warmup, seed=seed,
-        results=[{key: r[key] for key in ("devices", "partition", "K", "backend",
-                                          "optimize_alpha_every", "learned_alpha_cost",
-                                          "Mtoken_per_s_steady",
-                                          "Mtoken_per_s_mean", "Mtoken_per_s_best",
-                                          "compile_seconds", "speedup_vs_xla",
-                                          "speedup_vs_one_device", "reduction_share",
-                                          "heldout_loglik_per_token") if key in r}
-                 for r in records if r["type"] == "result"],
-        skipped=[{key: r[key] for key in ("K", "backend", "reason")}
-                 for r in records if r["type"] == "skipped"],
-        wall_seconds=_sig(time.perf_counter() - wall_start))
+    summary = dict(type="summary", **corpus_info, **env, **bandwidth, iterations=iterations,
+                   warmup=warmup, seed=seed, **summary_lists(records),
+                   wall_seconds=_sig(time.perf_counter() - wall_start))
     put(summary)
     return records
+
+
+# the fields of a result line that the summary line repeats
+SUMMARY_FIELDS = ("devices", "partition", "K", "backend", "optimize_alpha_every",
+                  "learned_alpha_cost", "Mtoken_per_s_steady", "Mtoken_per_s_mean",
+                  "Mtoken_per_s_best", "compile_seconds", "speedup_vs_xla",
+                  "speedup_vs_one_device", "reduction_share", "heldout_loglik_per_token")
+
+
+def summary_lists(records: list[dict]) -> dict:
+    """The summary line's lists: `results` (SUMMARY_FIELDS of each result) and `skipped`."""
+    return dict(results=[{key: r[key] for key in SUMMARY_FIELDS if key in r}
+                         for r in records if r["type"] == "result"],
+                skipped=[{key: r[key] for key in ("K", "backend", "reason")}
+                         for r in records if r["type"] == "skipped"])

@@ -1,14 +1,15 @@
-"""The launchers' entry point: every mistake ends in one line on stderr, never a traceback.
+"""The commands' entry point: every mistake ends in one line on stderr, never a traceback.
 
 Every command runs as ``cli.run_main(main)`` (saberjax.commands.run).  A flag that does not
-parse or fails its check, app.UsageError and outputs.OutputConflictError (a command that would replace earlier
-work, or --resume with nothing to continue) print ``error: ...`` and exit with status 2; any
-other exception (a malformed corpus, model or checkpoint, a file that cannot be read, a device
-out of memory: XLA's RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The
-library's messages name the file, line, flag or value at fault, so the line is what the user
-needs; the traceback follows on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.
-Exception types that are not the library's ValueError / OSError family are named in the line,
-since they mean a bug.
+parse or fails its check, app.UsageError and outputs.OutputConflictError (a command that would
+replace earlier work, or --resume with nothing to continue) print ``error: ...`` and exit with
+status 2; any other exception (a malformed corpus, model or checkpoint, a file that cannot be
+read, a model that does not fit the memory: the memory plan's MemoryError, XLA's
+RESOURCE_EXHAUSTED) prints ``error: ...`` and exits with status 1.  The library's messages
+name the file, line, flag or value at fault, so the line is what the user needs; the
+traceback follows on request: --verbosity=1 or more, or SABERJAX_TRACEBACK=1.  Exception types
+outside the library's ValueError / OSError / MemoryError family are named in the line, with
+"a bug?", since they mean one.
 
 run_main also lets a GPU's memory pool grow as the run allocates
 (allocate_device_memory_on_demand) instead of XLA reserving three quarters of the GPU first,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sys
 import traceback
@@ -30,8 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from absl import app, flags
+from absl import logging as absl_logging
 
-from saberjax import layout_cache
+from saberjax import command_line, layout_cache
 from saberjax.corpus import Corpus, load_corpus
 from saberjax.corpus import cache as corpus_cache
 from saberjax.outputs import OutputConflictError
@@ -42,20 +45,49 @@ DATA_STATUS = 1  # the input is wrong (or the run failed)
 INTERRUPTED_STATUS = 130  # as a shell reports SIGINT
 
 _USAGE_ERRORS = (flags.Error, app.UsageError, OutputConflictError)
-_LIBRARY_ERRORS = (ValueError, OSError)  # whose messages stand on their own
+# whose messages stand on their own: a memory budget or plan's MemoryError names the GB needed
+_LIBRARY_ERRORS = (ValueError, OSError, MemoryError)
 _OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"  # XLA's status of a failed device allocation
 # XLA's variables for its GPU memory pool: a user who sets any of them keeps XLA's behaviour
 DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
                      "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
 
 
-def run_main(main: Callable[[list[str]], object], argv: list[str] | None = None) -> None:
-    """absl's app.run(main) on `argv` (default sys.argv) with one-line errors, exit statuses
-    2 / 1 and a quiet log."""
+def run_main(main: Callable[[list[str]], object], argv: list[str] | None = None,
+             parse: Callable[[list[str]], list[str]] = flags.FLAGS) -> None:
+    """absl's app.run(main) on `argv` (default sys.argv), its flags read by `parse` (absl's
+    by default; saberjax.command_line.parse for the commands), with one-line errors, exit
+    statuses 2 / 1 and a quiet log."""
     allocate_device_memory_on_demand()
+    require_finite_numbers(flags.FLAGS)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning
-    app.run(_reporting_errors(main), argv=argv, flags_parser=_parse_flags)
+    app.run(_reporting_errors(main), argv=argv, flags_parser=_parsing_with(parse))
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The flags of every command that run_main itself reads: --log_prefix."""
+    flags.DEFINE_bool("log_prefix", False, "Log lines with absl's prefix (level, date, time, "
+                      "thread, file:line), as --verbosity=1 also gives; without it a line is "
+                      "the time and the message.", flag_values=flag_values)
+
+
+def use_log_format() -> None:
+    """Log lines as `03:00:08 training on kos: ...` (warnings and errors say so after the
+    time), unless --log_prefix or a --verbosity of 1 or more asks for absl's prefix."""
+    flag_values = flags.FLAGS
+    if flag_values.verbosity >= 1 or ("log_prefix" in flag_values and flag_values.log_prefix):
+        return
+    absl_logging.get_absl_handler().setFormatter(TimeAndMessage())
+
+
+class TimeAndMessage(logging.Formatter):
+    """A log line of its time (HH:MM:SS, local) and message; from warnings up, the level's
+    name between them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno <= logging.INFO else f"{record.levelname.lower()}: "
+        return f"{self.formatTime(record, '%H:%M:%S')} {level}{super().format(record)}"
 
 
 def allocate_device_memory_on_demand() -> None:
@@ -74,10 +106,20 @@ def allocate_device_memory_on_demand() -> None:
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 
+def require_finite_numbers(flag_values: flags.FlagValues) -> None:
+    """Fail every number flag given inf or nan (absl's float flags take both): no setting of
+    saberjax means anything at either."""
+    for name in list(flag_values):
+        if isinstance(flag_values[name].parser, flags.FloatParser):
+            flags.register_validator(name, lambda value: value is None or math.isfinite(value),
+                                     f"--{name} must be a finite number",
+                                     flag_values=flag_values)
+
+
 def error_line(error: BaseException) -> str:
     """The one line reported for `error`: its message (first line), prefixed by its type
     when that is not one of the library's own; XLA's RESOURCE_EXHAUSTED says the device ran
-    out of memory."""
+    out of memory, and a MemoryError without a message (Python's own) the host."""
     lines = str(error).strip().splitlines()
     message = lines[0] if lines else ""
     if isinstance(error, _LIBRARY_ERRORS + _USAGE_ERRORS) and message:
@@ -85,6 +127,9 @@ def error_line(error: BaseException) -> str:
     if message.startswith(_OUT_OF_MEMORY):
         return (f"error: the device ran out of memory ({message}); fewer topics, a smaller "
                 f"corpus or --device_memory_gb (training streams the corpus) need less")
+    if isinstance(error, MemoryError):
+        return ("error: the host ran out of memory; fewer topics, a smaller corpus or "
+                "--host_memory_gb need less")
     return f"error: {type(error).__name__}{': ' if message else ''}{message} (a bug? " \
            f"{TRACEBACK_ENV}=1 shows where)"
 
@@ -102,11 +147,13 @@ def traceback_wanted() -> bool:
     return flags.FLAGS.is_parsed() and flags.FLAGS.verbosity >= 1
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
-    try:
-        return flags.FLAGS(argv)
-    except flags.Error as error:
-        _report(error)
+def _parsing_with(parse: Callable[[list[str]], list[str]]):
+    def parse_or_report(argv: list[str]) -> list[str]:
+        try:
+            return parse(argv)
+        except (flags.Error, app.UsageError) as error:
+            _report(error)
+    return parse_or_report
 
 
 def exit_at_once(status: int = 0) -> None:
@@ -130,6 +177,7 @@ def exit_at_once(status: int = 0) -> None:
 
 def _reporting_errors(main):
     def reporting_main(argv):
+        use_log_format()
         try:
             status = main(argv)
         except SystemExit:
@@ -156,26 +204,43 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
-                        exclude: tuple[str, ...] = ()) -> None:
+                        exclude: tuple[str, ...] = (), groups: dict[str, str] | None = None
+                        ) -> None:
     """One flag per field of a settings dataclass (config.TrainConfig): its default, its help,
-    its choices, and a check that fails the flag with the field's own requirement, so that
-    the flags and the library never disagree.  Fields in `exclude` get no flag."""
-    definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
-                "str": flags.DEFINE_string, "bool": flags.DEFINE_bool}
+    its choices, and a check that fails the flag with the field's own requirement
+    (its setting_problem), so that the flags and the library never disagree.  Fields in
+    `exclude` get no flag.  A field's --help group (command_line.GROUPS) is `groups[name]`,
+    else "model" for the settings that define the model (metadata "model"); a field with
+    neither is an error."""
     for field in dataclasses.fields(config_class):
         if field.name in exclude:
             continue
-        meta = field.metadata
-        kind = str(field.type).split("|")[0].strip()
-        if meta["choices"]:
-            flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
-                              flag_values=flag_values)
-            continue
-        definers[kind](field.name, field.default, meta["help"], flag_values=flag_values)
-        if meta["allowed"] is not None:
-            flags.register_validator(
-                field.name, lambda value, allowed=meta["allowed"]: value is None or allowed(value),
-                f"--{field.name} must be {meta['requirement']}", flag_values=flag_values)
+        group = (groups or {}).get(field.name, "model" if field.metadata["model"] else None)
+        if group is None:
+            raise ValueError(f"{config_class.__name__}.{field.name} has no --help group")
+        with command_line.group(group, flag_values):
+            _define_config_flag(config_class, field, flag_values)
+
+
+def _define_config_flag(config_class, field: dataclasses.Field,
+                        flag_values: flags.FlagValues) -> None:
+    definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
+                "str": flags.DEFINE_string, "bool": flags.DEFINE_bool}
+    meta = field.metadata
+    if meta["choices"]:
+        flags.DEFINE_enum(field.name, field.default, list(meta["choices"]), meta["help"],
+                          flag_values=flag_values)
+        return
+    definers[config_class.setting_kind(field)[0]](field.name, field.default, meta["help"],
+                                                  flag_values=flag_values)
+
+    def check(value):
+        problem = config_class.setting_problem(field, value)
+        if problem:
+            raise flags.ValidationError(f"--{field.name} {problem}")
+        return True
+
+    flags.register_validator(field.name, check, flag_values=flag_values)
 
 
 def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS, **given):

@@ -51,6 +51,7 @@ import numpy as np
 
 from saberjax.corpus import (Corpus, align_vocabulary, load_bundled, load_corpus,
                              train_test_split)
+from saberjax.inference import load_in_model_vocabulary
 from saberjax.model import TopicModel, top_ids
 
 MEASURES = ("umass", "npmi")
@@ -215,8 +216,10 @@ def records_training_corpus(model: TopicModel) -> bool:
 
 
 def reference_corpus(model: TopicModel, path=None, training: Corpus | None = None) -> Corpus:
-    """The coherence reference of the launchers: the corpus at `path`, else default_reference."""
-    return load_corpus(path) if path else default_reference(model, training)
+    """The coherence reference of the launchers: the documents at `path` over the model's
+    words (inference.load_in_model_vocabulary: plain text without a document-frequency rule,
+    so that every top word is counted), else default_reference."""
+    return load_in_model_vocabulary(model, path) if path else default_reference(model, training)
 
 
 def default_reference(model: TopicModel, training: Corpus | None = None) -> Corpus:

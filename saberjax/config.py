@@ -11,10 +11,12 @@ all read them here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import math
+import numbers
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from saberjax.backend import resolve_backend
 from saberjax.tree import padded_width
@@ -26,22 +28,14 @@ DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and infere
 MAX_INT16_TOPICS = 32_767
 
 
-def _setting(default, help_text: str, requirement: str | None = None,
-             allowed: Callable[[object], bool] | None = None, *, choices: tuple = (),
-             model: bool = False):
-    """A TrainConfig field: its one default, its help (the launchers' flag text), what a value
-    must satisfy (`allowed`, described by `requirement`, or one of `choices`), and whether it
-    defines the model (a resumed run must share it with its checkpoint)."""
+def _setting(default, help_text: str, *, at_least: float | None = None,
+             above: float | None = None, choices: tuple = (), model: bool = False):
+    """A TrainConfig field: its one default, its help (the launchers' flag text), the values it
+    takes (one of `choices`, or a number of the field's type, finite, at least `at_least` or
+    above `above`; None where the field's type admits it) and whether it defines the model (a
+    resumed run must share it with its checkpoint)."""
     return dataclasses.field(default=default, metadata=dict(
-        help=help_text, requirement=requirement, allowed=allowed, choices=choices, model=model))
-
-
-def _at_least(low):
-    return lambda value: value >= low
-
-
-def _positive_or_none(value) -> bool:
-    return value is None or value > 0
+        help=help_text, at_least=at_least, above=above, choices=choices, model=model))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,80 +43,99 @@ class TrainConfig:
     """Every setting of a training run (saved with the model), each defined once here: the
     launchers' flags (cli.define_config_flags), saberjax.LDA's defaults and the checkpoint's
     compatibility check (model_settings) derive from these fields.  Invalid values are a
-    ValueError naming the setting."""
+    ValueError naming the setting (setting_problem)."""
 
-    num_topics: int = _setting(50, "Number of topics K.", "at least 2", _at_least(2),
-                               model=True)
+    num_topics: int = _setting(50, "Number of topics K.", at_least=2, model=True)
     alpha: float | None = _setting(None, "Document-topic prior of every topic (default 50 / K); "
-                                   "the starting value when alpha is learned.",
-                                   "positive (or left out for 50 / K)", _positive_or_none,
+                                   "the starting value when alpha is learned.", above=0,
                                    model=True)
     optimize_alpha_every: int = _setting(
         10, "Learn an asymmetric alpha (one value per topic) from the documents' topic counts "
         "every N iterations (Minka's fixed point, as tomotopy's optim_interval; 0: alpha stays "
-        "fixed).", "at least 0", _at_least(0), model=True)
-    burn_in: int = _setting(0, "Iterations before alpha is first learned.", "at least 0",
-                            _at_least(0), model=True)
-    beta: float = _setting(0.01, "Topic-word prior.", "positive", lambda value: value > 0,
-                           model=True)
-    iterations: int = _setting(100, "ESCA iterations.", "at least 1", _at_least(1))
+        "fixed).", at_least=0, model=True)
+    burn_in: int = _setting(0, "Iterations before alpha is first learned.", at_least=0,
+                            model=True)
+    beta: float = _setting(0.01, "Topic-word prior.", above=0, model=True)
+    iterations: int = _setting(100, "ESCA iterations.", at_least=1)
     seed: int = _setting(0, "Random seed (of the initial topics; the launchers' train/test "
-                         "split too).", "at least 0", _at_least(0), model=True)
+                         "split too).", at_least=0, model=True)
     backend: str = _setting("auto", "auto: the Pallas kernels on a GPU, else the XLA path.",
                             choices=("auto", "xla", "pallas"))
     chunk_tokens: int | None = _setting(
         None, "Tokens per PDOW chunk (default: one chunk per device, or, when the corpus does "
-        "not fit the devices, the fewest chunks that do).", "at least 1", _positive_or_none)
+        "not fit the devices, the fewest chunks that do).", at_least=1)
     num_devices: int = _setting(0, "Devices of the mesh that shares the work (0: every device "
-                                "of every process; on a CPU, one per core).", "at least 0",
-                                _at_least(0))
+                                "of every process; on a CPU, one per core).", at_least=0)
     partition: str = _setting(
         "auto", "How several devices share the work: by documents (the model's counts reduced "
         "every iteration), by words (every document's A gathered every iteration; each device "
         "holds only its words' rows of the model), or auto (by words when the model outweighs "
         "the corpus or only fits that way).", choices=("auto", *PARTITIONS))
     eval_every: int = _setting(0, "Score held-out documents every N iterations (0: only after "
-                               "the last).", "at least 0", _at_least(0))
+                               "the last).", at_least=0)
     em_iterations: int = _setting(DEFAULT_EM_ITERATIONS, "EM iterations fitting theta in "
-                                  "evaluation.", "at least 1", _at_least(1))
+                                  "evaluation.", at_least=1)
     checkpoint_every: int = _setting(0, "Save the training state every N iterations (0: never).",
-                                     "at least 0", _at_least(0))
+                                     at_least=0)
     device_memory_gb: float | None = _setting(
         None, "Device memory budget in GB; a corpus larger than it streams through the devices "
-        "in chunks (default: free memory less headroom).", "positive", _positive_or_none)
+        "in chunks (default: free memory less headroom).", above=0)
     prefetch: int = _setting(DEFAULT_PREFETCH, "Chunks in flight to each device when "
-                             "streaming.", "at least 1", _at_least(1))
+                             "streaming.", at_least=1)
     host_memory_gb: float | None = _setting(
         None, "Host memory budget in GB; streamed chunks whose states do not fit it stream from "
         "a chunk store on local disk (--chunk_store) in chunks small enough for both budgets "
-        f"(default: {HOST_MEMORY_FRACTION:.0%} of the memory available).", "positive",
-        _positive_or_none)
+        f"(default: {HOST_MEMORY_FRACTION:.0%} of the memory available).", above=0)
     chunk_store: str | None = _setting(
         None, "Folder of the chunk store on local disk, used when the corpus does not fit "
         "--host_memory_gb; built once, reused while the corpus and chunking are the same "
         "(default: chunk_store/ in the cache folder, $SABERJAX_CACHE_DIR or "
-        "~/.cache/saberjax).", "a folder name", lambda value: value is None or bool(value))
+        "~/.cache/saberjax).")
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
-            problem = setting_problem(field, getattr(self, field.name))
+            problem = self.setting_problem(field, getattr(self, field.name))
             if problem:
                 raise ValueError(f"{field.name}={getattr(self, field.name)!r}: {problem}")
+
+    @staticmethod
+    def setting_kind(field: dataclasses.Field) -> tuple[str, bool]:
+        """(the type of a TrainConfig field's values: "int", "float", "str" or "bool"; whether it
+        also takes None)."""
+        kinds = [kind.strip() for kind in str(field.type).split("|")]
+        return kinds[0], "None" in kinds
+
+    @staticmethod
+    def setting_problem(field: dataclasses.Field, value) -> str | None:
+        """What is wrong with a value of a TrainConfig field ("must be ..."), or None: a value of
+        another type (a bool is no number, a float no integer), a number that is not finite, one
+        out of the field's range, a word not among its choices, an empty string."""
+        meta = field.metadata
+        kind, optional = TrainConfig.setting_kind(field)
+        if value is None:
+            return None if optional else "must be given"
+        if meta["choices"]:
+            return None if value in meta["choices"] else \
+                f"must be one of {', '.join(meta['choices'])}"
+        if kind == "str":
+            return None if isinstance(value, str) and value else "must be a non-empty string"
+        if kind == "bool":
+            return None if isinstance(value, (bool, np.bool_)) else "must be true or false"
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (numbers.Integral if kind == "int" else numbers.Real)):
+            return "must be an integer" if kind == "int" else "must be a number"
+        if not math.isfinite(value):
+            return "must be a finite number"
+        if meta["at_least"] is not None and not value >= meta["at_least"]:
+            return f"must be at least {meta['at_least']}"
+        if meta["above"] is not None and not value > meta["above"]:
+            return "must be positive" if meta["above"] == 0 else f"must be above {meta['above']}"
+        return None
 
     @classmethod
     def model_settings(cls) -> tuple[str, ...]:
         """The settings that define the model (a resumed run must share them)."""
         return tuple(field.name for field in dataclasses.fields(cls) if field.metadata["model"])
-
-
-def setting_problem(field: dataclasses.Field, value) -> str | None:
-    """What is wrong with a value of a TrainConfig field ("must be ..."), or None."""
-    meta = field.metadata
-    if meta["choices"] and value not in meta["choices"]:
-        return f"must be one of {', '.join(meta['choices'])}"
-    if meta["allowed"] is not None and not meta["allowed"](value):
-        return f"must be {meta['requirement']}"
-    return None
 
 
 @dataclasses.dataclass(frozen=True)

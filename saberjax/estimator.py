@@ -5,18 +5,27 @@
     lda.components_, lda.topic_word_, lda.perplexity(test_counts)
 
 It follows sklearn.decomposition.LatentDirichletAllocation's conventions: its parameter names
-are accepted (n_components, max_iter, doc_topic_prior, topic_word_prior, random_state, each an
-alias of saberjax's own), its fitted attributes are set (components_, n_iter_, n_features_in_,
-feature_names_in_ when the columns have names, get_feature_names_out), and constructor
-arguments are kept as plain attributes returned by get_params, so sklearn.base.clone, Pipeline
+are accepted (n_components, max_iter, doc_topic_prior, topic_word_prior, random_state, each
+another name of one of saberjax's settings, read and written through to it), its fitted
+attributes are set (components_, n_iter_, n_features_in_, feature_names_in_ when the columns
+have names, get_feature_names_out), and constructor arguments are kept as plain attributes
+returned by get_params (one name per setting: saberjax's), so sklearn.base.clone, Pipeline
 (after a CountVectorizer) and grid searches work when scikit-learn is installed.  Settings are
-checked in fit, as scikit-learn does.
+checked in fit, as scikit-learn does, against trainer.TrainConfig's ranges.
+
+In a Pipeline, the CountVectorizer's words reach the model through fit's vocabulary:
+
+    pipeline = Pipeline([("counts", CountVectorizer()), ("lda", LDA(n_components=20))])
+    pipeline.fit(texts, lda__vocabulary=pipeline["counts"])   # fitted before LDA.fit runs
+    pipeline["lda"].save("runs/texts")                          # vocab.txt: the words
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import numbers
+import warnings
 
 import numpy as np
 
@@ -33,10 +42,19 @@ _CONFIG = TrainConfig()
 # What a fit trains with and load restores: the model's settings and the iterations, as
 # opposed to where training runs.
 _MODEL_SETTINGS = (*TrainConfig.model_settings(), "iterations")
-# scikit-learn's names -> saberjax's, with saberjax's default (an alias left None defers to it)
-_ALIASES = {alias: (name, getattr(_CONFIG, name)) for alias, name in dict(
-    n_components="num_topics", max_iter="iterations", doc_topic_prior="alpha",
-    topic_word_prior="beta", random_state="seed").items()}
+# scikit-learn's names -> saberjax's
+SKLEARN_NAMES = dict(n_components="num_topics", max_iter="iterations", doc_topic_prior="alpha",
+               topic_word_prior="beta", random_state="seed")
+
+
+def _other_name(setting: str) -> property:
+    """scikit-learn's name of a setting: a property reading and writing it (None leaves it as
+    it is, so that an argument left out changes nothing)."""
+    def write(self, value):
+        if value is not None:
+            setattr(self, setting, value)
+    return property(lambda self: getattr(self, setting), write,
+                    doc=f"scikit-learn's name of {setting}")
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -53,17 +71,18 @@ class LDA:
     progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
     the last (0: none).
 
-    scikit-learn's names are aliases: n_components (num_topics), max_iter (iterations),
-    doc_topic_prior (alpha), topic_word_prior (beta), random_state (seed: an int, or a
-    numpy RandomState / Generator an int is drawn from).  An alias left None defers to
-    saberjax's parameter; giving both with different values is an error in fit.  The
-    defaults stay saberjax's (alpha = 50 / K and beta = 0.01, not sklearn's 1 / K; 100
-    iterations).
+    scikit-learn's names are other names of saberjax's settings: n_components (num_topics),
+    max_iter (iterations), doc_topic_prior (alpha), topic_word_prior (beta), random_state
+    (seed: an int, or a numpy RandomState / Generator an int is drawn from in fit).  Each
+    reads and writes its setting (None leaves it as it is), and get_params shows the setting
+    once, by saberjax's name; giving both names different values is an error in fit.  The defaults
+    stay saberjax's (alpha = 50 / K and beta = 0.01, not sklearn's 1 / K; 100 iterations).
 
     Fitted attributes: model_ (the TopicModel), metrics_ (per-iteration training metrics),
     n_iter_ (iterations run), n_features_in_ (vocabulary size), feature_names_in_ (the
     vocabulary, when the input named its columns: a Corpus, fit's vocabulary or a DataFrame),
-    components_, topic_word_.
+    components_, topic_word_.  A model fitted without its words (a bare count matrix) is
+    saved with placeholders (w0, w1, ...) and cannot match text or other corpora by word.
     """
 
     def __init__(self, num_topics: int = _CONFIG.num_topics, alpha: float | None = _CONFIG.alpha,
@@ -87,11 +106,23 @@ class LDA:
         self.num_devices = num_devices
         self.callback = callback
         self.verbose = verbose
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.doc_topic_prior = doc_topic_prior
-        self.topic_word_prior = topic_word_prior
-        self.random_state = random_state
+        # a setting given by both names, checked in fit (scikit-learn's estimators check
+        # nothing when they are made): (name, its value, scikit-learn's name, its value)
+        self._given_twice = []
+        for alias, value in dict(n_components=n_components, max_iter=max_iter,
+                                 doc_topic_prior=doc_topic_prior,
+                                 topic_word_prior=topic_word_prior,
+                                 random_state=random_state).items():
+            name = SKLEARN_NAMES[alias]
+            if value is not None and getattr(self, name) is not getattr(_CONFIG, name):
+                self._given_twice.append((name, getattr(self, name), alias, value))
+            setattr(self, alias, value)
+
+    n_components = _other_name("num_topics")
+    max_iter = _other_name("iterations")
+    doc_topic_prior = _other_name("alpha")
+    topic_word_prior = _other_name("beta")
+    random_state = _other_name("seed")
 
     def __sklearn_tags__(self):
         """scikit-learn's description of the estimator (asked only by scikit-learn >= 1.6, so
@@ -105,11 +136,14 @@ class LDA:
 
     @classmethod
     def _param_names(cls) -> list[str]:
+        """Every constructor argument, scikit-learn's names of settings included."""
         return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
 
     def get_params(self, deep: bool = True) -> dict:
-        """The constructor arguments (deep is accepted for sklearn; there are no sub-estimators)."""
-        return {name: getattr(self, name) for name in self._param_names()}
+        """The constructor arguments, each setting once by saberjax's name (scikit-learn's
+        names read the same values); deep is accepted for sklearn (no sub-estimators)."""
+        return {name: getattr(self, name) for name in self._param_names()
+                if name not in SKLEARN_NAMES}
 
     def set_params(self, **params) -> LDA:
         """Set constructor arguments by name; returns self."""
@@ -126,20 +160,22 @@ class LDA:
                    if value is not _DEFAULTS[name] and value != _DEFAULTS[name]}
         return f"LDA({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
-    def _settings(self) -> dict:
-        """saberjax's settings with the scikit-learn aliases resolved (see the class doc)."""
-        settings = {name: getattr(self, name) for name in _MODEL_SETTINGS}
-        for alias, (name, default) in _ALIASES.items():
-            value = getattr(self, alias)
-            if value is None:
-                continue
-            if alias == "random_state":
-                value = _seed_of(value)
-            if settings[name] not in (default, value):
-                raise ValueError(f"LDA: {name}={settings[name]!r} and its scikit-learn alias "
-                                 f"{alias}={getattr(self, alias)!r} disagree; give one of them")
-            settings[name] = value
-        return settings
+    def _config(self) -> TrainConfig:
+        """The training settings (ValueError naming the first out of range, as TrainConfig
+        does), after the estimator's own are checked."""
+        for name, given, alias, value in self._given_twice:
+            if getattr(self, name) is value and given != value:  # neither set again since
+                raise ValueError(f"LDA: {name}={given!r} and its scikit-learn name "
+                                 f"{alias}={value!r} disagree; give one of them")
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback={self.callback!r}: must be callable (or None)")
+        if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) \
+                or self.verbose < 0:
+            raise ValueError(f"verbose={self.verbose!r}: must be an integer, at least 0")
+        settings = dict(self.get_params(), seed=_seed_of(self.seed))
+        return TrainConfig(**{field.name: settings[field.name]
+                              for field in dataclasses.fields(TrainConfig)
+                              if field.name in settings})
 
     @staticmethod
     def _corpus(X, vocabulary) -> tuple[Corpus, bool]:
@@ -151,6 +187,8 @@ class LDA:
         if is_text_documents(X):
             raise TypeError("LDA.fit takes counts (a Corpus or a documents x words matrix, "
                             "e.g. CountVectorizer's); put a CountVectorizer before it for text")
+        if hasattr(vocabulary, "get_feature_names_out"):  # a fitted CountVectorizer
+            vocabulary = list(vocabulary.get_feature_names_out())
         columns = getattr(X, "columns", None)  # a pandas DataFrame names its columns
         if vocabulary is None and columns is not None and all(
                 isinstance(column, str) for column in columns):
@@ -159,26 +197,25 @@ class LDA:
 
     def fit(self, X, y=None, vocabulary=None) -> LDA:
         """Train on X: a saberjax Corpus, or a documents x words count matrix (dense,
-        scipy.sparse, e.g. CountVectorizer output, or a DataFrame of counts) with
-        `vocabulary` (or the DataFrame's columns) naming its columns."""
+        scipy.sparse, e.g. CountVectorizer output, or a DataFrame of counts) whose columns
+        are named by `vocabulary` (the words, or the fitted CountVectorizer that made X) or
+        the DataFrame's columns."""
         del y  # unsupervised; accepted for pipelines
+        config = self._config()
         corpus, named_columns = self._corpus(X, vocabulary)
-        config_fields = {field.name for field in dataclasses.fields(TrainConfig)}
-        params = dict(self.get_params(), **self._settings())
-        config = TrainConfig(**{name: value for name, value in params.items()
-                                if name in config_fields})
         result = train(corpus, config, callback=self.callback, verbose=int(self.verbose))
-        self._set_model(dataclasses.replace(result.model, metrics=tuple(result.metrics)),
-                        named_columns)
+        self._set_model(dataclasses.replace(
+            result.model, metrics=tuple(result.metrics),
+            config=dict(result.model.config, words_named=named_columns)))
         return self
 
-    def _set_model(self, model: TopicModel, named_columns: bool) -> None:
+    def _set_model(self, model: TopicModel) -> None:
         """The fitted attributes of a model (fit's, or a loaded one's)."""
         self.model_ = model
         self.metrics_ = list(model.metrics)
         self.n_iter_ = len(model.metrics)
         self.n_features_in_ = model.num_words
-        if named_columns:
+        if model.has_words:
             self.feature_names_in_ = np.array(model.vocab, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
@@ -257,8 +294,15 @@ class LDA:
 
     def save(self, directory):
         """Write the fitted model directory (TopicModel.save: its config holds the training
-        settings and corpus fingerprint, metrics.jsonl the training metrics)."""
-        return self._fitted_model().save(directory)
+        settings and corpus fingerprint, metrics.jsonl the training metrics); a model fitted
+        without its words is saved with a warning that text cannot be matched to it."""
+        model = self._fitted_model()
+        if not model.has_words:
+            warnings.warn(f"{directory}: saving a model without its words (vocab.txt holds w0, "
+                          f"w1, ...), so text cannot be matched to it; fit with vocabulary= "
+                          f"the words or the fitted CountVectorizer (in a Pipeline: "
+                          f"fit(texts, lda__vocabulary=pipeline['counts']))", stacklevel=2)
+        return model.save(directory)
 
     @classmethod
     def load(cls, directory) -> LDA:
@@ -268,7 +312,7 @@ class LDA:
         model = TopicModel.load(directory)
         params = {name: model.config[name] for name in _MODEL_SETTINGS if name in model.config}
         estimator = cls(**params)
-        estimator._set_model(model, named_columns=True)
+        estimator._set_model(model)
         return estimator
 
 
@@ -276,14 +320,12 @@ _DEFAULTS = {name: parameter.default
              for name, parameter in inspect.signature(LDA.__init__).parameters.items()}
 
 
-def _seed_of(random_state) -> int:
-    """An int seed from scikit-learn's random_state: an int, or a numpy RandomState or
-    Generator (an int is drawn from it, as sklearn's check_random_state would use it)."""
-    if isinstance(random_state, (int, np.integer)):
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(np.iinfo(np.int32).max))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(np.iinfo(np.int32).max))
-    raise ValueError(f"random_state must be None, an int, a numpy RandomState or Generator, "
-                     f"got {random_state!r}")
+def _seed_of(seed):
+    """The seed as an int where it is a numpy RandomState or Generator (scikit-learn's
+    random_state: an int is drawn from it, as sklearn's check_random_state would use it);
+    any other value as it is, for TrainConfig to check."""
+    if isinstance(seed, np.random.RandomState):
+        return int(seed.randint(np.iinfo(np.int32).max))
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(np.iinfo(np.int32).max))
+    return seed

@@ -21,9 +21,11 @@ import numpy as np
 
 from saberjax import timing
 from saberjax.background import in_background
+from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
-from saberjax.corpus import Corpus
-from saberjax.inference import DocumentWords, fold_in, plan_batches, row_width
+from saberjax.corpus import Corpus, load_corpus
+from saberjax.inference import (DocumentWords, ModelTopics, fold_in, load_in_model_vocabulary,
+                                load_in_vocabulary, plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -113,3 +115,26 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     topic_word = jnp.asarray(topic_word, jnp.float32)
     return HeldoutScorer(observed, heldout, *topic_word.shape, em_iterations,
                          topic_word.sharding).score(topic_word, alpha)
+
+
+def test_documents(model: ModelTopics, path=None, format: str = "auto", load=load_corpus
+                   ) -> tuple[Corpus, Corpus | None]:
+    """(the documents to score a model on, over its vocabulary; its training documents when
+    they were read to find them, so that coherence need not read them again).
+
+    The documents at `path` (inference.load_in_model_vocabulary: plain text tokenised against
+    the model's words, other formats matched by word; read by load(path, format)); else the
+    ones its training run held out, as its config.json records them: the --test_corpus, or
+    the --test_fraction split of the training corpus (coherence.recorded_split).  ValueError
+    for a model trained without held-out documents.
+    """
+    if path is not None:
+        return load_in_model_vocabulary(model, path, format, load), None
+    config = model.config
+    if config.get("test_corpus"):
+        return load_in_vocabulary(config["test_corpus"], model.vocab, load=load), None
+    if not config.get("test_fraction"):
+        raise ValueError("the model was trained without held-out documents (no --test_corpus, "
+                         "--test_fraction=0); pass the documents to score: --corpus")
+    training, test = recorded_split(model)
+    return test, training

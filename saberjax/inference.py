@@ -35,10 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, rng
+from saberjax import esca, rng, text
 from saberjax.config import DEFAULT_EM_ITERATIONS, Hyperparams
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
-                             from_count_matrix)
+                             detect_format, from_count_matrix, load_corpus)
 from saberjax.execution import memory
 from saberjax.layout import build_layout
 from saberjax.state import check_document_lengths, unpack_pairs
@@ -53,6 +53,7 @@ class ModelTopics(Protocol):
     alpha: np.ndarray  # float [K]
     beta: float
     vocab: tuple[str, ...]
+    has_words: bool  # whether vocab holds words, not the placeholders of unnamed columns
     num_topics: int
     num_words: int
 
@@ -240,18 +241,53 @@ def in_model_vocabulary(model: ModelTopics, documents):
     """New documents over the model's words: a Corpus re-expressed in its vocabulary (words
     matched by string), document strings tokenised against it (corpus_in_vocabulary: words
     it lacks are skipped and counted in a warning), or a count matrix as it is, once its
-    columns are checked to be the model's words."""
+    columns are checked to be the model's words.  Matching words needs a model that has
+    them (check_has_words)."""
     if isinstance(documents, str):
         raise TypeError("documents is one string; pass a list of document strings")
     if isinstance(documents, Corpus):
+        if documents.vocab != model.vocab:
+            check_has_words(model, f"{documents.name or 'the corpus'}'s words")
         return align_vocabulary(documents, model.vocab)
     if is_text_documents(documents):
+        check_has_words(model, "text")
         return corpus_in_vocabulary(documents, model.vocab, source="documents")
     if np.shape(documents)[1:] != (model.num_words,):
         raise ValueError(f"count matrix has shape {np.shape(documents)}, but its columns "
                          f"must be the model's {model.num_words} words; pass a Corpus or "
                          f"document strings to match words by string")
     return documents
+
+
+def load_in_vocabulary(path, vocab, format: str = "auto", load=load_corpus) -> Corpus:
+    """The documents at `path` over a vocabulary fixed by training (a model's, or the
+    training corpus's for its test documents): plain text tokenised against it
+    (corpus_in_vocabulary: no document-frequency rule, since the vocabulary is already
+    chosen, and a document without a known word stays, empty), any other format read by
+    load(path, format) and its words matched by string (align_vocabulary)."""
+    chosen = detect_format(path) if format == "auto" else format
+    if chosen == "text":
+        return corpus_in_vocabulary(text.read_documents(path), vocab, source=str(path))
+    return align_vocabulary(load(path, chosen), vocab)
+
+
+def load_in_model_vocabulary(model: ModelTopics, path, format: str = "auto",
+                             load=load_corpus) -> Corpus:
+    """The documents at `path` over the model's words (load_in_vocabulary), for a model that
+    has words to match them by (check_has_words)."""
+    check_has_words(model, str(path))
+    return load_in_vocabulary(path, model.vocab, format, load)
+
+
+def check_has_words(model: ModelTopics, matched: str) -> None:
+    """ValueError, saying how to give the words, when `matched` (documents to be matched to the
+    model by their words) meets a model without words: one fitted on a count matrix whose
+    columns were not named, which knows its words only as column numbers."""
+    if not model.has_words:
+        raise ValueError(f"{matched} cannot be matched to a model without words: it was fitted on "
+                         f"a count matrix whose {model.num_words:,} columns were not named (its "
+                         f"vocabulary is w0, w1, ...); fit it with vocabulary= the words or the "
+                         f"fitted CountVectorizer")
 
 
 def is_text_documents(documents) -> bool:

@@ -117,6 +117,13 @@ class TopicModel:
         return self.word_topic_counts.shape[0]
 
     @property
+    def has_words(self) -> bool:
+        """Whether vocab holds the words of the training documents: not for a model fitted on
+        a count matrix whose columns were not named (config's words_named is false), whose
+        vocab holds the placeholders w0, w1, ... (corpus.from_count_matrix)."""
+        return bool(self.config.get("words_named", True))
+
+    @property
     def topic_word(self) -> np.ndarray:
         """K x V topic-word distributions, each row summing to 1."""
         return topic_word_from_counts(self.word_topic_counts, self.beta)

@@ -2,9 +2,10 @@
 
 `write_report` writes into one folder, each file atomically:
 
-    convergence.png  held-out log-likelihood per token against training time and against
-                     iteration, and throughput per iteration (needs matplotlib, an optional
-                     dependency: pip install 'saberjax[report]')
+    convergence.png  what training measured: held-out log-likelihood per token against
+                     training time and iteration (when scored more than once; a note
+                     when once), training time and throughput per iteration (needs
+                     matplotlib, an optional dependency: pip install 'saberjax[report]')
     alpha.png        where alpha was learned (one value per topic): alpha_k of every topic,
                      largest first, beside the topic's share of the tokens (matplotlib too)
     topics.md        a summary of the model, then every topic's share of the tokens, alpha,
@@ -60,7 +61,12 @@ class Report:
 
 
 def convergence_png(metrics: Sequence[dict]) -> bytes:
-    """The convergence plot of training metrics as PNG bytes; ImportError without matplotlib."""
+    """The convergence plot of training metrics as PNG bytes; ImportError without matplotlib.
+
+    What was measured: the training time and throughput of every iteration, and the held-out
+    log-likelihood against training time and iteration where it was scored more than once;
+    a score taken once (after the last iteration, as by default) is a note above the panels,
+    since one point draws no curve."""
     from matplotlib.figure import Figure  # noqa: PLC0415 (optional dependency)
 
     iterations = np.array([record["iteration"] for record in metrics])
@@ -70,46 +76,64 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
     loglik = [metrics[i]["heldout_loglik_per_token"] for i in scored]
 
     figure = Figure(figsize=(12, 3.5), dpi=100, layout="constrained")
-    by_time, by_iteration, throughput = figure.subplots(1, 3)
-    for axes, x, label in ((by_time, training_seconds[scored], "training time (s)"),
-                           (by_iteration, iterations[scored], "iteration")):
-        axes.plot(x, loglik, marker="o", markersize=3, color="tab:blue")
-        axes.set(xlabel=label, ylabel="held-out log-likelihood per token",
-                 title=f"held-out log-likelihood vs {label.split(' (')[0]}")
-        if not scored.size:
-            axes.text(0.5, 0.5, "no held-out scores recorded", ha="center", va="center",
-                      transform=axes.transAxes, color="gray")
+    if scored.size > 1:
+        by_time, by_iteration, throughput = figure.subplots(1, 3)
+        for axes, x, label in ((by_time, training_seconds[scored], "training time (s)"),
+                               (by_iteration, iterations[scored], "iteration")):
+            axes.plot(x, loglik, marker="o", markersize=3, color="tab:blue")
+            axes.set(xlabel=label, ylabel="held-out log-likelihood per token",
+                     title=f"held-out log-likelihood vs {label.split(' (')[0]}")
+        panels = (by_time, by_iteration, throughput)
+    else:
+        elapsed, throughput = figure.subplots(1, 2)
+        elapsed.plot(iterations, training_seconds, color="tab:purple")
+        elapsed.set(xlabel="iteration", ylabel="training time (s)",
+                    title="training time, summed over the iterations")
+        elapsed.set_ylim(bottom=0)
+        figure.suptitle(_heldout_note(metrics, scored), color="dimgray", fontsize="medium")
+        panels = (elapsed, throughput)
     speed = np.array([record["tokens_per_second"] for record in metrics]) / 1e6
     throughput.plot(iterations, speed, color="tab:green")
-    throughput.axhline(np.median(speed), color="gray", linestyle="--", linewidth=1,
-                       label=f"median {np.median(speed):,.2f} Mtoken/s")
-    throughput.legend(loc="lower right")
-    throughput.set(xlabel="iteration", ylabel="Mtoken/s", title="training throughput")
+    throughput.axhline(np.median(speed), color="gray", linestyle="--", linewidth=1)
+    throughput.set(xlabel="iteration", ylabel="Mtoken/s",
+                   title=f"throughput (median {np.median(speed):,.2f}, dashed)")
     throughput.set_ylim(bottom=0)
-    for axes in (by_time, by_iteration, throughput):
+    for axes in panels:
         axes.grid(alpha=0.3)
     return _png(figure)
 
 
+def _heldout_note(metrics: Sequence[dict], scored: np.ndarray) -> str:
+    """What the convergence plot says of a held-out log-likelihood scored once or never."""
+    if not scored.size:
+        return "no held-out log-likelihood was scored"
+    record = metrics[scored[0]]
+    return (f"held-out log-likelihood scored once, after iteration {record['iteration']}: "
+            f"{record['heldout_loglik_per_token']:.4f} per token (perplexity "
+            f"{record['perplexity']:,.1f}); --eval_every=N scores it every N iterations")
+
+
 def prior_png(model: TopicModel) -> bytes:
     """The learned prior as PNG bytes: alpha_k of every topic as bars, largest first, and each
-    topic's share of the tokens beside it; ImportError without matplotlib."""
+    topic's share of the tokens beside it (the legend above the axes, clear of both scales
+    and the data); ImportError without matplotlib."""
     from matplotlib.figure import Figure  # noqa: PLC0415 (optional dependency)
 
     order = np.argsort(-model.alpha, kind="stable")
     ranks = np.arange(1, model.num_topics + 1)
+    shares = 100 * model.topic_shares()[order]
     figure = Figure(figsize=(12, 3.5), dpi=100, layout="constrained")
     axes = figure.subplots()
     axes.bar(ranks, model.alpha[order], width=1.0, color="tab:blue", label="alpha_k")
     axes.set(xlabel="topics by alpha (largest first)", ylabel="alpha_k",
              title=f"learned document-topic prior (sum {model.alpha.sum():.3g})")
-    shares = axes.twinx()
-    shares.plot(ranks, 100 * model.topic_shares()[order], color="tab:orange", marker=".",
-                linestyle="none", label="share of tokens (%)")
-    shares.set(ylabel="share of tokens (%)")
-    shares.set_ylim(bottom=0)
+    share_axes = axes.twinx()
+    share_axes.plot(ranks, shares, color="tab:orange", marker=".", linestyle="none",
+                    label="share of tokens (%)")
+    share_axes.set(ylabel="share of tokens (%)")
+    share_axes.set_ylim(0, 1.08 * shares.max())  # the largest share's dot inside the frame
     axes.grid(alpha=0.3)
-    figure.legend(loc="upper right")
+    figure.legend(loc="outside upper right", ncols=2)
     return _png(figure)
 
 

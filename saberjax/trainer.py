@@ -19,7 +19,6 @@ import time
 from typing import Callable, NamedTuple
 
 import jax
-import numpy as np
 
 from saberjax import checkpoint, prior, processes, timing
 from saberjax.background import in_background

@@ -63,8 +63,7 @@ def test_params_follow_the_sklearn_protocol():
     assert params == dict(num_topics=7, alpha=None, optimize_alpha_every=10, burn_in=0, beta=0.1,
                           iterations=100, seed=0,
                           backend="auto", chunk_tokens=None, num_devices=0, callback=None,
-                          verbose=0, n_components=None, max_iter=None, doc_topic_prior=None,
-                          topic_word_prior=None, random_state=None)
+                          verbose=0)  # each setting once: scikit-learn's names are not repeated
     clone = type(lda)(**lda.get_params(deep=False))  # what sklearn.base.clone does
     assert clone.get_params() == params and clone is not lda
     assert lda.set_params(iterations=5, alpha=0.2) is lda
@@ -78,7 +77,8 @@ def test_params_follow_the_sklearn_protocol():
 
 def test_save_load_round_trip_and_vocabulary(fitted, tmp_path):
     X = block_topic_counts()
-    fitted.save(tmp_path / "lda")
+    with pytest.warns(UserWarning, match="saving a model without its words"):
+        fitted.save(tmp_path / "lda")
     loaded = LDA.load(tmp_path / "lda")
     np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
     assert loaded.get_params() == dict(LDA(**PARAMS).get_params(), backend="auto")
@@ -88,3 +88,42 @@ def test_save_load_round_trip_and_vocabulary(fitted, tmp_path):
     assert stopped.model_.vocab == tuple(vocabulary) and len(stopped.metrics_) == 2
     with pytest.raises(ValueError, match="vocabulary applies to count matrices"):
         stopped.fit(from_count_matrix(X), vocabulary=vocabulary)
+
+
+def test_scikit_learn_names_read_and_write_the_one_setting():
+    lda = LDA(n_components=5, random_state=3)
+    assert lda.get_params()["num_topics"] == 5 == lda.n_components
+    assert "n_components" not in lda.get_params() and lda.get_params()["seed"] == 3
+    lda.set_params(num_topics=6)
+    assert lda.n_components == 6
+    lda.set_params(max_iter=7)
+    assert lda.get_params()["iterations"] == 7
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(alpha=float("inf")), "alpha=inf: must be a finite number"),
+    (dict(doc_topic_prior=float("nan")), "alpha=nan: must be a finite number"),
+    (dict(beta=-1.0), "beta=-1.0: must be positive"),
+    (dict(topic_word_prior=float("inf")), "beta=inf: must be a finite number"),
+    (dict(n_components=2.5), "num_topics=2.5: must be an integer"),
+    (dict(max_iter=-3), "iterations=-3: must be at least 1"),
+    (dict(iterations=True), "iterations=True: must be an integer"),
+    (dict(random_state=-1), "seed=-1: must be at least 0"),
+    (dict(num_devices="all"), "num_devices='all': must be an integer"),
+    (dict(verbose=-1), "verbose=-1: must be an integer, at least 0"),
+    (dict(callback=3), "callback=3: must be callable"),
+])
+def test_parameters_out_of_range_are_refused_by_fit_naming_the_setting(params, message):
+    with pytest.raises(ValueError, match=message):
+        LDA(**params).fit(block_topic_counts())  # refused before training
+
+
+def test_a_model_fitted_without_words_says_so_where_words_are_needed(fitted, tmp_path):
+    assert not fitted.model_.has_words and not hasattr(fitted, "feature_names_in_")
+    with pytest.raises(ValueError, match="text cannot be matched to a model without words: it "
+                                         "was fitted on a count matrix whose 30 columns"):
+        fitted.transform(["w1 w2 w3"])
+    with pytest.warns(UserWarning, match="without its words"):
+        fitted.save(tmp_path / "unnamed")
+    loaded = LDA.load(tmp_path / "unnamed")
+    assert not loaded.model_.has_words and not hasattr(loaded, "feature_names_in_")

@@ -1,7 +1,12 @@
 """Document-completion scoring equals a direct computation and ranks models sensibly."""
 
+import json
+import subprocess
+import sys
+
 import numpy as np
-from helpers import random_corpus
+import pytest
+from helpers import ROOT, launch, random_corpus, run_launcher
 
 from saberjax import evaluate
 from saberjax.corpus import Corpus, split_document_halves
@@ -72,3 +77,68 @@ def test_a_scorer_prepared_once_scores_any_topics_as_heldout_loglik_does():
         once = evaluate.heldout_loglik(topic_word, observed, heldout, alpha, em_iterations=10)
         again = scorer.score(np.asarray(topic_word, np.float32), alpha)
         assert again == once
+
+
+SPACE = "comet orbit sun planet telescope star galaxy moon rocket astronaut".split()
+WATER = "river flood rain delta bank water lake stream ocean tide".split()
+
+
+def text_lines(num_docs: int, length: int, seed: int) -> str:
+    """Documents of one line each, alternately of space and of water words."""
+    rng = np.random.default_rng(seed)
+    return "".join(" ".join(rng.choice(WATER if d % 2 else SPACE, length)) + "\n"
+                   for d in range(num_docs))
+
+
+@pytest.fixture(scope="module")
+def text_model(tmp_path_factory):
+    """(a model trained on plain text with a --test_corpus given relative to the training
+    run's folder, the final held-out score of its training, the folder)."""
+    folder = tmp_path_factory.mktemp("text")
+    (folder / "train.txt").write_text(text_lines(60, 20, seed=0))
+    (folder / "test.txt").write_text(text_lines(10, 12, seed=1))
+    result = subprocess.run([sys.executable, str(ROOT / "launch" / "train.py"),
+                             "--corpus=train.txt", "--test_corpus=test.txt", "--num_topics=2",
+                             "--iterations=5", "--backend=xla", "--top_words=0",
+                             "--output=model"], capture_output=True, text=True, cwd=folder,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder / "model", json.loads(result.stdout.splitlines()[-1]), folder
+
+
+def test_a_model_trained_with_a_test_corpus_is_scored_on_it_by_default(text_model):
+    model, trained, _ = text_model
+    scored = json.loads(launch("evaluate.py", f"--model={model}", "--coherence=",
+                               timeout=300).splitlines()[-1])
+    assert scored["documents"] == 10
+    assert scored["heldout_loglik_per_token"] == pytest.approx(
+        trained["heldout_loglik_per_token"], rel=1e-5)  # topics computed on the host, not device
+
+
+def test_text_documents_are_read_over_the_models_vocabulary(text_model):
+    model, _, folder = text_model
+    new = folder / "three"
+    new.mkdir()
+    for name, words in dict(a="the comet and the planet orbit the sun",
+                            b="a river floods the delta after rain",
+                            c="moon rocket astronaut").items():
+        (new / f"{name}.txt").write_text(words)  # each word in at most 1 of the 3 documents
+    result = run_launcher("evaluate.py", f"--model={model}", f"--corpus={new}", "--coherence=",
+                          timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    scored = json.loads(result.stdout.splitlines()[-1])
+    # held out: half (rounded down) of the 4, 3 and 3 tokens of words the model knows
+    assert (scored["documents"], scored["tokens"]) == (3, 4)
+    assert "min_df" not in result.stderr
+
+
+def test_text_sharing_no_word_with_the_model_gets_the_vocabulary_message(text_model):
+    model, _, folder = text_model
+    (folder / "foreign.txt").write_text("xylophone quartz\nzebra yak\n")
+    result = run_launcher("evaluate.py", f"--model={model}", f"--corpus={folder / 'foreign.txt'}",
+                          "--coherence=", timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {folder / 'foreign.txt'}: shares no word with the model's vocabulary of 20 "
+        f"words (none of the 4 tokens of its 2 document(s) is one); is the text in the model's "
+        f"language?")

@@ -119,3 +119,57 @@ def test_report_launcher_on_a_tiny_trained_model(tmp_path):
     assert sorted(table_topics(markdown, r"\n\| \d+ \| (\d+) \|")) == list(range(5))
     assert "top 8 words" in markdown and "iterations**: 4" in markdown
     assert "held-out log-likelihood**: -" in markdown
+
+
+@pytest.fixture(name="drawn")
+def fixture_drawn(monkeypatch):
+    """The matplotlib figures the report draws, kept as they are saved (laid out)."""
+    pytest.importorskip("matplotlib")
+    figures, png = [], report._png
+
+    def keeping(figure):
+        figures.append(figure)
+        return png(figure)
+
+    monkeypatch.setattr(report, "_png", keeping)
+    return figures
+
+
+def panel_titles(figure) -> list[str]:
+    return [axes.get_title() for axes in figure.axes if axes.get_title()]
+
+
+def test_a_held_out_score_taken_once_is_a_note_not_a_one_point_panel(drawn):
+    once = [{key: value for key, value in record.items() if key == "iteration" or
+             record["iteration"] == 7 or key not in ("heldout_loglik_per_token", "perplexity")}
+            for record in METRICS]  # scored after the last iteration only, as by default
+    report.convergence_png(once)
+    figure = drawn[-1]
+    assert not any("held-out" in title for title in panel_titles(figure))
+    assert "training time, summed over the iterations" in panel_titles(figure)
+    assert figure.get_suptitle() == ("held-out log-likelihood scored once, after iteration 7: "
+                                     "-7.3000 per token (perplexity 1,993.0); --eval_every=N "
+                                     "scores it every N iterations")
+    report.convergence_png(METRICS)  # scored 4 times: plotted against time and iteration
+    assert panel_titles(drawn[-1])[:2] == ["held-out log-likelihood vs training time",
+                                          "held-out log-likelihood vs iteration"]
+    assert drawn[-1].get_suptitle() == ""
+
+
+def test_legends_are_clear_of_the_axes_and_the_data(model_and_reference, drawn):
+    model, _ = model_and_reference
+    learned = dataclasses.replace(model, alpha=np.array([0.9, 0.05, 2.5, 0.3, 0.3, 0.125]))
+    report.prior_png(learned)
+    report.convergence_png(METRICS)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for figure in drawn:
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()  # laid out as when saved
+        renderer = canvas.get_renderer()
+        legends = figure.legends + [axes.get_legend() for axes in figure.axes
+                                    if axes.get_legend() is not None]
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for axes in figure.axes:  # the plotting area, ticks, labels and title
+                assert not box.overlaps(axes.get_tightbbox(renderer)), legend.get_texts()

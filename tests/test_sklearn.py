@@ -16,6 +16,7 @@ from sklearn.feature_extraction.text import CountVectorizer  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
+from helpers import launch, run_launcher  # noqa: E402
 from saberjax import LDA  # noqa: E402
 from saberjax.estimator import NotFittedError  # noqa: E402
 
@@ -40,20 +41,20 @@ def test_scikit_learn_parameter_names_are_aliases_of_saberjax_settings():
     assert lda.n_features_in_ == lda.components_.shape[1] == 12
     assert not hasattr(lda, "feature_names_in_")  # the matrix named no columns
     np.testing.assert_array_equal(lda.get_feature_names_out(), ["lda0", "lda1"])
-    with pytest.raises(ValueError, match="num_topics=4 and its scikit-learn alias "
+    with pytest.raises(ValueError, match="num_topics=4 and its scikit-learn name "
                                          "n_components=2 disagree"):
         LDA(num_topics=4, n_components=2).fit(np.ones((2, 3), int))
-    with pytest.raises(ValueError, match="random_state must be"):
+    with pytest.raises(ValueError, match="seed='seven': must be an integer"):
         LDA(random_state="seven").fit(np.ones((2, 3), int))
-    assert LDA(random_state=np.random.RandomState(0))._settings()["seed"] == 209652396
+    assert LDA(random_state=np.random.RandomState(0))._config().seed == 209652396
 
 
 def test_clone_and_params_round_trip():
     lda = LDA(n_components=3, max_iter=5, backend="xla")
     copy = clone(lda)
     assert copy is not lda and copy.get_params() == lda.get_params()
-    assert repr(lda) == "LDA(backend='xla', n_components=3, max_iter=5)"
-    assert lda.set_params(n_components=4).n_components == 4
+    assert repr(lda) == "LDA(num_topics=3, iterations=5, backend='xla')"
+    assert lda.set_params(n_components=4).n_components == 4 == lda.get_params()["num_topics"]
     with pytest.raises(NotFittedError):
         lda.get_feature_names_out()
 
@@ -151,3 +152,43 @@ def test_scikit_learn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # dropped empty rows of random check data
         check(estimator)
+
+
+def test_a_pipeline_keeps_the_vectorizers_words_in_the_saved_model(tmp_path):
+    pipeline = Pipeline([("counts", CountVectorizer()),
+                         ("lda", LDA(n_components=2, max_iter=20, random_state=0,
+                                     doc_topic_prior=0.1, backend="xla"))])
+    pipeline.fit(TEXTS, lda__vocabulary=pipeline["counts"])
+    words = list(pipeline["counts"].get_feature_names_out())
+    np.testing.assert_array_equal(pipeline["lda"].feature_names_in_, words)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a model with its words saves without a warning
+        pipeline["lda"].save(tmp_path / "model")
+    assert (tmp_path / "model" / "vocab.txt").read_text().split() == words
+    (tmp_path / "new.txt").write_text("a comet and a planet orbit the sun\nrain on the river\n")
+    launch("infer.py", f"--model={tmp_path / 'model'}", f"--corpus={tmp_path / 'new.txt'}",
+           f"--output={tmp_path / 'theta.npy'}")
+    np.testing.assert_allclose(np.load(tmp_path / "theta.npy"), pipeline.transform(
+        (tmp_path / "new.txt").read_text().splitlines()), rtol=1e-5)
+
+
+def test_a_model_saved_without_words_says_so_where_text_needs_them(tmp_path):
+    pipeline = Pipeline([("counts", CountVectorizer()),
+                         ("lda", LDA(n_components=2, max_iter=2, backend="xla"))]).fit(TEXTS)
+    with pytest.warns(UserWarning, match="saving a model without its words .* "
+                                         r"lda__vocabulary=pipeline\['counts'\]"):
+        pipeline["lda"].save(tmp_path / "model")
+    (tmp_path / "new.txt").write_text("a comet and a planet orbit the sun\n")
+    needing_words = {
+        "infer.py": (f"--corpus={tmp_path / 'new.txt'}", f"--output={tmp_path / 'theta.npy'}"),
+        "report.py": (f"--coherence_corpus={tmp_path / 'new.txt'}",),
+        "evaluate.py": (f"--corpus={tmp_path / 'new.txt'}",)}
+    for launcher, flags in needing_words.items():
+        result = run_launcher(launcher, f"--model={tmp_path / 'model'}", *flags, timeout=300)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert lines[-1] == (f"error: {tmp_path / 'new.txt'} cannot be matched to a model "
+                             f"without words: it was fitted on a count matrix whose 12 columns "
+                             f"were not named (its vocabulary is w0, w1, ...); fit it with "
+                             f"vocabulary= the words or the fitted CountVectorizer"), launcher
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "new.txt"]

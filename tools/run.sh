@@ -2,9 +2,13 @@
 # saberjax entry point: sets everything up (Python >= 3.12 venv, editable install), then runs.
 #
 #   bash tools/run.sh train [ARGS...]   # setup, then: python launch/train.py ARGS...
-#   bash tools/run.sh test  [ARGS...]   # setup, then: python -m pytest -q ARGS...
+#   bash tools/run.sh test  [ARGS...]   # setup, then: python -m pytest -q ARGS... (in the repo)
 #   bash tools/run.sh python [ARGS...]  # setup, then run the venv's python
 #   bash tools/run.sh setup             # setup only
+#
+# train and python run in the caller's working directory, so that relative paths in ARGS
+# (--corpus=texts, --output=runs/x) mean what they mean in the caller's shell; the tests run
+# in the repository.
 #
 # Environment:
 #   SABERJAX_PYTHON  interpreter used to create the venv (must be Python >= 3.12 with venv)
@@ -12,7 +16,6 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$REPO"
 VENV="${SABERJAX_VENV:-$REPO/.venv}"
 VPY="$VENV/bin/python"
 STAMP="$VENV/.saberjax-install-stamp"
@@ -138,10 +141,10 @@ EOF
   if [[ "$have" == "$want" ]] && "$VPY" -I -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ("saberjax", "jax", "pytest")))' >/dev/null 2>&1; then
     return 0
   fi
-  local spec=".[$extras]"
+  local spec="$REPO[$extras]"
   if ((gpu)) && have_cuda_jax; then
     say "NVIDIA GPU found and a CUDA-enabled jax is already installed; keeping it"
-    spec=".[test]"
+    spec="$REPO[test]"
   fi
   if [[ -z "$have" ]]; then
     say "installing saberjax (pip install -e \"$spec\") into $VENV; the first time downloads jax etc. (a minute or two)"
@@ -156,8 +159,8 @@ EOF
 CMD="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$CMD" in
-  train)  setup; exec "$VPY" launch/train.py "$@" ;;
-  test)   setup; exec "$VPY" -m pytest -q "$@" ;;
+  train)  setup; exec "$VPY" "$REPO/launch/train.py" "$@" ;;
+  test)   setup; cd "$REPO"; exec "$VPY" -m pytest -q "$@" ;;
   python) setup; exec "$VPY" "$@" ;;
   setup)  setup; say "ready: $VPY ($("$VPY" -c 'import sys; print(sys.version.split()[0])'))" ;;
   -h|--help|help) usage ;;

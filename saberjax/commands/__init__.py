@@ -4,17 +4,20 @@
     saberjax evaluate --model=DIR
     saberjax --version
 
-Each subcommand is a module here with `define_flags(flag_values)` and `main(argv)`; its flags
-are defined only when it runs (`run`), so that commands sharing a flag name (--corpus,
---output) never clash in absl's one registry.  launch/*.py call `run` with their name.
+Each subcommand is a module here with `define_flags()` (its flags, in command_line.group
+blocks), `INTERFACE` (command_line.Interface: its positional arguments, required flags and
+path flags) and `main(argv)`; its flags are defined only when it runs (`run`), so that
+commands sharing a flag name (--corpus, --output) never clash in absl's one registry.
+launch/*.py call `run` with their name.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
-from saberjax import __version__, cli
+from saberjax import __version__, cli, command_line
 from saberjax.platform import reuse_freed_memory, use_every_cpu_core
 
 # subcommand -> what it does (the summary `saberjax --help` lists)
@@ -36,7 +39,12 @@ def run(name: str, argv: list[str] | None = None) -> None:
     use_every_cpu_core()  # before jax starts (importing it does not start it)
     reuse_freed_memory()
     module.define_flags()
-    cli.run_main(module.main, list(sys.argv if argv is None else argv))
+    with command_line.group("output"):
+        cli.define_flags()
+    command_line.use_path_parsers(module.INTERFACE.paths)
+    parse = functools.partial(command_line.parse, interface=module.INTERFACE,
+                              usage=module.__doc__)
+    cli.run_main(module.main, list(sys.argv if argv is None else argv), parse)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -65,7 +65,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
   copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
                         `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
                         bytes) / seconds, best of several runs.
-  *_bytes_per_token     chunk arrays (Chunk), chunk state (ChunkState) and their sum, over real tokens;
+  *_bytes_per_token     chunk arrays (Chunk), chunk state (ChunkState) and their sum, over real
+                        tokens;
                         model_bytes: B, totals, B-hat, trees.
   min_traffic_bytes     a crude lower bound of the memory traffic of one iteration: chunk arrays
                         read once, chunk state read and written once, model read and written once.
@@ -81,7 +82,8 @@ num_devices, host_cpu, cpu_cores, jax_version, jaxlib_version, python_version, g
 ("+dirty" when the sources differ from it), source_digest (of the saberjax sources that ran),
 load_average (1, 5, 15 min: other processes sharing the CPU slow the figures down) and date (UTC).
 A backend that cannot run here (Pallas without a GPU or without its kernels,
-backend.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.  The summary line
+backend.pallas_unavailable_reason) gives a line with "type": "skipped" and the reason instead.
+The summary line
 ("type": "summary") repeats the environment and lists every result's steady Mtoken/s.
 """
 
@@ -89,10 +91,10 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from saberjax import corpus as corpus_io
-from saberjax import processes, synth, trainer
+from saberjax import command_line, processes, synth, trainer
 from saberjax.execution.compiled import CompiledStep
 from saberjax.execution import memory
 from saberjax.config import PARTITIONS
@@ -102,50 +104,69 @@ from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.files import atomic_write
 
 
+INTERFACE = command_line.Interface(paths=("corpus", "output"))
+
+
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """The command's flags, in `flag_values` (absl's registry by default)."""
     _flag = dict(flag_values=flag_values)
-    flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads); default: the "
-                        "bundled kos corpus, unless --synth_preset is given.", **_flag)
-    flags.DEFINE_enum("synth_preset", None, sorted(synth.PRESETS),
-                      "Benchmark a synthetic corpus of this shape, generated in memory.", **_flag)
-    flags.DEFINE_float("synth_scale", 1.0, "Multiplies the synthetic preset's number of documents.",
-                       **_flag)
-    flags.DEFINE_list("num_topics", ["100"], "Comma list of K values, e.g. 1000,10000.", **_flag)
-    flags.DEFINE_list("backends", ["xla"], f"Comma list of backends out of {', '.join(BACKENDS)}.",
-                      **_flag)
-    flags.DEFINE_integer("iterations", 10, "Timed ESCA iterations per (K, backend).", lower_bound=1,
-                         **_flag)
-    flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.", lower_bound=0,
-                         **_flag)
-    flags.DEFINE_list("num_devices", ["0"], "Comma list of device counts to run on, e.g. 1,2,4 "
-                      "(0: every device of every process; on a CPU one per core); each gets its own "
-                      "mesh and lines, with the speed-up over 1 when 1 is in the list.", **_flag)
-    flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device count "
-                      "with, out of auto, documents, words (place).", **_flag)
-    flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per device).",
-                         lower_bound=1, **_flag)
-    flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and the "
-                         "test split).", **_flag)
-    flags.DEFINE_float("test_fraction", 0.0, "Hold out this fraction of documents (seeded), train "
-                       "on the rest and score the held-out ones by document completion after the "
-                       "timed iterations (heldout_loglik_per_token); 0: train on everything.",
-                       lower_bound=0.0, upper_bound=0.5, **_flag)
-    flags.DEFINE_string("output", None, "Also append the JSON lines to this file (atomically).",
-                        **_flag)
-    flags.DEFINE_bool("phases", True, "Measure the per-phase breakdown.", **_flag)
-    flags.DEFINE_integer("phase_repeats", 3, "Timed passes per phase (the median is reported).",
-                         lower_bound=1, **_flag)
-    flags.DEFINE_integer("copy_mib", 0, "Array size of the copy-bandwidth test in MiB "
-                         "(0: 1024 on GPU, 256 elsewhere).", lower_bound=0, **_flag)
-    flags.DEFINE_list("optimize_alpha_every", [str(trainer.TrainConfig.optimize_alpha_every)],
-                      "Comma list of optimize_alpha_every values (0: alpha fixed) to run each K "
-                      "with; with 0 first, the others' lines carry learned_alpha_cost, the share of "
-                      "mean throughput that learning alpha costs.", **_flag)
+    with command_line.group("data", flag_values):
+        flags.DEFINE_string("corpus", None, "Corpus path (any format load_corpus reads); "
+                            "default: the bundled kos corpus, unless --synth_preset is given.",
+                            **_flag)
+        flags.DEFINE_enum("synth_preset", None, sorted(synth.PRESETS), "Benchmark a synthetic "
+                          "corpus of this shape, generated in memory.", **_flag)
+        flags.DEFINE_float("synth_scale", 1.0, "Multiplies the synthetic preset's number of "
+                           "documents.", **_flag)
+        flags.DEFINE_float("test_fraction", 0.0, "Hold out this fraction of documents (seeded), "
+                           "train on the rest and score the held-out ones by document "
+                           "completion after the timed iterations (heldout_loglik_per_token); "
+                           "0: train on everything.", lower_bound=0.0, upper_bound=0.5, **_flag)
+    with command_line.group("model", flag_values):
+        flags.DEFINE_list("num_topics", ["100"], "Comma list of K values, e.g. 1000,10000.",
+                          **_flag)
+        flags.DEFINE_list("optimize_alpha_every", [str(trainer.TrainConfig.optimize_alpha_every)],
+                          "Comma list of optimize_alpha_every values (0: alpha fixed) to run "
+                          "each K with; with 0 first, the others' lines carry "
+                          "learned_alpha_cost, the share of mean throughput that learning alpha "
+                          "costs.", **_flag)
+        flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and "
+                             "the test split).", **_flag)
+    with command_line.group("run", flag_values):
+        define_measurement_flags(flag_values)
+    with command_line.group("devices", flag_values):
+        flags.DEFINE_list("backends", ["xla"], f"Comma list of backends out of "
+                          f"{', '.join(BACKENDS)}.", **_flag)
+        flags.DEFINE_list("num_devices", ["0"], "Comma list of device counts to run on, e.g. "
+                          "1,2,4 (0: every device of every process; on a CPU one per core); "
+                          "each gets its own mesh and lines, with the speed-up over 1 when 1 is "
+                          "in the list.", **_flag)
+        flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device "
+                          "count with, out of auto, documents, words (place).",
+                          **_flag)
+        flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per "
+                             "device).", lower_bound=1, **_flag)
+        processes.define_flags(flag_values)
+    with command_line.group("output", flag_values):
+        flags.DEFINE_string("output", None, "Also append the JSON lines to this file "
+                            "(atomically).", **_flag)
     flags.mark_flags_as_mutual_exclusive(["corpus", "synth_preset"], **_flag)
-    processes.define_flags(flag_values)
     for name, (check, message) in _LIST_CHECKS.items():
         flags.register_validator(name, check, message, **_flag)
+
+
+def define_measurement_flags(flag_values: flags.FlagValues) -> None:
+    """The flags of what is measured and how often."""
+    _flag = dict(flag_values=flag_values)
+    flags.DEFINE_integer("iterations", 10, "Timed ESCA iterations per (K, backend).",
+                         lower_bound=1, **_flag)
+    flags.DEFINE_integer("warmup", 2, "Untimed iterations before the timed ones.",
+                         lower_bound=0, **_flag)
+    flags.DEFINE_bool("phases", True, "Measure the per-phase breakdown.", **_flag)
+    flags.DEFINE_integer("phase_repeats", 3, "Timed passes per phase (the median is "
+                         "reported).", lower_bound=1, **_flag)
+    flags.DEFINE_integer("copy_mib", 0, "Array size of the copy-bandwidth test in MiB "
+                         "(0: 1024 on GPU, 256 elsewhere).", lower_bound=0, **_flag)
 
 
 def _check_optimize_alpha_every(values):
@@ -203,37 +224,37 @@ def append_lines(path: str, lines: list[str]) -> None:
     atomic_write(path, lambda f: f.write(old + new))
 
 
-def corpus_from_flags(FLAGS: flags.FlagValues) -> Corpus:
+def corpus_from_flags(values: flags.FlagValues) -> Corpus:
     """The corpus the flags name: --corpus, a --synth_preset's, or the bundled one."""
-    if FLAGS.corpus:
-        return load_corpus(FLAGS.corpus)
-    if FLAGS.synth_preset:
-        return synthetic_corpus(FLAGS.synth_preset, FLAGS.synth_scale, FLAGS.seed)
+    if values.corpus:
+        return load_corpus(values.corpus)
+    if values.synth_preset:
+        return synthetic_corpus(values.synth_preset, values.synth_scale, values.seed)
     return load_bundled("kos")
 
 
-def main(argv, FLAGS: flags.FlagValues = flags.FLAGS):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    processes.initialize_from_flags(FLAGS)
-    corpus, heldout = corpus_from_flags(FLAGS), None
-    if FLAGS.test_fraction > 0:
-        corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
-        heldout = corpus_io.split_document_halves(test, FLAGS.seed)
+def main(argv, values: flags.FlagValues = flags.FLAGS):
+    """Benchmark as the flag `values` say, one JSON line per record (also appended to
+    --output)."""
+    del argv
+    processes.initialize_from_flags(values)
+    corpus, heldout = corpus_from_flags(values), None
+    if values.test_fraction > 0:
+        corpus, test = corpus_io.train_test_split(corpus, values.test_fraction, values.seed)
+        heldout = corpus_io.split_document_halves(test, values.seed)
 
     def emit(line: str) -> None:
         if not processes.is_writer():
             return
         print(line, flush=True)
-        if FLAGS.output:
-            append_lines(FLAGS.output, [line])
+        if values.output:
+            append_lines(values.output, [line])
 
-    run_benchmark(corpus, [int(k) for k in FLAGS.num_topics], list(FLAGS.backends),
-                  iterations=FLAGS.iterations, warmup=FLAGS.warmup,
-                  chunk_tokens=FLAGS.chunk_tokens,
-                  num_devices=tuple(int(n) for n in FLAGS.num_devices),
-                  partitions=tuple(FLAGS.partition),
-                  seed=FLAGS.seed, phases=FLAGS.phases,
-                  phase_repeats=FLAGS.phase_repeats, copy_mib=FLAGS.copy_mib, heldout=heldout,
-                  optimize_alpha_every=tuple(int(n) for n in FLAGS.optimize_alpha_every),
+    run_benchmark(corpus, [int(k) for k in values.num_topics], list(values.backends),
+                  iterations=values.iterations, warmup=values.warmup,
+                  chunk_tokens=values.chunk_tokens,
+                  num_devices=tuple(int(n) for n in values.num_devices),
+                  partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
+                  phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
+                  optimize_alpha_every=tuple(int(n) for n in values.optimize_alpha_every),
                   emit=emit)

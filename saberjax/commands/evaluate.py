@@ -5,12 +5,14 @@ prints one JSON line.
     saberjax evaluate --model=runs/kos_k50    # the training corpus's own test split
 
 Each test document is split 50/50 into observed and held-out tokens (seeded), theta is fitted
-to the observed half by EM with the topics fixed, and the held-out half is scored.  Without
---corpus, the test documents are the ones the training run held out: the same corpus,
---test_fraction and seed as recorded in the model's config.json.  The mean topic coherence of
-every --coherence measure (saberjax.coherence) joins the output as coherence_<measure>,
-measured on --coherence_corpus (default: the model's training documents; skipped with a
-warning for a model saved from Python, which does not record them).
+to the observed half by EM with the topics fixed, and the held-out half is scored.  --corpus
+is read over the model's vocabulary (plain text tokenised against it, as saberjax infer
+does).  Without --corpus, the test documents are the ones the training run held out, as
+recorded in the model's config.json: its --test_corpus, or its --test_fraction split of the
+training corpus by the same seed.  The mean topic coherence of every --coherence measure
+(saberjax.coherence) joins the output as coherence_<measure>, measured on --coherence_corpus
+(default: the model's training documents; skipped with a warning for a model saved from
+Python, which does not record them).
 """
 
 from __future__ import annotations
@@ -19,54 +21,51 @@ import json
 import pathlib
 import warnings
 
-from absl import app, flags
+from absl import flags
 
-from saberjax import cli
+from saberjax import command_line
 from saberjax import corpus as corpus_io
-from saberjax.coherence import (MEASURES, cooccurrence, recorded_split, records_training_corpus,
-                                reference_corpus)
+from saberjax.coherence import MEASURES, cooccurrence, records_training_corpus, reference_corpus
 from saberjax.config import DEFAULT_EM_ITERATIONS
-from saberjax.evaluate import heldout_loglik
+from saberjax.evaluate import heldout_loglik, test_documents
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(positionals=("model", "corpus"), required=("model",),
+                                   paths=("model", "corpus", "coherence_corpus"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
-    flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: the "
-                        "documents held out by the training run.")
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-    flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
-                         "training seed).", lower_bound=0)
-    flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting theta.",
-                         lower_bound=1)
-    flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of {MEASURES}; "
-                      "empty: none).")
-    flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
-                        "default: the training documents recorded in the model's config.json.")
-    flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.", lower_bound=2)
+    with command_line.group("model"):
+        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+    with command_line.group("data"):
+        flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: "
+                            "the documents held out by the training run.")
+        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
+                            "format); default: the training documents recorded in the model's "
+                            "config.json.")
+    with command_line.group("run"):
+        flags.DEFINE_integer("seed", None, "Seed of the observed/held-out split (default: the "
+                             "training seed).", lower_bound=0)
+        flags.DEFINE_integer("em_iterations", DEFAULT_EM_ITERATIONS, "EM iterations fitting "
+                             "theta.", lower_bound=1)
+    with command_line.group("output"):
+        flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of "
+                          f"{MEASURES}; empty: none).")
+        flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.",
+                             lower_bound=2)
     flags.register_validator("coherence", lambda measures: set(measures) <= set(MEASURES),
                              f"--coherence takes a comma list of {MEASURES}")
-
-
-def test_documents(model: TopicModel) -> tuple[corpus_io.Corpus, corpus_io.Corpus | None]:
-    """(the documents to score, in the model's vocabulary; the training documents when they
-    had to be rebuilt for that, so coherence need not read the corpus again)."""
-    if FLAGS.corpus:
-        return corpus_io.align_vocabulary(corpus_io.load_corpus(FLAGS.corpus, FLAGS.format),
-                                          model.vocab), None
-    if not model.config.get("test_fraction"):
-        raise app.UsageError(f"{FLAGS.model} was trained without a test split; pass --corpus")
-    training, test = recorded_split(model)
-    return test, training
 
 
 def main(argv):
     del argv
     model = TopicModel.load(FLAGS.model)
-    test, training = test_documents(model)
+    test, training = test_documents(model, FLAGS.corpus, FLAGS.format)
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)

@@ -24,44 +24,45 @@ import time
 import numpy as np
 from absl import flags
 
-from saberjax import cli, outputs, text
+from saberjax import cli, command_line, outputs
 from saberjax import corpus as corpus_io
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.files import atomic_write
-from saberjax.inference import METHODS, in_model_vocabulary, infer_topics
+from saberjax.inference import METHODS, infer_topics, load_in_model_vocabulary
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(positionals=("model", "corpus"),
+                                   required=("model", "corpus", "output"),
+                                   paths=("model", "corpus", "output", "cache_dir"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
-    flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain text (a "
-                        "folder of .txt files or a file with one document per line).", required=True)
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-    flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].", required=True)
-    flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an existing "
-                      "file stops the command before anything is computed).")
-    flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations fitting theta.",
-                         lower_bound=1)
-    flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); esca: the "
-                      "training sampler with the topics fixed, theta averaged over the last half.")
-    flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
-    flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local devices; "
-                         "on a CPU, one per core).", lower_bound=0)
-    cli.define_cache_flags()
-
-
-def load_documents(model: TopicModel) -> corpus_io.Corpus:
-    """--corpus over the model's vocabulary: plain text tokenised against it, any other format
-    loaded (through the corpus cache) and its words matched by string."""
-    path = pathlib.Path(FLAGS.corpus)
-    chosen = corpus_io.detect_format(path) if FLAGS.format == "auto" else FLAGS.format
-    if chosen == "text":
-        return corpus_io.corpus_in_vocabulary(text.read_documents(path), model.vocab,
-                                              source=str(path))
-    return in_model_vocabulary(model, cli.load_corpus_as_flagged(path, chosen))
+    with command_line.group("model"):
+        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+    with command_line.group("data"):
+        flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or plain "
+                            "text (a folder of .txt files or a file with one document per "
+                            "line).")
+        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        cli.define_cache_flags()
+    with command_line.group("run"):
+        flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations "
+                             "fitting theta.", lower_bound=1)
+        flags.DEFINE_enum("method", "em", list(METHODS), "em: EM fold-in (deterministic); "
+                          "esca: the training sampler with the topics fixed, theta averaged "
+                          "over the last half.")
+        flags.DEFINE_integer("seed", 0, "Random seed of --method=esca.", lower_bound=0)
+    with command_line.group("devices"):
+        flags.DEFINE_integer("num_devices", 0, "Devices to spread batches over (0: all local "
+                             "devices; on a CPU, one per core).", lower_bound=0)
+    with command_line.group("output"):
+        flags.DEFINE_string("output", None, "Output .npy file of theta [D, K].")
+        flags.DEFINE_bool("overwrite", False, "Replace --output if it exists (without it, an "
+                          "existing file stops the command before anything is computed).")
 
 
 def main(argv):
@@ -69,7 +70,8 @@ def main(argv):
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     cli.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
-    documents = load_documents(model)
+    documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
+                                         cli.load_corpus_as_flagged)
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)

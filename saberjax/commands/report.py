@@ -19,20 +19,29 @@ import warnings
 
 from absl import flags
 
-from saberjax import cli, outputs, report
+from saberjax import command_line, outputs, report
 from saberjax.coherence import reference_corpus
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(positionals=("model",), required=("model",),
+                                   paths=("model", "output", "coherence_corpus"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("model", None, "Model directory written by saberjax train.", required=True)
-    flags.DEFINE_string("output", None, "Report directory (default: MODEL/report).")
-    flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any format); "
-                        "default: the training documents recorded in the model's config.json.")
-    flags.DEFINE_integer("top_n", 10, "Top words shown and scored per topic.", lower_bound=2)
+    with command_line.group("model"):
+        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+    with command_line.group("data"):
+        flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
+                            "format); default: the training documents recorded in the model's "
+                            "config.json.")
+    with command_line.group("output"):
+        flags.DEFINE_string("output", None, "Report directory (default: MODEL/report).")
+        flags.DEFINE_integer("top_n", 10, "Top words shown and scored per topic.",
+                             lower_bound=2)
 
 
 def main(argv):

@@ -13,35 +13,48 @@ import json
 
 from absl import app, flags
 
-from saberjax import cli, outputs, synth
+from saberjax import command_line, outputs, synth
 
 FLAGS = flags.FLAGS
 
 
+INTERFACE = command_line.Interface(required=("output",), paths=("output",))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_enum("preset", "nytimes", sorted(synth.PRESETS), "Corpus shape (D, mean doc length, V).")
-    flags.DEFINE_float("scale", 1.0, "Multiplies the preset's number of documents.",
-                       lower_bound=0)
-    flags.DEFINE_integer("num_docs", None, "Number of documents D (overrides preset and --scale).")
-    flags.DEFINE_float("mean_doc_length", None, "Mean document length (overrides preset).")
-    flags.DEFINE_integer("num_words", None, "Vocabulary size V (overrides preset).")
-    flags.DEFINE_integer("num_true_topics", 100, "Number of true topics K used to generate.")
-    flags.DEFINE_float("alpha_true", 0.1, "Symmetric Dirichlet parameter of the true theta_d.")
-    flags.DEFINE_float("zipf_exponent", 1.0, "Base word frequency ~ rank ** -zipf_exponent.")
-    flags.DEFINE_float("word_shape", 0.1, "Gamma shape of per-topic word emphasis (small: distinct topics).")
-    flags.DEFINE_float("length_sigma", 0.6, "Lognormal sigma of doc lengths (0: Poisson).")
-    flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model flags.",
-                         lower_bound=0)
-    flags.DEFINE_string("output", None, "Output folder of the native corpus.")
-    flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without it, an "
-                      "existing --output stops the command before anything is generated).")
-    flags.DEFINE_string("name", "", "Corpus name recorded in corpus.json (default: synth-<preset>).")
-    flags.DEFINE_integer("batch_tokens", 1 << 25, "Tokens per append to the writer (memory bound).",
-                         lower_bound=1)
-    flags.DEFINE_integer("threads", None, "Generator threads (default: all usable cores).",
-                         lower_bound=1)
-    flags.mark_flag_as_required("output")
+    with command_line.group("model"):
+        flags.DEFINE_enum("preset", "nytimes", sorted(synth.PRESETS),
+                          "Corpus shape (D, mean doc length, V).")
+        flags.DEFINE_float("scale", 1.0, "Multiplies the preset's number of documents.",
+                           lower_bound=0)
+        flags.DEFINE_integer("num_docs", None, "Number of documents D (overrides preset and "
+                             "--scale).")
+        flags.DEFINE_float("mean_doc_length", None, "Mean document length (overrides preset).")
+        flags.DEFINE_integer("num_words", None, "Vocabulary size V (overrides preset).")
+        flags.DEFINE_integer("num_true_topics", 100, "Number of true topics K used to "
+                             "generate.")
+        flags.DEFINE_float("alpha_true", 0.1, "Symmetric Dirichlet parameter of the true "
+                           "theta_d.")
+        flags.DEFINE_float("zipf_exponent", 1.0, "Base word frequency ~ rank ** "
+                           "-zipf_exponent.")
+        flags.DEFINE_float("word_shape", 0.1, "Gamma shape of per-topic word emphasis (small: "
+                           "distinct topics).")
+        flags.DEFINE_float("length_sigma", 0.6, "Lognormal sigma of doc lengths (0: Poisson).")
+        flags.DEFINE_integer("seed", 0, "Seed; the corpus depends only on seed and model "
+                             "flags.", lower_bound=0)
+    with command_line.group("run"):
+        flags.DEFINE_integer("batch_tokens", 1 << 25, "Tokens per append to the writer "
+                             "(memory bound).", lower_bound=1)
+        flags.DEFINE_integer("threads", None, "Generator threads (default: all usable cores).",
+                             lower_bound=1)
+    with command_line.group("output"):
+        flags.DEFINE_string("output", None, "Output folder of the native corpus.")
+        flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without "
+                          "it, an existing --output stops the command before anything is "
+                          "generated).")
+        flags.DEFINE_string("name", "", "Corpus name recorded in corpus.json (default: "
+                            "synth-<preset>).")
 
 
 def config_from_flags() -> "synth.SynthConfig":

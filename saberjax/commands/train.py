@@ -29,7 +29,7 @@ import time
 import numpy as np
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, processes, trainer
+from saberjax import checkpoint, cli, command_line, processes, trainer
 from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
 from saberjax import timing
@@ -37,6 +37,7 @@ from saberjax.backend import resolve_backend
 from saberjax.background import in_background
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
+from saberjax.inference import load_in_vocabulary
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
 from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
@@ -44,47 +45,74 @@ from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
 FLAGS = flags.FLAGS
 
 
+# --help groups of the TrainConfig settings that do not define the model (those are "model")
+CONFIG_GROUPS = dict(iterations="run", eval_every="run", em_iterations="run",
+                     checkpoint_every="run", backend="devices", chunk_tokens="devices",
+                     num_devices="devices", partition="devices", device_memory_gb="devices",
+                     prefetch="devices", host_memory_gb="devices", chunk_store="devices")
+INTERFACE = command_line.Interface(
+    positionals=("corpus",), paths=("corpus", "test_corpus", "output", "cache_dir",
+                                    "chunk_store"))
+
+
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
-    flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain text: "
-                        "a folder of .txt files or a file with one document per line); "
+    cli.define_config_flags(trainer.TrainConfig, FLAGS, groups=CONFIG_GROUPS)
+    with command_line.group("data"):
+        define_data_flags()
+    with command_line.group("run"):
+        flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for "
+                          "--output (OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a "
+                          "run that was to replace a model): an interrupted run, or a finished "
+                          "one given more --iterations; the same corpus and settings are "
+                          "required, and it is an error when there is no checkpoint.")
+    with command_line.group("devices"):
+        processes.define_flags(FLAGS)
+    with command_line.group("output"):
+        define_output_flags()
+
+
+def define_data_flags() -> None:
+    """The flags of the documents: the corpus, its reading, the held-out ones, the cache."""
+    flags.DEFINE_string("corpus", None, "Corpus folder or file (UCI, LDA-C, native, or plain "
+                        "text: a folder of .txt files or a file with one document per line); "
                         "default: the bundled KOS corpus.")
     flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
     flags.DEFINE_integer("min_df", None, "Plain text: keep words in at least N documents "
                          "(default 5).", lower_bound=1)
     flags.DEFINE_float("max_df", None, "Plain text: keep words in at most this fraction of "
                        "documents (default 0.5).")
-    flags.DEFINE_integer("max_vocab", None, "Plain text: keep at most N words, the most frequent "
-                         "(default 50,000).", lower_bound=1)
-    flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary words); "
-                        "overrides --test_fraction.")
-    flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation, in "
-                       "[0, 1) (0: none).")
-    cli.define_config_flags(trainer.TrainConfig, FLAGS)
-    processes.define_flags(FLAGS)
-    flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>); the run "
-                        "writes OUTPUT.partial and renames it to OUTPUT when it has finished.")
-    flags.DEFINE_bool("overwrite", False, "Replace the model already in --output (without it, a "
-                      "run into a directory holding a model stops before touching anything); the "
-                      "old model stays whole until the new run has finished.")
-    flags.DEFINE_integer("top_words", 10, "Top words printed per topic (0: none).", lower_bound=0)
-    flags.DEFINE_integer("log_every", 10, "Log a progress line (Mtoken/s, ETA, latest held-out "
-                         "score) every N iterations, and after the last.", lower_bound=1)
-    flags.DEFINE_bool("report", False, "After training, write OUTPUT/report/: convergence plot, "
-                      "topics with coherence (as saberjax report does).")
-    flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for --output "
-                      "(OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a run that was to "
-                      "replace a model): an interrupted run, or a finished one given more "
-                      "--iterations; the same corpus and settings are required, and it is an error "
-                      "when there is no checkpoint.")
+    flags.DEFINE_integer("max_vocab", None, "Plain text: keep at most N words, the most "
+                         "frequent (default 50,000).", lower_bound=1)
+    flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary "
+                        "words); overrides --test_fraction.")
+    flags.DEFINE_float("test_fraction", 0.1, "Fraction of documents held out for evaluation, "
+                       "in [0, 1) (0: none).")
     flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <= 1,
                              "--max_df must be in (0, 1]")
     flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                              "--test_fraction must be in [0, 1)")
-    flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: the topic "
-                      "proportions [D, K] of every document of --corpus, training and held-out, in "
-                      "order (EM fold-in under the final topics, as saberjax infer gives them).")
     cli.define_cache_flags()
+
+
+def define_output_flags() -> None:
+    """The flags of what the run writes and prints."""
+    flags.DEFINE_string("output", None, "Model directory (default: runs/<corpus>_k<K>); the "
+                        "run writes OUTPUT.partial and renames it to OUTPUT when it has "
+                        "finished.")
+    flags.DEFINE_bool("overwrite", False, "Replace the model already in --output (without it, "
+                      "a run into a directory holding a model stops before touching anything); "
+                      "the old model stays whole until the new run has finished.")
+    flags.DEFINE_integer("top_words", 10, "Top words printed per topic (0: none).",
+                         lower_bound=0)
+    flags.DEFINE_integer("log_every", 10, "Log a progress line (Mtoken/s, ETA, latest held-out "
+                         "score) every N iterations, and after the last.", lower_bound=1)
+    flags.DEFINE_bool("report", False, "After training, write OUTPUT/report/: convergence "
+                      "plot, topics with coherence (as saberjax report does).")
+    flags.DEFINE_bool("save_doc_topics", False, "Also write OUTPUT/doc_topics.npy: the topic "
+                      "proportions [D, K] of every document of --corpus, training and held-out, "
+                      "in order (EM fold-in under the final topics, as saberjax infer gives "
+                      "them).")
 
 
 def text_options() -> dict:
@@ -103,9 +131,8 @@ def load_data():
         documents = corpus_io.load_bundled("kos")
     corpus = documents
     if FLAGS.test_corpus:
-        test = cli.load_corpus_as_flagged(FLAGS.test_corpus, FLAGS.format,
-                                                   **text_options())
-        test = corpus_io.align_vocabulary(test, corpus.vocab)
+        test = load_in_vocabulary(FLAGS.test_corpus, corpus.vocab, FLAGS.format,
+                                  cli.load_corpus_as_flagged)
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
@@ -232,7 +259,8 @@ def with_provenance(result: trainer.TrainResult):
     path, None for the bundled one, test split and text options) in its config."""
     return dataclasses.replace(result.model, metrics=tuple(result.metrics), config=dict(
         result.model.config, corpus_path=FLAGS.corpus and str(pathlib.Path(FLAGS.corpus).resolve()),
-        test_corpus=FLAGS.test_corpus, test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
+        test_corpus=FLAGS.test_corpus and str(pathlib.Path(FLAGS.test_corpus).resolve()),
+        test_fraction=0 if FLAGS.test_corpus else FLAGS.test_fraction,
         text_options=text_options()))
 
 

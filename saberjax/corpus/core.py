@@ -234,9 +234,9 @@ def align_vocabulary(corpus: Corpus, vocab: Sequence[str]) -> Corpus:
     shared = (f"{int((mapping >= 0).sum())} of its {len(corpus.vocab)} words are in the model "
               f"vocabulary of {len(vocab)} words")
     if corpus.num_tokens and not known.any():
-        raise CorpusFormatError(f"{corpus.name or 'corpus'}: {shared}, so none of its "
-                                f"{corpus.num_tokens} tokens can be scored; is it in the model's "
-                                f"language and vocabulary?")
+        raise CorpusFormatError(f"{corpus.name or 'corpus'}: shares no word with the model's "
+                                f"vocabulary: {shared}, so none of its {corpus.num_tokens} "
+                                f"tokens can be scored; is it in the model's language?")
     if not known.all():
         warnings.warn(f"{corpus.name or 'corpus'}: {shared}; dropped {int((~known).sum())} of "
                       f"{corpus.num_tokens} tokens whose words are not in the model vocabulary",

@@ -50,9 +50,9 @@ def corpus_in_vocabulary(documents: Iterable[str], vocab: Sequence[str], name: s
                           entries.vocab, name, source, keep_empty=True)
     vocabulary = f"the model's vocabulary of {len(entries.vocab):,} words"
     if corpus.num_docs and not corpus.num_tokens:
-        raise CorpusFormatError(f"{source}: none of the {tokens.tokens:,} tokens of its "
-                                f"{entries.num_docs:,} document(s) is a word of {vocabulary}; "
-                                f"is the text in the model's language?")
+        raise CorpusFormatError(f"{source}: shares no word with {vocabulary} (none of the "
+                                f"{tokens.tokens:,} tokens of its {entries.num_docs:,} "
+                                f"document(s) is one); is the text in the model's language?")
     if tokens.unknown:
         warnings.warn(f"{source}: {tokens.unknown:,} of {tokens.tokens:,} tokens "
                       f"({tokens.unknown / tokens.tokens:.1%}) are words outside {vocabulary}; "
