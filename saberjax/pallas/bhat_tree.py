@@ -10,9 +10,9 @@ reduction of B does not reach it: docs/measurements/kernels.md).
 B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
 stores it, and stores the 32-wide sums of the same values times alpha, the tree level just
 above the leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size
-and come from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against XLA's three
-reads and one write (B for the totals, B for B-hat, B-hat for the tree; the times of both are
-in docs/measurements/kernels.md).
+and come from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against
+XLA's three reads and one write (B for the totals, B for B-hat, B-hat for the tree; the times
+of both are in docs/measurements/kernels.md).
 The 32-wide sums are added in Triton's order, not the reference's butterfly, so the two trees
 differ by float rounding (the tree walk tolerates it: tree.search_block takes the last lane
 with weight when x reaches the children's total).

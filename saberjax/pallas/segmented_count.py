@@ -3,9 +3,9 @@ saberjax.segmented_count.rebuild_doc_topic, which sorts the whole chunk by (docu
 
 Shuffle: the E-step kernel already stores each new topic at its doc-major position too
 (saberjax.pallas.sampler.sample_and_shuffle), which saves XLA's scatter, as long as the
-segmented count itself (docs/measurements/kernels.md).  Segmented count: a fixed number of programs
-each take every num_programs-th document and count its segment in a private scratch row, with
-no sort at all:
+segmented count itself (docs/measurements/kernels.md).  Segmented count: a fixed number of
+programs each take every num_programs-th document and count its segment in a private scratch
+row, with no sort at all:
 
     count     per token, an atomic add of 1 at counts[topic]; the lane that finds 0 there is
               its topic's first and sets the topic's bit in a bitmap of K bits (an atomic add
@@ -62,7 +62,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
     del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
-    num_topics, num_words = counts_ref.shape[1], bitmap_ref.shape[1]
+    num_topics = counts_ref.shape[1]
     offsets = jnp.arange(block, dtype=jnp.int32)
     word_offsets = jnp.arange(word_block, dtype=jnp.int32)
 
@@ -76,14 +76,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         length = jnp.maximum(jnp.minimum(doc_start_ref[doc + 1], num_tokens_ref[0]) - start, 0)
 
         def over_tokens(visit):
-            """visit(valid, topics) for each block of the document's doc-major topics."""
-            def body(block_index, carry):
-                index = block_index * block + offsets
-                valid = index < length
-                topics = plgpu.load(doc_major_ref.at[start + index], mask=valid, other=0)
-                visit(valid, topics.astype(jnp.int32))
-                return carry
-            jax.lax.fori_loop(0, (length + block - 1) // block, body, None)
+            _over_tokens(doc_major_ref, start, length, offsets, visit)
 
         def count(valid, topics):
             before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
@@ -95,20 +88,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         over_tokens(count)
         barrier()
 
-        def rank_words(block_index, total):
-            """Snapshot (bitmap word, pairs before it) and clear the bitmap; returns pairs."""
-            word = block_index * word_block + word_offsets
-            inside = word < num_words
-            bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=inside,
-                               semantic=semantic)
-            ones = jax.lax.population_count(bits)
-            plgpu.store(snapshot_ref.at[program, 0, word], bits, mask=inside)
-            plgpu.store(snapshot_ref.at[program, 1, word], total + jnp.cumsum(ones) - ones,
-                        mask=inside)
-            return total + jnp.sum(ones)
-
-        nnz = jax.lax.fori_loop(0, (num_words + word_block - 1) // word_block, rank_words,
-                                jnp.int32(0))
+        nnz = _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic)
         barrier()
 
         def write_pairs(valid, topics):
@@ -136,6 +116,41 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
     num_docs = a_nnz_ref.shape[0]
     jax.lax.fori_loop(0, (num_docs - program + num_programs - 1) // num_programs,
                       count_document, None)
+
+
+def _over_tokens(doc_major_ref, start, length, offsets, visit) -> None:
+    """visit(valid, topics) for each block (of len(offsets) tokens) of the doc-major topics of
+    the document whose segment starts at `start` and holds `length` tokens."""
+    block = offsets.shape[0]
+
+    def body(block_index, carry):
+        index = block_index * block + offsets
+        valid = index < length
+        topics = plgpu.load(doc_major_ref.at[start + index], mask=valid, other=0)
+        visit(valid, topics.astype(jnp.int32))
+        return carry
+
+    jax.lax.fori_loop(0, (length + block - 1) // block, body, None)
+
+
+def _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic: str):
+    """The ranks phase of a program's document: snapshot each bitmap word and the pairs before
+    it, clearing the bitmap (len(word_offsets) words at a time); returns the pairs, nnz."""
+    num_words, word_block = bitmap_ref.shape[1], word_offsets.shape[0]
+
+    def rank_words(block_index, total):
+        word = block_index * word_block + word_offsets
+        inside = word < num_words
+        bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=inside,
+                           semantic=semantic)
+        ones = jax.lax.population_count(bits)
+        plgpu.store(snapshot_ref.at[program, 0, word], bits, mask=inside)
+        plgpu.store(snapshot_ref.at[program, 1, word], total + jnp.cumsum(ones) - ones,
+                    mask=inside)
+        return total + jnp.sum(ones)
+
+    return jax.lax.fori_loop(0, (num_words + word_block - 1) // word_block, rank_words,
+                             jnp.int32(0))
 
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
