@@ -25,7 +25,8 @@ PIECE_BYTES = 32 << 20  # bytes per task of write_npz: checksummed and written b
 
 
 def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Call write(file) on a temporary file beside `path`, then rename it over `path`."""
+    """Call write(file) on a temporary file beside `path`, then rename it over `path`.  An
+    OSError of the writing (a full disk) names `path` (writes to an open file name none)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -36,6 +37,11 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
             os.fsync(file.fileno())
         os.chmod(temporary, 0o644)  # mkstemp creates owner-only files
         os.replace(temporary, path)
+    except OSError as error:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        if error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
         raise

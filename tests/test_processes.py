@@ -125,8 +125,9 @@ def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp
     train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=4")
     train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
     checkpoints = sorted(os.listdir(tmp_path / "two" / "checkpoints"))
-    assert checkpoints == ["checkpoint-00000004.json", "checkpoint-00000004.npz",
-                           "checkpoint-00000004.p1.npz"]
+    assert checkpoints == ["checkpoint-00000002.json", "checkpoint-00000002.npz",
+                           "checkpoint-00000002.p1.npz", "checkpoint-00000004.json",
+                           "checkpoint-00000004.npz", "checkpoint-00000004.p1.npz"]
     counts = [np.load(tmp_path / name / "model.npz")["word_topic_counts"]
               for name in ("two", "one")]
     np.testing.assert_array_equal(*counts)

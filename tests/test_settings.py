@@ -110,7 +110,8 @@ def test_the_samplers_priors_are_positive_and_finite(alpha, beta):
 
 def test_every_number_flag_is_finite():
     values = flags.FlagValues()
-    cli.define_config_flags(trainer.TrainConfig, values, groups=train_command.CONFIG_GROUPS)
+    cli.define_config_flags(trainer.TrainConfig, values,
+                            groups=train_command.CONFIG_GROUPS)
     flags.DEFINE_float("fraction", 0.5, "A launcher's own number.", flag_values=values)
     cli.require_finite_numbers(values)
     for argument, message in (("--alpha=inf", "--alpha must be a finite number"),
@@ -134,6 +135,5 @@ def test_a_launcher_refuses_a_number_that_is_not_finite_before_touching_a_file(t
                             timeout=300)
     name, value = flag.split("=")
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == \
-        f"error: {name}: {value} must be a finite number"
+    assert result.stderr.strip().splitlines()[-1] == f"error: {name}: {value} must be a finite number"
     assert os.listdir(tmp_path) == []

@@ -18,7 +18,6 @@ Python, which does not record them).
 from __future__ import annotations
 
 import json
-import pathlib
 import warnings
 
 from absl import flags

@@ -40,7 +40,7 @@ from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
+from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory, model_file_bytes
 
 FLAGS = flags.FLAGS
 
@@ -61,11 +61,11 @@ def define_flags() -> None:
     with command_line.group("data"):
         define_data_flags()
     with command_line.group("run"):
-        flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for "
-                          "--output (OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a "
-                          "run that was to replace a model): an interrupted run, or a finished "
-                          "one given more --iterations; the same corpus and settings are "
-                          "required, and it is an error when there is no checkpoint.")
+        flags.DEFINE_bool("resume", False, "Continue from the newest undamaged checkpoint "
+                          "for --output (OUTPUT.partial/checkpoints/ of an interrupted run, or "
+                          "OUTPUT/checkpoints/ of a finished one given more --iterations); the "
+                          "same corpus and settings are required, and it is an error when there "
+                          "is none.")
     with command_line.group("devices"):
         processes.define_flags(FLAGS)
     with command_line.group("output"):
@@ -156,7 +156,8 @@ def main(argv):
         documents, corpus, heldout = load_data()
     backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
-                            overwrite=FLAGS.overwrite, resume=FLAGS.resume)
+                            overwrite=FLAGS.overwrite, resume=FLAGS.resume,
+                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics))
     # read now: the run's own checkpoints replace the one it resumes from
     resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     if not processes.is_writer():  # trains its share; process 0 writes everything
@@ -179,9 +180,8 @@ def main(argv):
         with phases.phase("save"):
             output = run.finish(lambda staging: save_result(staging, model, corpus, documents,
                                                             ahead.written()))
-    except BaseException:
-        run.abandon()
-        raise
+    except BaseException as error:
+        raise run.failed(error)
     finally:
         ahead.remove()
 
@@ -240,13 +240,10 @@ def train(run: RunDirectory, corpus, heldout, config, ahead: ArraysAhead
     if run.resume_from:
         earlier_metrics = checkpoint.read_manifest(run.resume_from)["metrics"]
         logging.info("resuming from %s", run.resume_from)
-    atomic_write(run.metrics_path, lambda file: file.writelines(
-        json.dumps(record) + "\n" for record in earlier_metrics), mode="w")
     progress = Progress(config.iterations, FLAGS.log_every, logging.info)
-    with open(run.metrics_path, "a") as metrics_file:
+    with run.metrics_log(earlier_metrics) as append_metrics:
         def log_iteration(iteration, record, state):
-            metrics_file.write(json.dumps(record) + "\n")
-            metrics_file.flush()
+            append_metrics(record)
             progress(iteration, record, state)
 
         return trainer.train(corpus, config, heldout, callback=log_iteration,
