@@ -20,7 +20,7 @@ a checkpoint depends on the chunking, not on where the chunks were placed.  Sinc
 draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
 same model as an uninterrupted one.
 
-Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
+Each file is written to a temporary name, fsynced and renamed into place (files.atomic_write),
 the .npz files first (every process its own, then all wait for each other): process 0's
 manifest is the commit mark and names the digests of the .npz files, so a checkpoint cut short
 or damaged is never taken as the latest.  The checkpoint before the newest is kept too, so that
@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import warnings
 from pathlib import Path
@@ -43,10 +42,11 @@ import jax
 import numpy as np
 
 from saberjax import processes
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
-from saberjax.model import atomic_write
-from saberjax.state import ChunkState, Hyperparams, TrainState
+from saberjax.files import atomic_write, fsync_directory
+from saberjax.state import ChunkState, TrainState
 
 FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
 # for runs from a chunk store
@@ -66,7 +66,7 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
     """Write the checkpoint of `state` into `directory`, keeping the newest earlier one and
     deleting every other (see the module doc).
 
-    `config` is the run's settings dataclass (trainer.TrainConfig), `placement` the corpus
+    `config` is the run's settings dataclass (config.TrainConfig), `placement` the corpus
     on the mesh the state belongs to.  Returns the manifest path.
     """
     directory = Path(directory)
@@ -89,7 +89,7 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                         shards_sha256={path.name: _sha256(path) for path in shards[1:]},
                         metrics=list(metrics))
         atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
-        _fsync_directory(directory)
+        fsync_directory(directory)
         _delete_all_but(directory, {previous, iteration}, temporaries=True)
     processes.barrier(f"checkpoint {iteration} committed")
     return manifest_path
@@ -158,7 +158,7 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus
     (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks
     records the legacy one), chunking, or model setting (`config.model_settings()`,
-    trainer.TrainConfig).
+    config.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)
@@ -281,15 +281,6 @@ def _verify_arrays(path: Path, manifest: dict, process: int) -> dict[str, np.nda
 def _sha256(path: Path) -> str:
     with open(path, "rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the renames into `directory` durable before anything older is deleted."""
-    handle = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
 
 
 def _delete_all_but(directory: Path, iterations: set[int], temporaries: bool) -> None:

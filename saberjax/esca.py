@@ -23,9 +23,10 @@ import numpy as np
 
 from saberjax import prior, rng, segmented_count
 from saberjax.backend import backend_ops
+from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
-from saberjax.state import ChunkState, Hyperparams, Model, TrainState
+from saberjax.state import ChunkState, Model, TrainState
 from saberjax.tree import tree_totals
 
 

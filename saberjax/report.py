@@ -29,7 +29,8 @@ import numpy as np
 
 from saberjax.coherence import MEASURES, CoherenceScores, cooccurrence
 from saberjax.corpus import Corpus
-from saberjax.model import TopicModel, atomic_write
+from saberjax.files import atomic_write
+from saberjax.model import TopicModel
 
 PLOT_FILE, PRIOR_FILE = "convergence.png", "alpha.png"
 MARKDOWN_FILE, HTML_FILE = "topics.md", "topics.html"

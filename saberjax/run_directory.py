@@ -46,7 +46,7 @@ import socket
 from pathlib import Path
 
 from saberjax import checkpoint, processes
-from saberjax.model import atomic_write
+from saberjax.files import atomic_write
 from saberjax.outputs import (OutputConflictError, check_replaceable, hidden_sibling,
                               holds_anything, remove_hidden_siblings, replace_directory)
 

@@ -16,8 +16,8 @@ from helpers import ROOT, random_corpus
 
 from saberjax import checkpoint, trainer
 from saberjax.execution.placement import place
+from saberjax.config import Hyperparams
 from saberjax.corpus import load_bundled, save_native
-from saberjax.state import Hyperparams
 
 # two chunks whatever the device count (the corpus has about 800 tokens)
 CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2,

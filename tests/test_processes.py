@@ -12,8 +12,8 @@ import pytest
 from helpers import ROOT, random_corpus
 
 from saberjax import esca, processes
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 WORKER = """
 import os, sys
@@ -23,7 +23,7 @@ processes.initialize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), heartbeat_
 import jax
 from helpers import random_corpus
 from saberjax.execution.placement import place
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
 placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
 state = placed.init(5)

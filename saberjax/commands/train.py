@@ -32,12 +32,12 @@ from absl import flags, logging
 from saberjax import checkpoint, cli, command_line, processes, trainer
 from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
-from saberjax import layout_cache, timing
+from saberjax import timing
+from saberjax.backend import resolve_backend
 from saberjax.background import in_background
-from saberjax.corpus import cache as corpus_cache
 from saberjax.evaluate import check_scorable
+from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
-from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
 from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory, model_file_bytes
@@ -92,7 +92,7 @@ def define_data_flags() -> None:
                              "--max_df must be in (0, 1]")
     flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                              "--test_fraction must be in [0, 1)")
-    corpus_cache.define_flags()
+    cli.define_cache_flags()
 
 
 def define_output_flags() -> None:
@@ -125,14 +125,14 @@ def load_data():
     """(every document of the corpus, the training corpus, held-out halves or None) as the
     flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
-        documents = corpus_cache.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
+        documents = cli.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
                                                         **text_options())
     else:
         documents = corpus_io.load_bundled("kos")
     corpus = documents
     if FLAGS.test_corpus:
         test = load_in_vocabulary(FLAGS.test_corpus, corpus.vocab, FLAGS.format,
-                                  corpus_cache.load_corpus_as_flagged)
+                                  cli.load_corpus_as_flagged)
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
     else:
@@ -151,11 +151,10 @@ def main(argv):
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     phases, started = timing.Phases().record(), time.perf_counter()
     start_devices()  # beside the corpus load
-    corpus_cache.use_caches_as_flagged()
-    layout_cache.use_as_flagged()
+    cli.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
-    backend = trainer.resolve_backend(config.backend)
+    backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume,
                             needed_bytes=model_file_bytes(corpus.num_words, config.num_topics))

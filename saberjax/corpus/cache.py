@@ -47,8 +47,6 @@ import time
 import warnings
 from pathlib import Path
 
-from absl import flags
-
 from saberjax import outputs, text
 from saberjax.corpus import formats, native
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
@@ -245,37 +243,6 @@ def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
             raise
     except OSError:
         return
-
-
-def define_flags() -> None:
-    """The launchers' --cache_dir and --[no]cache flags (absl)."""
-    flags.DEFINE_string("cache_dir", None, "Cache folder: corpora/ keeps corpora read from UCI, "
-                        "LDA-C or text as memory-mapped native copies, keyed by the files' "
-                        "contents and the reading options; xla/ keeps compiled programs "
-                        "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).")
-    flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
-                      "source and compile every program, writing nothing to --cache_dir).")
-
-
-def use_caches_as_flagged() -> None:
-    """The compilation cache in --cache_dir/xla, unless --nocache (call before compiling)."""
-    if flagged_root() is not None:
-        use_compilation_cache(flagged_root() / "xla")
-
-
-def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
-    """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
-    --nocache."""
-    if flagged_root() is None:
-        return formats.load_corpus(path, format, **text_options)
-    return load_corpus(path, format, flagged_root() / "corpora", **text_options)
-
-
-def flagged_root() -> Path | None:
-    """The launchers' cache folder: --cache_dir, else cache_root(); None under --nocache."""
-    if not flags.FLAGS.cache:
-        return None
-    return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else cache_root()
 
 
 def keyed_manifest(path: Path, key: str) -> dict:

@@ -18,10 +18,11 @@ import numpy as np
 
 from saberjax import esca
 from saberjax.background import in_background
+from saberjax.config import HOST_MEMORY_FRACTION, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.mesh import model_rows
 from saberjax.layout import build_layout
-from saberjax.state import BHAT_DTYPE, Hyperparams
+from saberjax.state import BHAT_DTYPE
 
 # Device memory left free for XLA and the allocator when the budget comes from the device.
 HEADROOM_FRACTION = 0.1
@@ -32,8 +33,6 @@ BYTES_PER_TOKEN_BOUND = 512
 # Device bytes per corpus token that partition by word adds on every device: every
 # document's A (4) and the doc-major topics of the E-step (2).
 WORD_PARTITION_BYTES_PER_TOKEN = 6
-# The host memory budget by default: this fraction of the memory available at the start.
-HOST_MEMORY_FRACTION = 0.75
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
 # layout they are copied from while they are placed (measured peak:
 # docs/measurements/streaming.md).

@@ -24,11 +24,11 @@ import os
 import jax
 from jax.sharding import Mesh
 
-from saberjax import chunk_store, streaming
+from saberjax import chunk_store
+from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.mesh import PARTITIONS, make_mesh, model_rows
-from saberjax.state import Hyperparams
+from saberjax.execution.mesh import make_mesh, model_rows
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -58,7 +58,7 @@ class Plan:
 
 def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
-         prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None,
+         prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
          chunk_store_dir=None, scoring: bool = False) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
