@@ -8,7 +8,7 @@ from test_startup import uci_folder
 
 from saberjax import trainer
 from saberjax.execution import memory
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 
 # Peak resident memory of `launch/train.py --corpus=<V words, 60 documents> --num_topics=K
 # --iterations=2 --em_iterations=2` (held-out documents scored) on a 2-core CPU with two CPU
