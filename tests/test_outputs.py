@@ -379,7 +379,7 @@ def test_an_output_without_room_for_the_model_is_refused_before_training(finishe
 # Where a write fails for want of space: the model's arrays (written ahead, while the last
 # iteration is scored, or at the save), and a checkpoint during training.
 FULL_DISK_POINTS = {
-    "model.npz": ("saberjax.model", "write_at", ""),
+    "model.npz": ("saberjax.files", "write_at", ""),
     "checkpoint": ("numpy", "savez", ""),
 }
 
