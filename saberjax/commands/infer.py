@@ -25,12 +25,12 @@ import time
 import numpy as np
 from absl import flags
 
-from saberjax import command_line, outputs
+from saberjax import cli, command_line, outputs
 from saberjax import corpus as corpus_io
-from saberjax.corpus import cache as corpus_cache
-from saberjax.inference import (DEFAULT_EM_ITERATIONS, METHODS, infer_topics,
-                                load_in_model_vocabulary)
-from saberjax.model import TopicModel, atomic_write
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.files import atomic_write
+from saberjax.inference import METHODS, infer_topics, load_in_model_vocabulary
+from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 
@@ -50,8 +50,8 @@ def define_flags() -> None:
                             "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a "
                             "folder or glob of shards).")
         flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-        corpus_cache.define_flags()
-        corpus_cache.define_reading_flags()
+        cli.define_cache_flags()
+        cli.define_reading_flags()
     with command_line.group("run"):
         flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations "
                              "fitting theta.", lower_bound=1)
@@ -81,11 +81,10 @@ def main(argv):
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     if FLAGS.id_field:
         outputs.check_absent_or_overwrite(names_path(pathlib.Path(FLAGS.output)), FLAGS.overwrite)
-    corpus_cache.use_caches_as_flagged()
+    cli.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
     documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
-                                         corpus_cache.load_corpus_as_flagged,
-                                         **corpus_cache.flagged_fields())
+                                         cli.load_corpus_as_flagged, **cli.flagged_fields())
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)

@@ -22,7 +22,6 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from absl import flags
 
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
@@ -78,38 +77,6 @@ def recorded_options(**options) -> dict:
     if recorded["stop_words"] not in ("english", None):
         recorded["stop_words"] = sorted(text.stop_word_set(recorded["stop_words"]))
     return recorded
-
-
-def define_flags() -> None:
-    """The launchers' text option flags (absl), named as the options are (text_rules)."""
-    flags.DEFINE_integer("min_df", None, "Plain text: keep words in at least N documents "
-                         f"(default {text.DEFAULT_MIN_DF}).", lower_bound=1)
-    flags.DEFINE_float("max_df", None, "Plain text: keep words in at most this fraction of "
-                       f"documents (default {text.DEFAULT_MAX_DF}).")
-    flags.register_validator("max_df", lambda max_df: max_df is None or 0 < max_df <= 1,
-                             "--max_df must be in (0, 1]")
-    flags.DEFINE_integer("max_features", None, "Plain text: keep at most N words, the most "
-                         f"frequent (default {text.DEFAULT_MAX_FEATURES:,}).", lower_bound=1)
-    flags.DEFINE_string("stop_words", None, "Plain text: 'english' (default), 'none', or a file "
-                        "of stop words, one a line.")
-    flags.DEFINE_string("token_pattern", None, "Plain text: tokens are this regular "
-                        f"expression's matches (default {text.DEFAULT_TOKEN_PATTERN!r}, after "
-                        "accents are stripped and the text lowercased).")
-    flags.DEFINE_bool("lowercase", None, "Plain text: lowercase the text (default true).")
-    flags.DEFINE_enum("strip_accents", None, ["ascii", "unicode", "none"], "Plain text: 'ascii' "
-                      "(default: NFKD, non-ASCII characters dropped), 'unicode' (NFKD, combining "
-                      "marks dropped) or 'none'.")
-    flags.DEFINE_bool("pretokenized", None, "Plain text: the tokens are the text's "
-                      "whitespace-separated pieces (--token_pattern unused).")
-
-
-def flagged_options() -> dict:
-    """The text options the flags (define_flags) give; defaults stand for the rest."""
-    options = {name: flags.FLAGS[name].value for name in TEXT_OPTIONS
-               if flags.FLAGS[name].value is not None}
-    if options.get("strip_accents") == "none":
-        options["strip_accents"] = None
-    return options
 
 
 def load_text(path, directory=None, log: Callable[[str], None] | None = None,
