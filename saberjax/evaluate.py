@@ -117,19 +117,20 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
                          topic_word.sharding).score(topic_word, alpha)
 
 
-def test_documents(model: ModelTopics, path=None, format: str = "auto", load=load_corpus
-                   ) -> tuple[Corpus, Corpus | None]:
+def test_documents(model: ModelTopics, path=None, format: str = "auto", load=load_corpus,
+                   **reading) -> tuple[Corpus, Corpus | None]:
     """(the documents to score a model on, over its vocabulary; its training documents when
     they were read to find them, so that coherence need not read them again).
 
-    The documents at `path` (inference.load_in_model_vocabulary: plain text tokenised against
-    the model's words, other formats matched by word; read by load(path, format)); else the
+    The documents at `path` (inference.load_in_model_vocabulary: raw text tokenised against
+    the model's words, `reading` naming the fields of records, other formats matched by
+    word; read by load(path, format)); else the
     ones its training run held out, as its config.json records them: the --test_corpus, or
     the --test_fraction split of the training corpus (coherence.recorded_split).  ValueError
     for a model trained without held-out documents.
     """
     if path is not None:
-        return load_in_model_vocabulary(model, path, format, load), None
+        return load_in_model_vocabulary(model, path, format, load, **reading), None
     config = model.config
     if config.get("test_corpus"):
         # read as training read it: its tokenising rules, its fields of records

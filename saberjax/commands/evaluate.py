@@ -22,7 +22,7 @@ import warnings
 
 from absl import flags
 
-from saberjax import command_line
+from saberjax import cli, command_line
 from saberjax import corpus as corpus_io
 from saberjax.coherence import MEASURES, cooccurrence, records_training_corpus, reference_corpus
 from saberjax.config import DEFAULT_EM_ITERATIONS
@@ -44,6 +44,7 @@ def define_flags() -> None:
         flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: "
                             "the documents held out by the training run.")
         flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        cli.define_reading_flags()
         flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
                             "format); default: the training documents recorded in the model's "
                             "config.json.")
@@ -64,7 +65,7 @@ def define_flags() -> None:
 def main(argv):
     del argv
     model = TopicModel.load(FLAGS.model)
-    test, training = test_documents(model, FLAGS.corpus, FLAGS.format)
+    test, training = test_documents(model, FLAGS.corpus, FLAGS.format, **cli.flagged_fields())
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
     score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)
