@@ -22,13 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, synth, trainer
+from saberjax.backend import backend_ops, pallas_unavailable_reason
+from saberjax.config import Hyperparams
+from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import AXIS, BY_DEVICE
 from saberjax.execution.placement import place, Placement
-from saberjax.backend import backend_ops, pallas_unavailable_reason
-from saberjax.corpus import Corpus
 from saberjax.platform import cpu_cores
-from saberjax.state import BHAT_DTYPE, Hyperparams, TrainState
+from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")

@@ -20,19 +20,20 @@ a checkpoint depends on the chunking, not on where the chunks were placed.  Sinc
 draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
 same model as an uninterrupted one.
 
-Each file is written to a temporary name, fsynced and renamed into place (model.atomic_write),
+Each file is written to a temporary name, fsynced and renamed into place (files.atomic_write),
 the .npz files first (every process its own, then all wait for each other): process 0's
 manifest is the commit mark and names the digests of the .npz files, so a checkpoint cut short
-or damaged is never taken as the latest.  Older checkpoints and leftovers of interrupted saves
-are deleted only after the new one is in place.  The processes of a run share the folder (one
-host, or a file system all hosts see)."""
+or damaged is never taken as the latest.  The checkpoint before the newest is kept too, so that
+a newest one damaged later on disk leaves one to resume from (latest_checkpoint): before a save
+every checkpoint but the newest is deleted, so that the folder never holds more than two, and
+after it every one but the new one and the one before, with the leftovers of interrupted saves.
+The processes of a run share the folder (one host, or a file system all hosts see)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import warnings
 from pathlib import Path
@@ -41,10 +42,11 @@ import jax
 import numpy as np
 
 from saberjax import processes
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
-from saberjax.model import atomic_write
-from saberjax.state import ChunkState, Hyperparams, TrainState
+from saberjax.files import atomic_write, fsync_directory
+from saberjax.state import ChunkState, TrainState
 
 FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
 # for runs from a chunk store
@@ -52,7 +54,7 @@ READABLE_VERSIONS = (3, 4)
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
 # ours (process shards and temporaries too)
-_OWN_FILE = re.compile(r"\.?checkpoint-\d+\.(?:p\d+\.)?(?:npz|json)(?:\..+\.tmp)?")
+_OWN_FILE = re.compile(r"\.?checkpoint-(\d+)\.(?:p\d+\.)?(?:npz|json)(\..+\.tmp)?")
 
 
 class CheckpointError(ValueError):
@@ -61,14 +63,19 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                     corpus_fingerprint: str, metrics: list[dict]) -> Path:
-    """Write the checkpoint of `state` into `directory`, then delete every older one.
+    """Write the checkpoint of `state` into `directory`, keeping the newest earlier one and
+    deleting every other (see the module doc).
 
-    `config` is the run's settings dataclass (trainer.TrainConfig), `placement` the corpus
+    `config` is the run's settings dataclass (config.TrainConfig), `placement` the corpus
     on the mesh the state belongs to.  Returns the manifest path.
     """
     directory = Path(directory)
     iteration = int(state.iteration)
     manifest_path = directory / f"checkpoint-{iteration:08d}.json"
+    earlier = [found for found in _manifests(directory) if found[0] < iteration]
+    previous = max(earlier)[0] if earlier else iteration
+    if processes.is_writer() and directory.is_dir():  # not the files being written
+        _delete_all_but(directory, {previous, iteration}, temporaries=False)
     arrays = _state_arrays(state, placement)  # every process takes part (B is gathered)
     shard = _shard_path(manifest_path, jax.process_index())
     atomic_write(shard, lambda file: np.savez(file, **arrays))
@@ -82,8 +89,8 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
                         shards_sha256={path.name: _sha256(path) for path in shards[1:]},
                         metrics=list(metrics))
         atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
-        _fsync_directory(directory)
-        _delete_all_but(directory, (manifest_path, *shards))
+        fsync_directory(directory)
+        _delete_all_but(directory, {previous, iteration}, temporaries=True)
     processes.barrier(f"checkpoint {iteration} committed")
     return manifest_path
 
@@ -97,21 +104,35 @@ def _shard_path(manifest_path: Path, process: int) -> Path:
 def latest_checkpoint(directory) -> Path | None:
     """Manifest path of the newest complete, undamaged checkpoint in `directory` (or None).
 
-    Damaged checkpoints are skipped with a warning; files of unfinished saves are ignored.
+    Each newer damaged checkpoint is skipped with a warning naming its file and what is wrong;
+    files of unfinished saves are ignored.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    found = [(int(match[1]), path) for path in directory.iterdir()
-             if (match := _MANIFEST_NAME.fullmatch(path.name))]
-    for _, path in sorted(found, reverse=True):
+    latest, damaged = find_checkpoints(directory)
+    for problem in damaged:
+        warnings.warn(f"skipping damaged checkpoint: {problem}", stacklevel=2)
+    return latest
+
+
+def find_checkpoints(directory) -> tuple[Path | None, list[CheckpointError]]:
+    """(manifest path of the newest complete, undamaged checkpoint in `directory` or None,
+    what is wrong with each newer checkpoint, newest first: the damaged ones)."""
+    damaged = []
+    for _, path in sorted(_manifests(Path(directory)), reverse=True):
         try:
             _verify_all(path, read_manifest(path))
         except CheckpointError as error:
-            warnings.warn(f"skipping damaged checkpoint: {error}", stacklevel=2)
+            damaged.append(error)
             continue
-        return path
-    return None
+        return path, damaged
+    return None, damaged
+
+
+def _manifests(directory: Path) -> list[tuple[int, Path]]:
+    """(iteration, path) of every checkpoint manifest in `directory`."""
+    if not directory.is_dir():
+        return []
+    return [(int(match[1]), path) for path in directory.iterdir()
+            if (match := _MANIFEST_NAME.fullmatch(path.name))]
 
 
 def read_manifest(path) -> dict:
@@ -137,7 +158,7 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus
     (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks
     records the legacy one), chunking, or model setting (`config.model_settings()`,
-    trainer.TrainConfig).
+    config.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)
@@ -153,8 +174,8 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
             raise CheckpointError(
                 f"{path}: chunk {index} holds "
                 f"{'no z' if chunk_state.topics is None else 'z alone (a run from a chunk store)'}"
-                f"; resume with the checkpointed run's memory settings (--host_memory_gb, "
-                f"--device_memory_gb)")
+                f"; resume with the checkpointed run's memory settings (host_memory_gb, "
+                f"device_memory_gb)")
         _check_shapes(path, index, placement, chunk_state, hyper)
         chunk_states[index] = chunk_state
     word_topic = arrays["word_topic"]
@@ -262,18 +283,11 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the renames into `directory` durable before anything older is deleted."""
-    handle = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
-def _delete_all_but(directory: Path, keep: tuple[Path, ...]) -> None:
-    """Delete the older checkpoints (manifests first) and temporaries of interrupted saves."""
+def _delete_all_but(directory: Path, iterations: set[int], temporaries: bool) -> None:
+    """Delete the checkpoints of other iterations than `iterations` (manifests first), and with
+    `temporaries` the temporary files of interrupted saves."""
     stale = [path for path in directory.iterdir()
-             if _OWN_FILE.fullmatch(path.name) and path not in keep]
+             if (match := _OWN_FILE.fullmatch(path.name))
+             and (int(match[1]) not in iterations or (temporaries and match[2]))]
     for path in sorted(stale, key=lambda path: path.suffix != ".json"):
         path.unlink(missing_ok=True)

@@ -56,7 +56,6 @@ anew.  One process uses a store.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import fcntl
 import functools
 import gc
@@ -69,14 +68,18 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from saberjax import layout_device, outputs, streaming, timing
+from saberjax.chunk_compact import (COMPACT_FIELDS, CompactChunk, compact, compact_on_device,
+                                    expand)
+from saberjax.chunk_records import (ChunkStoreError, Records, pinned_rows, state_records,
+                                    static_records)
+from saberjax.config import DEFAULT_PREFETCH, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.corpus.cache import cache_root
-from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan, max_tiles
-from saberjax.state import ChunkState, Hyperparams
+from saberjax.layout import TILE_TOKENS, Chunk, LayoutPlan
+from saberjax.state import ChunkState
 
 FORMAT_VERSION = 2  # 2: states of z alone
 MANIFEST = "manifest.json"
@@ -92,231 +95,13 @@ STREAM_BYTES_PER_TOKEN = 9
 # Threads building a store's chunks at once where the host budget allows (chunks are planned
 # small enough for them: building is most of the set-up before the first iteration).
 BUILD_WORKERS = 8
-# Threads reading and writing the store, and the pieces a slot's read or write is cut into
-# for them.
-IO_THREADS = 8
-IO_PIECE_BYTES = 1 << 25
+IO_THREADS = 8  # threads reading and writing the store (in pieces: chunk_records)
 
 
 def default_directory() -> Path:
     """Where a run keeps its chunk store unless told: chunk_store/ in saberjax's cache folder
     (corpus.cache.cache_root); one store, replaced when a run needs another."""
     return cache_root() / "chunk_store"
-
-
-class ChunkStoreError(OSError):
-    """A chunk store that cannot be built or used (no room on the disk, in use by another
-    run); the message names the folder and the flag that chooses another."""
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class CompactChunk:
-    """A layout.Chunk as stored and put on the devices: `word` and `doc` replaced by the
-    chunk's word runs (expand recomputes them)."""
-
-    doc_major_pos: np.ndarray  # int32 [T_pad], as Chunk
-    doc_start: np.ndarray  # int32 [D_pad + 1], as Chunk
-    tile_start: np.ndarray  # int32, as Chunk
-    run_word: np.ndarray  # int32 [R] the chunk's words in word-major order, then zeros (at
-    # least one: padding tokens are word 0)
-    run_tokens: np.ndarray  # int32 [R] tokens of each of those words, then zeros
-    num_tokens: np.ndarray  # int32 scalar, as Chunk
-    token_base: np.ndarray  # uint32 [1, 2], as Chunk
-    tile_tokens: int = dataclasses.field(default=TILE_TOKENS, metadata=dict(static=True))
-    block_tokens: int = dataclasses.field(default=1 << 31, metadata=dict(static=True))
-
-
-_ARRAY_FIELDS = tuple(field.name for field in dataclasses.fields(CompactChunk)
-                      if not field.metadata.get("static"))
-
-
-def compact(chunk: Chunk, num_runs: int) -> CompactChunk:
-    """The compact form of a host chunk, with room for num_runs - 1 word runs."""
-    num_tokens = int(chunk.num_tokens)
-    words = np.asarray(chunk.word)[:num_tokens]
-    starts = np.flatnonzero(np.diff(words, prepend=-1))
-    run_word, run_tokens = np.zeros(num_runs, np.int32), np.zeros(num_runs, np.int32)
-    run_word[: len(starts)] = words[starts]
-    run_tokens[: len(starts)] = np.diff(starts, append=num_tokens)
-    return CompactChunk(chunk.doc_major_pos, chunk.doc_start, chunk.tile_start, run_word,
-                        run_tokens, chunk.num_tokens, chunk.token_base, chunk.tile_tokens,
-                        chunk.block_tokens)
-
-
-def compact_on_device(chunk: Chunk, num_runs: int) -> CompactChunk:
-    """compact in jax, on the devices that hold the chunk: the same arrays."""
-    padded_tokens = chunk.word.shape[0]
-    position = jnp.arange(padded_tokens, dtype=jnp.int32)
-    first = (position < chunk.num_tokens) & (
-        (position == 0) | (chunk.word != jnp.roll(chunk.word, 1)))
-    run = jnp.cumsum(first, dtype=jnp.int32) - 1
-    # each run's first token, then num_tokens (the runs of no tokens)
-    run_start = jnp.full(num_runs + 1, chunk.num_tokens, jnp.int32).at[
-        jnp.where(first, run, num_runs + 1)].set(position, mode="drop")
-    starts = run_start[:-1]
-    run_word = jnp.where(starts < chunk.num_tokens,
-                         chunk.word[jnp.minimum(starts, padded_tokens - 1)], 0)
-    return CompactChunk(chunk.doc_major_pos, chunk.doc_start, chunk.tile_start, run_word,
-                        jnp.diff(run_start), chunk.num_tokens, chunk.token_base,
-                        chunk.tile_tokens, chunk.block_tokens)
-
-
-def expand(chunk: CompactChunk) -> Chunk:
-    """The layout.Chunk of a compact chunk (jax; the inverse of compact)."""
-    padded_tokens = chunk.doc_major_pos.shape[0]
-    run_start = jnp.cumsum(chunk.run_tokens) - chunk.run_tokens
-    word_step = jnp.diff(chunk.run_word, prepend=0)  # padding runs start at num_tokens: word 0
-    word = jnp.cumsum(jnp.zeros(padded_tokens + 1, jnp.int32).at[run_start].add(word_step)
-                      [:padded_tokens], dtype=jnp.int32)
-    # the document of each doc-major position: how many segments after the first start there
-    doc_of_position = jnp.cumsum(jnp.zeros(padded_tokens + 1, jnp.int32)
-                                 .at[chunk.doc_start[1:]].add(1)[:padded_tokens],
-                                 dtype=jnp.int32)
-    return Chunk(word=word, doc=doc_of_position[chunk.doc_major_pos],
-                 doc_major_pos=chunk.doc_major_pos, doc_start=chunk.doc_start,
-                 num_tokens=chunk.num_tokens, token_base=chunk.token_base,
-                 tile_start=chunk.tile_start, tile_tokens=chunk.tile_tokens,
-                 block_tokens=chunk.block_tokens)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Field:
-    """One array of a slot record: its name, shape per device and dtype."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    def nbytes(self, devices: int) -> int:
-        return devices * int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-
-@dataclasses.dataclass(frozen=True)
-class _Records:
-    """Fixed-size slot records of a file: every field for every device, field after field."""
-
-    fields: tuple[_Field, ...]
-    devices: int
-    slots: int
-
-    @property
-    def slot_bytes(self) -> int:
-        return sum(field.nbytes(self.devices) for field in self.fields)
-
-    @property
-    def device_bytes(self) -> int:
-        """Bytes of one device's part of a slot (what read_into reads into a buffer)."""
-        return sum(field.nbytes(1) for field in self.fields)
-
-    @property
-    def file_bytes(self) -> int:
-        return self.slots * self.slot_bytes
-
-    def offset(self, slot: int, name: str) -> int:
-        """Where field `name` of a slot starts in the file."""
-        before = 0
-        for field in self.fields:
-            if field.name == name:
-                return slot * self.slot_bytes + before
-            before += field.nbytes(self.devices)
-        raise KeyError(name)
-
-    def read_into(self, pool: concurrent.futures.Executor, fd: int, slot: int, device: int,
-                  destination: np.ndarray) -> list[concurrent.futures.Future]:
-        """Start reading one device's part of every field of a slot into a uint8 buffer (field
-        after field, as `unpack` expects), in pieces of IO_PIECE_BYTES read by the pool's
-        threads at once; returns the pieces' futures."""
-        pieces, at = [], 0
-        for field in self.fields:
-            size = field.nbytes(1)
-            offset = self.offset(slot, field.name) + device * size
-            pieces += [pool.submit(_read_exactly, fd, offset + start,
-                                   destination[at + start: at + min(start + IO_PIECE_BYTES,
-                                                                    size)])
-                       for start in range(0, size, IO_PIECE_BYTES)]
-            at += size
-        return pieces
-
-    def unpack(self, raw: jax.Array, at: int = 0) -> dict[str, jax.Array]:
-        """The fields [devices, ...] of raw bytes [devices, n] read by read_into from byte `at`
-        on; jax, so that it runs on the devices."""
-        found = {}
-        for field in self.fields:
-            size, count = field.nbytes(1), int(np.prod(field.shape, dtype=np.int64))
-            part = raw[:, at: at + size].reshape(raw.shape[0], count, field.dtype.itemsize)
-            found[field.name] = jax.lax.bitcast_convert_type(part, field.dtype).reshape(
-                raw.shape[0], *field.shape)
-            at += size
-        return found
-
-    def write(self, fd: int, slot: int, arrays: dict[str, np.ndarray],
-              pool: concurrent.futures.Executor | None = None) -> None:
-        """Every field of a slot from [devices, ...] arrays, in pieces of IO_PIECE_BYTES
-        written by the pool's threads at once (None: by this thread)."""
-        offset = self.offset(slot, self.fields[0].name)
-        pieces = []
-        for field in self.fields:
-            data = memoryview(np.ascontiguousarray(arrays[field.name], field.dtype)
-                              .reshape(-1)).cast("B")
-            pieces += [(offset + start, data[start: start + IO_PIECE_BYTES])
-                       for start in range(0, len(data), IO_PIECE_BYTES)]
-            offset += len(data)
-        if pool is None:
-            for at, piece in pieces:
-                outputs.write_at(fd, piece, at)
-            return
-        for done in [pool.submit(outputs.write_at, fd, piece, at) for at, piece in pieces]:
-            done.result()
-
-    def views(self, mapped: np.ndarray, slot: int) -> dict[str, np.ndarray]:
-        """Read-only [devices, ...] views of a slot's fields in a memory map of the file."""
-        return {field.name: mapped[self.offset(slot, field.name):][: field.nbytes(self.devices)]
-                .view(field.dtype).reshape(self.devices, *field.shape) for field in self.fields}
-
-
-def _read_exactly(fd: int, offset: int, buffer: np.ndarray) -> None:
-    """Fill a uint8 buffer from the file at offset."""
-    done = 0
-    while done < buffer.size:
-        count = os.preadv(fd, [memoryview(buffer)[done:]], offset + done)
-        if count == 0:
-            raise ChunkStoreError(f"chunk store file ends at byte {offset + done:,}, "
-                                  f"{buffer.size - done:,} bytes short (truncated)")
-        done += count
-
-
-def _pinned_rows(sharding: jax.sharding.NamedSharding, size: int,
-                 dtype) -> tuple[jax.Array, list[np.ndarray]]:
-    """Pinned host memory [devices, size] of dtype laid out by `sharding`, and writable numpy
-    views of each device's row (filled in place through their addresses, then put on the
-    devices as one pinned-to-device copy)."""
-    devices = sharding.mesh.size
-    raw = jax.jit(lambda: jnp.zeros((devices, size), dtype),
-                  out_shardings=sharding.with_memory_kind("pinned_host"))()
-    rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
-    c_type = np.ctypeslib.as_ctypes_type(np.dtype(dtype))
-    return raw, [np.ctypeslib.as_array((c_type * size).from_address(
-        jax.block_until_ready(rows[device]).unsafe_buffer_pointer()))
-                 for device in range(devices)]
-
-
-def _static_records(plan: LayoutPlan, num_words: int, devices: int) -> _Records:
-    tokens, docs = plan.padded_tokens, plan.padded_docs
-    runs = min(num_words, tokens) + 1  # the last run (of no tokens) sets the padding to word 0
-    shapes = dict(doc_major_pos=(tokens,), doc_start=(docs + 1,),
-                  tile_start=(max_tiles(tokens, num_words, TILE_TOKENS) + 1,), run_word=(runs,),
-                  run_tokens=(runs,), num_tokens=(), token_base=(1, 2))
-    return _Records(tuple(_Field(name, shapes[name], np.dtype(np.uint32 if name == "token_base"
-                                                              else np.int32))
-                          for name in _ARRAY_FIELDS),
-                    devices, len(plan.chunk_docs) // devices)
-
-
-def _state_records(plan: LayoutPlan, hyper: Hyperparams, devices: int) -> _Records:
-    tokens, docs = plan.padded_tokens, plan.padded_docs
-    return _Records((_Field("topics", (tokens,), np.dtype(hyper.topic_dtype)),),
-                    devices, len(plan.chunk_docs) // devices)
 
 
 def host_chunk_tokens(budget: int, prefetch: int, workers: int = 1) -> int:
@@ -387,13 +172,13 @@ def _lock(directory: Path):
 
 
 @timing.in_phase("layout")
-def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
+def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: Records,
            key: dict, workers: int, sharding: jax.sharding.NamedSharding | None = None) -> None:
     """Build every chunk, write the compact chunks and the manifest into a hidden sibling and
     rename it to `directory`.  sharding: the store's devices build the chunks
     (_build_on_devices; the host does, with a warning, where they run out of memory);
     None: `workers` host threads do (layout.build_chunk)."""
-    runs = records.fields[_ARRAY_FIELDS.index("run_word")].shape[0]
+    runs = records.fields[COMPACT_FIELDS.index("run_word")].shape[0]
     with outputs.staged_directory(directory, OWN_NAMES, "chunk store") as staging:
         path = staging / STATIC
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -415,7 +200,7 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: _Records,
                                       runs) for device in range(records.devices)]
                     records.write(fd, slot, {name: np.stack([getattr(chunk, name)
                                                              for chunk in chunks])
-                                             for name in _ARRAY_FIELDS})
+                                             for name in COMPACT_FIELDS})
 
                 with concurrent.futures.ThreadPoolExecutor(workers) as pool:
                     for done in pool.map(build_slot, range(records.slots)):
@@ -446,7 +231,7 @@ def device_slot_builder(num_runs: int, sharding: jax.sharding.NamedSharding):
                                  out_specs=sharding.spec))
 
 
-def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Records,
+def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: Records,
                       num_runs: int, sharding: jax.sharding.NamedSharding) -> None:
     """Write every slot's compact chunks into static.bin, each device of `sharding` building
     its chunk of the slot (device_slot_builder).  A slot's word ids are copied from the
@@ -462,12 +247,12 @@ def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: _Recor
     word_rank = jax.device_put(plan.word_rank, jax.sharding.NamedSharding(
         sharding.mesh, jax.sharding.PartitionSpec()))
     pinned = sharding.with_memory_kind("pinned_host")
-    buffers = [_pinned_rows(sharding, tokens, np.int32) for _ in range(2)]
+    buffers = [pinned_rows(sharding, tokens, np.int32) for _ in range(2)]
     built: list[CompactChunk | None] = [None, None]  # each buffer's last slot, fetched
 
     def write(slot: int, chunk: CompactChunk) -> None:
         records.write(fd, slot, {name: np.asarray(getattr(chunk, name))
-                                 for name in _ARRAY_FIELDS}, io)
+                                 for name in COMPACT_FIELDS}, io)
 
     with concurrent.futures.ThreadPoolExecutor(IO_THREADS) as io, \
             concurrent.futures.ThreadPoolExecutor(1) as writer:
@@ -500,7 +285,7 @@ class StoredChunks:
     `sharding` where build_on_devices (None: where they are not CPUs)."""
 
     def __init__(self, corpus: Corpus, plan: LayoutPlan, hyper: Hyperparams, directory,
-                 sharding: jax.sharding.NamedSharding, prefetch: int = streaming.DEFAULT_PREFETCH,
+                 sharding: jax.sharding.NamedSharding, prefetch: int = DEFAULT_PREFETCH,
                  workers: int = 1, build_on_devices: bool | None = None):
         if jax.process_count() > 1:
             raise ChunkStoreError("a chunk store serves one process; with several processes "
@@ -513,8 +298,8 @@ class StoredChunks:
         devices = sharding.mesh.size
         self.directory, self.sharding, self.prefetch = directory, sharding, prefetch
         self.counters = streaming.StreamCounters()
-        self.static = _static_records(plan, corpus.num_words, devices)
-        self.states = _state_records(plan, hyper, devices)
+        self.static = static_records(plan, corpus.num_words, devices)
+        self.states = state_records(plan, hyper, devices)
         self._io = concurrent.futures.ThreadPoolExecutor(
             IO_THREADS, thread_name_prefix="saberjax-store-io")
         self._ahead: dict[tuple[int | None, int], tuple] = {}
@@ -592,7 +377,7 @@ class StoredChunks:
         pageable memory a copy is staged and far slower), so reads land there directly."""
         if self._free_buffers:
             return self._free_buffers.pop()
-        return _pinned_rows(self.sharding, self.static.device_bytes + self.states.device_bytes,
+        return pinned_rows(self.sharding, self.static.device_bytes + self.states.device_bytes,
                             np.uint8)
 
     def _generation(self, chunk_states) -> int:

@@ -25,15 +25,19 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import sys
 import traceback
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 from absl import app, flags
 from absl import logging as absl_logging
 
-from saberjax import command_line
+from saberjax import command_line, layout_cache
+from saberjax.corpus import Corpus, load_corpus
+from saberjax.corpus import cache as corpus_cache
 from saberjax.outputs import OutputConflictError
 
 TRACEBACK_ENV = "SABERJAX_TRACEBACK"
@@ -120,7 +124,7 @@ def error_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     message = lines[0] if lines else ""
     if isinstance(error, _LIBRARY_ERRORS + _USAGE_ERRORS) and message:
-        return f"error: {message}"
+        return f"error: {as_flags(message)}"
     if message.startswith(_OUT_OF_MEMORY):
         return (f"error: the device ran out of memory ({message}); fewer topics, a smaller "
                 f"corpus or --device_memory_gb (training streams the corpus) need less")
@@ -129,6 +133,18 @@ def error_line(error: BaseException) -> str:
                 "--host_memory_gb need less")
     return f"error: {type(error).__name__}{': ' if message else ''}{message} (a bug? " \
            f"{TRACEBACK_ENV}=1 shows where)"
+
+
+# A setting named in a library message: a word with an underscore, or one before "=" (not a
+# module's attribute, a call or part of a path).
+_SETTING = re.compile(r"(?<![\w.\-/])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+(?==))(?![\w.(/])")
+
+
+def as_flags(message: str, flag_values: flags.FlagValues = flags.FLAGS) -> str:
+    """message with every setting it names that is also a flag written as the flag
+    (num_topics=5 -> --num_topics=5): the library names settings, a command line flags."""
+    return _SETTING.sub(lambda match: f"--{match[0]}" if match[0] in flag_values else match[0],
+                        message)
 
 
 def exit_status(error: BaseException) -> int:
@@ -203,7 +219,7 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 def define_config_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
                         exclude: tuple[str, ...] = (), groups: dict[str, str] | None = None
                         ) -> None:
-    """One flag per field of a settings dataclass (trainer.TrainConfig): its default, its help,
+    """One flag per field of a settings dataclass (config.TrainConfig): its default, its help,
     its choices, and a check that fails the flag with the field's own requirement
     (its setting_problem), so that the flags and the library never disagree.  Fields in
     `exclude` get no flag.  A field's --help group (command_line.GROUPS) is `groups[name]`,
@@ -245,3 +261,47 @@ def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
     return config_class(**{field.name: flag_values[field.name].value
                            for field in dataclasses.fields(config_class)
                            if field.name not in given and field.name in flag_values}, **given)
+
+
+# The caches' flags, --cache_dir and --[no]cache, of the launchers that read corpora.
+def define_cache_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The launchers' --cache_dir and --[no]cache flags."""
+    flags.DEFINE_string("cache_dir", None, "Cache folder: corpora/ keeps corpora read from UCI, "
+                        "LDA-C or text as memory-mapped native copies, keyed by the files' "
+                        "contents and the reading options; xla/ keeps compiled programs "
+                        "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
+                      "source and compile every program, writing nothing to --cache_dir).",
+                      flag_values=flag_values)
+
+
+def flagged_cache_root() -> Path | None:
+    """The launchers' cache folder: --cache_dir, else corpus.cache.cache_root(); None under
+    --nocache."""
+    if not flags.FLAGS.cache:
+        return None
+    return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else corpus_cache.cache_root()
+
+
+def use_caches_as_flagged() -> None:
+    """Compiled programs kept in --cache_dir/xla and layouts in --cache_dir/layouts, unless
+    --nocache (call before compiling)."""
+    root = flagged_cache_root()
+    if root is not None:
+        corpus_cache.use_compilation_cache(root / "xla")
+    layout_cache.use(None if root is None else root / "layouts")
+
+
+def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
+    """corpus.cache.load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus
+    under --nocache; reading plain text into the cache logs progress lines (stderr)."""
+    root = flagged_cache_root()
+    if root is None:
+        return load_corpus(path, format, **text_options)
+    return corpus_cache.load_corpus(path, format, root / "corpora", log=_stderr_line,
+                                    **text_options)
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

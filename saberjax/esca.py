@@ -23,9 +23,10 @@ import numpy as np
 
 from saberjax import prior, rng, segmented_count
 from saberjax.backend import backend_ops
+from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
-from saberjax.state import ChunkState, Hyperparams, Model, TrainState
+from saberjax.state import ChunkState, Model, TrainState
 from saberjax.tree import tree_totals
 
 
@@ -103,8 +104,8 @@ def resample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     return chunk_state_from_topics(chunk, *sample(chunk, chunk_state, model, key, hyper), hyper)
 
 
-# B is donated: the model returns it as its word_topic, which otherwise costs a copy of B (2.4 ms
-# of a 60 ms iteration at K = 10,000 on the NYTimes shape, H200)
+# B is donated: the model returns it as its word_topic, which otherwise costs a copy of B every
+# iteration (docs/measurements/single_gpu_throughput.md)
 finish_step = jax.jit(model_from_counts, static_argnames=("hyper",),
                       donate_argnames=("word_topic",))
 
@@ -151,7 +152,7 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed) ->
 @jax.jit
 def next_iteration(seed, iteration):
     """(iteration + 1, its random key), as one dispatch compiled ahead (eagerly, the key's ten
-    ops took 0.2 ms of host time a step on a CPU, during which a GPU waits)."""
+    ops would be ten dispatches of host time a step, during which a GPU waits)."""
     return iteration + 1, rng.iteration_key(seed, iteration + 1)
 
 

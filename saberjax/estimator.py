@@ -29,11 +29,12 @@ import warnings
 
 import numpy as np
 
+from saberjax.config import TrainConfig
 from saberjax.corpus import Corpus, from_count_matrix, split_document_halves
 from saberjax.evaluate import HeldOutScore, heldout_loglik
 from saberjax.inference import in_model_vocabulary, is_text_documents
 from saberjax.model import TopicModel
-from saberjax.trainer import TrainConfig, train
+from saberjax.trainer import train
 
 
 # saberjax's defaults, defined once in TrainConfig.
@@ -65,7 +66,7 @@ class LDA:
 
     num_topics, alpha (None: 50 / num_topics; where alpha is learned, its starting value),
     optimize_alpha_every, burn_in, beta, iterations, seed, backend, chunk_tokens, num_devices:
-    as in trainer.TrainConfig.  callback(iteration, metrics, state) is called
+    as in config.TrainConfig.  callback(iteration, metrics, state) is called
     after every training iteration and stops training by returning True.  verbose=N prints a
     progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
     the last (0: none).

@@ -22,10 +22,10 @@ import numpy as np
 from saberjax import timing
 from saberjax.background import in_background
 from saberjax.coherence import recorded_split
+from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus
-from saberjax.inference import (DEFAULT_EM_ITERATIONS, DocumentWords, ModelTopics, fold_in,
-                                load_in_model_vocabulary, load_in_vocabulary, plan_batches,
-                                row_width)
+from saberjax.inference import (DocumentWords, ModelTopics, fold_in, load_in_model_vocabulary,
+                                load_in_vocabulary, plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.

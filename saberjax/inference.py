@@ -36,13 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import esca, rng, text
-from saberjax.execution import memory
-from saberjax.backend import resolve_backend
+from saberjax.config import DEFAULT_EM_ITERATIONS, Hyperparams
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              detect_format, from_count_matrix, load_corpus)
 from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
+from saberjax.execution import memory
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams, check_document_lengths, unpack_pairs
+from saberjax.state import check_document_lengths, unpack_pairs
 
 
 class ModelTopics(Protocol):
@@ -59,7 +59,6 @@ class ModelTopics(Protocol):
     num_words: int
 
 
-DEFAULT_EM_ITERATIONS = 50
 # Upper bound on word slots x topics held at once in a batch (floats), whatever K is.
 BATCH_ELEMENTS = 1 << 26
 MIN_WIDTH, MAX_WIDTH = 8, 1024  # row widths a run chooses from (row_width)
@@ -355,8 +354,8 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
-    hyper = Hyperparams.create(model.num_topics, float(np.mean(model.alpha)), model.beta,
-                               resolve_backend(backend))
+    hyper = Hyperparams.create(model.num_topics, alpha=float(np.mean(model.alpha)),
+                               beta=model.beta, backend=backend)
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[: model.num_topics] = model.alpha
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
@@ -364,7 +363,7 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     counts[:, : model.num_topics] = model.word_topic_counts
     _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
                                                           hyper.padded_topics),
-                    jax.local_devices()[0])
+                       jax.local_devices()[0])
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)

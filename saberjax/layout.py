@@ -21,8 +21,9 @@ rebuilt (shuffle and segmented count).  A token's global id, which keys its rand
 `token_base + doc_major_pos`: the position of the token in the corpus, whatever the chunking.
 
 All chunks of a layout are padded to one size bucket (the largest chunk's), so a run compiles
-one shape and the chunks of a mesh's devices are equal shards.  Padding tokens sit at the end of the word-major arrays (word 0) and form one padding
-document at the end of the doc-major arrays; every count masks them out.
+one shape and the chunks of a mesh's devices are equal shards.  Padding tokens sit at the end
+of the word-major arrays (word 0) and form one padding document at the end of the doc-major
+arrays; every count masks them out.  The word-major order itself is layout_sort's.
 """
 
 from __future__ import annotations
@@ -30,29 +31,16 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 import jax
 import numpy as np
 
-from saberjax import timing
+from saberjax import layout_sort, timing
 from saberjax.corpus import Corpus
 from saberjax.rng import global_token_ids, split_token_id
 
 DEFAULT_CHUNK_TOKENS = 1 << 26
-# fewest tokens per piece of a chunk built by several threads (build_chunk): smaller
-# chunks are built in one piece, in the calling thread
-PIECE_TOKENS = 1 << 18
-# build_chunk's work units: stream blocks of up to BLOCK_TOKENS tokens (at most MAX_BLOCKS
-# of them: larger blocks in a larger chunk) and buckets of ranks of about BUCKET_TOKENS
-# tokens (at most MAX_BUCKETS such shares), each small enough for its temporaries to stay in
-# a core's cache; RANK_SAMPLE tokens of a chunk are counted to cut its buckets
-BLOCK_TOKENS = 1 << 17
-MAX_BLOCKS = 1 << 12
-BUCKET_TOKENS = 1 << 18
-MAX_BUCKETS = 1 << 11
-RANK_SAMPLE = 1 << 16
 TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
 
 
@@ -135,14 +123,14 @@ def word_tile_start(words: np.ndarray, num_words: int, padded_tokens: int,
 
 def _tile_start(run_starts: np.ndarray, run_lengths: np.ndarray, num_words: int,
                 padded_tokens: int, tile_tokens: int,
-                pieces: _Pieces | None = None) -> np.ndarray:
+                pieces: layout_sort.Pieces | None = None) -> np.ndarray:
     """Chunk.tile_start of word-major runs of one word each (lengths >= 1): every run cut
     into tiles of tile_tokens tokens, in O(tiles) (the heads expanded in `pieces`)."""
     run_tiles = -(-np.asarray(run_lengths, np.int64) // tile_tokens)
     tile_offsets = np.concatenate([[0], np.cumsum(run_tiles)])
     num_tiles = int(tile_offsets[-1])
     tile_start = np.empty(max_tiles(padded_tokens, num_words, tile_tokens) + 1, np.int32)
-    (pieces or _Pieces(1)).expand(run_starts, tile_offsets, tile_tokens, tile_start)
+    (pieces or layout_sort.Pieces(1)).expand(run_starts, tile_offsets, tile_tokens, tile_start)
     tile_start[num_tiles:] = int(np.sum(run_lengths))
     return tile_start
 
@@ -193,287 +181,35 @@ def padded_doc_start(offsets: np.ndarray, padded_tokens: int, padded_docs: int) 
 
 def build_chunk(corpus: Corpus, first_doc: int, last_doc: int, word_rank: np.ndarray,
                 padded_tokens: int, padded_docs: int, workers: int | None = None,
-                piece_tokens: int = PIECE_TOKENS) -> Chunk:
+                piece_tokens: int = layout_sort.PIECE_TOKENS) -> Chunk:
     """The PDOW arrays of documents [first_doc, last_doc) of the corpus, padded to
     padded_tokens tokens and padded_docs documents (see padded_shape).
 
-    Linear in tokens, with no comparison sort, as a stable two-level bucket sort by word rank
-    of the chunk's token stream (the documents' tokens, longest documents first, ties in
-    document order, each document's in order), whose result is the word-major order (rank,
-    longer documents first, doc-major position):
-
-    - the ranks are cut into buckets of consecutive ranks of about BUCKET_TOKENS tokens each
-      (_RankBuckets, from a sample of the chunk; a word of many tokens is a bucket of its
-      own), and the stream into blocks of up to BLOCK_TOKENS tokens;
-    - a first pass counts each block's tokens of each bucket; a second moves each block's
-      tokens, grouped by bucket (numpy's radix sort of 16-bit keys), to its bucket's share
-      of the output arrays, where the buckets follow each other in rank order and a
-      bucket's tokens keep the stream order;
-    - a third sorts each bucket of several ranks stably by rank (the same radix sort of the
-      rank within the bucket); a bucket of one rank is in order already.
-
-    The output arrays themselves hold the tokens between the passes, so no array of the
-    chunk's size is allocated besides them, and every pass works on a block or a bucket at a
-    time, whose temporaries stay in the core's cache.  Each pass is cut into `workers`
-    contiguous pieces (default: one per core; fewer for a chunk of under piece_tokens tokens a
-    piece, one below that; blocks of at most piece_tokens tokens) that run at once on the
-    build threads (_build_threads); the passes are numpy calls that release the GIL.  The
-    arrays are the same for any workers, blocks and buckets: they are the stable order.
+    Linear in tokens, with no comparison sort: the word-major order is a stable bucket sort by
+    word rank (layout_sort.word_major_order).  Its passes and the work list are cut into
+    `workers` contiguous pieces (default: one per core; fewer for a chunk of under
+    piece_tokens tokens a piece, one below that) that run at once on the build threads.  The
+    arrays are the same for any workers.
     """
     offsets = np.asarray(corpus.doc_offsets[first_doc : last_doc + 1], dtype=np.int64)
     token_base = int(offsets[0])
     words = np.asarray(corpus.word_ids[offsets[0] : offsets[-1]], dtype=np.int32)
-    lengths = np.diff(offsets)
-    num_tokens, num_docs = len(words), last_doc - first_doc
-    pieces = _Pieces(max(1, min(workers or os.cpu_count() or 1, num_tokens // piece_tokens)))
-
-    # the stream: documents with tokens, longest first (ties in document order); a radix
-    # sort where every length is under 65,536
-    longest = int(lengths.max(initial=0))
-    shortness = longest - lengths
-    doc_order = np.argsort(shortness.astype(np.uint16) if longest < 1 << 16 else shortness,
-                           kind="stable")
-    doc_order = doc_order[lengths[doc_order] > 0].astype(np.int32)
-    stream_offsets = np.concatenate([[0], np.cumsum(lengths[doc_order])])
-    stream_pos = (offsets[doc_order] - token_base).astype(np.int32)  # each one's doc-major start
-    buckets = _RankBuckets(words, word_rank, num_tokens)
-    block = max(1, min(BLOCK_TOKENS, piece_tokens, num_tokens), -(-num_tokens // MAX_BLOCKS))
-    num_blocks = -(-num_tokens // block)
-    word = np.empty(padded_tokens, np.int32)
-    doc = np.empty(padded_tokens, np.int32)
-    doc_major_pos = np.empty(padded_tokens, np.int32)
-
-    def block_keys(index: int, work: _Blocks) -> tuple[int, int, int]:
-        """Stream block `index`: its tokens' doc-major positions, words and buckets."""
-        start = index * block
-        stop = min(start + block, num_tokens)
-        n = stop - start
-        _expand_slice(stream_pos, stream_offsets, start, stop, 1, work.pos[:n])
-        np.copyto(work.index[:n], work.pos[:n])
-        np.take(words, work.index[:n], out=work.words[:n], mode="clip")
-        np.copyto(work.index[:n], work.words[:n])
-        np.take(buckets.of_word, work.index[:n], out=work.keys[:n], mode="clip")
-        return start, stop, n
-
-    # pass 1: tokens of each bucket in each block
-    block_counts = np.empty((num_blocks, buckets.count), np.int64)
-    bucket_edges = np.arange(1, buckets.count, dtype=np.uint16)
-
-    def count(_, start: int, stop: int) -> None:
-        work = _Blocks(block)
-        for index in range(start, stop):
-            _, _, n = block_keys(index, work)
-            work.keys[:n].sort(kind="stable")
-            block_counts[index] = np.diff(
-                np.concatenate([[0], np.searchsorted(work.keys[:n], bucket_edges), [n]]))
-
-    pieces.over(num_blocks, count)
-    bucket_start = np.concatenate([[0], np.cumsum(block_counts.sum(axis=0))])
-    # where each block's tokens of each bucket go: after the earlier blocks' of that bucket
-    block_offsets = np.cumsum(block_counts, axis=0)
-    block_offsets -= block_counts
-    block_offsets += bucket_start[:-1]
-
-    # pass 2: each block's tokens to their buckets' shares of the output arrays
-    def place(_, start: int, stop: int) -> None:
-        work = _Blocks(block)
-        for index in range(start, stop):
-            first, last, n = block_keys(index, work)
-            _expand_slice(doc_order, stream_offsets, first, last, 0, work.docs[:n])
-            order = np.argsort(work.keys[:n], kind="stable")
-            present = np.flatnonzero(block_counts[index])
-            _expand_slice(block_offsets[index, present],
-                          np.concatenate([[0], np.cumsum(block_counts[index, present])]),
-                          0, n, 1, work.sorted_target[:n])
-            work.target[:n][order] = work.sorted_target[:n]
-            del order
-            doc_major_pos[work.target[:n]] = work.pos[:n]
-            doc[work.target[:n]] = work.docs[:n]
-            word[work.target[:n]] = work.words[:n]
-
-    pieces.over(num_blocks, place)
-
-    # pass 3: buckets of several ranks sorted by rank, shared by their tokens (a bucket of
-    # one rank is no work); the padding
-    bucket_work = np.where(buckets.single, 0, np.diff(bucket_start))
-    work_before = np.concatenate([[0], np.cumsum(bucket_work)])
-    total_work = int(work_before[-1])
-
-    def sort_buckets(piece: int, start: int, stop: int) -> list[np.ndarray]:
-        """The buckets whose work starts in start .. stop - 1 of the total (the last piece:
-        every bucket from start on) sorted, and their words' first word-major positions; the
-        piece's share of the padding."""
-        pad_first, pad_last = (num_tokens + (padded_tokens - num_tokens) * share // pieces.count
-                               for share in (piece, piece + 1))
-        word[pad_first:pad_last] = 0
-        doc[pad_first:pad_last] = num_docs
-        _expand_slice(np.array([num_tokens]), np.array([0, padded_tokens - num_tokens]),
-                      pad_first - num_tokens, pad_last - num_tokens, 1,
-                      doc_major_pos[pad_first:pad_last])
-        own = range(int(np.searchsorted(work_before[:-1], start)) if piece else 0,
-                    int(np.searchsorted(work_before[:-1], stop))
-                    if piece < pieces.count - 1 else buckets.count)
-        sizes = np.diff(bucket_start[own.start : own.stop + 1])
-        most = int(bucket_work[own.start : own.stop].max(initial=0))
-        index, keys, moved = np.empty(most, np.intp), np.empty(most, np.uint16), np.empty(
-            most, np.int32)
-        word_starts = []
-        for bucket, n in zip(own, sizes.tolist()):
-            first, last = int(bucket_start[bucket]), int(bucket_start[bucket + 1])
-            if n == 0:
-                continue
-            if buckets.single[bucket]:
-                word_starts.append(np.array([first]))
-                continue
-            np.copyto(index[:n], word[first:last])
-            np.take(buckets.key_of_word, index[:n], out=keys[:n], mode="clip")
-            order = np.argsort(keys[:n], kind="stable")
-            for array in (word, doc, doc_major_pos):
-                np.take(array[first:last], order, out=moved[:n], mode="clip")
-                array[first:last] = moved[:n]
-            del order
-            word_starts.append(np.concatenate(
-                [[0], np.flatnonzero(word[first + 1 : last] != word[first : last - 1]) + 1])
-                + first)
-        return word_starts
-
-    word_starts = np.concatenate([np.zeros(0, np.int64), *(
-        starts for part in pieces.over(total_work, sort_buckets) for starts in part)])
+    num_tokens = len(words)
+    pieces = layout_sort.Pieces(
+        max(1, min(workers or os.cpu_count() or 1, num_tokens // piece_tokens)))
+    order = layout_sort.word_major_order(words, offsets - token_base, word_rank, padded_tokens,
+                                         pieces, piece_tokens)
     return Chunk(
-        word=word,
-        doc=doc,
-        doc_major_pos=doc_major_pos,
+        word=order.word,
+        doc=order.doc,
+        doc_major_pos=order.doc_major_pos,
         doc_start=padded_doc_start(offsets, padded_tokens, padded_docs),
         num_tokens=np.int32(num_tokens),
         token_base=np.array([split_token_id(token_base)], dtype=np.uint32),
-        tile_start=_tile_start(word_starts, np.diff(word_starts, append=num_tokens),
+        tile_start=_tile_start(order.word_starts, np.diff(order.word_starts, append=num_tokens),
                                corpus.num_words, padded_tokens, TILE_TOKENS, pieces),
         block_tokens=padded_tokens,
     )
-
-
-class _Pieces:
-    """Work on a chunk cut into `count` contiguous pieces that run at once on the build
-    threads (in the calling thread when there is one piece)."""
-
-    def __init__(self, count: int):
-        self.count = count
-
-    def over(self, total: int, work: Callable[[int, int, int], object]) -> list:
-        """[work(piece, start, stop) for each piece's share start .. stop - 1 of range(total)]."""
-        cuts = [piece * total // self.count for piece in range(self.count + 1)]
-
-        def run(piece: int):
-            return work(piece, cuts[piece], cuts[piece + 1])
-
-        if self.count == 1:
-            return [run(0)]
-        return list(_build_threads().map(run, range(self.count)))
-
-    def expand(self, values: np.ndarray, offsets: np.ndarray, step: int,
-               out: np.ndarray) -> None:
-        """out[:offsets[-1]] = runs i of values[i], values[i] + step, ... at positions
-        offsets[i] .. offsets[i + 1] - 1 (see _expand_slice)."""
-        self.over(int(offsets[-1]), lambda _, start, stop: _expand_slice(
-            values, offsets, start, stop, step, out[start:stop]))
-
-
-_build_threads_lock = threading.Lock()
-_build_threads_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _build_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run the pieces of chunk builds, one per core, shared by every build of
-    the process: chunks built at once (build_layout's, a chunk store's builders) queue their
-    pieces here instead of starting threads of their own, so the cores are not oversubscribed."""
-    global _build_threads_pool
-    with _build_threads_lock:
-        if _build_threads_pool is None:
-            _build_threads_pool = concurrent.futures.ThreadPoolExecutor(
-                os.cpu_count() or 1, thread_name_prefix="saberjax-layout")
-        return _build_threads_pool
-
-
-def _forget_build_threads() -> None:
-    """In a forked child: the parent's build threads do not exist there; start new ones."""
-    global _build_threads_lock, _build_threads_pool
-    _build_threads_lock, _build_threads_pool = threading.Lock(), None
-
-
-os.register_at_fork(after_in_child=_forget_build_threads)
-
-
-def _expand_slice(values: np.ndarray, offsets: np.ndarray, start: int, stop: int, step: int,
-                  target: np.ndarray) -> None:
-    """target[:] = entries start .. stop - 1 of the runs i of values[i], values[i] + step, ...
-    at positions offsets[i] .. offsets[i + 1] - 1 (offsets from 0, increasing; a run of
-    length 0 only at the end; every value in int32).
-
-    np.repeat(values, np.diff(offsets)) for step 0, but as a scatter of the steps between
-    runs and a cumulative sum, which numpy runs without the GIL (np.repeat holds it), so
-    slices expand in parallel.
-    """
-    if start >= stop:
-        return
-    first = int(np.searchsorted(offsets, start, side="right")) - 1
-    last = int(np.searchsorted(offsets, stop, side="left"))  # runs first .. last - 1
-    jumps = np.subtract(values[first + 1 : last], values[first : last - 1], dtype=np.int32)
-    if step:
-        lengths = np.diff(offsets[first:last])
-        lengths -= 1
-        lengths *= step
-        jumps -= lengths
-        del lengths
-    heads = offsets[first + 1 : last] - start
-    target.fill(step)
-    target[0] = int(values[first]) + step * (start - int(offsets[first]))
-    target[heads] = jumps
-    np.cumsum(target, out=target)
-
-
-class _Blocks:
-    """Buffers for build_chunk's passes over stream blocks of up to `size` tokens, allocated
-    once by the thread that runs a piece and written in place block after block, so that the
-    passes allocate little besides numpy's argsort."""
-
-    def __init__(self, size: int):
-        self.pos = np.empty(size, np.int32)  # doc-major positions
-        self.docs = np.empty(size, np.int32)
-        self.words = np.empty(size, np.int32)
-        self.keys = np.empty(size, np.uint16)  # buckets
-        self.index = np.empty(size, np.intp)  # indexes for np.take, which copies others
-        self.target = np.empty(size, np.intp)  # output positions
-        self.sorted_target = np.empty(size, np.intp)
-
-
-class _RankBuckets:
-    """Word ranks cut into buckets of consecutive ranks for build_chunk: about BUCKET_TOKENS
-    of the chunk's tokens each (at most MAX_BUCKETS such shares; counted on every stride-th
-    token, RANK_SAMPLE of them), a rank of a share's tokens or more a bucket of its own, and
-    at most 65,536 ranks in a bucket, so that a rank within its bucket is a 16-bit key.  The
-    buckets only steer the work: the chunk is the same for any of them."""
-
-    def __init__(self, words: np.ndarray, word_rank: np.ndarray, num_tokens: int):
-        num_words = len(word_rank)
-        stride = max(1, num_tokens // RANK_SAMPLE)
-        sample = np.bincount(np.take(word_rank, words[::stride]), minlength=num_words)
-        shares = max(1, min(MAX_BUCKETS, -(-num_tokens // BUCKET_TOKENS)))
-        share = max(int(sample.sum()), 1) / shares  # sampled tokens per share
-        share_of_rank = (np.cumsum(sample) - sample) // share
-        heavy = sample >= share
-        ranks = np.arange(num_words)
-        starts = np.ones(num_words, bool)  # the first rank of each bucket
-        starts[1:] = ((share_of_rank[1:] != share_of_rank[:-1]) | heavy[1:] | heavy[:-1]
-                      | (ranks[1:] >> 16 != ranks[:-1] >> 16))
-        self.first_rank = np.append(np.flatnonzero(starts), num_words)  # and the end
-        self.count = len(self.first_rank) - 1
-        self.single = np.diff(self.first_rank) == 1  # buckets of one rank
-        bucket_of_rank = np.cumsum(starts) - 1
-        # per word id: its bucket and its rank within the bucket (numpy's radix sort of
-        # 16-bit keys makes one pass where the keys are under 256, two otherwise)
-        self.of_word = np.take(bucket_of_rank, word_rank).astype(np.uint16)
-        self.key_of_word = np.take(ranks - self.first_rank[bucket_of_rank],
-                                   word_rank).astype(np.uint16)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import layout, outputs, rng, timing
+from saberjax import layout, layout_sort, outputs, rng, timing
 from saberjax.corpus import Corpus
 from saberjax.corpus import cache as corpus_cache
 
@@ -54,17 +54,11 @@ def use(directory) -> contextvars.Token:
     return _DIRECTORY.set(None if directory is None else Path(directory))
 
 
-def use_as_flagged() -> None:
-    """The layout cache in --cache_dir/layouts, unless --nocache."""
-    root = corpus_cache.flagged_root()
-    use(None if root is None else root / "layouts")
-
-
 @functools.cache
 def _code_digest() -> str:
     """SHA-256 of the source of the modules whose code decides a layout's arrays."""
     digest = hashlib.sha256()
-    for module in (layout, rng):
+    for module in (layout, layout_sort, rng):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 

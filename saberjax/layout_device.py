@@ -15,7 +15,7 @@ so a token's place depends on (rank, decreasing length of its document, doc-majo
 as in the host builder.  The stream needs no sort of tokens: the documents are sorted by
 length (padded_docs keys), and a stream position finds its document by a cumulative count of
 the documents' stream starts.  The word runs and the E-step's tiles follow from the sorted
-keys; chunk_store.compact_on_device turns the chunk into the store's compact form on the
+keys; chunk_compact.compact_on_device turns the chunk into the store's compact form on the
 device as well, so the host receives only what the store writes.
 
 Shapes depend only on the plan (padded tokens and documents, V), never on a chunk: every

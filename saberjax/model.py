@@ -16,44 +16,21 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
-import io
 import json
 import os
 import pathlib
-import struct
-import tempfile
 import zipfile
-import zlib
-from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import inference
-from saberjax.outputs import write_at
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
 
 FORMAT_VERSION = 2  # 2: alpha one value per topic
 TOPIC_WORD_TILE = (256, 1024)  # words x topics topic_word_from_counts computes at a time
-PIECE_BYTES = 32 << 20  # bytes per task of write_npz: checksummed and written by one thread
-
-
-def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Call write(file) on a temporary file beside `path`, then rename it over `path`."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, mode) as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp creates owner-only files
-        os.replace(temporary, path)
-    except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def top_ids(weights, n: int) -> np.ndarray:
@@ -105,122 +82,6 @@ def topic_word_entries(word_topic_counts: np.ndarray, beta: float,
     denominators = counts.sum(axis=0, dtype=np.int64) + counts.shape[0] * beta
     topics = np.arange(counts.shape[1])[:, None]
     return ((counts[word_ids, topics] + beta) / denominators[:, None]).astype(np.float32)
-
-
-def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """CRC-32 of A + B from crc1 = crc32(A), crc2 = crc32(B) and length2 = len(B), computed as
-    zlib's crc32_combine does: crc1 times x^(8 length2) modulo the CRC polynomial, plus crc2.
-
-    x^(8 length2) is the product of x^(2^(n + 3)) over the set bits n of length2, each read
-    from a table of 32 (x^(2^32) is x modulo the polynomial), so the cost grows with
-    log2(length2), and pieces checksummed in parallel combine in microseconds.
-    """
-    shift, power = 1 << 31, 3  # x^0 in the reflected bit order; 8 = 2^3
-    while length2:
-        if length2 & 1:
-            shift = _multiply_mod_crc32(_X_TO_2_TO_N[power & 31], shift)
-        length2 >>= 1
-        power += 1
-    return _multiply_mod_crc32(shift, crc1) ^ crc2
-
-
-def _multiply_mod_crc32(a: int, b: int) -> int:
-    """a times b modulo the CRC-32 polynomial, both in its reflected bit order (zlib's
-    multmodp); a must not be 0."""
-    product, bit = 0, 1 << 31
-    while True:
-        if a & bit:
-            product ^= b
-            if a & (bit - 1) == 0:
-                return product
-        bit >>= 1
-        b = (b >> 1) ^ _CRC32_POLYNOMIAL if b & 1 else b >> 1
-
-
-_CRC32_POLYNOMIAL = 0xEDB88320  # reflected
-_X_TO_2_TO_N = [1 << 30]  # x^(2^n) modulo the polynomial, n = 0..31
-for _ in range(31):
-    _X_TO_2_TO_N.append(_multiply_mod_crc32(_X_TO_2_TO_N[-1], _X_TO_2_TO_N[-1]))
-
-
-def write_npz(fd: int, arrays: dict[str, Callable[[], Any]]) -> None:
-    """Write the arrays into the empty file `fd` as np.savez does (uncompressed: members
-    NAME.npy in order, as np.save writes them, zip64 local headers as force_zip64 writes them).
-
-    The array bytes go in PIECE_BYTES pieces to a thread per core, each checksumming its piece
-    and writing it at its known offset (os.pwrite), so neither the CRC-32 nor the copy into
-    the page cache is one serial pass (buffered writes to one file may still take turns on
-    the file's lock; the checksums run meanwhile); a member's CRC is combined from its
-    pieces'. An array is asked for (arrays[name]()) once the ones before it are queued, so
-    computing the last overlaps writing the others. The local headers, which hold the CRCs,
-    and the central directory (zip64 fields for every member, zip64 end records) are written
-    last; the file is not fsynced here.
-    """
-    members, offset = [], 0
-    with concurrent.futures.ThreadPoolExecutor(cpu_cores()) as pool:
-        for name, value in arrays.items():
-            array = np.asarray(value(), order="C")
-            header, data = _npy_header(array), array.reshape(-1).view(np.uint8)
-            filename = f"{name}.npy".encode()
-            start = offset + len(_local_header(filename, 0, 0))
-            pieces = [(header, start)] + [
-                (data[first : first + PIECE_BYTES], start + len(header) + first)
-                for first in range(0, len(data), PIECE_BYTES)]
-            written = [pool.submit(_write_piece, fd, *piece) for piece in pieces]
-            size = len(header) + len(data)
-            members.append((filename, offset, size, written))
-            offset = start + size
-        directory = []
-        for filename, at, size, written in members:
-            crc = 0
-            for piece in written:
-                crc = crc32_combine(crc, *piece.result())
-            write_at(fd, _local_header(filename, crc, size), at)
-            directory.append(_central_header(filename, crc, size, at))
-    write_at(fd, b"".join(directory) + _end_records(len(members), sum(map(len, directory)),
-                                                    offset), offset)
-
-
-def _npy_header(array: np.ndarray) -> bytes:
-    """The .npy header np.save writes before a C-ordered array's bytes (format 1.0)."""
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
-    return header.getvalue()
-
-
-def _write_piece(fd: int, data, offset: int) -> tuple[int, int]:
-    """Write data at offset; its CRC-32 and length."""
-    crc = zlib.crc32(data)
-    write_at(fd, data, offset)
-    return crc, len(data)
-
-
-# ZIP_STORED records as zipfile writes them: version 4.5 (zip64), no flags, 1980-01-01 00:00,
-# 32-bit sizes and offsets 0xFFFFFFFF with the values in the zip64 extra field (id 1).
-_ZIP64, _FULL, _DOS_DATE = 45, 0xFFFF_FFFF, (1 << 5) | 1
-
-
-def _local_header(filename: bytes, crc: int, size: int) -> bytes:
-    extra = struct.pack("<2H2Q", 1, 16, size, size)
-    return struct.pack("<4s5H3L2H", b"PK\x03\x04", _ZIP64, 0, 0, 0, _DOS_DATE, crc, _FULL,
-                       _FULL, len(filename), len(extra)) + filename + extra
-
-
-def _central_header(filename: bytes, crc: int, size: int, offset: int) -> bytes:
-    extra = struct.pack("<2H3Q", 1, 24, size, size, offset)
-    return struct.pack("<4s2B5H3L5H2L", b"PK\x01\x02", _ZIP64, 3, _ZIP64, 0, 0, 0, _DOS_DATE,
-                       crc, _FULL, _FULL, len(filename), len(extra), 0, 0, 0,
-                       0o600 << 16, _FULL) + filename + extra  # made on Unix (3), rw-------
-
-
-def _end_records(count: int, size: int, offset: int) -> bytes:
-    """Zip64 end of central directory record and locator, then the end record, for a
-    central directory of `count` entries, `size` bytes at `offset`."""
-    return (struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, _ZIP64, _ZIP64, 0, 0, count, count,
-                        size, offset)
-            + struct.pack("<4sLQL", b"PK\x06\x07", 0, offset + size, 1)
-            + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, min(count, 0xFFFF),
-                          min(count, 0xFFFF), min(size, _FULL), min(offset, _FULL), 0))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -318,12 +179,15 @@ class TopicModel:
             index.setdefault(word, v)
         return index
 
-    def transform(self, documents, iterations: int = inference.DEFAULT_EM_ITERATIONS,
+    def transform(self, documents, iterations: int = DEFAULT_EM_ITERATIONS,
                   batch_slots: int | None = None, num_devices: int = 0) -> np.ndarray:
         """Topic proportions [D, K] of new documents, the topics fixed: a Corpus, a list of
         raw document strings (tokenised against this model's vocabulary; words it lacks are
         counted in a warning) or a count matrix whose columns are this model's vocabulary;
-        see inference.infer_topics."""
+        see inference.infer_topics.  Inference, which plans the device's memory, is imported
+        here: loading a model loads no part of the engine."""
+        from saberjax import inference  # noqa: PLC0415
+
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
     def save(self, directory, arrays=None) -> pathlib.Path:

@@ -95,15 +95,6 @@ def replace_directory(staging: Path, directory: Path) -> None:
     shutil.rmtree(retired)
 
 
-def write_at(fd: int, data, offset: int) -> None:
-    """Write all of `data` (a bytes-like object) into the file `fd` at `offset` (os.pwrite
-    writes part of a large buffer at a time)."""
-    view = memoryview(data).cast("B")
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-
-
 def hidden_sibling(path: Path, role: str) -> Path:
     """A fresh hidden name beside `path` for a file or folder in the given role:
     .NAME.<random>.ROLE."""

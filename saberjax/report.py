@@ -29,7 +29,8 @@ import numpy as np
 
 from saberjax.coherence import MEASURES, CoherenceScores, cooccurrence
 from saberjax.corpus import Corpus
-from saberjax.model import TopicModel, atomic_write
+from saberjax.files import atomic_write
+from saberjax.model import TopicModel
 
 PLOT_FILE, PRIOR_FILE = "convergence.png", "alpha.png"
 MARKDOWN_FILE, HTML_FILE = "topics.md", "topics.html"
@@ -67,6 +68,7 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
     a score taken once (after the last iteration, as by default) is a note above the panels,
     since one point draws no curve."""
     from matplotlib.figure import Figure  # noqa: PLC0415 (optional dependency)
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 (optional dependency)
 
     iterations = np.array([record["iteration"] for record in metrics])
     training_seconds = np.cumsum([record["seconds"] for record in metrics])
@@ -82,7 +84,7 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
             axes.plot(x, loglik, marker="o", markersize=3, color="tab:blue")
             axes.set(xlabel=label, ylabel="held-out log-likelihood per token",
                      title=f"held-out log-likelihood vs {label.split(' (')[0]}")
-        panels = (by_time, by_iteration, throughput)
+        panels, by_iterations = (by_time, by_iteration, throughput), (by_iteration, throughput)
     else:
         elapsed, throughput = figure.subplots(1, 2)
         elapsed.plot(iterations, training_seconds, color="tab:purple")
@@ -90,7 +92,7 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
                     title="training time, summed over the iterations")
         elapsed.set_ylim(bottom=0)
         figure.suptitle(_heldout_note(metrics, scored), color="dimgray", fontsize="medium")
-        panels = (elapsed, throughput)
+        panels = by_iterations = (elapsed, throughput)
     speed = np.array([record["tokens_per_second"] for record in metrics]) / 1e6
     throughput.plot(iterations, speed, color="tab:green")
     throughput.axhline(np.median(speed), color="gray", linestyle="--", linewidth=1)
@@ -99,6 +101,8 @@ def convergence_png(metrics: Sequence[dict]) -> bytes:
     throughput.set_ylim(bottom=0)
     for axes in panels:
         axes.grid(alpha=0.3)
+    for axes in by_iterations:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     return _png(figure)
 
 

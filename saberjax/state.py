@@ -11,8 +11,6 @@ padded to a multiple of 32 (the tree width); padding columns are zero in every a
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import NamedTuple
 
 import jax
@@ -21,58 +19,13 @@ import numpy as np
 
 from saberjax.tree import padded_width
 
-MAX_INT16_TOPICS = 32_767
 # B-hat is stored in bfloat16.  Its rows are what the E-step gathers from L1 while a word's
 # tiles run, and halving them cuts the cache lines a 32-lane gather touches and lets more rows
-# stay in L1: Pallas E-step, H200, float32 vs bfloat16 B-hat, NYTimes shape K = 1,000 2,641 vs
-# 2,654 Mtoken/s, 4,000 2,145 vs 2,181, 6,000 1,882 vs 2,078, 10,000 1,689 vs 1,962; wiki25k
-# K = 1,024 1,481 vs 1,622 (saberjax/pallas/NOTES.md).  It also shrinks the model by a quarter.
-# A draw's probabilities change by at most 2^-9 relative (0.2%); held-out scores stay within
-# the seed-to-seed spread (BUILD_NOTES.md).  The trees above B-hat stay float32.
+# stay in L1, faster at every K measured (docs/measurements/kernels.md); it also shrinks the
+# model by a quarter.  A draw's probabilities change by at most 2^-9 relative; held-out scores
+# stay within the seed-to-seed spread (docs/measurements/quality.md).  The trees above B-hat
+# stay float32.
 BHAT_DTYPE = jnp.bfloat16
-
-
-@dataclasses.dataclass(frozen=True)
-class Hyperparams:
-    """Static settings of an ESCA run (hashable, so jit can specialise on them).
-
-    alpha is the document-topic prior every topic starts with (initial_alpha); a run that
-    learns alpha carries its current values in the model (Model.alpha)."""
-
-    num_topics: int
-    alpha: float
-    beta: float = 0.01
-    backend: str = "xla"
-
-    def __post_init__(self):
-        if self.num_topics < 2:
-            raise ValueError(f"num_topics must be at least 2, got {self.num_topics}")
-        if not (0 < self.alpha < math.inf and 0 < self.beta < math.inf):
-            raise ValueError(f"alpha and beta must be positive and finite, got {self.alpha}, "
-                             f"{self.beta}")
-        if self.backend not in ("xla", "pallas"):
-            raise ValueError(f"backend must be 'xla' or 'pallas', got {self.backend!r}")
-
-    @classmethod
-    def create(cls, num_topics: int, alpha: float | None = None, beta: float = 0.01,
-               backend: str = "xla") -> "Hyperparams":
-        """Settings with the paper's default alpha = 50 / K when alpha is None."""
-        alpha = 50.0 / num_topics if alpha is None else float(alpha)
-        return cls(int(num_topics), alpha, float(beta), backend)
-
-    @property
-    def padded_topics(self) -> int:
-        return padded_width(self.num_topics)
-
-    def initial_alpha(self) -> jax.Array:
-        """alpha for every padded topic column: hyper.alpha for real topics, 0 in padding."""
-        return jnp.where(jnp.arange(self.padded_topics) < self.num_topics,
-                         jnp.float32(self.alpha), jnp.float32(0))
-
-    @property
-    def topic_dtype(self):
-        """int16 topic ids while they fit (halves the bytes of z and A), else int32."""
-        return jnp.int16 if self.num_topics <= MAX_INT16_TOPICS else jnp.int32
 
 
 def pair_topic_bits(num_topics: int) -> int:
@@ -103,7 +56,7 @@ def pack_pairs(topics: jax.Array, counts: jax.Array, num_topics: int) -> jax.Arr
     """A's (topic, count) pairs as uint32 count << pair_topic_bits | topic.
 
     One 4-byte word instead of an int16 topic and an int32 count: a third less memory, and
-    one load per nonzero in the E-step, which made the Pallas kernel 15-32% faster (NOTES.md).
+    one load per nonzero in the E-step, a faster Pallas kernel (docs/measurements/kernels.md).
     """
     return ((counts.astype(jnp.uint32) << pair_topic_bits(num_topics))
             | topics.astype(jnp.uint32))

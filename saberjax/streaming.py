@@ -35,9 +35,8 @@ from typing import Callable
 import jax
 import numpy as np
 
+from saberjax.config import DEFAULT_PREFETCH
 from saberjax.layout import Chunk
-
-DEFAULT_PREFETCH = 2
 
 
 @dataclasses.dataclass

@@ -1,4 +1,4 @@
-"""Wall-clock timing: of device work (launch/bench.py, pallas/check_gpu.py) and of the phases
+"""Wall-clock timing: of device work (launch/bench.py, tools/check_gpu.py) and of the phases
 of a run (the training log's "where the time went" line).
 
 Library code marks its phases with ``with timing.phase("layout"): ...`` (or the decorator

@@ -14,137 +14,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import math
-import numbers
 import sys
 import time
 from typing import Callable, NamedTuple
 
 import jax
-import numpy as np
 
-from saberjax import checkpoint, prior, processes, streaming, timing
-from saberjax.execution import memory
-from saberjax.execution.mesh import PARTITIONS
+from saberjax import checkpoint, prior, processes, timing
+from saberjax.background import in_background
+from saberjax.config import Hyperparams, TrainConfig
+from saberjax.corpus import Corpus
+from saberjax.evaluate import HeldoutScorer
 from saberjax.execution.placement import Placement, placed
 from saberjax.execution.plan import Plan, plan
-from saberjax.background import in_background
-from saberjax.backend import resolve_backend
-from saberjax.corpus import Corpus
-from saberjax.evaluate import DEFAULT_EM_ITERATIONS, HeldoutScorer
 from saberjax.model import TopicModel
 from saberjax.progress import Progress, chain
-from saberjax.state import Hyperparams, TrainState, check_document_lengths
-
-
-def _setting(default, help_text: str, *, at_least: float | None = None,
-             above: float | None = None, choices: tuple = (), model: bool = False):
-    """A TrainConfig field: its one default, its help (the launchers' flag text), the values it
-    takes (one of `choices`, or a number of the field's type, finite, at least `at_least` or
-    above `above`; None where the field's type admits it) and whether it defines the model (a
-    resumed run must share it with its checkpoint)."""
-    return dataclasses.field(default=default, metadata=dict(
-        help=help_text, at_least=at_least, above=above, choices=choices, model=model))
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Every setting of a training run (saved with the model), each defined once here: the
-    launchers' flags (cli.define_config_flags), saberjax.LDA's defaults and the checkpoint's
-    compatibility check (model_settings) derive from these fields.  Invalid values are a
-    ValueError naming the setting (setting_problem)."""
-
-    num_topics: int = _setting(50, "Number of topics K.", at_least=2, model=True)
-    alpha: float | None = _setting(None, "Document-topic prior of every topic (default 50 / K); "
-                                   "the starting value when alpha is learned.", above=0,
-                                   model=True)
-    optimize_alpha_every: int = _setting(
-        10, "Learn an asymmetric alpha (one value per topic) from the documents' topic counts "
-        "every N iterations (Minka's fixed point, as tomotopy's optim_interval; 0: alpha stays "
-        "fixed).", at_least=0, model=True)
-    burn_in: int = _setting(0, "Iterations before alpha is first learned.", at_least=0,
-                            model=True)
-    beta: float = _setting(0.01, "Topic-word prior.", above=0, model=True)
-    iterations: int = _setting(100, "ESCA iterations.", at_least=1)
-    seed: int = _setting(0, "Random seed (of the initial topics; the launchers' train/test "
-                         "split too).", at_least=0, model=True)
-    backend: str = _setting("auto", "auto: the Pallas kernels on a GPU, else the XLA path.",
-                            choices=("auto", "xla", "pallas"))
-    chunk_tokens: int | None = _setting(
-        None, "Tokens per PDOW chunk (default: one chunk per device, or, when the corpus does "
-        "not fit the devices, the fewest chunks that do).", at_least=1)
-    num_devices: int = _setting(0, "Devices of the mesh that shares the work (0: every device "
-                                "of every process; on a CPU, one per core).", at_least=0)
-    partition: str = _setting(
-        "auto", "How several devices share the work: by documents (the model's counts reduced "
-        "every iteration), by words (every document's A gathered every iteration; each device "
-        "holds only its words' rows of the model), or auto (by words when the model outweighs "
-        "the corpus or only fits that way).", choices=("auto", *PARTITIONS))
-    eval_every: int = _setting(0, "Score held-out documents every N iterations (0: only after "
-                               "the last).", at_least=0)
-    em_iterations: int = _setting(DEFAULT_EM_ITERATIONS, "EM iterations fitting theta in "
-                                  "evaluation.", at_least=1)
-    checkpoint_every: int = _setting(0, "Save the training state every N iterations (0: never).",
-                                     at_least=0)
-    device_memory_gb: float | None = _setting(
-        None, "Device memory budget in GB; a corpus larger than it streams through the devices "
-        "in chunks (default: free memory less headroom).", above=0)
-    prefetch: int = _setting(streaming.DEFAULT_PREFETCH, "Chunks in flight to each device when "
-                             "streaming.", at_least=1)
-    host_memory_gb: float | None = _setting(
-        None, "Host memory budget in GB; streamed chunks whose states do not fit it stream from "
-        "a chunk store on local disk (--chunk_store) in chunks small enough for both budgets "
-        f"(default: {memory.HOST_MEMORY_FRACTION:.0%} of the memory available).", above=0)
-    chunk_store: str | None = _setting(
-        None, "Folder of the chunk store on local disk, used when the corpus does not fit "
-        "--host_memory_gb; built once, reused while the corpus and chunking are the same "
-        "(default: chunk_store/ in the cache folder, $SABERJAX_CACHE_DIR or "
-        "~/.cache/saberjax).")
-
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            problem = self.setting_problem(field, getattr(self, field.name))
-            if problem:
-                raise ValueError(f"{field.name}={getattr(self, field.name)!r}: {problem}")
-
-    @staticmethod
-    def setting_kind(field: dataclasses.Field) -> tuple[str, bool]:
-        """(the type of a TrainConfig field's values: "int", "float", "str" or "bool"; whether it
-        also takes None)."""
-        kinds = [kind.strip() for kind in str(field.type).split("|")]
-        return kinds[0], "None" in kinds
-
-    @staticmethod
-    def setting_problem(field: dataclasses.Field, value) -> str | None:
-        """What is wrong with a value of a TrainConfig field ("must be ..."), or None: a value of
-        another type (a bool is no number, a float no integer), a number that is not finite, one
-        out of the field's range, a word not among its choices, an empty string."""
-        meta = field.metadata
-        kind, optional = TrainConfig.setting_kind(field)
-        if value is None:
-            return None if optional else "must be given"
-        if meta["choices"]:
-            return None if value in meta["choices"] else \
-                f"must be one of {', '.join(meta['choices'])}"
-        if kind == "str":
-            return None if isinstance(value, str) and value else "must be a non-empty string"
-        if kind == "bool":
-            return None if isinstance(value, (bool, np.bool_)) else "must be true or false"
-        if isinstance(value, (bool, np.bool_)) or not isinstance(
-                value, (numbers.Integral if kind == "int" else numbers.Real)):
-            return "must be an integer" if kind == "int" else "must be a number"
-        if not math.isfinite(value):
-            return "must be a finite number"
-        if meta["at_least"] is not None and not value >= meta["at_least"]:
-            return f"must be at least {meta['at_least']}"
-        if meta["above"] is not None and not value > meta["above"]:
-            return "must be positive" if meta["above"] == 0 else f"must be above {meta['above']}"
-        return None
-
-    @classmethod
-    def model_settings(cls) -> tuple[str, ...]:
-        """The settings that define the model (a resumed run must share them)."""
-        return tuple(field.name for field in dataclasses.fields(cls) if field.metadata["model"])
+from saberjax.state import TrainState, check_document_lengths
 
 
 @dataclasses.dataclass
@@ -158,16 +43,20 @@ class TrainResult:
     compile_seconds: float
 
 
-def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Plan:
-    """The plan of the run config asks for on the devices (execution.plan.plan)."""
+def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
+             scoring: bool = False) -> Plan:
+    """The plan of the run config asks for on the devices (execution.plan.plan); scoring:
+    held-out documents are scored during the run."""
     return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
                 config.prefetch, partition=config.partition,
-                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store)
+                host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store,
+                scoring=scoring)
 
 
-def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig) -> Placement:
+def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
+          scoring: bool = False) -> Placement:
     """The corpus on the devices config asks for, as plan_run plans it."""
-    return placed(corpus, hyper, plan_run(corpus, hyper, config))
+    return placed(corpus, hyper, plan_run(corpus, hyper, config, scoring))
 
 
 def _ready_at(tree) -> float:
@@ -196,27 +85,25 @@ def compiles_beside_init(placement: Placement) -> bool:
 
 
 def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
-                    heldout: tuple[Corpus, Corpus] | None = None,
-                    callback: Callable[[int, dict, TrainState], bool | None] | None = None,
-                    checkpoint_dir=None, resume_from=None,
-                    on_last_state: Callable[[TrainState], None] | None = None) -> Iterations:
+                 heldout: tuple[Corpus, Corpus] | None = None,
+                 callback: Callable[[int, dict, TrainState], bool | None] | None = None,
+                 checkpoint_dir=None, resume_from=None,
+                 on_last_state: Callable[[TrainState], None] | None = None) -> Iterations:
     """Initialise (or resume), compile and run the iterations of config over a corpus already
     placed (place: on the devices, or streamed); see train.  on_last_state(state) is called
     with the state of the last iteration (config.iterations) as soon as it is ready, before
     it is scored.
 
     Each iteration is queued on the device before the one before it is waited for, so the
-    devices never idle while the host dispatches the next (1.2 ms of a 9.7 ms iteration on
-    wiki25k at K = 1,024, H200): the host records, evaluates and calls back while the next
-    iteration runs, and a callback that stops the run discards that one.  Two states are
-    alive at a time, as in any step: the one being computed and the one it comes from.
-    Streamed chunks are the exception: a streamed step returns only once its chunks are back
-    in host memory, so queueing ahead would only delay the callback by an iteration.  A thread
-    waits for each state from its dispatch on, so a record's seconds run from the later of the
-    previous iteration's end and this one's dispatch to this one's end, whatever the host is
-    doing meanwhile.
+    devices never idle while the host dispatches the next: the host records, evaluates and
+    calls back while the next iteration runs, and a callback that stops the run discards that
+    one.  Two states are alive at a time, as in any step: the one being computed and the one
+    it comes from.  Streamed chunks are the exception: a streamed step returns only once its
+    chunks are back in host memory, so queueing ahead would only delay the callback by an
+    iteration.  A thread waits for each state from its dispatch on, so a record's seconds run
+    from the later of the previous iteration's end and this one's dispatch to this one's end,
+    whatever the host is doing meanwhile.
     """
-    streamed, chunks = placement.streamed, placement.slots
     start = time.perf_counter()
     if resume_from is None:
         state, metrics = placement.init(config.seed), []
@@ -225,9 +112,49 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
         if int(state.iteration) > config.iterations:
             raise ValueError(f"{resume_from} is at iteration {int(state.iteration)}, beyond "
                              f"iterations={config.iterations}")
-    first, last = int(state.iteration) + 1, config.iterations
-    learns_alpha = any(prior.is_due(iteration, config.optimize_alpha_every, config.burn_in)
-                       for iteration in range(first, last + 1))  # else no update is compiled
+    schedule = AlphaSchedule(config.optimize_alpha_every, config.burn_in)
+    ready = _prepare(corpus, placement, config, state, heldout, schedule, start)
+    loop = _Loop(corpus, placement, config, ready, schedule, heldout, checkpoint_dir)
+    state = loop.run(metrics, callback, on_last_state)
+    return Iterations(state, metrics, ready.init_seconds, ready.compile_seconds)
+
+
+class AlphaSchedule(NamedTuple):
+    """When alpha is learned: after every `every` iterations (0: never) once more than
+    `burn_in` have run (prior.is_due)."""
+
+    every: int
+    burn_in: int
+
+    def is_due(self, iteration: int) -> bool:
+        return prior.is_due(iteration, self.every, self.burn_in)
+
+    def any_due(self, first: int, last: int) -> bool:
+        """Whether an update falls in iterations first..last (else none is compiled)."""
+        return any(self.is_due(iteration) for iteration in range(first, last + 1))
+
+
+class _Ready(NamedTuple):
+    """A run ready to iterate: its first state, the compiled iteration and alpha update (None
+    when no update is due), the held-out scorer (None without held-out documents) and the
+    seconds of initialisation and of the wait for compilation after it."""
+
+    state: TrainState
+    step: Callable[[TrainState], TrainState]
+    update_alpha: Callable[[TrainState], TrainState] | None
+    scorer: HeldoutScorer | None
+    init_seconds: float
+    compile_seconds: float
+
+
+def _prepare(corpus: Corpus, placement: Placement, config: TrainConfig, state: TrainState,
+             heldout, schedule: AlphaSchedule, start: float) -> _Ready:
+    """Compile the iteration (and the alpha update when one is due) and prepare the held-out
+    scorer for `state`, initialising since `start`: beside initialisation where the devices
+    are not the host's cores; elsewhere after it, and the scorer after the compilation too
+    (its tracing holds the GIL, which they need), so that it prepares while the devices
+    iterate."""
+    learns_alpha = schedule.any_due(int(state.iteration) + 1, config.iterations)
 
     def compiling():
         """The iteration and the update compiling in threads (XLA compiles without the GIL):
@@ -242,9 +169,6 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
                                          placement.num_words, config.em_iterations,
                                          placement.sharding(jax.sharding.PartitionSpec()))
 
-    # beside initialisation where the devices are not the host's cores; elsewhere after it,
-    # and the scorer after the compilation too (its tracing holds the GIL, which they need),
-    # so that it prepares while the devices iterate
     beside = compiles_beside_init(placement)
     programs, scorer = (compiling(), preparing_scorer()) if beside else (None, None)
     state = jax.block_until_ready(state)
@@ -256,56 +180,88 @@ def train_placed(corpus: Corpus, placement: Placement, config: TrainConfig,
     compile_seconds = time.perf_counter() - start
     if not beside:
         scorer = preparing_scorer()
-    previous_counters = dataclasses.replace(chunks.counters) if streamed else None
+    return _Ready(state, step, update_alpha, scorer, init_seconds, compile_seconds)
 
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") as waiter:
-        def dispatch(state, iteration):
-            """(the state after `iteration`, alpha learned if due (prior.is_due), when it is
-            ready (a future), when it was dispatched)."""
-            dispatched = time.perf_counter()
-            following = step(state)
-            if prior.is_due(iteration, config.optimize_alpha_every, config.burn_in):
-                following = update_alpha(following)
-            return following, waiter.submit(_ready_at, following), dispatched
 
-        finished = time.perf_counter()
-        following = dispatch(state, first) if first <= last else None
-        for iteration in range(first, last + 1):
-            (state, ready_at, dispatched), following = following, None
-            if not streamed and iteration < last:
-                following = dispatch(state, iteration + 1)
-            now = ready_at.result()
-            # from the later of the previous iteration's end and this one's dispatch, so host
-            # work between iterations (evaluation, callbacks, checkpoints) is not counted
-            seconds, finished = now - max(finished, dispatched), now
-            record = dict(iteration=iteration, seconds=seconds,
-                          tokens_per_second=corpus.num_tokens / seconds)
-            if streamed:
-                record.update(chunks.counters.since(previous_counters).as_metrics())
-                previous_counters = dataclasses.replace(chunks.counters)
-            if iteration == last and on_last_state is not None:
-                on_last_state(state)
-            due = config.eval_every and iteration % config.eval_every == 0
-            evaluate = heldout is not None and (due or iteration == last)
-            save = config.checkpoint_every and iteration % config.checkpoint_every == 0
-            if (evaluate or save) and following is not None and jax.process_count() > 1:
-                # their collectives must not run beside the queued iteration's: processes
-                # could pair up different collectives (seen with CPU collectives)
-                jax.block_until_ready(following[0])
-            if evaluate:
-                # alpha on the host: slicing the device array compiles small programs each run
-                score = scorer.score(placement.topic_word(state), placement.alpha(state))
-                record.update(heldout_loglik_per_token=score.loglik_per_token,
-                              perplexity=score.perplexity)
-            metrics.append(record)
-            if save:
-                checkpoint.save_checkpoint(checkpoint_dir, state, placement, config,
-                                           corpus.fingerprint(), metrics)
-            if callback is not None and callback(iteration, record, state):
-                break
-            if following is None and iteration < last:
-                following = dispatch(state, iteration + 1)
-    return Iterations(state, metrics, init_seconds, compile_seconds)
+@dataclasses.dataclass
+class _Loop:
+    """The iterations of a prepared run (train_placed): each dispatched ahead of the host's
+    work on the one before (but for streamed chunks), then recorded, scored, saved and
+    handed to the callback."""
+
+    corpus: Corpus
+    placement: Placement
+    config: TrainConfig
+    ready: _Ready
+    schedule: AlphaSchedule
+    heldout: tuple[Corpus, Corpus] | None
+    checkpoint_dir: object
+
+    def dispatch(self, waiter, state: TrainState, iteration: int):
+        """(the state after `iteration`, alpha learned if due, when it is ready (a future),
+        when it was dispatched)."""
+        dispatched = time.perf_counter()
+        following = self.ready.step(state)
+        if self.schedule.is_due(iteration):
+            following = self.ready.update_alpha(following)
+        return following, waiter.submit(_ready_at, following), dispatched
+
+    def run(self, metrics: list[dict], callback, on_last_state) -> TrainState:
+        """Run the iterations after the ready state's up to config.iterations (fewer when
+        the callback stops them), appending their records to metrics; the last state."""
+        state, streamed = self.ready.state, self.placement.streamed
+        first, last = int(state.iteration) + 1, self.config.iterations
+        counters = self.placement.slots.counters if streamed else None
+        previous_counters = dataclasses.replace(counters) if streamed else None
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saberjax-wait") \
+                as waiter:
+            finished = time.perf_counter()
+            following = self.dispatch(waiter, state, first) if first <= last else None
+            for iteration in range(first, last + 1):
+                (state, ready_at, dispatched), following = following, None
+                if not streamed and iteration < last:
+                    following = self.dispatch(waiter, state, iteration + 1)
+                now = ready_at.result()
+                # from the later of the previous iteration's end and this one's dispatch, so
+                # host work between iterations (evaluation, callbacks, checkpoints) is not
+                # counted
+                seconds, finished = now - max(finished, dispatched), now
+                record = dict(iteration=iteration, seconds=seconds,
+                              tokens_per_second=self.corpus.num_tokens / seconds)
+                if streamed:
+                    record.update(counters.since(previous_counters).as_metrics())
+                    previous_counters = dataclasses.replace(counters)
+                if iteration == last and on_last_state is not None:
+                    on_last_state(state)
+                self.score_and_save(state, iteration, record, metrics, following)
+                if callback is not None and callback(iteration, record, state):
+                    break
+                if following is None and iteration < last:
+                    following = self.dispatch(waiter, state, iteration + 1)
+        return state
+
+    def score_and_save(self, state: TrainState, iteration: int, record: dict,
+                       metrics: list[dict], following) -> None:
+        """Score the held-out documents into record when due, append it to metrics and save
+        a checkpoint when due."""
+        config = self.config
+        due = config.eval_every and iteration % config.eval_every == 0
+        evaluate = self.heldout is not None and (due or iteration == config.iterations)
+        save = config.checkpoint_every and iteration % config.checkpoint_every == 0
+        if (evaluate or save) and following is not None and jax.process_count() > 1:
+            # their collectives must not run beside the queued iteration's: processes could
+            # pair up different collectives (seen with CPU collectives)
+            jax.block_until_ready(following[0])
+        if evaluate:
+            # alpha on the host: slicing the device array compiles small programs each run
+            score = self.ready.scorer.score(self.placement.topic_word(state),
+                                            self.placement.alpha(state))
+            record.update(heldout_loglik_per_token=score.loglik_per_token,
+                          perplexity=score.perplexity)
+        metrics.append(record)
+        if save:
+            checkpoint.save_checkpoint(self.checkpoint_dir, state, self.placement, config,
+                                       self.corpus.fingerprint(), metrics)
 
 
 def train(corpus: Corpus, config: TrainConfig,
@@ -333,12 +289,11 @@ def train(corpus: Corpus, config: TrainConfig,
                                   lambda line: print(line, file=sys.stderr)), callback)
     if config.checkpoint_every and checkpoint_dir is None:
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
-    hyper = Hyperparams.create(config.num_topics, config.alpha, config.beta,
-                               resolve_backend(config.backend))
+    hyper = Hyperparams.from_config(config)
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
                               repr(dataclasses.asdict(config)))
-    placement = place(corpus, hyper, config)
+    placement = place(corpus, hyper, config, scoring=heldout is not None)
 
     def model_arrays(state):
         """The state's counts B (K columns) and alpha, on the host."""

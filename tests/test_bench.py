@@ -14,9 +14,9 @@ from helpers import random_corpus
 from saberjax import esca
 from saberjax.execution.placement import place
 from saberjax.commands import bench
+from saberjax.config import Hyperparams
 from saberjax.corpus import save_native
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 

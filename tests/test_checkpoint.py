@@ -16,8 +16,8 @@ from helpers import ROOT, random_corpus
 
 from saberjax import checkpoint, trainer
 from saberjax.execution.placement import place
+from saberjax.config import Hyperparams
 from saberjax.corpus import load_bundled, save_native
-from saberjax.state import Hyperparams
 
 # two chunks whatever the device count (the corpus has about 800 tokens)
 CONFIG = trainer.TrainConfig(num_topics=4, iterations=4, backend="xla", checkpoint_every=2,
@@ -63,11 +63,11 @@ def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
         killed = subprocess.Popen(train_command(corpus, tmp_path / "killed"), cwd=ROOT,
                                   env=SUBPROCESS_ENV, stdout=subprocess.DEVNULL,
                                   stderr=log_file)
-    wait_for_checkpoint_beyond(tmp_path / "killed" / "checkpoints", 4, killed, log)
+    wait_for_checkpoint_beyond(tmp_path / "killed.partial" / "checkpoints", 4, killed, log)
     assert killed.poll() is None, "training finished before it could be killed"
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    assert not (tmp_path / "killed" / "model.npz").exists()
+    assert not (tmp_path / "killed").exists()
 
     resumed = subprocess.run(train_command(corpus, tmp_path / "killed", "--resume"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -80,37 +80,49 @@ def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
     metrics = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["iteration"] for line in metrics] == list(range(1, 31))
     assert sorted(os.listdir(tmp_path / "killed" / "checkpoints")) == [
+        "checkpoint-00000028.json", "checkpoint-00000028.npz",
         "checkpoint-00000030.json", "checkpoint-00000030.npz"]
 
 
 @pytest.fixture(scope="module")
 def checkpointed_run(tmp_path_factory):
-    """(corpus, folder) of a 4-iteration run checkpointed at 2 and 4, checkpoint 2 copied aside."""
+    """(corpus, folder) of a 4-iteration run checkpointed at 2 and 4 into folder/checkpoints."""
     directory = tmp_path_factory.mktemp("run")
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20)
-
-    def keep_first_checkpoint(iteration, record, state):
-        if iteration == 2:
-            shutil.copytree(directory / "checkpoints", directory / "at2")
-
-    trainer.train(corpus, CONFIG, callback=keep_first_checkpoint,
-                  checkpoint_dir=directory / "checkpoints")
+    trainer.train(corpus, CONFIG, checkpoint_dir=directory / "checkpoints")
     return corpus, directory
 
 
-def test_only_the_newest_checkpoint_is_kept_with_no_temporary_files(checkpointed_run):
+def test_the_newest_two_checkpoints_are_kept_with_no_temporary_files(checkpointed_run):
     _, directory = checkpointed_run
     assert sorted(os.listdir(directory / "checkpoints")) == [
+        "checkpoint-00000002.json", "checkpoint-00000002.npz",
         "checkpoint-00000004.json", "checkpoint-00000004.npz"]
-    assert sorted(os.listdir(directory / "at2")) == [
-        "checkpoint-00000002.json", "checkpoint-00000002.npz"]
+
+
+def test_a_save_deletes_all_but_the_newest_checkpoint_first(tmp_path, monkeypatch):
+    """Never more than two checkpoints on disk, a save under way included."""
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20)
+    most = []
+    real_atomic_write = checkpoint.atomic_write
+
+    def counting(path, write, mode="wb"):
+        real_atomic_write(path, write, mode)
+        most.append(len(list(tmp_path.glob("checkpoint-*.npz"))))
+
+    monkeypatch.setattr(checkpoint, "atomic_write", counting)
+    trainer.train(corpus, dataclasses.replace(CONFIG, checkpoint_every=1), checkpoint_dir=tmp_path)
+    assert max(most) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "checkpoint-00000003.json", "checkpoint-00000003.npz",
+        "checkpoint-00000004.json", "checkpoint-00000004.npz"]
 
 
 def test_resumed_training_matches_uninterrupted_training(checkpointed_run):
     corpus, directory = checkpointed_run
     longer = dataclasses.replace(CONFIG, iterations=6, checkpoint_every=0)
     resumed = trainer.train(corpus, longer,
-                            resume_from=directory / "at2" / "checkpoint-00000002.json")
+                            resume_from=directory / "checkpoints" / "checkpoint-00000002.json")
     uninterrupted = trainer.train(corpus, longer)
     np.testing.assert_array_equal(resumed.model.word_topic_counts,
                                   uninterrupted.model.word_topic_counts)
@@ -127,7 +139,9 @@ def test_a_checkpoint_recording_the_legacy_fingerprint_resumes(checkpointed_run,
     legacy fingerprint: it resumes to the uninterrupted model, and the next one records the
     current fingerprint."""
     corpus, directory = checkpointed_run
-    shutil.copytree(directory / "at2", tmp_path / "at2")
+    (tmp_path / "at2").mkdir()
+    for name in ("checkpoint-00000002.json", "checkpoint-00000002.npz"):
+        shutil.copy(directory / "checkpoints" / name, tmp_path / "at2" / name)
     path = tmp_path / "at2" / "checkpoint-00000002.json"
     manifest = json.loads(path.read_text())
     assert manifest["corpus_fingerprint"] == corpus.fingerprint() != corpus.legacy_fingerprint()
@@ -157,7 +171,6 @@ def damage_newest(directory: pathlib.Path) -> None:
 def test_damaged_or_unfinished_checkpoints_are_never_taken_as_latest(checkpointed_run, tmp_path):
     _, directory = checkpointed_run
     shutil.copytree(directory / "checkpoints", tmp_path, dirs_exist_ok=True)
-    shutil.copytree(directory / "at2", tmp_path, dirs_exist_ok=True)
     assert checkpoint.latest_checkpoint(tmp_path) == tmp_path / "checkpoint-00000004.json"
     damage_newest(tmp_path)
     with pytest.warns(UserWarning, match="skipping damaged checkpoint"):

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from helpers import import_script, needs_local_devices, random_corpus, run_launcher
 
-from saberjax import checkpoint, chunk_store, esca, trainer
+from saberjax import checkpoint, chunk_compact, chunk_records, chunk_store, esca, trainer
 from saberjax.execution import memory
 from saberjax.execution.placement import place
 from saberjax.execution.plan import _coarse, plan_store_chunk_tokens
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
 from saberjax.outputs import OutputConflictError
-from saberjax.state import Hyperparams
 
 # A host budget that holds a chunk of a few thousand tokens but not these corpora's states,
 # beside nothing else: the memory the test process holds (jax) is taken as none.
@@ -38,10 +38,10 @@ def test_compact_chunks_expand_to_the_layouts_chunks():
     corpus = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words, corpus.vocab)
     plan = plan_layout(corpus, 1500)
     runs = min(corpus.num_words, plan.padded_tokens) + 1
-    expand = jax.jit(chunk_store.expand)
+    expand = jax.jit(chunk_compact.expand)
     for index in range(len(plan.chunk_docs)):  # every word present in some chunks
         chunk = plan.build_chunk(corpus, index)
-        back = jax.device_get(expand(chunk_store.compact(chunk, runs)))
+        back = jax.device_get(expand(chunk_compact.compact(chunk, runs)))
         assert jax.tree.structure(back) == jax.tree.structure(chunk)
         for name, leaf in zip(("word", "doc", "doc_major_pos", "doc_start", "num_tokens",
                                "token_base", "tile_start"), jax.tree.leaves(chunk)):
@@ -229,7 +229,7 @@ def test_a_build_that_fails_leaves_no_store_behind(tmp_path, monkeypatch):
     """Whichever builds the chunks (the host, or the devices where they are accelerators),
     a slot that cannot be written fails the build and leaves nothing."""
     corpus = random_corpus(num_docs=200, num_words=40, mean_length=30, seed=31)
-    real_write, written = chunk_store._Records.write, []
+    real_write, written = chunk_records.Records.write, []
 
     def failing_third_slot(records, *args, **kwargs):
         written.append(args[1])
@@ -237,11 +237,11 @@ def test_a_build_that_fails_leaves_no_store_behind(tmp_path, monkeypatch):
             raise OSError("disk on fire")
         return real_write(records, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_store._Records, "write", failing_third_slot)
+    monkeypatch.setattr(chunk_records.Records, "write", failing_third_slot)
     with pytest.raises(OSError, match="disk on fire"):
         stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["store.lock"]
-    monkeypatch.setattr(chunk_store._Records, "write", real_write)
+    monkeypatch.setattr(chunk_records.Records, "write", real_write)
     placement = stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store")
     assert placement.slots.build_seconds > 0  # built whole the next time
 
@@ -273,5 +273,5 @@ def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(t
     loaded, _ = checkpoint.load_checkpoint(path, from_disk, corpus, config)
     np.testing.assert_array_equal(from_disk.corpus_order_topics(loaded),
                                   from_disk.corpus_order_topics(state))
-    with pytest.raises(checkpoint.CheckpointError, match="z alone .*--host_memory_gb"):
+    with pytest.raises(checkpoint.CheckpointError, match="z alone .*host_memory_gb"):
         checkpoint.load_checkpoint(path, from_memory, corpus, config)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-from absl import flags
 
 from helpers import ROOT, random_corpus
 from saberjax import cli, command_line

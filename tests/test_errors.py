@@ -245,3 +245,19 @@ def test_launchers_grow_the_device_pool_on_demand_unless_the_user_chose(monkeypa
     expected = dict(users) if users else {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     assert {name: os.environ[name] for name in cli.DEVICE_MEMORY_ENV
             if name in os.environ} == expected
+
+
+def test_a_library_error_names_settings_and_the_command_line_shows_them_as_flags():
+    from absl import flags
+
+    from saberjax import cli
+
+    flag_values = flags.FlagValues()
+    flags.DEFINE_integer("num_topics", 2, "", flag_values=flag_values)
+    flags.DEFINE_float("device_memory_gb", None, "", flag_values=flag_values)
+    message = ("num_topics=3000000 needs 9.1 GB; raise device_memory_gb or host_memory_gb "
+               "(chunk_store.host_chunk_tokens, /tmp/a_b)")
+    assert cli.as_flags(message, flag_values) == (
+        "--num_topics=3000000 needs 9.1 GB; raise --device_memory_gb or host_memory_gb "
+        "(chunk_store.host_chunk_tokens, /tmp/a_b)")
+    assert "a bug?" not in cli.error_line(MemoryError("the model does not fit"))

@@ -9,9 +9,10 @@ import pytest
 from helpers import random_corpus
 
 from saberjax import esca, mstep, trainer
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import (BHAT_DTYPE, Hyperparams, check_document_lengths, max_pair_count,
+from saberjax.state import (BHAT_DTYPE, check_document_lengths, max_pair_count, 
                             pack_pairs, pair_topic_bits, unpack_pairs)
 from saberjax.tree import WIDTH
 

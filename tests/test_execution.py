@@ -13,11 +13,11 @@ import pytest
 from helpers import ROOT, needs_local_devices, random_corpus
 
 from saberjax import esca
+from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.mesh import make_mesh, MODEL_SPEC, WORD_MODEL_SPEC
 from saberjax.execution.placement import place
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 def reference(corpus, hyper, iterations, seed):
@@ -73,7 +73,7 @@ def test_four_devices_give_the_one_device_model():
 import numpy as np
 from helpers import random_corpus
 from saberjax.execution.placement import place
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 hyper = Hyperparams.create(33)
 models = []

@@ -124,29 +124,29 @@ def test_chunk_is_the_same_for_any_number_of_workers(monkeypatch, bucket_tokens)
     ranks in a chunk, some beyond 2 x 65,535 (buckets cut at every 65,536 ranks), a chunk of
     one document, a chunk of empty documents only and a chunk of none; with a few buckets
     of ranks, and with small buckets, more than 256 of them (16-bit bucket keys)."""
-    from saberjax import layout
+    from saberjax import layout, layout_sort
 
     corpus = _mixed_corpus()
     if bucket_tokens:
-        monkeypatch.setattr(layout, "BUCKET_TOKENS", bucket_tokens)
+        monkeypatch.setattr(layout_sort, "BUCKET_TOKENS", bucket_tokens)
     plan = layout.plan_layout(corpus, chunk_tokens=corpus.num_tokens // 2 + 1)
     (first, middle), (_, end) = plan.chunk_docs
     offsets = np.asarray(corpus.doc_offsets)
     ranks_in_first = plan.word_rank[corpus.word_ids[: offsets[middle]]]
     assert np.unique(ranks_in_first).size > 65_536 and ranks_in_first.max() >= 2 * 65_535
     assert np.unique(ranks_in_first).size < corpus.num_words - 10_000
-    buckets = layout._RankBuckets(corpus.word_ids[: offsets[middle]], plan.word_rank,
-                                  int(offsets[middle]))
+    buckets = layout_sort.RankBuckets(corpus.word_ids[: offsets[middle]], plan.word_rank,
+                                      int(offsets[middle]))
     assert buckets.count > 256 if bucket_tokens else buckets.count < 10
     pieces = []
-    real_pieces = layout._Pieces
+    real_pieces = layout_sort.Pieces
 
     class CountedPieces(real_pieces):
         def __init__(self, count):
             pieces.append(count)
             super().__init__(count)
 
-    monkeypatch.setattr(layout, "_Pieces", CountedPieces)
+    monkeypatch.setattr(layout_sort, "Pieces", CountedPieces)
     spans = [(first, middle), (middle, end), (700, 701), (500, 503), (998, 1000), (400, 400)]
     pieces_of_span = []
     for span in spans:
@@ -178,13 +178,13 @@ def test_rank_buckets_are_runs_of_ranks_with_16_bit_keys(monkeypatch):
     """Buckets cover the ranks in order, each at most 65,536 ranks (a word's key is its rank
     within its bucket), about BUCKET_TOKENS sampled tokens each, a word of more tokens
     alone."""
-    from saberjax import layout
+    from saberjax import layout, layout_sort
 
     corpus = _mixed_corpus()
     plan = layout.plan_layout(corpus)
-    monkeypatch.setattr(layout, "BUCKET_TOKENS", 5_000)
-    monkeypatch.setattr(layout, "RANK_SAMPLE", 100_000)  # every 5th token
-    buckets = layout._RankBuckets(corpus.word_ids, plan.word_rank, corpus.num_tokens)
+    monkeypatch.setattr(layout_sort, "BUCKET_TOKENS", 5_000)
+    monkeypatch.setattr(layout_sort, "RANK_SAMPLE", 100_000)  # every 5th token
+    buckets = layout_sort.RankBuckets(corpus.word_ids, plan.word_rank, corpus.num_tokens)
     first = buckets.first_rank
     assert first[0] == 0 and first[-1] == corpus.num_words and np.all(np.diff(first) >= 1)
     assert np.all(np.diff(first) <= 65_536) and buckets.count == len(first) - 1

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from helpers import import_script, needs_local_devices
 
-from saberjax import chunk_store, layout, layout_device
+from saberjax import chunk_compact, chunk_store, layout, layout_device
+from saberjax.config import Hyperparams
 from saberjax.execution.mesh import BY_DEVICE, make_mesh
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
-from saberjax.state import Hyperparams
 
 CHUNK_FIELDS = ("word", "doc", "doc_major_pos", "doc_start", "num_tokens", "token_base",
                 "tile_start")
@@ -57,7 +57,7 @@ def assert_same_chunk(device, host, where=""):
 
 def assert_same_compact(device, host, where=""):
     assert (device.tile_tokens, device.block_tokens) == (host.tile_tokens, host.block_tokens)
-    for name in chunk_store._ARRAY_FIELDS:
+    for name in chunk_compact.COMPACT_FIELDS:
         got, want = np.asarray(getattr(device, name)), np.asarray(getattr(host, name))
         assert got.dtype == want.dtype and got.shape == want.shape, (where, name)
         np.testing.assert_array_equal(got, want, err_msg=f"{where} {name}")
@@ -71,7 +71,7 @@ def test_device_layout_is_the_host_layout_in_every_chunk(seed, num_docs, num_wor
     corpus = random_corpus(seed, num_docs, num_words)
     plan = plan_layout(corpus, chunk_tokens)
     runs = min(corpus.num_words, plan.padded_tokens) + 1
-    compact = jax.jit(lambda inputs, rank: chunk_store.compact_on_device(
+    compact = jax.jit(lambda inputs, rank: chunk_compact.compact_on_device(
         layout_device.build_chunk(inputs, rank), runs))
     absent = length_order_matters = False
     for index, (first, last) in enumerate(plan.chunk_docs):
@@ -82,7 +82,7 @@ def test_device_layout_is_the_host_layout_in_every_chunk(seed, num_docs, num_wor
         inputs = layout_device.chunk_inputs(corpus, first, last, plan.padded_tokens,
                                             plan.padded_docs)
         assert_same_compact(jax.device_get(compact(inputs, jax.numpy.asarray(plan.word_rank))),
-                            chunk_store.compact(host, runs), f"chunk {index}")
+                            chunk_compact.compact(host, runs), f"chunk {index}")
         n = int(host.num_tokens)
         absent |= len(np.unique(host.word[:n])) < corpus.num_words
         # the documents' lengths decide the order: a stable sort by rank alone differs

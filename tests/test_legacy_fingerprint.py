@@ -14,10 +14,10 @@ from helpers import random_corpus
 from saberjax import chunk_store, coherence, layout_cache
 from saberjax.execution import memory
 from saberjax.execution.placement import place
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
 from saberjax.model import TopicModel
-from saberjax.state import Hyperparams
 
 
 def model_trained_on(corpus: Corpus, fingerprint: str) -> TopicModel:

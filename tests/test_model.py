@@ -3,7 +3,6 @@
 import json
 import struct
 import zipfile
-import zlib
 
 import numpy as np
 import pytest
@@ -11,8 +10,9 @@ from helpers import needs_local_devices, random_corpus
 
 from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
+from saberjax import files
 from saberjax import model as model_module
-from saberjax.model import FORMAT_VERSION, TopicModel, crc32_combine
+from saberjax.model import FORMAT_VERSION, TopicModel
 
 
 def test_saved_model_loads_back_identically(tmp_path):
@@ -183,32 +183,12 @@ def test_topic_word_of_any_shape_is_the_float64_formula_rounded_once(shape, monk
     np.testing.assert_array_equal(model_module.topic_word_from_counts(counts, 0.1), expected)
 
 
-def test_crc32_combine_gives_the_crc_of_the_concatenation():
-    rng = np.random.default_rng(3)
-    data = rng.integers(0, 256, 100_000, dtype=np.uint8).tobytes()
-    for _ in range(200):
-        cuts = np.sort(rng.integers(0, len(data) + 1, rng.integers(1, 6)))
-        cuts = np.sort(np.concatenate([[0], cuts, cuts[:1], [len(data)]]))  # cuts[0] twice:
-        # an empty piece
-        pieces = [data[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
-        crc = 0
-        for piece in pieces:
-            crc = crc32_combine(crc, zlib.crc32(piece), len(piece))
-        assert crc == zlib.crc32(b"".join(pieces))
-    head, zeros = b"head", bytes(1 << 24)
-    alone, after_head = 0, zlib.crc32(head)  # 33 x 16 MiB of zeros: length2 has bit 29 set,
-    # where the table of x^(2^n) wraps round (n = 29 + 3)
-    for _ in range(33):
-        alone, after_head = zlib.crc32(zeros, alone), zlib.crc32(zeros, after_head)
-    assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head
-
-
 def test_model_npz_is_the_zip64_archive_np_savez_writes(tmp_path, monkeypatch):
     """model.npz is written in pieces by several threads (checksummed separately, CRCs
     combined): its members and local headers are np.savez's byte for byte, the CRCs verify,
     and the central directory's zip64 fields (sizes and offsets of every member) and zip64
     end records are right."""
-    monkeypatch.setattr(model_module, "PIECE_BYTES", 4_097)  # many pieces, a short last one
+    monkeypatch.setattr(files, "PIECE_BYTES", 4_097)  # many pieces, a short last one
     counts = np.random.default_rng(4).integers(0, 99, (301, 13)).astype(np.int32)
     model = TopicModel(counts, np.linspace(0.1, 1, 13), 0.02, tuple(map(str, range(301))))
     model.save(tmp_path / "ours")
@@ -242,7 +222,7 @@ def test_a_failed_save_leaves_no_model_file(tmp_path, monkeypatch):
     def fail(*args):
         raise OSError("no space left")
 
-    monkeypatch.setattr(model_module, "_write_piece", fail)
+    monkeypatch.setattr(files, "_write_piece", fail)
     with pytest.raises(OSError, match="no space left"):
         TopicModel(np.ones((3, 2), np.int32), 0.5, 0.01, ("a", "b", "c")).save(tmp_path)
     assert list(tmp_path.iterdir()) == []

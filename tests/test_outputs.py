@@ -7,48 +7,88 @@ the run is started through a driver that SIGKILLs the process right after a chos
 returns.
 """
 
+import errno
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 from helpers import ROOT, random_corpus
 
-from saberjax import outputs
+from saberjax import outputs, run_directory
 from saberjax.corpus import save_native
 
 FAST = ("--num_topics=3", "--iterations=2", "--backend=xla", "--test_fraction=0",
         "--top_words=0", "--num_devices=1")
 
-# Runs launch/train.py with argv[3:], SIGKILLing itself once argv[1].argv[2] (a module's
-# function) has returned from a call whose first argument ends with argv[3] ("" for any).
-KILL_DRIVER = """
-import importlib, os, runpy, signal, sys
-module, name, after, *flags = sys.argv[1:]
+# Runs launch/train.py with argv[5:] after wrapping argv[1].argv[2] (a module's function or a
+# class's method, "Class.method"): a
+# call whose first argument ends with argv[3] ("" for any) is followed by argv[4]: a signal's
+# name ("SIGKILL") sends it to the process once the call has returned, "pause" waits, once it
+# has returned, until the file PAUSE_FILE (an environment variable) is gone, and an errno name
+# ("ENOSPC") raises that OSError, without a file name as a failed write does, instead of
+# calling.
+DRIVER = """
+import errno, importlib, os, runpy, signal, sys, time
+module, name, after, action, *flags = sys.argv[1:]
+*owners, name = name.split(".")
 target = importlib.import_module(module)
+for owner in owners:
+    target = getattr(target, owner)
 real = getattr(target, name)
-def killing(*args, **kwargs):
+def wrapped(*args, **kwargs):
+    if not str(args[0] if args else "").endswith(after):
+        return real(*args, **kwargs)
+    if action.startswith("E"):
+        code = getattr(errno, action)
+        raise OSError(code, os.strerror(code))
     result = real(*args, **kwargs)
-    if str(args[0] if args else "").endswith(after):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if action.startswith("SIG"):
+        os.kill(os.getpid(), getattr(signal, action))
+    while os.path.exists(os.environ["PAUSE_FILE"]):
+        time.sleep(0.05)
     return result
-setattr(target, name, killing)
+setattr(target, name, wrapped)
 sys.argv = ["launch/train.py", *flags]
 runpy.run_path("launch/train.py", run_name="__main__")
 """
 
 
-def train(corpus, output, *flags, kill_after=None) -> subprocess.CompletedProcess:
-    """launch/train.py on corpus into output (optionally killed after kill_after = (module,
-    function, first-argument suffix) returns)."""
+# Runs launch/train.py with argv[1:] on a machine whose disks have no free space left.
+NO_FREE_SPACE_DRIVER = """
+import runpy, shutil, sys
+real = shutil.disk_usage
+shutil.disk_usage = lambda path: real(path)._replace(free=0)
+sys.argv = ["launch/train.py", *sys.argv[1:]]
+runpy.run_path("launch/train.py", run_name="__main__")
+"""
+
+
+def train_command(corpus, output, *flags, kill_after=None, fail=None, pause_after=None,
+                  kill_signal="SIGKILL") -> list[str]:
+    """The command line of launch/train.py on corpus into output, through DRIVER when one of
+    kill_after, fail or pause_after names a (module, function, first-argument suffix)."""
     args = [f"--corpus={corpus}", f"--output={output}", *FAST, *flags]
-    command = ([sys.executable, "-c", KILL_DRIVER, *kill_after, *args] if kill_after
-               else [sys.executable, str(ROOT / "launch" / "train.py"), *args])
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    for action, where in ((kill_signal, kill_after), ("pause", pause_after),
+                          *(fail or {}).items()):
+        if where:
+            return [sys.executable, "-c", DRIVER, *where, action, *args]
+    return [sys.executable, str(ROOT / "launch" / "train.py"), *args]
+
+
+def train(corpus, output, *flags, kill_after=None, kill_signal="SIGKILL", fail=None
+          ) -> subprocess.CompletedProcess:
+    """launch/train.py on corpus into output (optionally killed by kill_signal after
+    kill_after = (module, function, first-argument suffix) returns, or failing with fail =
+    {errno name: (module, function, first-argument suffix)})."""
+    return subprocess.run(train_command(corpus, output, *flags, kill_after=kill_after,
+                                        fail=fail, kill_signal=kill_signal),
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def snapshot(directory) -> dict[str, bytes]:
@@ -96,9 +136,9 @@ def model_dir(finished, tmp_path):
             "continues its checkpoint (iteration 2), or choose another --output"),
     (("--num_topics=5",), 2, "already holds a model"),
     (("--alpha=-1",), 2, "--alpha"),
-    (("--iterations=0",), 2, "--iterations=0"),
-    (("--iterations=-3",), 2, "--iterations=-3"),
-    (("--num_topics=0", "--overwrite"), 2, "--num_topics=0"),
+    (("--iterations=0",), 2, "--iterations: 0 must be at least 1"),
+    (("--iterations=-3",), 2, "--iterations: -3 must be at least 1"),
+    (("--num_topics=0", "--overwrite"), 2, "--num_topics: 0 must be at least 2"),
     (("--test_fraction=1", "--overwrite"), 2, "--test_fraction"),
     (("--resume", "--num_topics=4"), 1, "num_topics=3 (this run: 4)"),
     (("--corpus=/nonexistent", "--overwrite"), 1, "/nonexistent: no such file or directory"),
@@ -185,19 +225,75 @@ def test_a_run_killed_while_saving_leaves_the_old_model_or_the_new_one_whole(fin
     assert num_topics(model_dir) == 2 and os.listdir(model_dir.parent) == ["model"]
 
 
-def test_a_fresh_run_killed_while_saving_leaves_no_model_and_is_not_silently_replaced(
-        finished, tmp_path):
+@pytest.mark.parametrize("point, kill_signal", [("training", "SIGKILL"), ("training", "SIGTERM"),
+                                                ("saving", "SIGKILL")])
+def test_a_killed_fresh_run_leaves_no_output_and_the_next_run_needs_no_flag(finished, tmp_path,
+                                                                            point, kill_signal):
     output = tmp_path / "fresh"
-    killed = train(finished[0], output, kill_after=KILL_POINTS["model.npz written"])
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert os.listdir(output) == ["metrics.jsonl"]  # the model's files never reached it
+    where = (("saberjax.trainer", "train_placed", "") if point == "training"
+             else KILL_POINTS["model.npz written"])
+    killed = train(finished[0], output, kill_after=where, kill_signal=kill_signal)
+    assert killed.returncode == -getattr(signal, kill_signal), killed.stderr[-3000:]
+    assert not output.exists()  # the run's files went to fresh.partial
     again = train(finished[0], output)
-    assert again.returncode == 2
-    assert "holds the files of an unfinished run without a checkpoint: --overwrite replaces it" \
-        in error_line(again)
-    again = train(finished[0], output, "--overwrite")
     assert again.returncode == 0, again.stderr[-3000:]
     assert num_topics(output) == 3 and os.listdir(tmp_path) == ["fresh"]
+
+
+def test_a_killed_fresh_run_resumes_from_its_partial_directory(finished, tmp_path):
+    output = tmp_path / "fresh"
+    killed = train(finished[0], output, "--iterations=4", "--checkpoint_every=2",
+                   kill_after=("saberjax.checkpoint", "save_checkpoint", ""))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not output.exists()
+    partial = tmp_path / "fresh.partial"
+    plain = train(finished[0], output, "--iterations=4")
+    assert plain.returncode == 2
+    assert f"{partial} holds an interrupted run (checkpoint at iteration 2)" in error_line(plain)
+    resumed = train(finished[0], output, "--resume", "--iterations=4", "--checkpoint_every=2")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    metrics = (output / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iteration"] for line in metrics] == [1, 2, 3, 4]
+    assert os.listdir(tmp_path) == ["fresh"]
+
+
+def test_a_second_run_into_an_output_in_use_refuses_and_the_first_keeps_its_model(
+        finished, model_dir, tmp_path):
+    """Two --overwrite runs into one directory: the second refuses, naming the first, and
+    touches nothing; the first finishes with its own model."""
+    pause = tmp_path / "pause"
+    pause.touch()
+    before = snapshot(model_dir)
+    first = subprocess.Popen(
+        train_command(finished[0], model_dir, "--overwrite", "--num_topics=2",
+                      pause_after=("saberjax.run_directory", "RunDirectory.open", "")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PAUSE_FILE": str(pause)})
+    try:
+        deadline = time.monotonic() + 120
+        while not model_dir.with_name("model.partial").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.05)
+        second = train(finished[0], model_dir, "--overwrite", "--num_topics=4")
+        assert second.returncode == 2
+        assert (f"{model_dir} is in use by another run (process {first.pid} on "
+                in error_line(second))
+        assert snapshot(model_dir) == before
+    finally:
+        pause.unlink()
+        _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-3000:]
+    assert num_topics(model_dir) == 2
+    assert os.listdir(model_dir.parent) == ["model"]  # no lock file left behind
+
+
+def test_a_killed_run_leaves_its_output_free(finished, model_dir):
+    killed = train(finished[0], model_dir, "--overwrite", "--num_topics=2",
+                   kill_after=("saberjax.trainer", "train_placed", ""))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    again = train(finished[0], model_dir, "--overwrite", "--num_topics=2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert num_topics(model_dir) == 2 and os.listdir(model_dir.parent) == ["model"]
 
 
 def test_an_interrupted_run_is_resumed_not_silently_discarded(finished, model_dir):
@@ -220,6 +316,114 @@ def test_an_interrupted_run_is_resumed_not_silently_discarded(finished, model_di
     assert num_topics(model_dir) == 2 and os.listdir(model_dir.parent) == ["model"]
     metrics = (model_dir / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["iteration"] for line in metrics] == [1, 2, 3, 4]
+
+
+def test_resume_names_a_damaged_checkpoint_and_continues_the_one_before(finished, tmp_path):
+    output = tmp_path / "model"
+    first = train(finished[0], output, "--iterations=4", "--checkpoint_every=2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    damaged = output / "checkpoints" / "checkpoint-00000004.npz"
+    damaged.write_bytes(damaged.read_bytes()[:-100])
+    resumed = train(finished[0], output, "--resume", "--iterations=6")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    named = [line for line in resumed.stderr.splitlines() if str(damaged) in line]
+    assert len(named) == 1 and "damaged" in named[0], resumed.stderr
+    assert f"resuming from {output / 'checkpoints' / 'checkpoint-00000002.json'}" in \
+        resumed.stderr
+    metrics = (output / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iteration"] for line in metrics] == [1, 2, 3, 4, 5, 6]
+
+
+def test_resume_from_a_damaged_checkpoint_alone_names_it(finished, model_dir):
+    damaged = model_dir / "checkpoints" / "checkpoint-00000002.npz"
+    damaged.write_bytes(damaged.read_bytes()[:-100])
+    before = snapshot(model_dir)
+    result = train(finished[0], model_dir, "--resume", "--iterations=4")
+    assert result.returncode == 2
+    line = error_line(result)
+    assert str(damaged) in line and "damaged" in line and "no checkpoint in" not in line
+    assert snapshot(model_dir) == before and os.listdir(model_dir.parent) == ["model"]
+
+
+def test_an_output_under_a_file_is_refused_before_training(finished, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = train(finished[0], tmp_path / "file" / "sub")
+    assert result.returncode == 2
+    assert error_line(result) == (f"error: --output={tmp_path / 'file' / 'sub'}: "
+                                  f"{tmp_path / 'file'} is not a directory")
+    assert "training on" not in result.stderr
+    assert os.listdir(tmp_path) == ["file"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
+def test_an_output_in_a_read_only_folder_is_refused_before_training(finished, tmp_path):
+    (tmp_path / "locked").mkdir(mode=0o555)
+    result = train(finished[0], tmp_path / "locked" / "model")
+    assert result.returncode == 2
+    assert f"--output={tmp_path / 'locked' / 'model'}: {tmp_path / 'locked'} is not " \
+           f"writable" in error_line(result)
+    assert "training on" not in result.stderr and os.listdir(tmp_path / "locked") == []
+
+
+def test_an_output_without_room_for_the_model_is_refused_before_training(finished, model_dir):
+    before = snapshot(model_dir)
+    result = subprocess.run([sys.executable, "-c", NO_FREE_SPACE_DRIVER,
+                             f"--corpus={finished[0]}", f"--output={model_dir}", *FAST,
+                             "--overwrite"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2
+    assert f"--output={model_dir}: the model needs" in error_line(result)
+    assert "training on" not in result.stderr and snapshot(model_dir) == before
+
+
+# Where a write fails for want of space: the model's arrays (written ahead, while the last
+# iteration is scored, or at the save), and a checkpoint during training.
+FULL_DISK_POINTS = {
+    "model.npz": ("saberjax.files", "write_at", ""),
+    "checkpoint": ("numpy", "savez", ""),
+}
+
+
+@pytest.mark.parametrize("point", FULL_DISK_POINTS)
+def test_a_full_disk_names_the_output_and_keeps_the_previous_model(finished, model_dir, point):
+    before = snapshot(model_dir)
+    result = train(finished[0], model_dir, "--overwrite", "--num_topics=2",
+                   "--checkpoint_every=1", fail={"ENOSPC": FULL_DISK_POINTS[point]})
+    assert result.returncode == 1
+    line = error_line(result)
+    assert line.startswith(f"error: --output={model_dir}: no space left on device ("), line
+    assert snapshot(model_dir) == before
+    assert ".model.lock" not in os.listdir(model_dir.parent)
+
+
+def test_an_output_lock_is_held_by_one_owner_at_a_time(tmp_path):
+    first = run_directory.OutputLock.take(tmp_path / "model")
+    with pytest.raises(run_directory.OutputInUseError,
+                       match=f"model is in use by another run \\(process {os.getpid()} on "):
+        run_directory.OutputLock.take(tmp_path / "model")
+    first.release()
+    assert os.listdir(tmp_path) == []
+    second = run_directory.OutputLock.take(tmp_path / "model")
+    second.release()
+    second.release()  # once is enough
+
+
+def test_a_failed_metrics_write_names_the_output(tmp_path, monkeypatch):
+    run = run_directory.RunDirectory.plan(tmp_path / "model")
+    run.open()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with run.metrics_log([{"iteration": 1}]) as append:
+        monkeypatch.setattr(json, "dumps", disk_full)
+        with pytest.raises(OSError) as raised:
+            append({"iteration": 2})
+    monkeypatch.undo()
+    error = run.failed(raised.value)
+    assert str(error) == (f"--output={tmp_path / 'model'}: no space left on device "
+                          f"({tmp_path / 'model.partial' / 'metrics.jsonl'})")
+    assert os.listdir(tmp_path) == []  # nothing to resume: the working directory went too
 
 
 def test_replace_directory_swaps_whole_directories(tmp_path):

@@ -5,6 +5,7 @@ the real kernels; the lowering tests compile each kernel to Triton IR for an abs
 an operation Triton cannot lower fails on a CPU-only machine too.
 """
 
+import dataclasses
 import functools
 import types
 
@@ -13,27 +14,34 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import test_sampler
-from helpers import random_corpus
+from helpers import import_script, random_corpus
 
 from saberjax import esca, rng
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, build_layout, max_tiles, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import default_interpret
-from saberjax.pallas import check_gpu
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.segmented_count import shuffle_to_doc_major
-from saberjax.state import BHAT_DTYPE, ChunkState, Hyperparams
+from saberjax.state import BHAT_DTYPE, ChunkState
 
+CHECK_GPU = import_script("tools/check_gpu.py", "check_gpu")  # its ragged test corpora
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
                                    platform="gpu")
 
 
 def ragged_corpus(num_words: int = 40, seed: int = 0) -> Corpus:
     """Random documents plus empty and one-token ones; word 0 frequent, the last word once."""
-    return check_gpu.ragged_corpus(num_words, seed)
+    return CHECK_GPU.ragged_corpus(num_words, seed)
+
+
+def with_backend(num_topics: int, backend: str) -> Hyperparams:
+    """The default settings of num_topics topics on `backend` as given: "pallas" off a GPU too
+    (the kernels in interpret mode), which a run's settings refuse (backend.resolve_backend)."""
+    return dataclasses.replace(Hyperparams.create(num_topics, backend="xla"), backend=backend)
 
 
 def doc_major(chunk, topics):
@@ -44,7 +52,7 @@ def doc_major(chunk, topics):
 def random_state(corpus: Corpus, num_topics: int, seed: int):
     """(chunk, chunk state, model, key) with random topics and random, skewed counts in B."""
     rng_np = np.random.default_rng(seed)
-    hyper = Hyperparams.create(num_topics)
+    hyper = Hyperparams.create(num_topics, backend="xla")
     chunk = jax.device_put(build_layout(corpus).chunks[0])
     topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
                       rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
@@ -195,7 +203,7 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
 def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_columns,
                                                   rows_per_program):
     """Totals exactly, B-hat up to division rounding, the tree levels up to summation order."""
-    hyper = Hyperparams.create(num_topics)
+    hyper = Hyperparams.create(num_topics, backend="xla")
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = np.random.default_rng(num_topics).geometric(
         0.3, (num_words, num_topics)) - 1
@@ -223,7 +231,7 @@ def test_pallas_backend_trains_the_same_model_as_xla():
     topic (1e-7 to 1e-4 of them on large corpora, BUILD_NOTES.md)."""
     corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
     chunks = jax.device_put(build_layout(corpus, corpus.num_tokens // 2 + 1).chunks)
-    hypers = {backend: Hyperparams.create(30, backend=backend) for backend in ("xla", "pallas")}
+    hypers = {backend: with_backend(30, backend) for backend in ("xla", "pallas")}
     state = esca.init(chunks, corpus.num_words, hypers["xla"], seed=11)
     for _ in range(2):
         steps = {backend: esca.step(state, chunks, hyper) for backend, hyper in hypers.items()}
@@ -330,7 +338,7 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
     corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
     results = {}
     for backend in ("xla", "pallas"):
-        placed = place(corpus, Hyperparams.create(30, backend=backend),
+        placed = place(corpus, with_backend(30, backend),
                        min(2, jax.device_count()), partition="words")
         state = placed.init(11)
         step = placed.compile(state)

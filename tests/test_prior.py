@@ -99,7 +99,7 @@ def learned(corpus, placement) -> trainer.TrainResult:
     config = dict(num_topics=12, iterations=5, backend="xla", optimize_alpha_every=2, seed=3)
     if placement == "streamed":
         from saberjax.execution import memory  # noqa: PLC0415
-        from saberjax.state import Hyperparams  # noqa: PLC0415
+        from saberjax.config import Hyperparams  # noqa: PLC0415
 
         per_token = memory.device_bytes_per_token(corpus, Hyperparams.create(12))
         budget = memory.model_bytes(60, 32) + 3 * corpus.num_tokens / 6 * per_token

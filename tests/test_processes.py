@@ -12,8 +12,8 @@ import pytest
 from helpers import ROOT, random_corpus
 
 from saberjax import esca, processes
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 WORKER = """
 import os, sys
@@ -23,7 +23,7 @@ processes.initialize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), heartbeat_
 import jax
 from helpers import random_corpus
 from saberjax.execution.placement import place
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
 placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
 state = placed.init(5)
@@ -125,8 +125,9 @@ def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp
     train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=4")
     train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
     checkpoints = sorted(os.listdir(tmp_path / "two" / "checkpoints"))
-    assert checkpoints == ["checkpoint-00000004.json", "checkpoint-00000004.npz",
-                           "checkpoint-00000004.p1.npz"]
+    assert checkpoints == ["checkpoint-00000002.json", "checkpoint-00000002.npz",
+                           "checkpoint-00000002.p1.npz", "checkpoint-00000004.json",
+                           "checkpoint-00000004.npz", "checkpoint-00000004.p1.npz"]
     counts = [np.load(tmp_path / name / "model.npz")["word_topic_counts"]
               for name in ("two", "one")]
     np.testing.assert_array_equal(*counts)

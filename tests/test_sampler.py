@@ -8,9 +8,10 @@ import pytest
 from helpers import goodness_of_fit_pvalue
 
 from saberjax import esca, rng, sampler
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import ChunkState, Hyperparams, pack_pairs
+from saberjax.state import ChunkState, pack_pairs
 
 DRAWS = 100_000
 
@@ -29,7 +30,7 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, alpha: float, seed: int 
     corpus = Corpus(np.array([0, DRAWS], np.int64), np.zeros(DRAWS, np.int32),
                     tuple(f"w{i}" for i in range(num_words)))
     chunk = jax.device_put(build_layout(corpus).chunks[0])
-    hyper = Hyperparams.create(num_topics, alpha)
+    hyper = Hyperparams.create(num_topics, alpha=alpha)
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = rng_np.integers(0, 50, (num_words, num_topics))
     topics = np.sort(rng_np.choice(num_topics, nonzeros, replace=False))

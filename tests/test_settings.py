@@ -13,8 +13,9 @@ import pytest
 from absl import flags
 
 from saberjax import cli, command_line, estimator, trainer
+from saberjax.backend import resolve_backend
 from saberjax.commands import train as train_command
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams, TrainConfig
 from helpers import ROOT
 
 
@@ -82,6 +83,18 @@ def test_the_model_settings_are_marked_once():
                                                     "burn_in", "beta", "seed")
 
 
+def test_hyperparams_take_every_default_and_check_from_the_config():
+    assert all(field.default is dataclasses.MISSING for field in dataclasses.fields(Hyperparams))
+    default = TrainConfig()
+    hyper = Hyperparams.create(10)
+    assert (hyper.alpha, hyper.beta, hyper.backend) == (50 / 10, default.beta,
+                                                        resolve_backend(default.backend))
+    assert Hyperparams.from_config(TrainConfig(num_topics=4, alpha=0.3, beta=0.2,
+                                               backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla")
+    with pytest.raises(ValueError, match="beta=0.0: must be positive"):
+        Hyperparams.create(10, beta=0.0)
+
+
 def test_numbers_of_any_numeric_type_in_range_are_settings():
     config = trainer.TrainConfig(num_topics=np.int64(5), alpha=1, beta=np.float32(0.5),
                                  device_memory_gb=2)
@@ -91,13 +104,14 @@ def test_numbers_of_any_numeric_type_in_range_are_settings():
 @pytest.mark.parametrize("alpha, beta", [(float("inf"), 0.01), (0.1, float("nan")),
                                          (0.1, float("inf"))])
 def test_the_samplers_priors_are_positive_and_finite(alpha, beta):
-    with pytest.raises(ValueError, match="alpha and beta must be positive and finite"):
-        Hyperparams.create(4, alpha, beta)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        Hyperparams.create(4, alpha=alpha, beta=beta)
 
 
 def test_every_number_flag_is_finite():
     values = flags.FlagValues()
-    cli.define_config_flags(trainer.TrainConfig, values)
+    cli.define_config_flags(trainer.TrainConfig, values,
+                            groups=train_command.CONFIG_GROUPS)
     flags.DEFINE_float("fraction", 0.5, "A launcher's own number.", flag_values=values)
     cli.require_finite_numbers(values)
     for argument, message in (("--alpha=inf", "--alpha must be a finite number"),
@@ -119,8 +133,7 @@ def test_a_launcher_refuses_a_number_that_is_not_finite_before_touching_a_file(t
     result = subprocess.run([sys.executable, str(ROOT / "launch" / launcher), flag,
                              "--output=out"], capture_output=True, text=True, cwd=tmp_path,
                             timeout=300)
-    name = flag.split("=")[0]
+    name, value = flag.split("=")
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == \
-        f"error: flag {flag}: {name} must be a finite number"
+    assert result.stderr.strip().splitlines()[-1] == f"error: {name}: {value} must be a finite number"
     assert os.listdir(tmp_path) == []

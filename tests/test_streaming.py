@@ -9,8 +9,8 @@ from helpers import needs_local_devices, random_corpus
 from saberjax import esca, streaming
 from saberjax.execution import memory
 from saberjax.execution.placement import place
+from saberjax.config import Hyperparams
 from saberjax.layout import build_layout
-from saberjax.state import Hyperparams
 
 
 def reference_topics(corpus, hyper, iterations, seed=11):

@@ -5,7 +5,7 @@ best.  A first run fills the caches and is not counted.
     python tools/first_iteration.py --repeats=5 -- --corpus=/work/shared/data/wiki25k \\
         --num_topics=16 --iterations=1 --backend=xla --output=/tmp/w16 --overwrite
 
-Each run is a fresh process that runs train.py's main with the compiled iteration replaced by
+Each run is a fresh process that runs `saberjax train` with the compiled iteration replaced by
 a stop: its first call (the first iteration's dispatch, after loading, the layout, the
 transfer, initialisation and compilation) prints the seconds since the process started
 (/proc/self/stat: Linux) and ends the process.  A stopped run leaves OUTPUT.partial behind, so
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import runpy
 import subprocess
 import sys
 import time
@@ -35,19 +34,18 @@ def process_start() -> float:
 
 
 def child(train_flags: list[str]) -> None:
-    """Runs train.py with these flags up to its first iteration."""
+    """Runs `saberjax train` with these flags up to its first iteration."""
     started = process_start()
     sys.path.insert(0, str(REPO))
-    sys.argv = [str(REPO / "launch" / "train.py"), *train_flags]
-    launcher = runpy.run_path(sys.argv[0], run_name="first_iteration")
-    from saberjax.execution.compiled import CompiledStep  # noqa: PLC0415 (after train.py set up jax)
+    from saberjax.commands import run  # noqa: PLC0415
+    from saberjax.execution.compiled import CompiledStep  # noqa: PLC0415
 
     def stop(self, state):
         print(f"{MARK} {time.time() - started:.3f} s", file=sys.stderr, flush=True)
         os._exit(0)
 
     CompiledStep.__call__ = stop
-    launcher["cli"].run_main(launcher["main"])
+    run("train", [str(REPO / "launch" / "train.py"), *train_flags])
 
 
 def main(argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The PDOW layout of a chunk built on the host (layout.build_chunk, then chunk_store.compact:
+"""The PDOW layout of a chunk built on the host (layout.build_chunk, then chunk_compact.compact:
 what a chunk store's builder threads do) against the same built on a JAX device
 (chunk_store.device_slot_builder: layout_device.build_chunk and compact_on_device, on one
 device), chunk by chunk, on whatever backend is present; JSON lines.
@@ -37,10 +37,10 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from saberjax import chunk_store, cli, layout, layout_device, synth
+from saberjax import chunk_compact, chunk_records, chunk_store, cli, layout, layout_device, synth
 from saberjax.execution.mesh import BY_DEVICE, make_mesh
 from saberjax import corpus as corpus_io
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 
 FLAGS = flags.FLAGS if __name__ == "__main__" else flags.FlagValues()  # tests: their own
 _flag = dict(flag_values=FLAGS)
@@ -88,10 +88,10 @@ def load_corpus():
     return corpus
 
 
-def same_arrays(device: chunk_store.CompactChunk, host: chunk_store.CompactChunk) -> bool:
+def same_arrays(device: chunk_compact.CompactChunk, host: chunk_compact.CompactChunk) -> bool:
     return all(np.array_equal(np.asarray(getattr(device, name))[0], getattr(host, name))
                and np.asarray(getattr(device, name)).dtype == np.asarray(getattr(host, name))
-               .dtype for name in chunk_store._ARRAY_FIELDS)
+               .dtype for name in chunk_compact.COMPACT_FIELDS)
 
 
 def time_chunks(corpus, plan) -> None:
@@ -102,7 +102,7 @@ def time_chunks(corpus, plan) -> None:
     word_rank = jax.device_put(plan.word_rank, jax.sharding.NamedSharding(
         sharding.mesh, jax.sharding.PartitionSpec()))
     pinned = sharding.with_memory_kind("pinned_host")
-    raw, (words,) = chunk_store._pinned_rows(sharding, tokens, np.int32)
+    raw, (words,) = chunk_records.pinned_rows(sharding, tokens, np.int32)
 
     def put(index: int) -> layout_device.ChunkInputs:
         inputs = layout_device.chunk_inputs(corpus, *plan.chunk_docs[index], tokens, docs,
@@ -128,7 +128,7 @@ def time_chunks(corpus, plan) -> None:
     all_equal = True
     for index in range(count):
         start = time.perf_counter()
-        host = chunk_store.compact(plan.build_chunk(corpus, index, workers=FLAGS.host_workers),
+        host = chunk_compact.compact(plan.build_chunk(corpus, index, workers=FLAGS.host_workers),
                                    runs)
         host_seconds = time.perf_counter() - start
         start = time.perf_counter()

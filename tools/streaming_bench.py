@@ -54,7 +54,7 @@ from saberjax import chunk_store, cli, timing, trainer
 from saberjax.execution import memory
 from saberjax.execution.plan import plan_store_chunk_tokens
 from saberjax import corpus as corpus_io
-from saberjax.state import Hyperparams
+from saberjax.config import Hyperparams
 
 FLAGS = flags.FLAGS if __name__ == "__main__" else flags.FlagValues()  # tests: their own
 _flag = dict(flag_values=FLAGS)

@@ -97,11 +97,11 @@ from saberjax import corpus as corpus_io
 from saberjax import command_line, processes, synth, trainer
 from saberjax.execution.compiled import CompiledStep
 from saberjax.execution import memory
-from saberjax.execution.mesh import PARTITIONS
+from saberjax.config import PARTITIONS
 from saberjax.execution.placement import place, Placement
 from saberjax.benchmark import BACKENDS, run_benchmark, synthetic_corpus
 from saberjax.corpus import Corpus, load_bundled, load_corpus
-from saberjax.model import atomic_write
+from saberjax.files import atomic_write
 
 
 INTERFACE = command_line.Interface(paths=("corpus", "output"))

@@ -18,7 +18,6 @@ Python, which does not record them).
 from __future__ import annotations
 
 import json
-import pathlib
 import warnings
 
 from absl import flags
@@ -26,7 +25,8 @@ from absl import flags
 from saberjax import command_line
 from saberjax import corpus as corpus_io
 from saberjax.coherence import MEASURES, cooccurrence, records_training_corpus, reference_corpus
-from saberjax.evaluate import DEFAULT_EM_ITERATIONS, heldout_loglik, test_documents
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.evaluate import heldout_loglik, test_documents
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS

@@ -24,12 +24,12 @@ import time
 import numpy as np
 from absl import flags
 
-from saberjax import command_line, outputs
+from saberjax import cli, command_line, outputs
 from saberjax import corpus as corpus_io
-from saberjax.corpus import cache as corpus_cache
-from saberjax.inference import (DEFAULT_EM_ITERATIONS, METHODS, infer_topics,
-                                load_in_model_vocabulary)
-from saberjax.model import TopicModel, atomic_write
+from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.files import atomic_write
+from saberjax.inference import METHODS, infer_topics, load_in_model_vocabulary
+from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +48,7 @@ def define_flags() -> None:
                             "text (a folder of .txt files or a file with one document per "
                             "line).")
         flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
-        corpus_cache.define_flags()
+        cli.define_cache_flags()
     with command_line.group("run"):
         flags.DEFINE_integer("iterations", DEFAULT_EM_ITERATIONS, "EM or ESCA iterations "
                              "fitting theta.", lower_bound=1)
@@ -68,10 +68,10 @@ def define_flags() -> None:
 def main(argv):
     del argv
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
-    corpus_cache.use_caches_as_flagged()
+    cli.use_caches_as_flagged()
     model = TopicModel.load(FLAGS.model)
     documents = load_in_model_vocabulary(model, FLAGS.corpus, FLAGS.format,
-                                         corpus_cache.load_corpus_as_flagged)
+                                         cli.load_corpus_as_flagged)
     start = time.perf_counter()
     theta = infer_topics(model, documents, FLAGS.iterations, num_devices=FLAGS.num_devices,
                          method=FLAGS.method, seed=FLAGS.seed)

@@ -32,16 +32,16 @@ from absl import flags, logging
 from saberjax import checkpoint, cli, command_line, processes, trainer
 from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
-from saberjax import layout_cache, timing
+from saberjax import timing
+from saberjax.backend import resolve_backend
 from saberjax.background import in_background
-from saberjax.corpus import cache as corpus_cache
 from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
+from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
-from saberjax.model import atomic_write
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory
+from saberjax.run_directory import DOC_TOPICS, MODEL_FILE, RunDirectory, model_file_bytes
 
 FLAGS = flags.FLAGS
 
@@ -62,11 +62,11 @@ def define_flags() -> None:
     with command_line.group("data"):
         define_data_flags()
     with command_line.group("run"):
-        flags.DEFINE_bool("resume", False, "Continue from the checkpoint written last for "
-                          "--output (OUTPUT/checkpoints/, or OUTPUT.partial/checkpoints/ of a "
-                          "run that was to replace a model): an interrupted run, or a finished "
-                          "one given more --iterations; the same corpus and settings are "
-                          "required, and it is an error when there is no checkpoint.")
+        flags.DEFINE_bool("resume", False, "Continue from the newest undamaged checkpoint "
+                          "for --output (OUTPUT.partial/checkpoints/ of an interrupted run, or "
+                          "OUTPUT/checkpoints/ of a finished one given more --iterations); the "
+                          "same corpus and settings are required, and it is an error when there "
+                          "is none.")
     with command_line.group("devices"):
         processes.define_flags(FLAGS)
     with command_line.group("output"):
@@ -86,7 +86,7 @@ def define_data_flags() -> None:
                        "in [0, 1) (0: none).")
     flags.register_validator("test_fraction", lambda fraction: 0 <= fraction < 1,
                              "--test_fraction must be in [0, 1)")
-    corpus_cache.define_flags()
+    cli.define_cache_flags()
 
 
 def define_output_flags() -> None:
@@ -118,14 +118,14 @@ def load_data():
     """(every document of the corpus, the training corpus, held-out halves or None) as the
     flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
-        documents = corpus_cache.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
+        documents = cli.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
                                                         **text_options())
     else:
         documents = corpus_io.load_bundled("kos")
     corpus = documents
     if FLAGS.test_corpus:
         test = load_in_vocabulary(FLAGS.test_corpus, corpus.vocab, FLAGS.format,
-                                  corpus_cache.load_corpus_as_flagged,
+                                  cli.load_corpus_as_flagged,
                                   plain_text.tokenizing_rules(text_options()))
     elif FLAGS.test_fraction > 0:
         corpus, test = corpus_io.train_test_split(corpus, FLAGS.test_fraction, FLAGS.seed)
@@ -145,13 +145,13 @@ def main(argv):
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
     phases, started = timing.Phases().record(), time.perf_counter()
     start_devices()  # beside the corpus load
-    corpus_cache.use_caches_as_flagged()
-    layout_cache.use_as_flagged()
+    cli.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
-    backend = trainer.resolve_backend(config.backend)
+    backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
-                            overwrite=FLAGS.overwrite, resume=FLAGS.resume)
+                            overwrite=FLAGS.overwrite, resume=FLAGS.resume,
+                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics))
     # read now: the run's own checkpoints replace the one it resumes from
     resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     if not processes.is_writer():  # trains its share; process 0 writes everything
@@ -174,9 +174,8 @@ def main(argv):
         with phases.phase("save"):
             output = run.finish(lambda staging: save_result(staging, model, corpus, documents,
                                                             ahead.written()))
-    except BaseException:
-        run.abandon()
-        raise
+    except BaseException as error:
+        raise run.failed(error)
     finally:
         ahead.remove()
 
@@ -235,13 +234,10 @@ def train(run: RunDirectory, corpus, heldout, config, ahead: ArraysAhead
     if run.resume_from:
         earlier_metrics = checkpoint.read_manifest(run.resume_from)["metrics"]
         logging.info("resuming from %s", run.resume_from)
-    atomic_write(run.metrics_path, lambda file: file.writelines(
-        json.dumps(record) + "\n" for record in earlier_metrics), mode="w")
     progress = Progress(config.iterations, FLAGS.log_every, logging.info)
-    with open(run.metrics_path, "a") as metrics_file:
+    with run.metrics_log(earlier_metrics) as append_metrics:
         def log_iteration(iteration, record, state):
-            metrics_file.write(json.dumps(record) + "\n")
-            metrics_file.flush()
+            append_metrics(record)
             progress(iteration, record, state)
 
         return trainer.train(corpus, config, heldout, callback=log_iteration,

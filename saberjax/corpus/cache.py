@@ -42,14 +42,11 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from absl import flags
 
 from saberjax import outputs
 from saberjax.background import thread_count
@@ -282,42 +279,6 @@ def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
             raise
     except OSError:
         return
-
-
-def define_flags() -> None:
-    """The launchers' --cache_dir and --[no]cache flags (absl)."""
-    flags.DEFINE_string("cache_dir", None, "Cache folder: corpora/ keeps corpora read from UCI, "
-                        "LDA-C or text as memory-mapped native copies, keyed by the files' "
-                        "contents and the reading options; xla/ keeps compiled programs "
-                        "(default: $SABERJAX_CACHE_DIR, else ~/.cache/saberjax).")
-    flags.DEFINE_bool("cache", True, "Use the caches (--nocache: read the corpus from its "
-                      "source and compile every program, writing nothing to --cache_dir).")
-
-
-def use_caches_as_flagged() -> None:
-    """The compilation cache in --cache_dir/xla, unless --nocache (call before compiling)."""
-    if flagged_root() is not None:
-        use_compilation_cache(flagged_root() / "xla")
-
-
-def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
-    """load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus under
-    --nocache; reading plain text logs progress lines to stderr."""
-    if flagged_root() is None:
-        return formats.load_corpus(path, format, **text_options)
-    return load_corpus(path, format, flagged_root() / "corpora", log=_stderr_line,
-                       **text_options)
-
-
-def _stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def flagged_root() -> Path | None:
-    """The launchers' cache folder: --cache_dir, else cache_root(); None under --nocache."""
-    if not flags.FLAGS.cache:
-        return None
-    return Path(flags.FLAGS.cache_dir) if flags.FLAGS.cache_dir else cache_root()
 
 
 def keyed_manifest(path: Path, key: str) -> dict:

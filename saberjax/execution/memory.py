@@ -18,26 +18,34 @@ import numpy as np
 
 from saberjax import esca
 from saberjax.background import in_background
+from saberjax.config import HOST_MEMORY_FRACTION, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.mesh import model_rows
 from saberjax.layout import build_layout
-from saberjax.state import BHAT_DTYPE, Hyperparams
+from saberjax.state import BHAT_DTYPE
 
 # Device memory left free for XLA and the allocator when the budget comes from the device.
 HEADROOM_FRACTION = 0.1
 # Tokens of the two probe chunks whose compiled steps measure device bytes per token.
 PROBE_TOKENS = (1 << 15, 1 << 16)
-# Device bytes per token no chunk step exceeds (docs/measurements/engine_notes.md).
+# Device bytes per token no chunk step exceeds (docs/measurements/memory.md).
 BYTES_PER_TOKEN_BOUND = 512
 # Device bytes per corpus token that partition by word adds on every device: every
 # document's A (4) and the doc-major topics of the E-step (2).
 WORD_PARTITION_BYTES_PER_TOKEN = 6
-# The host memory budget by default: this fraction of the memory available at the start.
-HOST_MEMORY_FRACTION = 0.75
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
-# layout they are copied from while they are placed (measured peak;
-# docs/measurements/engine_notes.md).
+# layout they are copied from while they are placed (measured peak:
+# docs/measurements/streaming.md).
 IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
+# On CPU devices (device memory is host memory): the runtime's growth beyond what the process
+# holds when the run is planned (its libraries' pages, compiled programs, pools and threads),
+# and what scoring held-out documents adds on every device per cell of the model (the topics
+# replicated, transposed for the scorer, and the gather that makes them) and per topic (a
+# batch of at least one row of word slots times K, and its temporaries); fitted to measured
+# peaks: docs/measurements/memory.md.
+CPU_RUNTIME_BYTES = 400_000_000
+CPU_SCORING_BYTES_PER_CELL = 4.7
+CPU_SCORING_BYTES_PER_TOPIC = 170
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
@@ -157,6 +165,38 @@ def host_model_bytes(num_words: int, padded_topics: int) -> int:
     """Host bytes of the trained model: the counts fetched from the devices and the model's
     topic-word matrix made from them (V x K_pad, 4 bytes each)."""
     return 2 * 4 * num_words * padded_topics
+
+
+def host_bytes(num_words: int, padded_topics: int, num_devices: int, on_cpu: bool,
+               scoring: bool, num_tokens: int = 0, bytes_per_token: float = 0) -> int:
+    """Host bytes a run needs beyond what its process holds when it is planned: the model
+    fetched from the devices (host_model_bytes) everywhere; where the devices are the host's
+    CPU cores, whose memory is the host's, also the runtime's growth (CPU_RUNTIME_BYTES), the
+    model and its update (model_bytes), bytes_per_token for each of num_tokens tokens, and,
+    when held-out documents are scored, each device's copy of the topics with the scorer's
+    temporaries (CPU_SCORING_BYTES_PER_CELL a cell of V x K_pad, CPU_SCORING_BYTES_PER_TOPIC
+    a topic)."""
+    needed = host_model_bytes(num_words, padded_topics)
+    if on_cpu:
+        scored = (num_devices * padded_topics * (num_words * CPU_SCORING_BYTES_PER_CELL
+                                                 + CPU_SCORING_BYTES_PER_TOPIC)
+                  if scoring else 0)
+        needed += (CPU_RUNTIME_BYTES + model_bytes(num_words, padded_topics) + scored
+                   + num_tokens * bytes_per_token)
+    return int(needed)
+
+
+def check_host_room(needed: int, num_topics: int, num_words: int) -> None:
+    """MemoryError, with the GB needed and naming num_topics, when a run needing `needed`
+    more bytes of host memory (host_bytes) would exceed the memory available: refused before
+    anything is allocated, not killed by the system halfway."""
+    available = available_host_memory()
+    if needed > available:
+        raise MemoryError(
+            f"num_topics={num_topics} over V={num_words:,} words needs {needed / 1e9:.1f} GB "
+            f"of host memory for the model (and, on CPU devices, its update and scoring), "
+            f"{available / 1e9:.1f} GB are available; use fewer topics or a smaller "
+            f"vocabulary")
 
 
 def anonymous_host_memory() -> int:

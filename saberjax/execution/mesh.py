@@ -31,7 +31,6 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
-PARTITIONS = ("documents", "words")
 
 
 def start_devices() -> concurrent.futures.Future:

@@ -23,6 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax import chunk_store, esca, streaming, timing
+from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
 from saberjax.execution.mesh import (AXIS, BY_DEVICE, by_device_array, model_rows,
@@ -32,7 +33,7 @@ from saberjax.execution.programs import Programs
 from saberjax.layout import Chunk, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
-from saberjax.state import ChunkState, Hyperparams, Model, TrainState
+from saberjax.state import ChunkState, Model, TrainState
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -63,10 +64,6 @@ class Placement:
     def programs(self) -> Programs:
         """The jitted programs of an iteration on this mesh and partition."""
         return Programs(self.mesh, self.hyper, self.num_words, self.word_shares is not None)
-
-    @property
-    def model_spec(self) -> Model:
-        return self.programs.model_spec
 
     @property
     def model_rows(self) -> int:

@@ -24,16 +24,16 @@ import os
 import jax
 from jax.sharding import Mesh
 
-from saberjax import chunk_store, streaming
+from saberjax import chunk_store
+from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.mesh import PARTITIONS, make_mesh, model_rows
-from saberjax.state import Hyperparams
+from saberjax.execution.mesh import make_mesh, model_rows
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
 # and about 6 bytes per token by word, whose E-step reads A rows of every document (measured:
-# docs/measurements/engine_notes.md).
+# docs/measurements/multi_gpu.md).
 WORD_PARTITION_CELLS_PER_TOKEN = 1.5
 
 
@@ -58,9 +58,9 @@ class Plan:
 
 def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
-         prefetch: int = streaming.DEFAULT_PREFETCH, stream: bool | None = None,
+         prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
-         chunk_store_dir=None) -> Plan:
+         chunk_store_dir=None, scoring: bool = False) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -73,8 +73,10 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     partition: "documents" (each device samples its documents' tokens against the whole
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
-    and each device holds only its words' rows of the model) or "auto".  Errors: MemoryError
-    when the model does not fit, ValueError for a partition that cannot hold the settings.
+    and each device holds only its words' rows of the model) or "auto".  scoring: held-out
+    documents are scored during the run (their memory counts on CPU devices).  Errors:
+    MemoryError when the model does not fit the devices or the host (memory.host_bytes,
+    against the memory available), ValueError for a partition that cannot hold the settings.
     """
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
@@ -83,6 +85,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
     fits = _ResidentFit(corpus, hyper, mesh.size, budget)
+    _check_host_room(corpus, hyper, mesh, scoring, fits)
     if partition == "auto":
         partition = _auto_partition(corpus, hyper, mesh.size, fits, stream, chunk_tokens)
     if partition == "words" and (stream or chunk_tokens is not None):
@@ -139,6 +142,24 @@ class _ResidentFit:
             f"{self.needed(partition, self.measured()) / 1e9:.1f} GB a device (model "
             f"{model / 1e9:.1f} GB), the budget is {self.budget / 1e9:.1f} GB; use more "
             f"devices, fewer topics, or let the corpus stream (partition by documents)")
+
+
+def _check_host_room(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, scoring: bool,
+                     fits: _ResidentFit) -> None:
+    """MemoryError naming the GB needed when the run's host memory (memory.host_bytes) does
+    not fit what the host has available: the cheap per-token bound first, else the measured
+    bytes per token."""
+    on_cpu = mesh.devices.flat[0].platform == "cpu"
+
+    def needed(per_token: float) -> int:
+        return memory.host_bytes(corpus.num_words, hyper.padded_topics, mesh.size, on_cpu,
+                                 scoring, corpus.num_tokens, per_token)
+
+    if needed(memory.BYTES_PER_TOKEN_BOUND) <= memory.available_host_memory():
+        return
+    cells_alone = needed(0) > memory.available_host_memory()  # refused without the probes
+    memory.check_host_room(needed(fits.measured() if on_cpu and not cells_alone else 0),
+                           hyper.num_topics, corpus.num_words)
 
 
 def _auto_partition(corpus: Corpus, hyper: Hyperparams, num_devices: int, fits: _ResidentFit,

@@ -38,9 +38,10 @@ from jax.sharding import PartitionSpec as P
 
 from saberjax import esca, prior
 from saberjax.backend import backend_ops
+from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, WORD_MODEL_SPEC, local,
                                      model_rows, stacked)
-from saberjax.state import ChunkState, Hyperparams, Model
+from saberjax.state import ChunkState, Model
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -3,8 +3,8 @@
 
 sampler.py (E-step and shuffle), segmented_count.py (A rebuild), word_topic_count.py (B count),
 bhat_tree.py (topic totals, B-hat and trees), atomics.py (integer atomics), warp.py (32-lane sums
-and searches inside kernels), kernels.py (the backend), check_gpu.py (agreement and timings on
-a GPU), NOTES.md.
+and searches inside kernels), kernels.py (the backend), NOTES.md; tools/check_gpu.py checks them
+against the XLA path and times them on a GPU.
 """
 
 import jax

@@ -3,15 +3,16 @@ reference: saberjax.mstep.model_arrays (XLA: a column reduction for the totals, 
 pass, then each tree level by reading B-hat).
 
 Totals: a program adds up `rows_per_program` rows of `block_columns` columns in registers
-(ROWS_PER_LOAD rows a load) and adds the column sums into the totals with one relaxed integer
-atomic each; XLA's column reduction of B took 4.5 ms at K = 10,000 (4.1 GB, under 1 TB/s).
+(`rows_per_load` rows a load) and adds the column sums into the totals with one relaxed integer
+atomic each, which a single pass over B at the memory's bandwidth needs (XLA's column
+reduction of B does not reach it: docs/measurements/kernels.md).
 
 B-hat: a program takes `block_columns` columns of one word's row of B: it computes B-hat there,
 stores it, and stores the 32-wide sums of the same values times alpha, the tree level just
-above the leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size and come
-from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against XLA's three
-reads and one write (B for the totals, B for B-hat, B-hat for the tree): at K = 10,000
-(V = 102,660, 4.1 GB arrays) XLA's phase took 8.7 ms of a 80 ms iteration (BUILD_NOTES.md).
+above the leaves, so B-hat is never read back.  The levels above that one are 1/32 of the size
+and come from tree.build_tree (XLA).  In all, two reads of B and one write of B-hat, against
+XLA's three reads and one write (B for the totals, B for B-hat, B-hat for the tree; the times
+of both are in docs/measurements/kernels.md).
 The 32-wide sums are added in Triton's order, not the reference's butterfly, so the two trees
 differ by float rounding (the tree walk tolerates it: tree.search_block takes the last lane
 with weight when x reaches the children's total).
@@ -37,33 +38,32 @@ from saberjax.tree import WIDTH, build_tree, padded_width
 __all__ = ["bhat_and_tree", "model_arrays", "model_arrays_reference", "topic_totals"]
 
 
-# Rows per program of the totals kernel: enough for at most TOTALS_PROGRAMS programs and for at
-# most COLUMN_ATOMICS atomic adds onto one column's total (adds to one address serialise: at
-# V = 50,000, K = 1,024, 3,125 programs made the pass 0.65 ms, 782 made it 0.26; H200, NOTES.md).
+# Rows per program of the totals kernel by default: enough for at most TOTALS_PROGRAMS programs
+# and for at most COLUMN_ATOMICS atomic adds onto one column's total (adds to one address
+# serialise, so many programs over few columns wait on each other: docs/measurements/kernels.md).
 TOTALS_PROGRAMS = 4096
 COLUMN_ATOMICS = 800
-ROWS_PER_LOAD = 8  # rows of B the totals kernel loads at once (loads in flight together)
 
 
 def _totals_kernel(word_topic_ref, zero_totals_ref, totals_ref, *, rows_per_program: int,
-                   block_columns: int):
+                   block_columns: int, rows_per_load: int):
     """Add the column sums of row block program_id(0), column block program_id(1), to totals."""
     del zero_totals_ref  # aliased to totals_ref
     num_words = word_topic_ref.shape[0]
     columns = pl.program_id(1) * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
     inside = columns < word_topic_ref.shape[1]
     first = pl.program_id(0) * rows_per_program
-    offsets = jnp.arange(ROWS_PER_LOAD, dtype=jnp.int32)
+    offsets = jnp.arange(rows_per_load, dtype=jnp.int32)
 
     def add_rows(step, sums):
-        rows = first + step * ROWS_PER_LOAD + offsets
+        rows = first + step * rows_per_load + offsets
         mask = (rows < num_words)[:, None] & inside[None, :]
         block = plgpu.load(word_topic_ref.at[rows[:, None], columns[None, :]], mask=mask,
                            other=0)
         return sums + jnp.sum(block, axis=0)
 
     rows = jnp.minimum(rows_per_program, num_words - first)
-    steps = (rows + ROWS_PER_LOAD - 1) // ROWS_PER_LOAD
+    steps = (rows + rows_per_load - 1) // rows_per_load
     sums = jax.lax.fori_loop(0, steps, add_rows, jnp.zeros((block_columns,), jnp.int32))
     atomic_add(totals_ref, columns, sums, mask=inside, semantic="relaxed")
 
@@ -94,16 +94,17 @@ def _block_columns(padded_topics: int, block_columns: int) -> int:
     return min(block_columns, pl.next_power_of_2(padded_topics))
 
 
-@functools.partial(jax.jit, static_argnames=("block_columns", "rows_per_program", "num_warps",
-                                             "interpret"))
+@functools.partial(jax.jit, static_argnames=("block_columns", "rows_per_program",
+                                             "rows_per_load", "num_warps", "interpret"))
 def topic_totals(word_topic: jax.Array, *, block_columns: int = 1024,
-                 rows_per_program: int | None = None, num_warps: int = 4,
-                 interpret: bool | None = None) -> jax.Array:
+                 rows_per_program: int | None = None, rows_per_load: int = 8,
+                 num_warps: int = 4, interpret: bool | None = None) -> jax.Array:
     """The column sums of B (int32).
 
     Same contract as saberjax.mstep.topic_totals.  block_columns (a power of two, at least 32)
     and num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md);
-    rows_per_program (a multiple of ROWS_PER_LOAD) to the fewest that keep within
+    rows_per_load is the rows of B a program loads at once (loads in flight together);
+    rows_per_program (a multiple of rows_per_load) defaults to the fewest that keep within
     TOTALS_PROGRAMS programs and COLUMN_ATOMICS adds per column.  interpret=None: interpret
     unless on a GPU.
     """
@@ -111,12 +112,12 @@ def topic_totals(word_topic: jax.Array, *, block_columns: int = 1024,
     block_columns = _block_columns(padded_topics, block_columns)
     if rows_per_program is None:
         cells = num_words * pl.cdiv(padded_topics, block_columns)
-        rows_per_program = ROWS_PER_LOAD * max(
-            pl.cdiv(cells, ROWS_PER_LOAD * TOTALS_PROGRAMS),
-            pl.cdiv(num_words, ROWS_PER_LOAD * COLUMN_ATOMICS))
+        rows_per_program = rows_per_load * max(
+            pl.cdiv(cells, rows_per_load * TOTALS_PROGRAMS),
+            pl.cdiv(num_words, rows_per_load * COLUMN_ATOMICS))
     return pl.pallas_call(
         functools.partial(_totals_kernel, rows_per_program=rows_per_program,
-                          block_columns=block_columns),
+                          block_columns=block_columns, rows_per_load=rows_per_load),
         out_shape=jax.ShapeDtypeStruct((padded_topics,), word_topic.dtype),
         grid=(pl.cdiv(num_words, rows_per_program), pl.cdiv(padded_topics, block_columns)),
         input_output_aliases={1: 0},
@@ -159,9 +160,10 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, nu
 
 def model_arrays(word_topic: jax.Array, alpha: jax.Array, num_topics: int, beta, *,
                  block_columns: int = 1024, rows_per_program: int | None = None,
-                 num_warps: int = 4, interpret: bool | None = None):
+                 rows_per_load: int = 8, num_warps: int = 4, interpret: bool | None = None):
     """(topic totals, B-hat, its tree levels top first) of B and prior alpha: topic_totals,
     then bhat_and_tree (same contract as saberjax.mstep.model_arrays)."""
     knobs = dict(block_columns=block_columns, num_warps=num_warps, interpret=interpret)
-    totals = topic_totals(word_topic, rows_per_program=rows_per_program, **knobs)
+    totals = topic_totals(word_topic, rows_per_program=rows_per_program,
+                          rows_per_load=rows_per_load, **knobs)
     return (totals, *bhat_and_tree(word_topic, totals, alpha, num_topics, beta, **knobs))

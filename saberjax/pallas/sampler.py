@@ -3,8 +3,8 @@
 One program (one warp) samples a tile: up to chunk.tile_tokens consecutive word-major tokens of
 one word (Chunk.tile_start, built by the layout; layout.with_tile_tokens for other sizes), so the
 word's B-hat row (bfloat16, state.BHAT_DTYPE) and tree stay hot in L1 while its tiles run
-(gathers with eviction_policy="evict_last"; reading the row through shared memory with
-tt.gather was slower, NOTES.md).  B-hat and the tree levels are 2-D refs indexed (word,
+(gathers with eviction_policy="evict_last"; the row through shared memory instead: NOTES.md).
+B-hat and the tree levels are 2-D refs indexed (word,
 column), so Pallas computes 64-bit offsets once an array exceeds 4 GiB (e.g. K = 30,000 at
 V = 102,660).  Token t of the tile is row t of [tile, 32] arrays: the nonzeros of its
 document row A_d (packed pairs, state.pack_pairs: one load each) are visited 32 lanes at a
@@ -25,14 +25,14 @@ time, in one pass, as in the reference:
                 (tree.descend_excluding; only if a token needs it)
 
 A block thus costs no sum across the warp's lanes (five shuffle steps per row) and no
-per-block bookkeeping; the lane masses are added across lanes once, after the loop (NOTES.md:
-the earlier per-block reservoir).  The uniforms are the reference's (rng.token_hash of
-token_base + doc_major_pos, one stream per block), the lane masses are added in the
-reference's butterfly order (see sample_and_shuffle's block_reduction) and the search is the
-reference's own tree.search_block, so on the same inputs a token gets the same topic, up to
+per-block bookkeeping; the lane masses are added across lanes once, after the loop (against a
+per-block reservoir: docs/measurements/kernels.md).  The uniforms are the reference's
+(rng.token_hash of token_base + doc_major_pos, one stream per block), the lane masses are added
+in the reference's butterfly order (see sample_and_shuffle's block_reduction) and the search is
+the reference's own tree.search_block, so on the same inputs a token gets the same topic, up to
 float rounding: the order in which Triton and XLA add a prefix sum, and a multiply-add one of
-them fuses (1e-7 to 1e-4 of the tokens differ, BUILD_NOTES.md).  The block loop runs to the
-tile's longest row (shorter rows masked); the layout puts a word's tokens of longer documents
+them fuses (the share of tokens that differ: docs/measurements/kernels.md).  The block loop runs
+to the tile's longest row (shorter rows masked); the layout puts a word's tokens of longer documents
 first, so a tile's rows have similar lengths.  Tiles follow the word-major order, most
 frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
@@ -41,10 +41,9 @@ doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 Bandwidth floor: per token the kernel reads its 3 word-major ints and its current topic
 (14 B), 2 ints of doc metadata (8 B) and its A row (4 B per nonzero: a packed (topic, count)
 pair), and writes its new topic (2 B; the doc-major copy, scattered, is the shuffle's):
-24 + 4 * nnz bytes, e.g. 0.9 KB
-at nnz = 230 (NYTimes shape, K = 1,000, two iterations after the random start), 3.2 Gtoken/s
-at 3 TB/s.  A rows are shared by all tokens of a document
-and mostly come from L2, so the kernel is bound by issue and latency, not DRAM (NOTES.md).
+24 + 4 * nnz bytes.  A rows are shared by all tokens of a document and mostly come from L2, so
+the kernel is bound by issue and latency, not DRAM (the floor and the kernel's times:
+docs/measurements/kernels.md, NOTES.md).
 """
 
 from __future__ import annotations
@@ -88,49 +87,9 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
         own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
-        if token_base_ref.shape[0] == 2:  # one block: the chunk's documents are consecutive
-            lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
-        else:  # Chunk.token_ids
-            block = doc_major_pos // block_tokens
-            base_lo = plgpu.load(token_base_ref.at[2 * block], mask=real, other=0)
-            base_hi = plgpu.load(token_base_ref.at[2 * block + 1], mask=real, other=0)
-            lo, hi = rng.global_token_ids(base_lo, base_hi,
-                                          doc_major_pos - block * block_tokens)
-        state = rng.token_hash(key_ref[0], lo, hi)
-
-        def load_block(block):
-            """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
-            offsets = block * WIDTH + lanes[None, :]
-            inside = offsets < nnz[:, None]
-            pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
-            topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
-            return inside, topics, counts.astype(jnp.float32)
-
-        def visit_block(block, carry):
-            """Add block's products to the lane masses; each lane keeps its product's topic
-            w.p. product / lane mass (one uniform per token and block, shared by its lanes).
-
-            The next block's A entries are loaded first (they do not depend on this block), so
-            their latency overlaps this block's gathers.
-            """
-            lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
-            following = load_block(block + 1)
-            is_own = topics == own[:, None]
-            own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-            weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
-                                 eviction_policy="evict_last")
-            products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
-            lane_mass = lane_mass + products
-            keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
-                    < products)
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
-
-        lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
-            0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
-            (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-             jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-             jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
-        own_count = jnp.sum(own_counts, axis=1)  # one lane holds it: exact
+        state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
+        lane_mass, kept_topics, own_count = _sparse_lanes(
+            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
         # the own topic's whole mass joins lane 0's reservoir as one more product
         own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
         own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
@@ -149,26 +108,91 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         u_position = rng.uniform(state, rng.STREAM_POSITION)
         lane, _ = search_block(lane_mass, u_position * total)
         sparse_topic = warp.pick_lane(kept_topics, lane)
-        dense = real & ~take_sparse
-
-        def load_children(level, children, inside):
-            """Children of word's tree nodes (leaves: B-hat times alpha); only dense tokens'
-            rows touch memory."""
-            mask = dense[:, None] & inside
-            values = plgpu.load(level_refs[level].at[word, children], mask=mask, other=0.0,
-                                eviction_policy="evict_last").astype(jnp.float32)
-            if level == len(level_widths) - 1:
-                values = values * plgpu.load(alpha_ref.at[children], mask=mask, other=0.0)
-            return values
-
-        dense_topic = jax.lax.cond(
-            jnp.max(dense.astype(jnp.int32)) > 0,
-            lambda: descend_excluding(level_widths, load_children, u_position * dense_total,
-                                      own, own_bhat * own_alpha),
-            lambda: jnp.zeros((tile_tokens,), jnp.int32))
+        dense_topic = _dense_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
+                                   (u_position, dense_total), own, (own_bhat, own_alpha),
+                                   tile_tokens)
         topic = jnp.where(take_sparse, sparse_topic, dense_topic)
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
+
+
+def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int):
+    """The random state of each token of the tile: its global id (Chunk.token_ids) hashed with
+    the iteration's key."""
+    if token_base_ref.shape[0] == 2:  # one block: the chunk's documents are consecutive
+        lo, hi = rng.global_token_ids(token_base_ref[0], token_base_ref[1], doc_major_pos)
+    else:  # Chunk.token_ids
+        block = doc_major_pos // block_tokens
+        base_lo = plgpu.load(token_base_ref.at[2 * block], mask=real, other=0)
+        base_hi = plgpu.load(token_base_ref.at[2 * block + 1], mask=real, other=0)
+        lo, hi = rng.global_token_ids(base_lo, base_hi, doc_major_pos - block * block_tokens)
+    return rng.token_hash(key_ref[0], lo, hi)
+
+
+def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
+                  tile_tokens: int):
+    """The sparse part of each token's distribution over its document's nonzeros, 32 a block:
+    (each lane's mass, the topic its reservoir kept, the document's count of the token's own
+    topic, whose mass is left out of the lanes)."""
+
+    def load_block(block):
+        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
+        offsets = block * WIDTH + lanes[None, :]
+        inside = offsets < nnz[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
+        topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
+        return inside, topics, counts.astype(jnp.float32)
+
+    def visit_block(block, carry):
+        """Add block's products to the lane masses; each lane keeps its product's topic
+        w.p. product / lane mass (one uniform per token and block, shared by its lanes).
+
+        The next block's A entries are loaded first (they do not depend on this block), so
+        their latency overlaps this block's gathers.
+        """
+        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
+        following = load_block(block + 1)
+        is_own = topics == own[:, None]
+        own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
+                             eviction_policy="evict_last")
+        products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
+        lane_mass = lane_mass + products
+        keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
+                < products)
+        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
+
+    lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
+        0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
+        (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
+         jnp.zeros((tile_tokens, WIDTH), jnp.int32),
+         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
+
+
+def _dense_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], word, dense, position,
+                 own, own_weight, tile_tokens: int):
+    """The topic each `dense` token draws from the word's tree over alpha_k B-hat_vk at the
+    product of `position` (a uniform, the dense total), its own topic's weight (the product
+    of `own_weight`: B-hat, alpha) left out (tree.descend_excluding); 0 for the others.  The
+    products are formed in the branch that descends, which runs only when the tile has a
+    dense token."""
+
+    def load_children(level, children, inside):
+        """Children of word's tree nodes (leaves: B-hat times alpha); only dense tokens'
+        rows touch memory."""
+        mask = dense[:, None] & inside
+        values = plgpu.load(level_refs[level].at[word, children], mask=mask, other=0.0,
+                            eviction_policy="evict_last").astype(jnp.float32)
+        if level == len(level_widths) - 1:
+            values = values * plgpu.load(alpha_ref.at[children], mask=mask, other=0.0)
+        return values
+
+    return jax.lax.cond(
+        jnp.max(dense.astype(jnp.int32)) > 0,
+        lambda: descend_excluding(level_widths, load_children, position[0] * position[1], own,
+                                  own_weight[0] * own_weight[1]),
+        lambda: jnp.zeros((tile_tokens,), jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",

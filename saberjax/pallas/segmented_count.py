@@ -2,10 +2,10 @@
 saberjax.segmented_count.rebuild_doc_topic, which sorts the whole chunk by (document, topic).
 
 Shuffle: the E-step kernel already stores each new topic at its doc-major position too
-(saberjax.pallas.sampler.sample_and_shuffle), which saves XLA's scatter (1.5 ms for 30M tokens
-on an H200, as long as the segmented count itself).  Segmented count: a fixed number of programs
-each take every num_programs-th document and count its segment in a private scratch row, with
-no sort at all:
+(saberjax.pallas.sampler.sample_and_shuffle), which saves XLA's scatter, as long as the
+segmented count itself (docs/measurements/kernels.md).  Segmented count: a fixed number of
+programs each take every num_programs-th document and count its segment in a private scratch
+row, with no sort at all:
 
     count     per token, an atomic add of 1 at counts[topic]; the lane that finds 0 there is
               its topic's first and sets the topic's bit in a bitmap of K bits (an atomic add
@@ -19,14 +19,14 @@ no sort at all:
     clear     swap counts[topic] for 0 per token, for the program's next document
 
 Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
-while the programs' rows together stay under SCRATCH_BYTES) and phases are separated by a CTA
+while the programs' rows together stay under `scratch_bytes`) and phases are separated by a CTA
 barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
-store of the clearing zeros is made visible to the CTA by the barrier but may reach L2 after
-the next document's atomics (the first design did that and lost topics at K = 10,000 on an
-H200).  With every access to them strong (atomics, and the one plain read, counts in the pairs
-phase, volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg"
-does not lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice;
-acquire-release ones measured the same or slower.  Interpret mode runs programs one after
+store of the clearing zeros would be made visible to the CTA by the barrier but may reach L2
+after the next document's atomics, losing topics once the rows outgrow L2 (NOTES.md).  With
+every access to them strong (atomics, and the one plain read, counts in the pairs phase,
+volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg" does not
+lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice, and they
+are as fast as acquire-release ones or faster (NOTES.md).  Interpret mode runs programs one after
 another, so there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with
 repeated indices.
 
@@ -53,9 +53,6 @@ from saberjax.state import pack_pairs
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
 BITS = 32  # topics per bitmap word
-SCRATCH_BYTES = 24 << 20  # the programs' scratch rows together (at K = 10,000 the 22 MB of
-# 512 programs beat 11, 45 and 90 MB, NOTES.md) ...
-MIN_PROGRAMS = 512  # ... unless that leaves fewer programs than this (large K)
 
 
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
@@ -65,7 +62,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
     del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
-    num_topics, num_words = counts_ref.shape[1], bitmap_ref.shape[1]
+    num_topics = counts_ref.shape[1]
     offsets = jnp.arange(block, dtype=jnp.int32)
     word_offsets = jnp.arange(word_block, dtype=jnp.int32)
 
@@ -79,14 +76,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         length = jnp.maximum(jnp.minimum(doc_start_ref[doc + 1], num_tokens_ref[0]) - start, 0)
 
         def over_tokens(visit):
-            """visit(valid, topics) for each block of the document's doc-major topics."""
-            def body(block_index, carry):
-                index = block_index * block + offsets
-                valid = index < length
-                topics = plgpu.load(doc_major_ref.at[start + index], mask=valid, other=0)
-                visit(valid, topics.astype(jnp.int32))
-                return carry
-            jax.lax.fori_loop(0, (length + block - 1) // block, body, None)
+            _over_tokens(doc_major_ref, start, length, offsets, visit)
 
         def count(valid, topics):
             before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
@@ -98,20 +88,7 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         over_tokens(count)
         barrier()
 
-        def rank_words(block_index, total):
-            """Snapshot (bitmap word, pairs before it) and clear the bitmap; returns pairs."""
-            word = block_index * word_block + word_offsets
-            inside = word < num_words
-            bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=inside,
-                               semantic=semantic)
-            ones = jax.lax.population_count(bits)
-            plgpu.store(snapshot_ref.at[program, 0, word], bits, mask=inside)
-            plgpu.store(snapshot_ref.at[program, 1, word], total + jnp.cumsum(ones) - ones,
-                        mask=inside)
-            return total + jnp.sum(ones)
-
-        nnz = jax.lax.fori_loop(0, (num_words + word_block - 1) // word_block, rank_words,
-                                jnp.int32(0))
+        nnz = _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic)
         barrier()
 
         def write_pairs(valid, topics):
@@ -141,26 +118,65 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
                       count_document, None)
 
 
+def _over_tokens(doc_major_ref, start, length, offsets, visit) -> None:
+    """visit(valid, topics) for each block (of len(offsets) tokens) of the doc-major topics of
+    the document whose segment starts at `start` and holds `length` tokens."""
+    block = offsets.shape[0]
+
+    def body(block_index, carry):
+        index = block_index * block + offsets
+        valid = index < length
+        topics = plgpu.load(doc_major_ref.at[start + index], mask=valid, other=0)
+        visit(valid, topics.astype(jnp.int32))
+        return carry
+
+    jax.lax.fori_loop(0, (length + block - 1) // block, body, None)
+
+
+def _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic: str):
+    """The ranks phase of a program's document: snapshot each bitmap word and the pairs before
+    it, clearing the bitmap (len(word_offsets) words at a time); returns the pairs, nnz."""
+    num_words, word_block = bitmap_ref.shape[1], word_offsets.shape[0]
+
+    def rank_words(block_index, total):
+        word = block_index * word_block + word_offsets
+        inside = word < num_words
+        bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=inside,
+                           semantic=semantic)
+        ones = jax.lax.population_count(bits)
+        plgpu.store(snapshot_ref.at[program, 0, word], bits, mask=inside)
+        plgpu.store(snapshot_ref.at[program, 1, word], total + jnp.cumsum(ones) - ones,
+                    mask=inside)
+        return total + jnp.sum(ones)
+
+    return jax.lax.fori_loop(0, (num_words + word_block - 1) // word_block, rank_words,
+                             jnp.int32(0))
+
+
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
-                                             "num_warps", "semantic", "interpret"))
+                                             "scratch_bytes", "min_programs", "num_warps",
+                                             "semantic", "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
-                      block_tokens: int = 128, num_programs: int = 2048, num_warps: int = 4,
-                      semantic: str = "relaxed", interpret: bool | None = None):
+                      block_tokens: int = 128, num_programs: int = 2048,
+                      scratch_bytes: int = 24 << 20, min_programs: int = 512,
+                      num_warps: int = 4, semantic: str = "relaxed",
+                      interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
-    two) is the segment slice a program handles at once; num_programs the programs (each with
-    a scratch row of num_topics + 3 K/32 ints; fewer, down to MIN_PROGRAMS, if those would
-    pass SCRATCH_BYTES); num_warps is Triton's; semantic that of the scratch atomics
-    (saberjax.pallas.atomics).  Defaults: the fastest measured on an
-    H200 (NOTES.md).  interpret=None: interpret unless on a GPU.
+    two) is the segment slice a program handles at once; num_programs the programs, each with
+    a scratch row of num_topics + 3 K/32 ints: fewer, down to min_programs (at large K), where
+    their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
+    semantic that of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest
+    measured on an H200 (NOTES.md, docs/measurements/kernel_notes.md).  interpret=None:
+    interpret unless on a GPU.
     """
     size = chunk.padded_tokens
     interpret = default_interpret() if interpret is None else interpret
     num_words = -(-num_topics // BITS)
     row_bytes = 4 * (num_topics + 3 * num_words)
     num_programs = max(1, min(num_programs, chunk.padded_docs,
-                              max(MIN_PROGRAMS, SCRATCH_BYTES // row_bytes)))
+                              max(min_programs, scratch_bytes // row_bytes)))
     word_block = min(pl.next_power_of_2(num_words), 1024)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,

@@ -4,7 +4,7 @@ Run on the device machine from the repo root (nothing is installed there), then 
 for the per-phase and whole-iteration timings of both backends:
 
   python launch/synth.py --preset=nytimes --scale=0.1 --output=/tmp/nyt
-  PYTHONPATH=. python -m saberjax.pallas.check_gpu --corpus=/tmp/nyt --topics=1000,10000
+  python tools/check_gpu.py --corpus=/tmp/nyt --topics=1000,10000
   python launch/bench.py --corpus=/tmp/nyt --num_topics=1000,10000 --backends=xla,pallas
 
 Checks: the E-step kernel's mismatch fraction against the XLA sampler on the same inputs (and
@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import functools
 import json
+import pathlib
 import statistics
+import sys
 import traceback
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import jax
 import jax.numpy as jnp
@@ -29,13 +34,13 @@ import numpy as np
 from absl import app, flags
 
 from saberjax import esca, mstep, rng, sampler, segmented_count
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout, with_tile_tokens
 from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
-from saberjax.state import Hyperparams
 from saberjax.timing import copy_seconds, timed
 from saberjax.tree import tree_totals
 
@@ -158,7 +163,7 @@ def check_ragged_agreement():
     for num_topics in (2, 65_536):
         corpus = ragged_corpus(300, num_topics, num_docs=3000, max_length=400, long_length=5000)
         chunks = jax.device_put(build_layout(corpus).chunks)
-        hyper = Hyperparams.create(num_topics)
+        hyper = Hyperparams.create(num_topics, backend="xla")
         state = esca.step(esca.init(chunks, corpus.num_words, hyper, 1), chunks, hyper)
         key = rng.iteration_key(state.seed, 9)
         check_agreement(f"ragged K={num_topics}", chunks[0], state.chunks[0], state.model, key,
@@ -191,7 +196,7 @@ def with_bhat_dtype(state, num_topics: int, variant: str):
     """The state with its B-hat (and trees) stored in the dtype a variant names, if it does."""
     if variant not in BHAT_DTYPES:
         return state
-    model, beta = state.model, Hyperparams.create(num_topics).beta
+    model, beta = state.model, TrainConfig.beta
     bhat, tree = mstep.bhat_and_tree(model.word_topic, model.topic_totals, model.alpha,
                                      num_topics, beta, dtype=BHAT_DTYPES[variant])
     return state._replace(model=model._replace(bhat=bhat, tree=tree,
@@ -256,7 +261,7 @@ def time_variants(num_topics, chunks, state, num_tokens):
         time_variant(num_topics, num_tokens, backend, name, jax.jit(  # B from zero, as a step
             lambda c, s, m, k, count=count: count(c, s.topics, jnp.zeros_like(m.word_topic))),
             chunks, state)
-    model, beta = state.model, Hyperparams.create(num_topics).beta
+    model, beta = state.model, TrainConfig.beta
     results = {}
     for backend, model_arrays in (("xla", mstep.model_arrays),
                                   ("pallas", pallas_bhat_tree.model_arrays)):

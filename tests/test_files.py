@@ -1,0 +1,45 @@
+"""Files are written whole or not at all, and pieces checksummed in parallel combine into the
+checksum of the whole."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from saberjax.files import atomic_write, crc32_combine
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "record.txt"
+    atomic_write(path, lambda file: file.write("old"), mode="w")
+
+    def failing(file):
+        file.write("half of the new")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, failing, mode="w")
+    assert [entry.name for entry in tmp_path.iterdir()] == ["record.txt"]
+    assert path.read_text() == "old"
+    atomic_write(path, lambda file: file.write("new"), mode="w")
+    assert path.read_text() == "new" and oct(path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_crc32_combine_gives_the_crc_of_the_concatenation():
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 100_000, dtype=np.uint8).tobytes()
+    for _ in range(200):
+        cuts = np.sort(rng.integers(0, len(data) + 1, rng.integers(1, 6)))
+        cuts = np.sort(np.concatenate([[0], cuts, cuts[:1], [len(data)]]))  # cuts[0] twice:
+        # an empty piece
+        pieces = [data[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+        crc = 0
+        for piece in pieces:
+            crc = crc32_combine(crc, zlib.crc32(piece), len(piece))
+        assert crc == zlib.crc32(b"".join(pieces))
+    head, zeros = b"head", bytes(1 << 24)
+    alone, after_head = 0, zlib.crc32(head)  # 33 x 16 MiB of zeros: length2 has bit 29 set,
+    # where the table of x^(2^n) wraps round (n = 29 + 3)
+    for _ in range(33):
+        alone, after_head = zlib.crc32(zeros, alone), zlib.crc32(zeros, after_head)
+    assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head

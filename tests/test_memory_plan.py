@@ -1,0 +1,63 @@
+"""The memory plan covers the host: a run whose model does not fit the memory available is
+refused before anything is allocated, with the GB it needs, and the plan of a CPU run is
+within a quarter of the peak measured (docs/measurements/memory.md)."""
+
+import pytest
+from helpers import random_corpus, run_launcher
+from test_startup import uci_folder
+
+from saberjax import trainer
+from saberjax.execution import memory
+from saberjax.config import Hyperparams
+
+# Peak resident memory of `launch/train.py --corpus=<V words, 60 documents> --num_topics=K
+# --iterations=2 --em_iterations=2` (held-out documents scored) on a 2-core CPU with two CPU
+# devices, and what the process held when the run was planned (GB); docs/measurements/memory.md.
+MEASURED_PEAKS = [  # (V, K, held at the plan, peak)
+    (20, 32, 0.076, 0.472),
+    (20, 3_000_000, 0.076, 3.392),
+    (74, 3_000_000, 0.076, 8.188),
+    (20, 10_000_000, 0.076, 9.234),
+]
+
+
+@pytest.mark.parametrize("num_words,num_topics,held_gb,peak_gb", MEASURED_PEAKS)
+def test_the_cpu_host_plan_is_within_a_quarter_of_the_measured_peak(num_words, num_topics,
+                                                                   held_gb, peak_gb):
+    padded_topics = Hyperparams.create(num_topics).padded_topics
+    planned = held_gb + memory.host_bytes(num_words, padded_topics, 2, on_cpu=True,
+                                          scoring=True) / 1e9
+    assert abs(planned - peak_gb) <= 0.25 * peak_gb, (planned, peak_gb)
+
+
+def test_a_model_too_large_for_the_host_is_refused_before_allocating(monkeypatch):
+    corpus = random_corpus(num_docs=30, num_words=20, seed=2)
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 2_000_000_000)
+    config = trainer.TrainConfig(num_topics=10_000_000, iterations=2, backend="xla",
+                                 num_devices=1)
+    needed = memory.host_bytes(20, Hyperparams.create(10_000_000).padded_topics, 1,
+                               on_cpu=True, scoring=False)
+    with pytest.raises(MemoryError, match=f"num_topics=10000000 over V=20 words needs "
+                                          f"{needed / 1e9:.1f} GB of host memory .* 2.0 GB "
+                                          f"are available"):
+        trainer.train(corpus, config)
+    scored = memory.host_bytes(20, Hyperparams.create(10_000_000).padded_topics, 1,
+                               on_cpu=True, scoring=True)
+    monkeypatch.setattr(memory, "available_host_memory", lambda: (needed + scored) // 2)
+    with pytest.raises(MemoryError, match="needs .* GB of host memory"):  # scoring needs more
+        trainer.place(corpus, Hyperparams.create(10_000_000), config, scoring=True)
+
+
+def test_train_refuses_a_model_the_host_cannot_hold_in_one_line_naming_the_flag(tmp_path):
+    # short documents (a packed A pair counts at most 31 of a topic at this K) and a model of
+    # 2e11 cells, which no host holds
+    uci_folder(tmp_path / "uci", random_corpus(num_docs=30, num_words=2000, mean_length=5,
+                                               seed=2))
+    result = run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=100000000",
+                          "--backend=xla", f"--output={tmp_path / 'run'}",
+                          f"--cache_dir={tmp_path / 'cache'}")
+    assert result.returncode == 1, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "--num_topics=100000000 over V=2,000 words needs" in lines[0]
+    assert "a bug?" not in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
