@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse
 
-from saberjax import outputs, text
+from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.tokenizing import (
@@ -179,7 +179,7 @@ class _TokenStore:
                 self.held += size
                 return
             piece.spill_offset, self.end = self.end, self.end + size
-        outputs.write_at(self.fd, piece.token_ids, piece.spill_offset)
+        files.write_at(self.fd, piece.token_ids, piece.spill_offset)
         piece.token_ids = None
 
     def token_ids(self, piece: _Piece) -> np.ndarray:
