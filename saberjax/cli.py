@@ -324,18 +324,19 @@ def define_text_flags() -> None:
     flags.DEFINE_string("token_pattern", None, "Plain text: tokens are this regular "
                         f"expression's matches (default {text.DEFAULT_TOKEN_PATTERN!r}, after "
                         "accents are stripped and the text lowercased).")
-    flags.DEFINE_bool("lowercase", None, "Plain text: lowercase the text (default true).")
+    flags.DEFINE_bool("lowercase", True, "Plain text: lowercase the text.")
     flags.DEFINE_enum("strip_accents", None, ["ascii", "unicode", "none"], "Plain text: 'ascii' "
                       "(default: NFKD, non-ASCII characters dropped), 'unicode' (NFKD, combining "
                       "marks dropped) or 'none'.")
-    flags.DEFINE_bool("pretokenized", None, "Plain text: the tokens are the text's "
+    flags.DEFINE_bool("pretokenized", False, "Plain text: the tokens are the text's "
                       "whitespace-separated pieces (--token_pattern unused).")
 
 
 def flagged_text_options() -> dict:
-    """The text options the flags (define_text_flags) give; defaults stand for the rest."""
+    """The text options the command line gives (define_text_flags); defaults stand for the
+    rest."""
     options = {name: flags.FLAGS[name].value for name in plain_text.TEXT_OPTIONS
-               if flags.FLAGS[name].value is not None}
+               if flags.FLAGS[name].present}
     if options.get("strip_accents") == "none":
         options["strip_accents"] = None
     return options
@@ -356,4 +357,3 @@ def flagged_fields() -> dict:
     """The field flags (define_reading_flags) that were given, as load_corpus's options."""
     return {name: flags.FLAGS[name].value for name in ("text_field", "text_column", "id_field")
             if flags.FLAGS[name].value is not None}
-

@@ -210,8 +210,7 @@ def _flag_help(flag: flags.Flag) -> list[str]:
     if choices:  # absl begins an enum's help with <a|b|c>: the form shows them
         text = text.removeprefix(f"<{'|'.join(choices)}>: ")
     if kind == "bool":
-        default = None if flag.default is None else "true" if flag.default else "false"
-        head = f"  --[no]{flag.name}" + (f" (default: {default})" if default else "")
+        head = f"  --[no]{flag.name} (default: {'true' if flag.default else 'false'})"
     else:
         form = "|".join(choices) if choices else {"int": "N", "float": "X", "path": "PATH"}.get(
             kind, "A,B" if "list" in kind else "TEXT")

@@ -243,11 +243,13 @@ def test_train_launcher_trains_on_a_folder_of_text_files(tmp_path):
         (folder / f"{index:02d}.txt").write_text(document)
     output = tmp_path / "model"
     stdout = launch("train.py", f"--corpus={folder}", "--num_topics=3", "--iterations=2",
-                    "--backend=xla", f"--output={output}", "--num_devices=1", timeout=300)
+                    "--backend=xla", f"--output={output}", "--num_devices=1", "--max_df=1.0",
+                    "--stop_words=none", timeout=300)
     assert stdout.count("topic ") == 3
     assert json.loads(stdout.strip().splitlines()[-1])["iterations"] == 2
     vocab = (output / "vocab.txt").read_text().splitlines()
     assert "goalkeeper" in vocab and "flour" in vocab
+    assert "the" in vocab and "and" in vocab  # the flags reached the reader
     with np.load(output / "model.npz") as model:
         assert model["word_topic_counts"].shape == (len(vocab), 3)
 

@@ -6,7 +6,9 @@ RSS of each, saberjax's against the native corpus it writes.
     python tools/text_bench.py --synth_docs=20000     # synthetic text (launch/synth.py's)
 
 Mtoken/s is the tokens of saberjax's corpus (the vocabulary's tokens) over each reader's
-wall time, so the rates compare the same work.  Prints one JSON line per reader and a summary.
+wall time, so the rates compare the same work; CPU seconds (user + system, all threads) say
+the same on a machine shared with other jobs.  Prints one JSON line per reader and a
+summary.
 """
 
 from __future__ import annotations
@@ -90,8 +92,11 @@ def _one(reader: str, path: str) -> None:
 
     reuse_freed_memory()  # as the launchers do, for every reader
     runner = dict(saberjax=_run_saberjax, sklearn=_run_sklearn, tomotopy=_run_tomotopy)[reader]
+    start = resource.getrusage(resource.RUSAGE_SELF)
     result = runner(path)
-    result.update(reader=reader, peak_rss_mb=_peak_rss_mb())
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime
+    result.update(reader=reader, peak_rss_mb=_peak_rss_mb(), cpu_seconds=cpu)
     print(json.dumps(result))
 
 
@@ -132,6 +137,7 @@ def main(argv):
         tokens = ours["tokens"]
         summary = {name: dict(mtoken_per_s=round(tokens / result["seconds"] / 1e6, 2),
                               seconds=round(result["seconds"], 2),
+                              cpu_seconds=round(result["cpu_seconds"], 2),
                               peak_rss_mb=round(result["peak_rss_mb"]))
                    for name, result in results.items()}
         summary["saberjax"]["peak_rss_over_native"] = round(
@@ -139,6 +145,8 @@ def main(argv):
         for name, result in results.items():
             if name != "saberjax":
                 summary[f"speedup_over_{name}"] = round(result["seconds"] / ours["seconds"], 1)
+                summary[f"cpu_ratio_to_{name}"] = round(
+                    result["cpu_seconds"] / ours["cpu_seconds"], 1)
         summary.update(text=path, bytes=os.path.getsize(path), cores=os.cpu_count())
         print(json.dumps(summary))
 
