@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from saberjax.corpus import text_sources
 from saberjax.corpus.ldac import LDAC_VOCAB_FILE, load_ldac, starts_like_ldac
 from saberjax.corpus.native import META_FILE, NATIVE_FILES, load_native, save_native
 from saberjax.corpus.plain_text import load_text
 from saberjax.corpus.core import Corpus
+from saberjax.corpus.text_sources import (
+    DETECTION_RULE,
+    detected_text_formats,
+    is_collection,
+)
+from saberjax.corpus.text_sources import FORMATS as TEXT_FORMATS
+from saberjax.corpus.text_sources import source_files as text_source_files
 from saberjax.corpus.uci import (
     UCI_DOCWORD_NAME,
     load_uci,
@@ -19,8 +25,8 @@ from saberjax.corpus.uci import (
 )
 from saberjax.errors import CorpusFormatError
 
-# the formats of counts, then those of raw text (text_sources.FORMATS)
-FORMATS = ("uci", "ldac", "native", *text_sources.FORMATS)
+# the formats of counts, then those of raw text (TEXT_FORMATS)
+FORMATS = ("uci", "ldac", "native", *TEXT_FORMATS)
 
 
 def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
@@ -36,7 +42,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     """
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen in text_sources.FORMATS:
+    if chosen in TEXT_FORMATS:
         return load_text(path, format=chosen, **text_options)
     if text_options:
         raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
@@ -52,8 +58,8 @@ def source_files(path, format: str = "auto") -> list[Path]:
     such as saberjax.corpus.cache's, depends on)."""
     path = Path(path)
     chosen = _chosen_format(path, format)
-    if chosen in text_sources.FORMATS:
-        return text_sources.source_files(path, chosen)
+    if chosen in TEXT_FORMATS:
+        return text_source_files(path, chosen)
     if chosen == "native":
         return [path / name for name in NATIVE_FILES]
     if chosen == "uci":
@@ -79,16 +85,16 @@ def detect_format(path) -> str:
             ("uci", bool(uci_docwords(path))),
         ) if present]
         if not matches:
-            matches = text_sources.detected_text_formats(path)
+            matches = detected_text_formats(path)
     elif path.is_file():
         if UCI_DOCWORD_NAME.fullmatch(path.name):
             matches = ["uci"]
         elif starts_like_ldac(path):
             matches = ["ldac"]
         else:
-            matches = text_sources.detected_text_formats(path)
-    elif text_sources.is_collection(path):
-        matches = text_sources.detected_text_formats(path)
+            matches = detected_text_formats(path)
+    elif is_collection(path):
+        matches = detected_text_formats(path)
     else:
         raise CorpusFormatError(f"{path}: no such file or directory")
     if len(matches) == 1:
@@ -97,7 +103,7 @@ def detect_format(path) -> str:
     raise CorpusFormatError(
         f"{path}: {verdict}; tried native (folder with {META_FILE}), uci (folder with "
         f"docword.txt[.gz] or file docword*.txt[.gz]), ldac (file starting 'N id:count') and "
-        f"{text_sources.DETECTION_RULE}; pass format= to choose")
+        f"{DETECTION_RULE}; pass format= to choose")
 
 
 def convert_to_native(source, directory, format: str = "auto") -> Corpus:
