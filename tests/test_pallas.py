@@ -228,7 +228,7 @@ def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_c
 def test_pallas_backend_trains_the_same_model_as_xla():
     """Each of two steps from the same state: bit-identical in interpret mode, where the
     kernels run XLA's own ops; compiled on a GPU, Triton's rounding may change a rare token's
-    topic (1e-7 to 1e-4 of them on large corpora, BUILD_NOTES.md)."""
+    topic (1e-7 to 1e-4 of them on large corpora, docs/measurements/kernels.md)."""
     corpus = random_corpus(num_docs=30, num_words=30, mean_length=20, seed=5)
     chunks = jax.device_put(build_layout(corpus, corpus.num_tokens // 2 + 1).chunks)
     hypers = {backend: with_backend(30, backend) for backend in ("xla", "pallas")}

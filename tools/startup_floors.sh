@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU-host floors of issue 15 (BUILD_NOTES.md, start-up section), one line per figure:
+# The GPU-host floors of issue 15 (docs/measurements/startup.md), one line per figure:
 #
 #   bash tools/startup_floors.sh [CORPUS]    # CORPUS: wiki25k as a UCI folder (default
 #                                            # .corpora/wiki25k, git-ignored: carry it)

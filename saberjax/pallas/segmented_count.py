@@ -168,7 +168,7 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     a scratch row of num_topics + 3 K/32 ints: fewer, down to min_programs (at large K), where
     their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
     semantic that of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest
-    measured on an H200 (NOTES.md, docs/measurements/kernel_notes.md).  interpret=None:
+    measured on an H200 (NOTES.md, docs/measurements/kernels.md).  interpret=None:
     interpret unless on a GPU.
     """
     size = chunk.padded_tokens
