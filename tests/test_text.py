@@ -269,13 +269,13 @@ def test_word_keys_are_exact_and_decode_to_their_words():
 
 
 def test_synthetic_text_reads_back_as_its_corpus():
-    from saberjax import synth
+    from saberjax import synth_text
     lengths = np.array([3, 0, 2])
     ids = np.array([5, 0, 5, 27, 1])
-    words = synth.text_words(30)
+    words = synth_text.text_words(30)
     assert words[:3] == ["qaa", "qab", "qac"] and words[27] == "qbb"
-    assert synth.text_bytes(lengths, ids, words) == b"qaf qaa qaf \n\nqbb qab \n"
-    assert synth.text_bytes(lengths[:1], ids[:3], words, "jsonl") == \
+    assert synth_text.text_bytes(lengths, ids, words) == b"qaf qaa qaf \n\nqbb qab \n"
+    assert synth_text.text_bytes(lengths[:1], ids[:3], words, "jsonl") == \
         b'{"text": "qaf qaa qaf "}\n'
 
 

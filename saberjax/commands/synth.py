@@ -13,7 +13,7 @@ import json
 
 from absl import app, flags
 
-from saberjax import command_line, outputs, synth
+from saberjax import command_line, outputs, synth, synth_text
 
 FLAGS = flags.FLAGS
 
@@ -51,7 +51,7 @@ def define_flags() -> None:
     with command_line.group("output"):
         flags.DEFINE_string("output", None, "Output folder of the native corpus (or, with "
                             "--text, the text file).")
-        flags.DEFINE_enum("text", None, sorted(synth.TEXT_LAYOUTS), "Write the corpus as text "
+        flags.DEFINE_enum("text", None, sorted(synth_text.TEXT_LAYOUTS), "Write the corpus as text "
                           "instead, one document a line of letter-only words: txt (plain) or "
                           "jsonl ({\"text\": ...} records).")
         flags.DEFINE_bool("overwrite", False, "Replace the corpus already in --output (without "
@@ -86,7 +86,7 @@ def main(argv):
         raise app.UsageError(str(error)) from error
     outputs.check_absent_or_overwrite(FLAGS.output, FLAGS.overwrite)
     if FLAGS.text:
-        stats = synth.write_text(cfg, FLAGS.output, layout=FLAGS.text,
+        stats = synth_text.write_text(cfg, FLAGS.output, layout=FLAGS.text,
                                  batch_tokens=FLAGS.batch_tokens, num_threads=FLAGS.threads)
     else:
         stats = synth.write_corpus(
