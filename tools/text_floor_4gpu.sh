@@ -26,9 +26,9 @@ done
 wait
 echo "generated $(du -sh "$WORK/shards" | cut -f1) of JSON Lines in $(( $(date +%s) - start )) s"
 rm -rf "$WORK/cache" "$WORK/run"
-start=$(date +%s.%N)
+start=$(date +%s%N)
 /usr/bin/time -f "train wall %e s, peak RSS %M kB" "$PY" launch/train.py \
     --corpus="$WORK/shards" --format=jsonl --num_topics=1000 --iterations=100 \
     --host_memory_gb=48 --output="$WORK/run" 2>&1 | grep -v "^topic " | tail -25
-echo "model written $(echo "$(date +%s.%N) - $start" | bc) s after the command"
+echo "model written $(( ($(date +%s%N) - start) / 1000000 )) ms after the command"
 ls -l "$WORK/run"
