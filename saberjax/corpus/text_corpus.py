@@ -37,7 +37,6 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse
 
 from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
@@ -265,6 +264,8 @@ def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, documents) of each word of a piece's dictionary."""
+    import scipy.sparse  # here, not with the module: importing saberjax.corpus loads no scipy
+
     num_words = words.num_words
     tokens = words.token_ids.size
     if tokens == 0:
