@@ -5,10 +5,12 @@ JSON Lines records."""
 from __future__ import annotations
 
 import os
+import pathlib
 import time
 
 import numpy as np
 
+from saberjax import files
 from saberjax.synth import SynthConfig, build_topic_word, iter_batches
 
 
@@ -56,19 +58,17 @@ def write_text(cfg: SynthConfig, output: str, *, layout: str = "txt",
     t0 = time.perf_counter()
     words = text_words(cfg.num_words)
     tables = build_topic_word(cfg, num_threads=num_threads)
-    staging = f"{output}.partial"
-    docs = tokens = 0
-    try:
-        with open(staging, "wb") as file:
-            for lengths, ids in iter_batches(cfg, tables, batch_tokens=batch_tokens,
-                                             num_threads=num_threads):
-                file.write(text_bytes(lengths, ids, words, layout))
-                docs, tokens = docs + lengths.size, tokens + ids.size
-        os.replace(staging, output)
-    except BaseException:
-        if os.path.exists(staging):
-            os.remove(staging)
-        raise
+    counts = [0, 0]  # documents, tokens
+
+    def write(file) -> None:
+        for lengths, ids in iter_batches(cfg, tables, batch_tokens=batch_tokens,
+                                         num_threads=num_threads):
+            file.write(text_bytes(lengths, ids, words, layout))
+            counts[0] += lengths.size
+            counts[1] += ids.size
+
+    files.atomic_write(pathlib.Path(output), write)
+    docs, tokens = counts
     secs = time.perf_counter() - t0
     return {"D": docs, "T": tokens, "V": cfg.num_words, "seconds": round(secs, 3),
             "bytes": os.path.getsize(output), "output": os.path.abspath(output)}
