@@ -44,8 +44,8 @@ from absl import app, flags
 from saberjax.tree import level_widths, padded_width
 
 PARTITIONS = ("documents", "words", "two-axis")
-# NYTimes (--synth_preset=nytimes): 99.7M tokens, 299,752 documents, 102,660 words
-NYTIMES_TOKENS, NYTIMES_DOCS, NYTIMES_WORDS = 99_700_000, 299_752, 102_660
+# NYTimes (--synth_preset=nytimes): 99.7M tokens, 300,000 documents, 102,660 words
+NYTIMES_TOKENS, NYTIMES_DOCS, NYTIMES_WORDS = 99_700_000, 300_000, 102_660
 MAX_INT16_TOPICS = 32_767
 
 FLAGS = flags.FLAGS
@@ -212,11 +212,16 @@ def prediction_table(settings: list[Setting], meshes: list[tuple[int, int]]) -> 
                 p = predict(setting, hosts, gpus, partition)
                 one = setting.one_gpu_rate / 1e6
                 rows.append(f"| {hosts} x {gpus} | {setting.num_topics:,} | "
-                            f"{setting.tokens / 1e9:.3g}B | {partition} | "
-                            f"{p.compute_seconds * 1e3:.1f} | {p.within_bytes / 1e9:.3g} | "
-                            f"{p.between_bytes / 1e9:.3g} | {p.collective_seconds * 1e3:.1f} | "
-                            f"{p.mtoken_s:,.0f} | {p.mtoken_s / one:,.0f}x |")
+                            f"{_tokens(setting.tokens)} | {partition} | "
+                            f"{p.compute_seconds * 1e3:,.1f} | {p.within_bytes / 1e9:.3g} | "
+                            f"{p.between_bytes / 1e9:.3g} | {p.collective_seconds * 1e3:,.1f} | "
+                            f"{p.mtoken_s:,.0f} | {p.mtoken_s / one:,.1f}x |")
     return rows
+
+
+def _tokens(count: float) -> str:
+    """A token count for the table: 99.7M, 6.4B."""
+    return f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
 
 
 def main(argv):
