@@ -144,10 +144,16 @@ def read_manifest(path) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path}: unreadable manifest ({error})") from error
-    if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_VERSIONS:
-        raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
-                              f"{' or '.join(map(str, READABLE_VERSIONS))}")
-    return manifest
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if version in READABLE_VERSIONS:
+        return manifest
+    readable = " or ".join(map(str, READABLE_VERSIONS))
+    if isinstance(version, int) and 0 < version < min(READABLE_VERSIONS):
+        raise CheckpointError(f"{path}: a checkpoint of format {version}, written by an earlier "
+                              f"saberjax (this one reads format {readable}); finish the run "
+                              f"with that saberjax, or start afresh")
+    raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
+                          f"{readable}")
 
 
 def load_checkpoint(path, placement: Placement, corpus: Corpus, config

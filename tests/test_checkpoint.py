@@ -178,6 +178,16 @@ def test_damaged_or_unfinished_checkpoints_are_never_taken_as_latest(checkpointe
     assert checkpoint.latest_checkpoint(tmp_path / "nowhere") is None
 
 
+def test_a_checkpoint_of_an_earlier_format_is_named_as_one(checkpointed_run, tmp_path):
+    _, directory = checkpointed_run
+    path = tmp_path / "checkpoint-00000004.json"
+    manifest = json.loads((directory / "checkpoints" / path.name).read_text())
+    path.write_text(json.dumps(dict(manifest, format_version=4)))
+    with pytest.raises(checkpoint.CheckpointError, match="a checkpoint of format 4, written by "
+                                                         "an earlier saberjax"):
+        checkpoint.read_manifest(path)
+
+
 @pytest.mark.parametrize("corpus_seed, change, message", [
     (1, {}, "made for another corpus"),
     (0, dict(num_topics=5), r"trained with num_topics=4 \(this run: 5\)"),
