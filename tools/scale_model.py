@@ -15,7 +15,8 @@ array on each); nothing is overlapped.  The bytes are those of saberjax.executio
   4 above 32,767 topics): (N-1)/N x (T x (4 + topic bytes) + D x 4) bytes;
 - two-axis (words within a host, documents across hosts): within a host, by words over the
   host's T / H tokens; across hosts, by documents over the H devices that hold one word share
-  (V / G rows of B each).
+  (V / G rows of B each), the counts' changes crossing as int32 ("two-axis") or, while every
+  change is small, as float16 ("two-axis f16": 2 bytes a cell instead of 4).
 
 A one-axis mesh that spans hosts moves all its bytes at the between-host bandwidth (a ring is
 as fast as its slowest link).  The topic totals' all-reduce (K integers) is left out.
@@ -43,7 +44,7 @@ from absl import app, flags
 
 from saberjax.tree import level_widths, padded_width
 
-PARTITIONS = ("documents", "words", "two-axis")
+PARTITIONS = ("documents", "words", "two-axis", "two-axis f16")
 # NYTimes (--synth_preset=nytimes): 99.7M tokens, 300,000 documents, 102,660 words
 NYTIMES_TOKENS, NYTIMES_DOCS, NYTIMES_WORDS = 99_700_000, 300_000, 102_660
 MAX_INT16_TOPICS = 32_767
@@ -97,15 +98,16 @@ class Prediction:
         return self.tokens / self.seconds / 1e6
 
 
-def by_documents_bytes(num_words: int, num_topics: int, devices: int) -> float:
+def by_documents_bytes(num_words: int, num_topics: int, devices: int,
+                       count_bytes: int = 4) -> float:
     """Bytes a device receives in the reduction by documents over `devices` devices: B_d
-    reduce-scattered, B-hat rows, trees and tree totals all-gathered (V padded to a multiple
-    of the device count)."""
+    reduce-scattered (count_bytes a cell), B-hat rows, trees and tree totals all-gathered (V
+    padded to a multiple of the device count)."""
     if devices == 1:
         return 0.0
     padded_topics = padded_width(num_topics)
     rows = -(-num_words // devices) * devices
-    row_bytes = 4 * padded_topics + 2 * padded_topics + 4 * sum(level_widths(padded_topics)) + 4
+    row_bytes = count_bytes * padded_topics + 2 * padded_topics + 4 * sum(level_widths(padded_topics)) + 4
     return (devices - 1) / devices * rows * row_bytes
 
 
@@ -127,9 +129,10 @@ def predict(setting: Setting, hosts: int, gpus: int, partition: str) -> Predicti
     elif partition == "words":
         moved, within = by_words_bytes(s.tokens, s.docs, s.num_topics, devices), hosts == 1
         within_bytes, between_bytes = (moved, 0.0) if within else (0.0, moved)
-    elif partition == "two-axis":
+    elif partition in ("two-axis", "two-axis f16"):
         within_bytes = by_words_bytes(s.tokens / hosts, s.docs / hosts, s.num_topics, gpus)
-        between_bytes = by_documents_bytes(-(-s.num_words // gpus), s.num_topics, hosts)
+        between_bytes = by_documents_bytes(-(-s.num_words // gpus), s.num_topics, hosts,
+                                           2 if partition == "two-axis f16" else 4)
     else:
         raise ValueError(f"partition {partition!r}: one of {', '.join(PARTITIONS)}")
     collective = within_bytes / s.within_host + between_bytes / s.between_hosts
