@@ -144,8 +144,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device "
                           "count with, out of auto, documents, words (place).",
                           **_flag)
-        flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per "
-                             "device).", lower_bound=1, **_flag)
+        flags.DEFINE_list("chunk_tokens", [], "Comma list of tokens per PDOW chunk, each run in "
+                          "turn (default: place's).", **_flag)
         processes.define_flags(flag_values)
     with command_line.group("output", flag_values):
         flags.DEFINE_string("output", None, "Also append the JSON lines to this file "
@@ -208,6 +208,8 @@ _LIST_CHECKS = {
     "partition": (_check_partition, "--partition: each must be one of auto, "
                   + ", ".join(PARTITIONS)),
     "num_topics": (_check_num_topics, "--num_topics: a comma list of integers >= 2"),
+    "chunk_tokens": (lambda values: all(v.strip().isdigit() and int(v) >= 1 for v in values),
+                     "--chunk_tokens: each must be an integer >= 1"),
 }
 
 
@@ -252,7 +254,7 @@ def main(argv, values: flags.FlagValues = flags.FLAGS):
 
     run_benchmark(corpus, [int(k) for k in values.num_topics], list(values.backends),
                   iterations=values.iterations, warmup=values.warmup,
-                  chunk_tokens=values.chunk_tokens,
+                  chunk_tokens=tuple(int(n) for n in values.chunk_tokens) or (None,),
                   num_devices=tuple(int(n) for n in values.num_devices),
                   partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
                   phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
