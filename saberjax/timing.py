@@ -38,25 +38,6 @@ def copy_seconds(num_bytes: int, repeats: int, reduce=min) -> tuple[int, float]:
     return 2 * x.nbytes, reduce([timed(lambda: copy(x))[1] for _ in range(repeats)])
 
 
-def cached_read_seconds(num_bytes: int, passes: int, repeats: int) -> tuple[int, float]:
-    """(bytes read, seconds) of `passes` sums over one array of num_bytes of float32, each its
-    own kernel (an optimization barrier between them), in one executable: with the array
-    under the L2's size, the card's L2 read rate; the best of `repeats` runs after a
-    compiling one."""
-    x = jax.block_until_ready(jnp.ones((max(num_bytes // 4, 1),), jnp.float32))
-
-    @jax.jit
-    def reads(v):
-        total = jnp.zeros((), jnp.float32)
-        for _ in range(passes):
-            v, total = jax.lax.optimization_barrier((v, total))
-            total = total + jnp.sum(v)
-        return total
-
-    jax.block_until_ready(reads(x))
-    return passes * x.nbytes, min(timed(lambda: reads(x))[1] for _ in range(repeats))
-
-
 _RECORDER: contextvars.ContextVar[Phases | None] = contextvars.ContextVar("saberjax_phases",
                                                                          default=None)
 

@@ -4,7 +4,7 @@ chunking, K, Mtoken/s, held-out, the sample phase against its floor."""
 import json
 import sys
 
-print("corpus chunks K mean steady heldout | sample_ms floor_ms bound over nnz a_l2 "
+print("corpus prefetch chunks K mean steady heldout | sample_ms floor_ms bound over nnz a_l2 "
       "hbm_B/tok l2_B/tok l1_lines/tok | hbm_ms l2_ms l1_ms | rebuild count bhat")
 for path in sys.argv[1:]:
     try:
@@ -18,7 +18,7 @@ for path in sys.argv[1:]:
         p = r.get("phases", {})
         s = p.get("sample", {})
         ms = lambda x: round(1e3 * x, 2) if isinstance(x, float) else x  # noqa: E731
-        print(r["corpus"][:14], r.get("num_chunks"), r["K"], r["Mtoken_per_s_mean"],
+        print(r["corpus"][:14], r.get("prefetch_blocks", 1), r.get("num_chunks"), r["K"], r["Mtoken_per_s_mean"],
               r["Mtoken_per_s_steady"], r.get("heldout_loglik_per_token"), "|",
               ms(s.get("seconds")), ms(s.get("floor_seconds")), s.get("floor_bound"),
               s.get("over_floor"), s.get("nnz_per_token"), s.get("a_l2_share"),
