@@ -123,17 +123,10 @@ def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
 
 
 def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
-    """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds;
-    on a GPU with the Pallas kernels also the L2's read rate (saberjax.pallas.l2_read), the
-    E-step roofline's second rate."""
+    """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
     moved, best = copy_seconds(num_bytes, repeats)
-    rates = dict(copy_bytes=moved // 2, copy_seconds=_sig(best),
-                 copy_GB_per_s=_sig(moved / best / 1e9))
-    if pallas_unavailable_reason() is None:
-        from saberjax.pallas.l2_read import l2_read_seconds  # noqa: PLC0415 (GPU only)
-        read, seconds = l2_read_seconds(repeats=repeats)
-        rates["l2_read_GB_per_s"] = _sig(read / seconds / 1e9)
-    return rates
+    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best),
+                copy_GB_per_s=_sig(moved / best / 1e9))
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
@@ -372,9 +365,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
     bandwidth = copy_bandwidth(copy_mib << 20)
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
-    card = (roofline.Card.of_device(jax.devices()[0], copy_bps,
-                                    bandwidth["l2_read_GB_per_s"] * 1e9)
-            if "l2_read_GB_per_s" in bandwidth else None)
+    card = roofline.Card.of_device(jax.devices()[0], copy_bps)
     # xla first, so that every other backend's line can carry its ratio to xla.
     order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
     # (K, backend, optimize_alpha_every) -> steady Mtoken/s on one device

@@ -24,13 +24,15 @@ chunk whose set fits the L2 comes from HBM once an iteration, the rest from L2. 
 doc-major scatter writes a 2-byte topic into a sector that stays in L2 until filled, or costs
 a 32 B sector at HBM.
 
-L1 is counted in line requests (wavefronts): a 32-lane block of one token row loads its 32
-pairs (128 B, 2 lines unless aligned) and gathers its 32 B-hat values, whose sorted topics span
-32 K / nnz_d columns, 64 to a 128 B line of bfloat16.  An SM serves one a cycle.
+L1 is counted in 32 B sectors: a 32-lane block of one token row loads its 32 pairs (128 B,
+5 sectors unless aligned) and gathers its 32 B-hat values, whose sorted topics span 32 K / nnz_d
+columns, 16 to a sector of bfloat16 (at most 32 sectors); an SM's L1 delivers 4 a cycle.
 
-The floor is the largest of the three times (HBM bytes / measured copy bandwidth, L2 bytes /
-measured L2 copy bandwidth, L1 requests / (SMs x clock)); it leaves out issue and latency,
-which is what a kernel at none of the three floors is bound by.
+The floor is the largest of the three times: HBM bytes over the measured copy bandwidth, L2
+bytes over the card's L2 read rate, L1 sectors over 4 a cycle per SM.  The L2 rate and size
+and the clock come from a table by device kind (jax reports none of them; the rate is an
+assumption, docs/measurements/roofline.md).  The floor leaves out issue and latency, which is
+what a kernel at none of the three floors is bound by.
 """
 
 from __future__ import annotations
@@ -46,20 +48,20 @@ from saberjax.layout import Chunk
 from saberjax.state import BHAT_DTYPE, ChunkState
 
 SECTOR = 32  # bytes of an L2 / HBM access
-LINE = 128  # bytes of an L1 line
 PAIR_BYTES = 4  # a packed A pair (state.pack_pairs)
 TOKEN_STREAM_BYTES = 4 + 4 + 2 + 2 + 4  # doc, doc_major_pos, old topic, new topic, zeroed outputs
 DOC_METADATA_SECTORS = 2  # doc_start[d], a_nnz[d]
 TOPIC_BYTES = 2  # the doc-major copy of a new topic
+L1_SECTORS_PER_CYCLE = 4  # 128 B a cycle per SM
 
-# Hopper's L2 and boost clock by device kind (jax does not report them)
-_CARDS = {"H100": (50 << 20, 1.98e9), "H200": (50 << 20, 1.98e9)}
+# by device kind: L2 read bytes a second, L2 bytes, boost clock (jax reports none of them)
+_CARDS = {"H100": (5.5e12, 50 << 20, 1.98e9), "H200": (5.5e12, 50 << 20, 1.98e9)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Card:
-    """What the floor divides by: measured HBM and L2 copy rates (bytes read + written a
-    second), the L2's capacity, the SM count and clock."""
+    """What the floor divides by: the measured HBM copy rate (bytes read + written a second),
+    the L2's read rate and capacity, the SM count and clock."""
 
     hbm_bytes_per_s: float
     l2_bytes_per_s: float
@@ -68,12 +70,12 @@ class Card:
     clock_hz: float
 
     @classmethod
-    def of_device(cls, device, hbm_bytes_per_s: float, l2_bytes_per_s: float) -> Card:
-        """The card of a jax device, with its measured rates (L2 size and clock by kind,
-        Hopper's where the kind is unknown)."""
-        l2_bytes, clock = next((spec for name, spec in _CARDS.items()
-                                if name in device.device_kind), _CARDS["H100"])
-        return cls(hbm_bytes_per_s, l2_bytes_per_s, l2_bytes,
+    def of_device(cls, device, hbm_bytes_per_s: float) -> Card:
+        """The card of a jax device with its measured copy rate (the rest by kind, Hopper's
+        where the kind is not in the table)."""
+        l2_rate, l2_bytes, clock = next((spec for name, spec in _CARDS.items()
+                                         if name in device.device_kind), _CARDS["H100"])
+        return cls(hbm_bytes_per_s, l2_rate, l2_bytes,
                    int(getattr(device, "core_count", 0) or 132), clock)
 
 
@@ -114,12 +116,12 @@ def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict
 
 def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict:
     """The E-step's floor over chunks in their states, for a B-hat of bhat_shape (V, padded K):
-    bytes per token from HBM and through L2, L1 line requests per token, each level's seconds,
+    bytes per token from HBM and through L2, L1 sectors per token, each level's seconds,
     the floor (the largest) and the level that sets it (see the module docstring)."""
     num_words, padded_topics = bhat_shape
     bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
     row_bytes = padded_topics * bhat_bytes
-    totals = dict(tokens=0.0, hbm=0.0, l2=0.0, l1_lines=0.0, nnz=0.0, footprint=0.0,
+    totals = dict(tokens=0.0, hbm=0.0, l2=0.0, l1_sectors=0.0, nnz=0.0, footprint=0.0,
                   a_l2_share=0.0)
     for chunk, chunk_state in zip(chunks, chunk_states):
         sums = jax.device_get(chunk_traffic(chunk, chunk_state, num_words))
@@ -135,12 +137,13 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
         sms = np.clip(np.asarray(sums["word_tiles"], np.float64)[present], 1, card.num_sms)
         bhat_hbm = np.sum(np.minimum(row_bytes, SECTOR * gathers))
         bhat_l2 = np.sum(sms * np.minimum(row_bytes, SECTOR * gathers / sms))
-        # L1: two lines a block for its 32 pairs, and the lines its 32 sorted topics span
+        # L1: a block's 32 pairs, and the sectors its 32 sorted topics span
         nnz = np.asarray(sums["doc_nnz"], np.float64)
         lengths = np.asarray(sums["doc_lengths"], np.float64)
-        span_lines = np.minimum(32.0, 32.0 * padded_topics / np.maximum(nnz, 1.0)
-                                * bhat_bytes / LINE + 1.0)
-        l1_lines = float(np.sum(lengths * np.ceil(nnz / 32) * (2.0 + span_lines)))
+        span_sectors = np.minimum(32.0, 32.0 * padded_topics / np.maximum(nnz, 1.0)
+                                  * bhat_bytes / SECTOR + 1.0)
+        pair_sectors = 32 * PAIR_BYTES / SECTOR + 1.0
+        l1_sectors = float(np.sum(lengths * np.ceil(nnz / 32) * (pair_sectors + span_sectors)))
         run_bytes = SECTOR * float(sums["run_sectors"])
         hbm = (TOKEN_STREAM_BYTES * tokens + 4.0 * float(sums["tiles"])
                + tokens * (1 - hit) * SECTOR  # the scatter's sectors, evicted unfilled
@@ -150,20 +153,21 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
         totals["tokens"] += tokens
         totals["hbm"] += hbm
         totals["l2"] += l2
-        totals["l1_lines"] += l1_lines
+        totals["l1_sectors"] += l1_sectors
         totals["nnz"] += nnz_mean * tokens
         totals["footprint"] = max(totals["footprint"], float(sums["footprint"]))
         totals["a_l2_share"] += hit * tokens
     tokens = max(totals["tokens"], 1.0)
     seconds = dict(hbm=totals["hbm"] / card.hbm_bytes_per_s,
                    l2=totals["l2"] / card.l2_bytes_per_s,
-                   l1=totals["l1_lines"] / (card.num_sms * card.clock_hz))
+                   l1=totals["l1_sectors"] / (L1_SECTORS_PER_CYCLE * card.num_sms
+                                              * card.clock_hz))
     bound = max(seconds, key=seconds.get)
     return dict(floor_seconds=seconds[bound], floor_bound=bound,
                 hbm_seconds=seconds["hbm"], l2_seconds=seconds["l2"], l1_seconds=seconds["l1"],
                 hbm_bytes_per_token=totals["hbm"] / tokens,
                 l2_bytes_per_token=totals["l2"] / tokens,
-                l1_lines_per_token=totals["l1_lines"] / tokens,
+                l1_sectors_per_token=totals["l1_sectors"] / tokens,
                 nnz_per_token=totals["nnz"] / tokens,
                 chunk_a_footprint_bytes=totals["footprint"],
                 a_l2_share=totals["a_l2_share"] / tokens)

@@ -82,21 +82,6 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
 
-@pytest.mark.parametrize("prefetch_blocks", [2, 3])
-def test_sampler_kernel_draws_the_same_topics_whatever_its_prefetch(prefetch_blocks):
-    """Loading A's blocks further ahead reorders loads only: the same topics, bit for bit
-    (rows of up to 10 blocks at K = 1,000, shorter than the prefetch too), and it lowers."""
-    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=5), 1000, seed=5)
-    one = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key, prefetch_blocks=1)
-    ahead = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
-                                              prefetch_blocks=prefetch_blocks)
-    np.testing.assert_array_equal(one[0], ahead[0])
-    np.testing.assert_array_equal(one[1], ahead[1])
-    sample = functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
-                               prefetch_blocks=prefetch_blocks)
-    assert "triton" in lower_for_h100(sample, chunk, chunk_state, model, key).lower()
-
-
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
     """The E-step's work list for any tile size (the layout's Chunk.tile_start at TILE_TOKENS)."""
@@ -366,17 +351,3 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
         np.testing.assert_array_equal(counts, xla_counts)
     else:
         assert np.mean(topics != xla_topics) <= 0.01
-
-
-def test_l2_read_probe_sums_each_programs_walk_through_the_array():
-    """saberjax.pallas.l2_read (the roofline's L2 rate): program p reads block
-    (p + step * programs) mod blocks at each step; the sums tell which blocks it read."""
-    from saberjax.pallas.l2_read import read_blocks  # noqa: PLC0415
-
-    x = jnp.arange(4 * 256, dtype=jnp.float32)
-    got = read_blocks(x, programs=3, block=256, steps=5, interpret=True)
-    blocks = np.asarray(x).reshape(4, 256)
-    np.testing.assert_array_equal(
-        got, np.stack([sum(blocks[(p + s * 3) % 4] for s in range(5)) for p in range(3)]))
-    probe = functools.partial(read_blocks, programs=3, block=256, steps=5, interpret=False)
-    assert "triton" in lower_for_h100(probe, x).lower()

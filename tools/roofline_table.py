@@ -5,7 +5,7 @@ import json
 import sys
 
 print("corpus prefetch chunks K mean steady heldout | sample_ms floor_ms bound over nnz a_l2 "
-      "hbm_B/tok l2_B/tok l1_lines/tok | hbm_ms l2_ms l1_ms | rebuild count bhat")
+      "hbm_B/tok l2_B/tok l1_sectors/tok | hbm_ms l2_ms l1_ms | rebuild count bhat")
 for path in sys.argv[1:]:
     try:
         lines = [json.loads(line) for line in open(path) if line.startswith("{")]
@@ -23,7 +23,7 @@ for path in sys.argv[1:]:
               ms(s.get("seconds")), ms(s.get("floor_seconds")), s.get("floor_bound"),
               s.get("over_floor"), s.get("nnz_per_token"), s.get("a_l2_share"),
               s.get("hbm_bytes_per_token"), s.get("l2_bytes_per_token"),
-              s.get("l1_lines_per_token"), "|", ms(s.get("hbm_seconds")),
+              s.get("l1_sectors_per_token"), "|", ms(s.get("hbm_seconds")),
               ms(s.get("l2_seconds")), ms(s.get("l1_seconds")), "|",
               *(ms(p.get(n, {}).get("seconds")) for n in ("rebuild_a", "count_b", "bhat_trees")),
-              "copy", r.get("copy_GB_per_s"), "l2", r.get("l2_read_GB_per_s"))
+              "copy", r.get("copy_GB_per_s"))

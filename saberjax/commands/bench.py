@@ -41,7 +41,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         iteration of a process still loads it onto the devices).
                         init_seconds: Placement.init, compile included.
   devices, partition    the mesh's device count and how they share the work (place;
-              `--num_devices` and `--partition` are lists, every pair runs).
+              `--num_devices` and `--partition` are lists, every pair runs), and chunk_tokens,
+              the PDOW chunk size (`--chunk_tokens`, also a list; null: place's default).
   speedup_vs_one_device steady Mtoken/s over the one-device run's at the same K and backend in
                         the same run (when 1 is in `--num_devices`).
   reduction_seconds     what an iteration spends combining the devices' work, timed alone
@@ -62,6 +63,13 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
                         (backend.topic_totals and bhat_and_tree of the state's B); each with
                         seconds, Mtoken_per_s, share of the steady iteration and compile_seconds.
+                        The sample phase also carries the E-step's roofline on the state it ran
+                        on (saberjax.roofline): floor_seconds and floor_bound (hbm, l2 or l1,
+                        the level that sets it), over_floor = seconds / floor_seconds, each
+                        level's seconds, hbm_bytes_per_token, l2_bytes_per_token,
+                        l1_sectors_per_token, nnz_per_token (the mean A row a token reads),
+                        chunk_a_footprint_bytes (the largest chunk's A) and a_l2_share (the A
+                        reads the model serves from L2).
   copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
                         `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
                         bytes) / seconds, best of several runs.

@@ -69,7 +69,7 @@ __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
                    old_topics_ref, tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
-                   level_widths: tuple[int, ...], block_reduction: str, prefetch_blocks: int):
+                   level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
@@ -89,8 +89,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
         state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
         lane_mass, kept_topics, own_count = _sparse_lanes(
-            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens,
-            prefetch_blocks)
+            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
         # the own topic's whole mass joins lane 0's reservoir as one more product
         own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
         own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
@@ -131,34 +130,28 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
 
 
 def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
-                  tile_tokens: int, prefetch_blocks: int):
+                  tile_tokens: int):
     """The sparse part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes)."""
 
-    def inside_block(block):
-        """Which lanes of block (nonzeros 32*block .. 32*block + 31) hold a nonzero."""
-        offsets = block * WIDTH + lanes[None, :]
-        return offsets, offsets < nnz[:, None]
-
     def load_block(block):
-        """The packed pairs of block (0 outside the row)."""
-        offsets, inside = inside_block(block)
-        return plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
+        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
+        offsets = block * WIDTH + lanes[None, :]
+        inside = offsets < nnz[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
+        topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
+        return inside, topics, counts.astype(jnp.float32)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
         w.p. product / lane mass (one uniform per token and block, shared by its lanes).
 
-        The pairs of the prefetch_blocks blocks ahead are already loaded (they do not depend
-        on this block), and the one after them is loaded first, so their latency overlaps
-        this block's gathers; they wait packed, one register a pair.
+        The next block's A entries are loaded first (they do not depend on this block), so
+        their latency overlaps this block's gathers.
         """
-        lane_mass, kept_topics, own_counts, (pairs, *ahead) = carry
-        ahead = (*ahead, load_block(block + prefetch_blocks))
-        inside = inside_block(block)[1]
-        topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
-        counts = counts.astype(jnp.float32)
+        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
+        following = load_block(block + 1)
         is_own = topics == own[:, None]
         own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
         weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
@@ -167,14 +160,13 @@ def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
         lane_mass = lane_mass + products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < products)
-        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, ahead
+        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         tuple(load_block(block) for block in range(prefetch_blocks))))
+         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
     return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
 
 
@@ -204,10 +196,10 @@ def _dense_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], word, den
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
-                                             "prefetch_blocks", "interpret"))
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        num_warps: int = 1, num_stages: int = 1, block_reduction: str = "sum",
-                       prefetch_blocks: int = 1, interpret: bool | None = None):
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -219,15 +211,13 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  prefetch_blocks: blocks of A pairs loaded ahead of the block being
-    visited (the loads in flight per token row while a block's B-hat gathers wait); the
-    topics are the same for any.  interpret=None: interpret unless on a GPU.
+    whatever the layout.  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction, prefetch_blocks=prefetch_blocks)
+                               block_reduction=block_reduction)
     inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               model.alpha.astype(jnp.float32), model.bhat_denominator, chunk.tile_start,
