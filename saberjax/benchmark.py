@@ -271,7 +271,7 @@ def measure_phases(placement: Placement, state: TrainState, repeats: int,
               for name, seconds in out.items()}
     if card is not None:
         floor = roofline.floor(chunks, state.chunks, state.model.bhat.shape, card)
-        phases["sample"].update({key: value if isinstance(value, str) else _sig(value, 4)
+        phases["sample"].update({key: _sig(value, 4) if isinstance(value, float) else value
                                  for key, value in floor.items()})
         phases["sample"]["over_floor"] = _sig(out["sample"] / floor["floor_seconds"], 3)
     return phases

@@ -114,15 +114,20 @@ def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict
         doc_nnz=nnz, doc_lengths=lengths)
 
 
+ARRAYS = ("token_lists", "doc_metadata", "doc_major_copy", "a_rows", "bhat_rows")
+LEVELS = ("hbm", "l2", "l1")
+
+
 def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict:
     """The E-step's floor over chunks in their states, for a B-hat of bhat_shape (V, padded K):
-    bytes per token from HBM and through L2, L1 sectors per token, each level's seconds,
-    the floor (the largest) and the level that sets it (see the module docstring)."""
+    `arrays`, each array's bytes per token from HBM and through L2 and its L1 sectors per
+    token; the same summed per level; each level's seconds; the floor (the largest) and the
+    level that sets it (see the module docstring)."""
     num_words, padded_topics = bhat_shape
     bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
     row_bytes = padded_topics * bhat_bytes
-    totals = dict(tokens=0.0, hbm=0.0, l2=0.0, l1_sectors=0.0, nnz=0.0, footprint=0.0,
-                  a_l2_share=0.0)
+    moved = {name: dict.fromkeys(LEVELS, 0.0) for name in ARRAYS}  # summed over tokens
+    totals = dict(tokens=0.0, nnz=0.0, footprint=0.0, a_l2_share=0.0)
     for chunk, chunk_state in zip(chunks, chunk_states):
         sums = jax.device_get(chunk_traffic(chunk, chunk_state, num_words))
         tokens = float(sums["tokens"])
@@ -135,39 +140,42 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
         present = words_tokens > 0
         gathers = words_tokens[present] * nnz_mean
         sms = np.clip(np.asarray(sums["word_tiles"], np.float64)[present], 1, card.num_sms)
-        bhat_hbm = np.sum(np.minimum(row_bytes, SECTOR * gathers))
-        bhat_l2 = np.sum(sms * np.minimum(row_bytes, SECTOR * gathers / sms))
         # L1: a block's 32 pairs, and the sectors its 32 sorted topics span
         nnz = np.asarray(sums["doc_nnz"], np.float64)
-        lengths = np.asarray(sums["doc_lengths"], np.float64)
+        blocks = np.asarray(sums["doc_lengths"], np.float64) * np.ceil(nnz / 32)
         span_sectors = np.minimum(32.0, 32.0 * padded_topics / np.maximum(nnz, 1.0)
                                   * bhat_bytes / SECTOR + 1.0)
-        pair_sectors = 32 * PAIR_BYTES / SECTOR + 1.0
-        l1_sectors = float(np.sum(lengths * np.ceil(nnz / 32) * (pair_sectors + span_sectors)))
         run_bytes = SECTOR * float(sums["run_sectors"])
-        hbm = (TOKEN_STREAM_BYTES * tokens + 4.0 * float(sums["tiles"])
-               + tokens * (1 - hit) * SECTOR  # the scatter's sectors, evicted unfilled
-               + float(sums["footprint"]) + (1 - hit) * run_bytes + bhat_hbm)
-        l2 = (TOKEN_STREAM_BYTES * tokens + run_bytes + bhat_l2
-              + tokens * (DOC_METADATA_SECTORS + 1) * SECTOR)
+        for name, hbm, l2, l1 in (
+                ("token_lists", TOKEN_STREAM_BYTES * tokens + 4.0 * float(sums["tiles"]),
+                 TOKEN_STREAM_BYTES * tokens, 0.0),
+                ("doc_metadata", 0.0, DOC_METADATA_SECTORS * SECTOR * tokens, 0.0),
+                # a sector per scattered topic, at HBM when evicted unfilled
+                ("doc_major_copy", (1 - hit) * SECTOR * tokens, SECTOR * tokens, 0.0),
+                ("a_rows", float(sums["footprint"]) + (1 - hit) * run_bytes, run_bytes,
+                 float(np.sum(blocks)) * (32 * PAIR_BYTES / SECTOR + 1.0)),
+                ("bhat_rows", np.sum(np.minimum(row_bytes, SECTOR * gathers)),
+                 np.sum(sms * np.minimum(row_bytes, SECTOR * gathers / sms)),
+                 float(np.sum(blocks * span_sectors)))):
+            for level, value in zip(LEVELS, (hbm, l2, l1)):
+                moved[name][level] += float(value)
         totals["tokens"] += tokens
-        totals["hbm"] += hbm
-        totals["l2"] += l2
-        totals["l1_sectors"] += l1_sectors
         totals["nnz"] += nnz_mean * tokens
         totals["footprint"] = max(totals["footprint"], float(sums["footprint"]))
         totals["a_l2_share"] += hit * tokens
     tokens = max(totals["tokens"], 1.0)
-    seconds = dict(hbm=totals["hbm"] / card.hbm_bytes_per_s,
-                   l2=totals["l2"] / card.l2_bytes_per_s,
-                   l1=totals["l1_sectors"] / (L1_SECTORS_PER_CYCLE * card.num_sms
-                                              * card.clock_hz))
+    level_sums = {level: sum(moved[name][level] for name in ARRAYS) for level in LEVELS}
+    seconds = dict(hbm=level_sums["hbm"] / card.hbm_bytes_per_s,
+                   l2=level_sums["l2"] / card.l2_bytes_per_s,
+                   l1=level_sums["l1"] / (L1_SECTORS_PER_CYCLE * card.num_sms * card.clock_hz))
     bound = max(seconds, key=seconds.get)
     return dict(floor_seconds=seconds[bound], floor_bound=bound,
                 hbm_seconds=seconds["hbm"], l2_seconds=seconds["l2"], l1_seconds=seconds["l1"],
-                hbm_bytes_per_token=totals["hbm"] / tokens,
-                l2_bytes_per_token=totals["l2"] / tokens,
-                l1_sectors_per_token=totals["l1_sectors"] / tokens,
+                hbm_bytes_per_token=level_sums["hbm"] / tokens,
+                l2_bytes_per_token=level_sums["l2"] / tokens,
+                l1_sectors_per_token=level_sums["l1"] / tokens,
                 nnz_per_token=totals["nnz"] / tokens,
                 chunk_a_footprint_bytes=totals["footprint"],
-                a_l2_share=totals["a_l2_share"] / tokens)
+                a_l2_share=totals["a_l2_share"] / tokens,
+                arrays={name: {level: float(f"{value / tokens:.4g}")
+                               for level, value in moved[name].items()} for name in ARRAYS})

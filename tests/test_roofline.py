@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
 from helpers import random_corpus
 from saberjax import esca, roofline
@@ -65,6 +66,17 @@ def test_a_rows_come_from_hbm_once_when_the_chunk_fits_the_l2():
     assert fits["floor_seconds"] == max(fits["hbm_seconds"], fits["l2_seconds"],
                                         fits["l1_seconds"])
     assert fits["floor_bound"] in ("hbm", "l2", "l1")
+    for result in (fits, spills):  # the arrays add up to the levels' totals
+        arrays = result["arrays"]
+        assert sum(a["hbm"] for a in arrays.values()) == pytest.approx(
+            result["hbm_bytes_per_token"], rel=1e-3)
+        assert sum(a["l1"] for a in arrays.values()) == pytest.approx(
+            result["l1_sectors_per_token"], rel=1e-3)
+    assert fits["arrays"]["a_rows"]["l2"] == pytest.approx(
+        32 * float(sums["run_sectors"]) / tokens, rel=1e-3)
+    assert fits["arrays"]["a_rows"]["hbm"] == pytest.approx(
+        float(sums["footprint"]) / tokens, rel=1e-3)  # fits: each A sector read once
+    assert spills["arrays"]["token_lists"] == fits["arrays"]["token_lists"]
 
 
 def test_smaller_chunks_shrink_the_footprint_and_keep_the_token_count():

@@ -68,8 +68,10 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         the level that sets it), over_floor = seconds / floor_seconds, each
                         level's seconds, hbm_bytes_per_token, l2_bytes_per_token,
                         l1_sectors_per_token, nnz_per_token (the mean A row a token reads),
-                        chunk_a_footprint_bytes (the largest chunk's A) and a_l2_share (the A
-                        reads the model serves from L2).
+                        chunk_a_footprint_bytes (the largest chunk's A), a_l2_share (the A
+                        reads the model serves from L2) and arrays (per array: token_lists,
+                        doc_metadata, doc_major_copy, a_rows, bhat_rows, its hbm and l2 bytes
+                        and l1 sectors per token).
   copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
                         `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
                         bytes) / seconds, best of several runs.
