@@ -15,8 +15,9 @@ array on each); nothing is overlapped.  The bytes are those of saberjax.executio
   4 above 32,767 topics): (N-1)/N x (T x (4 + topic bytes) + D x 4) bytes;
 - two-axis (words within a host, documents across hosts): within a host, by words over the
   host's T / H tokens; across hosts, by documents over the H devices that hold one word share
-  (V / G rows of B each), the counts' changes crossing as int32 ("two-axis") or, while every
-  change is small, as float16 ("two-axis f16": 2 bytes a cell instead of 4).
+  (V / G rows of B each), the counts crossing as int32 ("two-axis") or as float16
+  ("two-axis f16": 2 bytes a cell instead of 4).  The programs send the counts of words of
+  at most 2,048 corpus tokens as float16 (exact) and the rest as int32: between the two.
 
 A one-axis mesh that spans hosts moves all its bytes at the between-host bandwidth (a ring is
 as fast as its slowest link).  The topic totals' all-reduce (K integers) is left out.
