@@ -188,3 +188,38 @@ def by_topic(b: SparseWordTopic) -> TopicMajor:
     indptr = np.zeros(b.num_topics + 1, np.int64)
     np.cumsum(np.bincount(b.topics, minlength=b.num_topics), out=indptr[1:])
     return TopicMajor(indptr, words, b.counts[order])
+
+
+def top_words(b: SparseWordTopic, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(word ids int64 [K, n], their counts int32 [K, n]): each topic's n words of most tokens,
+    most first, ties to the lower word id, for n <= V: the order lax.top_k gives over dense
+    B's columns. Sorts the nonzeros only; a topic with m < n nonzero words is filled with its
+    n - m lowest-id words of count 0, found from its nonzero words alone (the j-th word
+    missing from ascending words s_1 < ... < s_m is j + #{i : s_i - (i - 1) <= j}), so
+    nothing larger than K x n is formed."""
+    num_words, num_topics = b.shape
+    if not 0 <= n <= num_words:
+        raise ValueError(f"top words: n must be in [0, {num_words}], got {n}")
+    words = np.repeat(np.arange(num_words, dtype=np.int64), np.diff(b.indptr))
+    topic_starts = np.zeros(num_topics + 1, np.int64)
+    np.cumsum(np.bincount(b.topics, minlength=num_topics), out=topic_starts[1:])
+    ids = np.zeros((num_topics, n), np.int64)
+    counts = np.zeros((num_topics, n), np.int32)
+    order = np.lexsort((words, -b.counts.astype(np.int64), b.topics))
+    sorted_topics = b.topics[order].astype(np.int64)
+    rank = np.arange(len(order)) - topic_starts[sorted_topics]
+    kept = rank < n
+    ids[sorted_topics[kept], rank[kept]] = words[order][kept]
+    counts[sorted_topics[kept], rank[kept]] = b.counts[order][kept]
+    nonzero_words = np.diff(topic_starts)
+    missing = np.maximum(n - nonzero_words, 0)
+    if missing.any():
+        order = np.argsort(b.topics, kind="stable")  # by topic, words ascending within each
+        sorted_topics = b.topics[order].astype(np.int64)
+        free_below = words[order] - (np.arange(len(order)) - topic_starts[sorted_topics])
+        keys = sorted_topics * (n + 1) + np.minimum(free_below, n)
+        topic = np.repeat(np.arange(num_topics, dtype=np.int64), missing)
+        j = np.arange(len(topic)) - np.repeat(np.cumsum(missing) - missing, missing)
+        below = np.searchsorted(keys, topic * (n + 1) + j, side="right") - topic_starts[topic]
+        ids[topic, nonzero_words[topic] + j] = j + below
+    return ids, counts

@@ -81,3 +81,16 @@ def test_validation_names_what_is_wrong(fault, message):
     assert swt.validated(good) is good
     with pytest.raises(ValueError, match=message):
         swt.validated(fault(good))
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 13])
+def test_top_words_match_top_k_over_dense_columns(n):
+    from saberjax.model import top_ids
+
+    dense = random_counts(3, density=0.25)
+    dense[:, 2] = 0  # a topic without words
+    dense[5, 4] = dense[7, 4] = 9  # a tie: word 5 before 7
+    ids, counts = swt.top_words(swt.from_dense(dense), n)
+    expected = top_ids(dense.T, n)
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_array_equal(counts, np.take_along_axis(dense.T, expected, axis=1))
