@@ -89,6 +89,16 @@ def stores_sparse(num_words: int, num_topics: int, nonzeros: int) -> bool:
     return dense >= SPARSE_FILE_BYTES and swt.sparse_nbytes(num_words, nonzeros) < dense
 
 
+def model_file_bytes(num_words: int, num_topics: int, num_tokens: int) -> int:
+    """At most the size of model.npz for a model trained on num_tokens tokens (each fills one
+    cell of B at most): dense B and topic_word, 4 bytes a cell each, or B's CSR where
+    stores_sparse (the rest of a model directory is small beside them)."""
+    nonzeros = min(num_tokens, num_words * num_topics)
+    if stores_sparse(num_words, num_topics, nonzeros):
+        return swt.sparse_nbytes(num_words, nonzeros)
+    return 2 * swt.dense_nbytes(num_words, num_topics)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TopicModel:
     """Topics learned by LDA: word-topic counts, priors and vocabulary, with what training

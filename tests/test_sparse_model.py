@@ -71,7 +71,8 @@ def test_sparse_model_has_the_dense_models_coherence_and_report(trained, tmp_pat
     np.testing.assert_array_equal(ours.top_word_ids, theirs.top_word_ids)
     np.testing.assert_array_equal(ours.pair_docs, theirs.pair_docs)
     for name, model in (("sparse", sparse), ("dense", dense)):
-        report.write_report(model, tmp_path / name, train, top_n=8)
+        with pytest.warns(UserWarning, match="no convergence plot"):  # no metrics given
+            report.write_report(model, tmp_path / name, train, top_n=8)
     for page in (report.MARKDOWN_FILE, report.HTML_FILE):
         assert (tmp_path / "sparse" / page).read_bytes() == (tmp_path / "dense" / page).read_bytes()
 
@@ -103,6 +104,12 @@ def test_model_npz_stores_b_sparse_when_dense_would_be_large(trained, tmp_path, 
             np.testing.assert_array_equal(getattr(loaded.word_topic_counts, field),
                                           getattr(sparse.word_topic_counts, field))
         assert loaded.top_words(5, with_weights=True) == dense.top_words(5, with_weights=True)
+    # the disk room training asks for bounds the file of either form
+    tokens = int(dense.topic_totals.sum())
+    for name, threshold in (("small_dense", 1 << 40), ("large_sparse", 0)):
+        monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", threshold)
+        bound = model_module.model_file_bytes(dense.num_words, dense.num_topics, tokens)
+        assert (tmp_path / name / "model.npz").stat().st_size <= bound + 4096  # + headers
 
 
 def test_a_damaged_sparse_model_npz_is_named(trained, tmp_path, monkeypatch):
