@@ -205,7 +205,9 @@ def top_words(b: SparseWordTopic, n: int) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.bincount(b.topics, minlength=num_topics), out=topic_starts[1:])
     ids = np.zeros((num_topics, n), np.int64)
     counts = np.zeros((num_topics, n), np.int32)
-    order = np.lexsort((words, -b.counts.astype(np.int64), b.topics))
+    # by topic, then count descending; a stable sort keeps the CSR's ascending words in ties
+    order = np.argsort((b.topics.astype(np.int64) << 31) | (np.iinfo(np.int32).max - b.counts),
+                       kind="stable")
     sorted_topics = b.topics[order].astype(np.int64)
     rank = np.arange(len(order)) - topic_starts[sorted_topics]
     kept = rank < n
