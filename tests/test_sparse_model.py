@@ -8,10 +8,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import launch
 
 from saberjax import coherence, evaluate, model as model_module, report, trainer
 from saberjax import sparse_word_topic as swt
-from saberjax.corpus import load_bundled, split_document_halves, train_test_split
+from saberjax.corpus import load_bundled, save_native, split_document_halves, train_test_split
 from saberjax.inference import infer_topics
 from saberjax.model import ModelFormatError, TopicModel
 
@@ -160,3 +161,22 @@ def test_large_k_sparse_model_loads_reports_and_infers_without_k_by_v(tmp_path):
     assert theta.shape == (3, num_topics)
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-5)
     assert peak < dense_bytes / 8, f"peak {peak / 1e6:.0f} MB of host memory"
+
+
+def test_infer_and_evaluate_commands_read_a_sparse_model_file(trained, tmp_path, monkeypatch):
+    dense, sparse, _, test = trained
+    monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", 0)
+    sparse.save(tmp_path / "model")
+    save_native(test, tmp_path / "docs")
+    output = tmp_path / "theta.npy"
+    launch("infer.py", f"--model={tmp_path / 'model'}", f"--corpus={tmp_path / 'docs'}",
+           f"--output={output}", "--iterations=20", timeout=300)
+    np.testing.assert_allclose(np.load(output), infer_topics(dense, test, 20), atol=1e-6)
+    stdout = launch("evaluate.py", f"--model={tmp_path / 'model'}",
+                    f"--corpus={tmp_path / 'docs'}", "--em_iterations=20", "--coherence=",
+                    "--seed=0", timeout=300)
+    score = json.loads(stdout.strip().splitlines()[-1])
+    expected = evaluate.model_heldout_loglik(dense, *split_document_halves(test, seed=0),
+                                             em_iterations=20)
+    assert score["heldout_loglik_per_token"] == pytest.approx(expected.loglik_per_token,
+                                                              abs=1e-6)
