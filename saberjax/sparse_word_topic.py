@@ -145,12 +145,6 @@ def topic_totals(b: SparseWordTopic) -> np.ndarray:
     return np.bincount(b.topics, weights=b.counts, minlength=b.num_topics).astype(np.int64)
 
 
-def word_totals(b: SparseWordTopic) -> np.ndarray:
-    """int64 [V]: n_v, the training tokens of each word (B's row sums)."""
-    prefix = np.concatenate([[0], np.cumsum(b.counts, dtype=np.int64)])
-    return prefix[b.indptr[1:]] - prefix[b.indptr[:-1]]
-
-
 def rows(b: SparseWordTopic, words) -> np.ndarray:
     """int32 [len(words), K]: the dense rows of B for some words (repeats allowed), K per word
     rather than K x V."""
@@ -168,26 +162,6 @@ def to_dense(b: SparseWordTopic) -> np.ndarray:
     """int32 [V, K]: dense B. For small models and tests; at large K it is what this form
     avoids."""
     return rows(b, np.arange(b.num_words))
-
-
-class TopicMajor(NamedTuple):
-    """The same nonzeros grouped by topic (compressed sparse columns of B): topic k's words are
-    words[indptr[k]:indptr[k + 1]], ascending, with their counts. What per-topic questions
-    (top words, a topic's row of topic_word) read."""
-
-    indptr: np.ndarray  # int64 [K + 1]
-    words: np.ndarray  # int32 [nnz]
-    counts: np.ndarray  # int32 [nnz]
-
-
-def by_topic(b: SparseWordTopic) -> TopicMajor:
-    """B's nonzeros regrouped by topic, words ascending within each topic (a stable sort of the
-    word-major entries by topic)."""
-    order = np.argsort(b.topics, kind="stable")
-    words = np.repeat(np.arange(b.num_words, dtype=np.int32), np.diff(b.indptr))[order]
-    indptr = np.zeros(b.num_topics + 1, np.int64)
-    np.cumsum(np.bincount(b.topics, minlength=b.num_topics), out=indptr[1:])
-    return TopicMajor(indptr, words, b.counts[order])
 
 
 def top_words(b: SparseWordTopic, n: int) -> tuple[np.ndarray, np.ndarray]:
