@@ -118,14 +118,16 @@ class HeldoutScorer:
         None): each batch over the B-hat rows of its words (BatchWordRows), transposed to the
         columns the program reads; the values, and so the score, are score(topic_word)'s."""
         batches, program = self._prepared.result()
+        device = jax.devices()[0]
         alpha = np.asarray(model.alpha, np.float32)
+        floor = jax.device_put(model.topic_word_floor, device)
         total = 0.0
         for observed_words, observed_counts, heldout_words, heldout_counts, *rows in batches:
             gathered = BatchWordRows.of(model, 2 * observed_words.size, observed_words,
                                         heldout_words)
             observed_local, heldout_local = gathered.words
-            total += float(program(gathered.rows.T, observed_local, observed_counts,
-                                   heldout_local, heldout_counts, *rows, alpha))
+            total += float(program(gathered.table(floor, device).T, observed_local,
+                                   observed_counts, heldout_local, heldout_counts, *rows, alpha))
         return self._score(total)
 
     def _score(self, total: float) -> HeldOutScore:

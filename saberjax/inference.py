@@ -14,8 +14,8 @@ than a document's length).
 
 B-hat is read as a table of rows, one per word, indexed by the slots' words: for a dense model
 the whole V x K table, put on each device once; for a sparse model (model.is_sparse) the rows
-of a batch's distinct words alone, formed on the host from the nonzeros (BatchWordRows), so
-no K x V exists anywhere; the values, and so the results, are the same.
+of a batch's distinct words alone, formed on the device from their nonzeros (BatchWordRows),
+so no K x V exists anywhere; the values, and so the results, are the same.
 
 Layout: each document is a list of (word, count) slots, consecutive equal tokens merged into
 one slot (a count matrix gives its nonzeros directly), laid out in rows of one width chosen
@@ -329,23 +329,50 @@ def _check_device_room(what: str, needed: int, device) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class BatchWordRows:
-    """B-hat rows of a sparse model's batch: the rows of the batch's distinct words, padded to a
-    fixed count (so every batch of a run has one shape and one compiled program), and the
-    batch's words renumbered to index them."""
+    """B-hat rows of a sparse model's batch, as the device forms them: the batch's distinct
+    words' nonzero cells (model.topic_word_entries), set over rows of model.topic_word_floor.
+    The host sends the nonzeros, not K values a word; the table has a fixed number of rows
+    and the entries a power-of-two length (padding entries point past the table and are
+    dropped), so a run compiles few programs. The batch's words are renumbered to index it."""
 
-    rows: np.ndarray  # float32 [table_rows, K]: row i is B-hat's row of words[i]; zeros after
-    words: tuple[np.ndarray, ...]  # each word array given, as row numbers of `rows`
+    rows: np.ndarray  # int32 [entries]: the entry's table row (table_rows: padding)
+    topics: np.ndarray  # int32 [entries]
+    values: np.ndarray  # float32 [entries]
+    words: tuple[np.ndarray, ...]  # each word array given, as row numbers of the table
+    table_rows: int
 
     @classmethod
     def of(cls, model: ModelTopics, table_rows: int, *words: np.ndarray) -> BatchWordRows:
-        """The rows of the distinct words of `words` (arrays of word ids, any shapes) under
-        model.topic_word_rows, at most table_rows of them."""
+        """The rows of the distinct words of `words` (arrays of word ids, any shapes), at most
+        table_rows of them."""
         distinct, inverse = np.unique(np.concatenate([w.ravel() for w in words]),
                                       return_inverse=True)
-        rows = np.zeros((table_rows, model.num_topics), np.float32)
-        rows[: distinct.size] = model.topic_word_rows(distinct)
+        entries = model.topic_word_entries(distinct)
+        size = 1 << max(entries[0].size - 1, 0).bit_length()
+
+        def padded(array, dtype, fill):
+            out = np.full(size, fill, dtype)
+            out[: array.size] = array
+            return out
+
         local = np.split(inverse.astype(np.int32), np.cumsum([w.size for w in words])[:-1])
-        return cls(rows, tuple(part.reshape(w.shape) for part, w in zip(local, words)))
+        return cls(*(padded(array, dtype, fill) for array, dtype, fill in zip(
+                       entries, (np.int32, np.int32, np.float32), (table_rows, 0, 0))),
+                   tuple(part.reshape(w.shape) for part, w in zip(local, words)), table_rows)
+
+    def table(self, floor: jax.Array, device) -> jax.Array:
+        """float32 [table_rows, K] on `device`: B-hat's rows of the batch's words (floor, the
+        model's topic_word_floor, already there), then padding rows."""
+        entries = jax.device_put((self.rows, self.topics, self.values), device)
+        return _word_rows_table(floor, *entries, table_rows=self.table_rows)
+
+
+@functools.partial(jax.jit, static_argnames="table_rows")
+def _word_rows_table(floor, rows, topics, values, table_rows: int):
+    """[table_rows, K]: floor in every row, values set at (rows, topics); rows past the table
+    (padding) are dropped."""
+    table = jnp.broadcast_to(floor, (table_rows, floor.shape[0]))
+    return table.at[rows, topics].set(values, mode="drop")
 
 
 def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: int,
@@ -359,7 +386,9 @@ def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: i
     batch_slots = batch_slots or max(1, BATCH_ELEMENTS // num_topics)
     table_bytes = 4 * num_topics * (batch_slots if model.is_sparse else model.num_words)
     _check_device_room("EM fold-in", table_bytes + BATCH_ELEMENTS * 8, devices[0])
-    if not model.is_sparse:
+    if model.is_sparse:
+        floors = [jax.device_put(model.topic_word_floor, device) for device in devices]
+    else:
         replicas = [jax.device_put(np.ascontiguousarray(model.topic_word.T, np.float32), device)
                     for device in devices]
     alphas = [jax.device_put(np.asarray(model.alpha, np.float32), device) for device in devices]
@@ -370,7 +399,7 @@ def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: i
         words, counts = documents.padded(batch)
         if model.is_sparse:
             gathered = BatchWordRows.of(model, words.size, words)
-            table, words = jax.device_put(gathered.rows, devices[device]), gathered.words[0]
+            table, words = gathered.table(floors[device], devices[device]), gathered.words[0]
         else:
             table = replicas[device]
         arrays = jax.device_put((words, counts, batch.row_start, batch.row_end), devices[device])

@@ -148,11 +148,33 @@ class TopicModel:
         return np.asarray(self.word_topic_counts[np.asarray(words, np.int64)], np.int32)
 
     def topic_word_rows(self, words) -> np.ndarray:
-        """float32 [len(words), K]: topic_word[:, words].T, the same values (the same float64
-        operations rounded once) from K values a word: what fold-in and scoring read of a
-        batch's words when B is sparse."""
-        return np.divide(self.word_topic_rows(words) + self.beta, self._denominators,
-                         dtype=np.float64).astype(np.float32)
+        """float32 [len(words), K]: topic_word[:, words].T, the same values: topic_word_floor
+        with topic_word_entries(words) set over it."""
+        out = np.tile(self.topic_word_floor, (np.size(words), 1))
+        row, topics, values = self.topic_word_entries(words)
+        out[row, topics] = values
+        return out
+
+    def topic_word_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, topic, value float32) [n]: the cells of topic_word[:, words].T where B is
+        nonzero, row i being words[i]'s, with their values (count + beta) / (n_k + V beta) in
+        float64 rounded once, as topic_word has them. With topic_word_floor they are the
+        words' rows, in bytes of the nonzeros: what fold-in sends a device for a sparse
+        model."""
+        if self.is_sparse:
+            row, topics, counts = swt.row_entries(self.word_topic_counts, words)
+        else:
+            rows = self.word_topic_rows(words)
+            row, topics = np.nonzero(rows)
+            counts = rows[row, topics]
+        values = np.divide(counts + self.beta, self._denominators[topics], dtype=np.float64)
+        return row, topics, values.astype(np.float32)
+
+    @functools.cached_property
+    def topic_word_floor(self) -> np.ndarray:
+        """float32 [K]: topic_word's value where B is 0, beta / (n_k + V beta), rounded as
+        topic_word rounds it."""
+        return np.divide(self.beta, self._denominators, dtype=np.float64).astype(np.float32)
 
     @functools.cached_property
     def topic_totals(self) -> np.ndarray:

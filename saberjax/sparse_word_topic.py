@@ -145,16 +145,23 @@ def topic_totals(b: SparseWordTopic) -> np.ndarray:
     return np.bincount(b.topics, weights=b.counts, minlength=b.num_topics).astype(np.int64)
 
 
-def rows(b: SparseWordTopic, words) -> np.ndarray:
-    """int32 [len(words), K]: the dense rows of B for some words (repeats allowed), K per word
-    rather than K x V."""
+def row_entries(b: SparseWordTopic, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row int64, topic int32, count int32) [n]: the nonzeros of B's rows of some words
+    (repeats allowed), row i being words[i]'s, in row order."""
     words = np.asarray(words, np.int64).ravel()
     starts, stops = b.indptr[words], b.indptr[words + 1]
     lengths = stops - starts
-    out = np.zeros((len(words), b.num_topics), np.int32)
     entries = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
         np.arange(int(lengths.sum()))
-    out[np.repeat(np.arange(len(words)), lengths), b.topics[entries]] = b.counts[entries]
+    return np.repeat(np.arange(len(words)), lengths), b.topics[entries], b.counts[entries]
+
+
+def rows(b: SparseWordTopic, words) -> np.ndarray:
+    """int32 [len(words), K]: the dense rows of B for some words (repeats allowed), K per word
+    rather than K x V."""
+    out = np.zeros((np.size(words), b.num_topics), np.int32)
+    row, topics, counts = row_entries(b, words)
+    out[row, topics] = counts
     return out
 
 

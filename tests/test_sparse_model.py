@@ -13,7 +13,7 @@ from helpers import launch
 from saberjax import coherence, evaluate, model as model_module, report, trainer
 from saberjax import sparse_word_topic as swt
 from saberjax.corpus import load_bundled, save_native, split_document_halves, train_test_split
-from saberjax.inference import infer_topics
+from saberjax.inference import BatchWordRows, infer_topics
 from saberjax.model import ModelFormatError, TopicModel
 
 
@@ -89,8 +89,9 @@ def test_model_npz_stores_b_sparse_when_dense_would_be_large(trained, tmp_path, 
         np.testing.assert_array_equal(loaded.word_topic_counts, dense.word_topic_counts)
     # the rule at a threshold this model's dense B passes: CSR when it is smaller
     monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", dense.word_topic_counts.nbytes)
-    assert model_module.stores_sparse(dense.num_words, dense.num_topics, sparse.word_topic_counts.nnz)
-    assert not model_module.stores_sparse(dense.num_words, dense.num_topics, dense.word_topic_counts.size)
+    shape = dense.num_words, dense.num_topics
+    assert model_module.stores_sparse(*shape, sparse.word_topic_counts.nnz)
+    assert not model_module.stores_sparse(*shape, dense.word_topic_counts.size)  # CSR larger
     for name, model in (("large_dense", dense), ("large_sparse", sparse)):
         model.save(tmp_path / name)
         with np.load(tmp_path / name / "model.npz") as arrays:
@@ -180,3 +181,17 @@ def test_infer_and_evaluate_commands_read_a_sparse_model_file(trained, tmp_path,
                                              em_iterations=20)
     assert score["heldout_loglik_per_token"] == pytest.approx(expected.loglik_per_token,
                                                               abs=1e-6)
+
+
+def test_batch_word_rows_are_topic_word_rows_formed_on_the_device(trained):
+    import jax
+
+    dense, sparse, _, _ = trained
+    words = np.array([[5, 9, 5], [0, 3, 9]])
+    gathered = BatchWordRows.of(sparse, 8, words)
+    assert gathered.rows.size & (gathered.rows.size - 1) == 0  # a power of two
+    table = np.asarray(gathered.table(jax.device_put(sparse.topic_word_floor), jax.devices()[0]))
+    assert table.shape == (8, dense.num_topics)
+    np.testing.assert_array_equal(table[gathered.words[0]],
+                                  dense.topic_word[:, words].transpose(1, 2, 0))
+    np.testing.assert_array_equal(table[4:], np.tile(sparse.topic_word_floor, (4, 1)))

@@ -84,3 +84,13 @@ def test_top_words_match_top_k_over_dense_columns(n):
     expected = top_ids(dense.T, n)
     np.testing.assert_array_equal(ids, expected)
     np.testing.assert_array_equal(counts, np.take_along_axis(dense.T, expected, axis=1))
+
+
+def test_row_entries_are_the_nonzeros_of_the_rows():
+    dense = random_counts(5)
+    words = np.array([4, 3, 4, 0])
+    row, topics, counts = swt.row_entries(swt.from_dense(dense), words)
+    expected_row, expected_topics = np.nonzero(dense[words])
+    np.testing.assert_array_equal(row, expected_row)
+    np.testing.assert_array_equal(topics, expected_topics)
+    np.testing.assert_array_equal(counts, dense[words][expected_row, expected_topics])
