@@ -22,15 +22,15 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, streaming, timing
+from saberjax import chunk_store, esca, processes, streaming, timing
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
-from saberjax.execution.mesh import (AXIS, BY_DEVICE, by_device_array, model_rows,
-                                     own_devices, to_host)
+from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, own_devices,
+                                     to_host)
 from saberjax.execution.plan import Plan, plan
 from saberjax.execution.programs import Programs
-from saberjax.layout import Chunk, plan_layout, word_shares
+from saberjax.layout import Chunk, bucket_size, largest_word_share, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
 from saberjax.state import ChunkState, Model, TrainState
@@ -51,24 +51,33 @@ class Placement:
     chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
     num_words: int
     hyper: Hyperparams
-    # partition by word: each device's share of the vocabulary's tokens (layout.word_shares,
-    # by device) and the words by rank (rank r is device r % N's row r // N); else None
+    # partition by word: each device's share of its group's vocabulary tokens
+    # (layout.word_shares, by device) and the words by rank (rank r is the row r // W of
+    # share r % W, W the devices of the words axis); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
 
     @property
     def partition(self) -> str:
+        """"documents", "words" or, on the two-axis mesh, "hybrid"."""
+        if HOSTS in self.mesh.axis_names:
+            return "hybrid"
         return "documents" if self.word_shares is None else "words"
 
     @functools.cached_property
     def programs(self) -> Programs:
         """The jitted programs of an iteration on this mesh and partition."""
-        return Programs(self.mesh, self.hyper, self.num_words, self.word_shares is not None)
+        return Programs(self.mesh, self.hyper, self.num_words, self.partition)
 
     @property
     def model_rows(self) -> int:
-        """Rows of the model on each device (mesh.model_rows)."""
-        return model_rows(self.num_words, self.num_devices, self.partition)
+        """Rows of B-hat on each device (mesh.model_rows)."""
+        return self.programs.model_rows
+
+    @property
+    def word_parts(self) -> int:
+        """Devices of the words axis (the shares of the vocabulary; 1 by document)."""
+        return self.programs.size(self.programs.axes.words)
 
     @property
     def num_devices(self) -> int:
@@ -84,9 +93,8 @@ class Placement:
 
     @property
     def padded_words(self) -> int:
-        """V rounded up to a multiple of the device count: the rows of the model's global
-        arrays, N equal shares."""
-        return model_rows(self.num_words, self.num_devices, "documents")
+        """V padded to equal shares of the mesh: the rows of the model's global arrays."""
+        return self.programs.padded_words
 
     @property
     def streamed(self) -> bool:
@@ -101,8 +109,10 @@ class Placement:
         """The same chunks for other settings (another K or backend)."""
         return dataclasses.replace(self, hyper=hyper)
 
-    def sharding(self, spec: P = BY_DEVICE, memory_kind: str | None = None) -> NamedSharding:
-        return NamedSharding(self.mesh, spec, memory_kind=memory_kind)
+    def sharding(self, spec: P | None = None, memory_kind: str | None = None) -> NamedSharding:
+        """The sharding of spec on the mesh (None: by device)."""
+        return NamedSharding(self.mesh, by_device(self.mesh) if spec is None else spec,
+                             memory_kind=memory_kind)
 
     def replicated(self, value) -> jax.Array:
         """A host value (the same on every process) as an array on every device."""
@@ -177,12 +187,13 @@ class Placement:
 
     def _row_of_word(self) -> np.ndarray:
         """Row of the model's global arrays holding each word (by id): the word itself by
-        document; by word, device r % N's row r // N for the word of rank r."""
+        document; by word, share r % W's row r // W for the word of rank r (W the devices of
+        the words axis)."""
         if self.word_shares is None:
             return np.arange(self.num_words)
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
-        return rank % self.num_devices * self.model_rows + rank // self.num_devices
+        return rank % self.word_parts * self.model_rows + rank // self.word_parts
 
     def word_topic(self, state: TrainState) -> np.ndarray:
         """B [V, K_pad] on the host, rows by word id (every process takes part)."""
@@ -197,8 +208,9 @@ class Placement:
         the mesh."""
         rows = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
         rows[self._row_of_word()] = word_topic
-        placed = jax.make_array_from_callback(rows.shape, self.sharding(P(AXIS)),
-                                              lambda index: rows[index])
+        placed = jax.make_array_from_callback(
+            rows.shape, self.sharding(self.programs.model_spec.word_topic),
+            lambda index: rows[index])
         return self.programs.model(placed, self.replicated(np.asarray(alpha, np.float32)))
 
     def topic_word(self, state: TrainState) -> jax.Array:
@@ -216,8 +228,11 @@ class Placement:
         shares = self._by_chunk((self.word_shares,))
         padded_tokens = chunks[0].padded_tokens
         doc_major = np.zeros(self.num_chunks * padded_tokens + 1, np.int32)
+        group_tokens = self.word_parts * padded_tokens  # a share's doc-major space
         for device, share in shares.items():  # padding tokens land in the spare last slot
-            positions = np.minimum(share.doc_major_pos, len(doc_major) - 1)
+            positions = np.where(share.doc_major_pos < group_tokens,
+                                 device // self.word_parts * group_tokens
+                                 + share.doc_major_pos.astype(np.int64), len(doc_major) - 1)
             doc_major[positions] = states[device].topics
         return np.concatenate([doc_major[index * padded_tokens:][:tokens]
                                for index, (_, tokens) in enumerate(self.chunking)])
@@ -255,7 +270,8 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     workers = max(1, min(os.cpu_count() or 1, room // (layout_plan.padded_tokens
                                                        * chunk_store.BUILD_BYTES_PER_TOKEN)))
     slots = chunk_store.StoredChunks(corpus, layout_plan, hyper, run_plan.store_directory,
-                                     NamedSharding(mesh, BY_DEVICE), run_plan.prefetch, workers)
+                                     NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
+                                     workers)
     return Placement(mesh, slots, layout_plan.chunk_docs,
                      _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
@@ -277,17 +293,21 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                            parts=own)
     num_slots = len(layout.chunks) // size
     chunking = _chunking(corpus, layout.chunk_docs)
-    sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
+    sharding = NamedSharding(mesh, by_device(mesh),
+                             memory_kind="pinned_host" if streamed else None)
     with timing.phase("transfer"):
         slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
                                        for device in own}, sharding)
                       for slot in range(num_slots))
         if streamed:
-            slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE),
+            slots = streaming.HostChunks(slots, NamedSharding(mesh, by_device(mesh)),
                                          run_plan.prefetch)
-    if run_plan.partition != "words":
+    if run_plan.partition == "documents":
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
-    shares = word_shares(corpus, layout, size, own)
+    parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
+    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
+    shares = word_shares(corpus, layout, parts, own,
+                         bucket_size(processes.largest(largest)))
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
