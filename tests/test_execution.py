@@ -15,7 +15,8 @@ from helpers import ROOT, needs_local_devices, random_corpus
 from saberjax import esca
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
-from saberjax.execution.mesh import make_mesh, MODEL_SPEC, WORD_MODEL_SPEC
+from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, MODEL_SPEC, WORD_MODEL_SPEC,
+                                     make_mesh)
 from saberjax.execution.placement import place
 from saberjax.layout import build_layout
 
@@ -39,28 +40,34 @@ def run_on_mesh(corpus, hyper, iterations, seed, **placement):
     return placed, state
 
 
-@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition", [
-    (1, None, False, "documents"), (2, None, False, "documents"), (2, 300, False, "documents"),
-    (2, 500, True, "documents"), (1, None, False, "words"), (2, None, False, "words")])
-def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition):
+@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition,mesh", [
+    (1, None, False, "documents", None), (2, None, False, "documents", None),
+    (2, 300, False, "documents", None), (2, 500, True, "documents", None),
+    (1, None, False, "words", None), (2, None, False, "words", None),
+    (2, None, False, "hybrid", "2x1"), (2, None, False, "hybrid", "1x2")])
+def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition,
+                                                 mesh):
     needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
     hyper = Hyperparams.create(40)
     topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
     placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices,
-                                chunk_tokens=chunk_tokens, stream=stream, partition=partition)
+                                chunk_tokens=chunk_tokens, stream=stream, partition=partition,
+                                mesh=mesh)
     assert placed.num_devices == num_devices and placed.streamed == stream
     assert placed.num_chunks == num_devices * placed.num_slots
     assert placed.partition == partition
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    assert state.model.word_topic.sharding.spec == MODEL_SPEC.word_topic
+    spec = {"documents": MODEL_SPEC, "words": WORD_MODEL_SPEC,
+            "hybrid": HYBRID_MODEL_SPEC}[partition]
+    for name in ("word_topic", "bhat"):
+        array = getattr(state.model, name)
+        assert array.sharding.is_equivalent_to(placed.sharding(getattr(spec, name)), 2)
     if partition == "documents":  # B spread over the devices by rows, B-hat whole everywhere
         np.testing.assert_array_equal(
             np.asarray(state.model.bhat, np.float32)[:corpus.num_words], bhat)
         assert state.model.bhat.sharding.is_fully_replicated
-    else:  # every row-wise array stays with its device's words
-        assert state.model.bhat.sharding.spec == WORD_MODEL_SPEC.bhat
     np.testing.assert_allclose(np.asarray(placed.topic_word(state)).T,
                                np.asarray(esca.model_from_counts(
                                    word_topic, hyper.initial_alpha(), hyper).bhat,
@@ -68,18 +75,24 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
 
 
 def test_four_devices_give_the_one_device_model():
-    """In a process of its own with four host devices (the test process has two)."""
+    """In a process of its own with four host devices (the test process has two); the
+    two-axis meshes with the counts' changes between hosts in float16 and, with no change
+    small enough for it, in int32."""
     script = """
 import numpy as np
 from helpers import random_corpus
+from saberjax.execution import programs
 from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 hyper = Hyperparams.create(33)
 models = []
-for count, partition in ((1, "documents"), (3, "documents"), (4, "documents"), (3, "words"),
-                         (4, "words")):
-    placed = place(corpus, hyper, count, partition=partition,
+for count, partition, mesh, bound in (
+        (1, "documents", None, 2048), (3, "documents", None, 2048),
+        (4, "documents", None, 2048), (3, "words", None, 2048), (4, "words", None, 2048),
+        (0, "hybrid", "2x2", 2048), (0, "hybrid", "2x2", 0), (0, "hybrid", "3x1", 2048)):
+    programs.CHANGE_BOUND = bound
+    placed = place(corpus, hyper, count, partition=partition, mesh=mesh,
                    chunk_tokens=200 if count == 3 and partition == "documents" else None)
     state = placed.init(9)
     step = placed.compile(state)
@@ -96,7 +109,7 @@ print("same on", len(models), "meshes")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 5 meshes" in result.stdout
+    assert "same on 8 meshes" in result.stdout
 
 
 def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the_corpus():

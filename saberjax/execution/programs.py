@@ -48,6 +48,10 @@ from saberjax.config import Hyperparams
 from saberjax.execution.mesh import HOSTS, Axes, by_device, local, model_rows, stacked
 from saberjax.state import ChunkState, Model
 
+# The largest sum of changes of a count that float16 holds exactly (2^11): on the two-axis
+# mesh, counts' changes this small cross between hosts as float16.
+CHANGE_BOUND = 2048
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Programs:
@@ -153,11 +157,13 @@ class Programs:
             return new_state, counts
         return run
 
-    def _word_finish(self, slots, share, alpha, topics, doc_major):
+    def _word_finish(self, slots, share, alpha, topics, doc_major, previous=None):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
         words' B counted, and the model of its rows and prior alpha (totals summed over the
-        mesh; on the two-axis mesh the counts of the share reduced over the hosts)."""
+        mesh).  On the two-axis mesh the share's counts are reduced over the hosts, or, given
+        `previous` (the share's topics before the E-step, the model before it), only their
+        change (_rows_after_change)."""
         words = self.size(self.axes.words)
         if words > 1:  # the segments of the other devices' chunks go to them
             parts = doc_major.reshape(words, -1)
@@ -165,7 +171,29 @@ class Programs:
                 axis=0, dtype=doc_major.dtype)
         state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
-        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        if previous is None or self.size(self.axes.documents) == 1:
+            return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        old_topics, model = previous
+        change = counts - esca.count_word_topic(share, old_topics, self._zero_counts(),
+                                                self.hyper)
+        return (stacked(state),), self._model_of_rows(
+            self._rows_after_change(model.word_topic, change), alpha)
+
+    def _rows_after_change(self, rows, change):
+        """This device's rows of B (summed over the documents axis) after every device's
+        change of its partial counts: rows + the reduce-scatter of the changes, exact.  When
+        no change anywhere exceeds CHANGE_BOUND / (devices of the axis) in size, the changes
+        travel as float16 (every partial sum an integer of at most CHANGE_BOUND, which
+        float16 holds exactly): half the bytes of int32 between hosts.  Else as int32."""
+        axis = self.axes.documents
+        bound = CHANGE_BOUND // self.size(axis)
+        small = lax.pmax(jnp.max(jnp.abs(change)), self.mesh.axis_names) <= bound
+
+        def reduced(dtype):
+            return lambda: lax.psum_scatter(change.astype(dtype), axis, scatter_dimension=0,
+                                            tiled=True).astype(jnp.int32)
+
+        return rows + lax.cond(small, reduced(jnp.float16), reduced(jnp.int32))
 
     # -- resident slots: a whole iteration in one program --
 
@@ -203,7 +231,8 @@ class Programs:
                                            tiled=True)
                 state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
             return self._word_finish(slots, share, model.alpha,
-                                     *esca.sample(share, state, model, key, self.hyper))
+                                     *esca.sample(share, state, model, key, self.hyper),
+                                     previous=(state.topics, model))
 
         return jax.jit(self._shard_map(by_word if self.by_word else by_document,
                                        (self.by_device,) * 3 + (self.model_spec, P()),
