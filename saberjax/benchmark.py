@@ -196,11 +196,13 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     chunk's A pairs and nonzeros and the all-to-all of the E-step's doc-major topics.  Over
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
     int32 B's rows of the device (all of them by document, its word share on the two-axis
-    mesh) and the all-gather of B-hat's bfloat16 rows.  Per axis: bytes each device receives
+    mesh; there the change of the counts since the last iteration, in float16 when it is
+    small enough, as it is once the topics settle: Programs._rows_after_change) and the
+    all-gather of B-hat's bfloat16 rows.  Per axis: bytes each device receives
     an iteration, the collectives' seconds alone, and their floor, bytes / the axis's
     bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
     reduction program (collectives, totals, B-hat and trees of each device's rows;
-    Programs.reduce), by word its collectives, on the two-axis mesh both.
+    Programs.reduce), else the collectives.
     cross_host_share_of_by_documents: on the two-axis mesh, the bytes over the hosts axis
     against those the one-axis partition by document moves on as many devices."""
     programs, hyper = placement.programs, placement.hyper
@@ -223,22 +225,26 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                                               repeats)
     documents = programs.size(axes.documents)
     counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
-    reduction = 0.0
     if documents > 1:
+        counts_dtype = jnp.float16 if placement.partition == "hybrid" else jnp.int32
+
         def row_collectives(rows):
-            rows = jax.lax.psum_scatter(rows, axes.documents, scatter_dimension=0, tiled=True)
+            rows = jax.lax.psum_scatter(rows.astype(counts_dtype), axes.documents,
+                                        scatter_dimension=0, tiled=True)
             return jax.lax.all_gather(rows.astype(BHAT_DTYPE), axes.documents, axis=0,
                                       tiled=True)
 
         cells = programs.model_rows * hyper.padded_topics
-        moved[axes.documents] = int(cells * (4 + bhat_bytes) * (documents - 1) / documents)
+        moved[axes.documents] = int(cells * (np.dtype(counts_dtype).itemsize + bhat_bytes)
+                                    * (documents - 1) / documents)
         seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
                                                   counts, repeats)
+    total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
+    reduction = total_seconds
+    if placement.partition == "documents" and size > 1:
         alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
         reduction = _median_seconds(lambda partial: programs.reduce(partial, alpha), counts,
                                     repeats)
-    reduction += seconds.get(axes.words, 0.0)
-    total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
     record = dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(total_seconds),
                   collective_bytes_per_device=total_bytes,
                   collective_GB_per_s=_sig(total_bytes / total_seconds / 1e9)
