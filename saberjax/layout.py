@@ -319,9 +319,6 @@ class _WordGroup:
         self.token_base = np.array([split_token_id(int(offsets[first])) for first, _ in spans],
                                    np.uint32)
 
-    def largest_share(self, num_parts: int) -> int:
-        return int(np.bincount(self.part_of, minlength=num_parts).max(initial=0))
-
 
 def _word_rank(corpus: Corpus, layout: Layout) -> np.ndarray:
     word_rank = np.empty(corpus.num_words, np.int32)
@@ -333,9 +330,15 @@ def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
                        groups: Collection[int]) -> int:
     """The most tokens of one share of word_shares among the given groups' (reading only
     their documents)."""
-    word_rank = _word_rank(corpus, layout)
-    return max(_WordGroup(corpus, layout, num_parts, group, word_rank).largest_share(num_parts)
-               for group in groups)
+    word_rank, offsets = _word_rank(corpus, layout), np.asarray(corpus.doc_offsets)
+
+    def largest(group: int) -> int:
+        first = layout.chunk_docs[group * num_parts][0]
+        last = layout.chunk_docs[(group + 1) * num_parts - 1][1]
+        ranks = word_rank[np.asarray(corpus.word_ids[offsets[first]:offsets[last]])]
+        return int(np.bincount(ranks % num_parts, minlength=num_parts).max(initial=0))
+
+    return max(map(largest, groups))
 
 
 def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],
@@ -365,8 +368,9 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collectio
     word_rank = _word_rank(corpus, layout)
     groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank)
               for group in sorted({part // num_parts for part in parts})}
-    share_tokens = share_tokens or bucket_size(max(group.largest_share(num_parts)
-                                                   for group in groups.values()))
+    share_tokens = share_tokens or bucket_size(max(
+        np.bincount(group.part_of, minlength=num_parts).max(initial=0)
+        for group in groups.values()))
     num_rows = -(-corpus.num_words // num_parts)
 
     def share(part: int) -> Chunk:
