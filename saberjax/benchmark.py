@@ -195,10 +195,9 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     Over the words axis (by word; the gpus of the two-axis mesh): the all-gather of every
     chunk's A pairs and nonzeros and the all-to-all of the E-step's doc-major topics.  Over
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
-    int32 B's rows of the device (all of them by document, its word share on the two-axis
-    mesh; there the change of the counts since the last iteration, in float16 when it is
-    small enough, as it is once the topics settle: Programs._rows_after_change) and the
-    all-gather of B-hat's bfloat16 rows.  Per axis: bytes each device receives
+    B's rows of the device (all of them by document, int32; its word share on the two-axis
+    mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
+    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per axis: bytes each device receives
     an iteration, the collectives' seconds alone, and their floor, bytes / the axis's
     bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
     reduction program (collectives, totals, B-hat and trees of each device's rows;
@@ -226,17 +225,18 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     documents = programs.size(axes.documents)
     counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
     if documents > 1:
-        counts_dtype = jnp.float16 if placement.partition == "hybrid" else jnp.int32
+        first = programs.first_float16_row  # int32 rows before it, float16 from it
 
         def row_collectives(rows):
-            rows = jax.lax.psum_scatter(rows.astype(counts_dtype), axes.documents,
-                                        scatter_dimension=0, tiled=True)
-            return jax.lax.all_gather(rows.astype(BHAT_DTYPE), axes.documents, axis=0,
-                                      tiled=True)
+            return [jax.lax.all_gather(jax.lax.psum_scatter(
+                block.astype(dtype), axes.documents, scatter_dimension=0,
+                tiled=True).astype(BHAT_DTYPE), axes.documents, axis=0, tiled=True)
+                for block, dtype in ((rows[:first], jnp.int32), (rows[first:], jnp.float16))
+                if block.shape[0]]
 
-        cells = programs.model_rows * hyper.padded_topics
-        moved[axes.documents] = int(cells * (np.dtype(counts_dtype).itemsize + bhat_bytes)
-                                    * (documents - 1) / documents)
+        row_bytes = first * 4 + (programs.model_rows - first) * 2
+        moved[axes.documents] = int((row_bytes + programs.model_rows * bhat_bytes)
+                                    * hyper.padded_topics * (documents - 1) / documents)
         seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
                                                   counts, repeats)
     total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())

@@ -75,41 +75,52 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
 
 
 def test_four_devices_give_the_one_device_model():
-    """In a process of its own with four host devices (the test process has two); the
-    two-axis meshes with the counts' changes between hosts in float16 and, with no change
-    small enough for it, in int32."""
+    """In a process of its own with four host devices (the test process has two); on the
+    two-axis meshes also a corpus with a word of more than 2,048 tokens, whose counts cross
+    between hosts as int32 (as float16 they would round)."""
     script = """
 import numpy as np
 from helpers import random_corpus
-from saberjax.execution import programs
+from saberjax.corpus import Corpus
 from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
+
+def models(corpus, hyper, meshes):
+    found = []
+    for count, partition, mesh in meshes:
+        placed = place(corpus, hyper, count, partition=partition, mesh=mesh,
+                       chunk_tokens=200 if count == 3 and partition == "documents" else None)
+        state = placed.init(9)
+        step = placed.compile(state)
+        for _ in range(2):
+            state = step(state)
+        found.append((placed.word_topic(state), placed.corpus_order_topics(state)))
+        print(mesh, "int32 rows", placed.int32_rows)
+    for word_topic, topics in found[1:]:
+        np.testing.assert_array_equal(word_topic, found[0][0])
+        np.testing.assert_array_equal(topics, found[0][1])
+    return len(found)
+
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
-hyper = Hyperparams.create(33)
-models = []
-for count, partition, mesh, bound in (
-        (1, "documents", None, 2048), (3, "documents", None, 2048),
-        (4, "documents", None, 2048), (3, "words", None, 2048), (4, "words", None, 2048),
-        (0, "hybrid", "2x2", 2048), (0, "hybrid", "2x2", 0), (0, "hybrid", "3x1", 2048)):
-    programs.CHANGE_BOUND = bound
-    placed = place(corpus, hyper, count, partition=partition, mesh=mesh,
-                   chunk_tokens=200 if count == 3 and partition == "documents" else None)
-    state = placed.init(9)
-    step = placed.compile(state)
-    for _ in range(2):
-        state = step(state)
-    models.append((placed.word_topic(state), placed.corpus_order_topics(state)))
-for word_topic, topics in models[1:]:
-    np.testing.assert_array_equal(word_topic, models[0][0])
-    np.testing.assert_array_equal(topics, models[0][1])
-print("same on", len(models), "meshes")
+same = models(corpus, Hyperparams.create(33), (
+    (1, "documents", None), (3, "documents", None), (4, "documents", None),
+    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2"), (0, "hybrid", "3x1")))
+rng = np.random.default_rng(1)
+lengths = rng.integers(40, 160, 120)
+words = rng.integers(0, 41, lengths.sum()).astype(np.int32)
+words[rng.random(len(words)) < 0.6] = 3  # about 7,300 tokens
+frequent = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words, tuple(map(str, range(41))))
+same += models(frequent, Hyperparams.create(2), ((1, "documents", None),
+                                                  (0, "hybrid", "2x2")))
+print("same on", same, "meshes")
 """
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 8 meshes" in result.stdout
+    assert "same on 9 meshes" in result.stdout
+    assert "2x2 int32 rows 0" in result.stdout and "2x2 int32 rows 2" in result.stdout
 
 
 def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the_corpus():

@@ -26,10 +26,10 @@ from saberjax import chunk_store, esca, processes, streaming, timing
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
-from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, own_devices,
-                                     to_host)
+from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
+                                     own_devices, to_host)
 from saberjax.execution.plan import Plan, plan
-from saberjax.execution.programs import Programs
+from saberjax.execution.programs import FLOAT16_EXACT, Programs
 from saberjax.layout import Chunk, bucket_size, largest_word_share, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
@@ -56,6 +56,7 @@ class Placement:
     # share r % W, W the devices of the words axis); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
+    int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
 
     @property
     def partition(self) -> str:
@@ -67,7 +68,8 @@ class Placement:
     @functools.cached_property
     def programs(self) -> Programs:
         """The jitted programs of an iteration on this mesh and partition."""
-        return Programs(self.mesh, self.hyper, self.num_words, self.partition)
+        return Programs(self.mesh, self.hyper, self.num_words, self.partition,
+                        self.int32_rows)
 
     @property
     def model_rows(self) -> int:
@@ -188,12 +190,22 @@ class Placement:
     def _row_of_word(self) -> np.ndarray:
         """Row of the model's global arrays holding each word (by id): the word itself by
         document; by word, share r % W's row r // W for the word of rank r (W the devices of
-        the words axis)."""
+        the words axis).  On the two-axis mesh of H hosts each share's rows are split
+        among its H devices by block: the int32 rows' H parts, then the float16 rows'
+        (Programs._model_of_partial_counts), host h holding part h of each."""
         if self.word_shares is None:
             return np.arange(self.num_words)
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
-        return rank % self.word_parts * self.model_rows + rank // self.word_parts
+        share, row = rank % self.word_parts, rank // self.word_parts
+        hosts, first = self.num_devices // self.word_parts, self.programs.first_float16_row
+        int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
+        in_float16 = row >= first
+        host = np.where(in_float16, (row - first) // max(float16_part, 1),
+                        row // max(int32_part, 1))
+        position = np.where(in_float16, int32_part + (row - first) % max(float16_part, 1),
+                            row % max(int32_part, 1))
+        return (share * hosts + host) * (self.model_rows // hosts) + position
 
     def word_topic(self, state: TrainState) -> np.ndarray:
         """B [V, K_pad] on the host, rows by word id (every process takes part)."""
@@ -311,4 +323,16 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, layout.word_order)
+                     shares, layout.word_order, _int32_rows(corpus, mesh))
+
+
+def _int32_rows(corpus: Corpus, mesh) -> int:
+    """Programs.int32_rows of the two-axis mesh (0 on one axis): the rows of every word
+    share holding a word of more than FLOAT16_EXACT tokens (the words of the highest ranks,
+    rows the first of every share), rounded up to a multiple of the hosts."""
+    if HOSTS not in mesh.axis_names:
+        return 0
+    hosts, gpus = mesh.shape[HOSTS], mesh.shape[GPUS]
+    frequent = int(np.count_nonzero(corpus.word_counts() > FLOAT16_EXACT))
+    rows = model_rows(corpus.num_words, hosts * gpus, "hybrid", hosts)
+    return min(-(-(-(-frequent // gpus)) // hosts) * hosts, rows)

@@ -48,9 +48,9 @@ from saberjax.config import Hyperparams
 from saberjax.execution.mesh import HOSTS, Axes, by_device, local, model_rows, stacked
 from saberjax.state import ChunkState, Model
 
-# The largest sum of changes of a count that float16 holds exactly (2^11): on the two-axis
-# mesh, counts' changes this small cross between hosts as float16.
-CHANGE_BOUND = 2048
+# Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
+# the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
+FLOAT16_EXACT = 2048
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -64,6 +64,9 @@ class Programs:
     hyper: Hyperparams
     num_words: int
     partition: str
+    # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
+    # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
+    int32_rows: int = 0
 
     @property
     def num_devices(self) -> int:
@@ -122,17 +125,36 @@ class Programs:
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
         if self.size(self.axes.documents) == 1:
             return own
-        gather = functools.partial(lax.all_gather, axis_name=self.axes.documents, axis=0,
-                                   tiled=True)
-        return own._replace(bhat=gather(own.bhat), tree=tuple(map(gather, own.tree)),
-                            tree_total=gather(own.tree_total))
+        return own._replace(bhat=self._gathered(own.bhat), tree=tuple(map(self._gathered,
+                                                                          own.tree)),
+                            tree_total=self._gathered(own.tree_total))
+
+    @property
+    def first_float16_row(self) -> int:
+        """The first row of a device's counts that crosses the documents axis as float16:
+        int32_rows on the two-axis mesh, none (model_rows) by document."""
+        return self.int32_rows if self.partition == "hybrid" else self.model_rows
+
+    def _gathered(self, rows):
+        """Every device's rows along the documents axis, in row order: the rows of the int32
+        block and of the float16 block (_model_of_partial_counts) gathered apart."""
+        first = self.first_float16_row // self.size(self.axes.documents)
+        return jnp.concatenate([
+            lax.all_gather(block, self.axes.documents, axis=0, tiled=True)
+            for block in (rows[:first], rows[first:]) if block.shape[0]])
 
     def _model_of_partial_counts(self, counts, alpha) -> Model:
         """The model of every device's partial counts (reduce-scattered by word rows over the
-        documents axis) and prior alpha."""
+        documents axis) and prior alpha.  On the two-axis mesh the rows from int32_rows on
+        travel as float16, exactly: none of their words has more than FLOAT16_EXACT tokens,
+        so no sum of their counts does either."""
         if self.size(self.axes.documents) > 1:
-            counts = lax.psum_scatter(counts, self.axes.documents, scatter_dimension=0,
-                                      tiled=True)
+            first = self.first_float16_row
+            counts = jnp.concatenate([
+                lax.psum_scatter(block.astype(dtype), self.axes.documents,
+                                 scatter_dimension=0, tiled=True).astype(jnp.int32)
+                for block, dtype in ((counts[:first], jnp.int32),
+                                     (counts[first:], jnp.float16)) if block.shape[0]])
         return self._model_of_rows(counts, alpha)
 
     @staticmethod
@@ -157,13 +179,11 @@ class Programs:
             return new_state, counts
         return run
 
-    def _word_finish(self, slots, share, alpha, topics, doc_major, previous=None):
+    def _word_finish(self, slots, share, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
         words' B counted, and the model of its rows and prior alpha (totals summed over the
-        mesh).  On the two-axis mesh the share's counts are reduced over the hosts, or, given
-        `previous` (the share's topics before the E-step, the model before it), only their
-        change (_rows_after_change)."""
+        mesh; on the two-axis mesh the share's counts reduced over the hosts)."""
         words = self.size(self.axes.words)
         if words > 1:  # the segments of the other devices' chunks go to them
             parts = doc_major.reshape(words, -1)
@@ -171,29 +191,7 @@ class Programs:
                 axis=0, dtype=doc_major.dtype)
         state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
-        if previous is None or self.size(self.axes.documents) == 1:
-            return (stacked(state),), self._model_of_partial_counts(counts, alpha)
-        old_topics, model = previous
-        change = counts - esca.count_word_topic(share, old_topics, self._zero_counts(),
-                                                self.hyper)
-        return (stacked(state),), self._model_of_rows(
-            self._rows_after_change(model.word_topic, change), alpha)
-
-    def _rows_after_change(self, rows, change):
-        """This device's rows of B (summed over the documents axis) after every device's
-        change of its partial counts: rows + the reduce-scatter of the changes, exact.  When
-        no change anywhere exceeds CHANGE_BOUND / (devices of the axis) in size, the changes
-        travel as float16 (every partial sum an integer of at most CHANGE_BOUND, which
-        float16 holds exactly): half the bytes of int32 between hosts.  Else as int32."""
-        axis = self.axes.documents
-        bound = CHANGE_BOUND // self.size(axis)
-        small = lax.pmax(jnp.max(jnp.abs(change)), self.mesh.axis_names) <= bound
-
-        def reduced(dtype):
-            return lambda: lax.psum_scatter(change.astype(dtype), axis, scatter_dimension=0,
-                                            tiled=True).astype(jnp.int32)
-
-        return rows + lax.cond(small, reduced(jnp.float16), reduced(jnp.int32))
+        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
 
     # -- resident slots: a whole iteration in one program --
 
@@ -231,8 +229,7 @@ class Programs:
                                            tiled=True)
                 state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
             return self._word_finish(slots, share, model.alpha,
-                                     *esca.sample(share, state, model, key, self.hyper),
-                                     previous=(state.topics, model))
+                                     *esca.sample(share, state, model, key, self.hyper))
 
         return jax.jit(self._shard_map(by_word if self.by_word else by_document,
                                        (self.by_device,) * 3 + (self.model_spec, P()),
