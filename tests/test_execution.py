@@ -2,6 +2,7 @@
 resident or streamed; placement errors are clear; the package's imports have no cycle."""
 
 import ast
+import dataclasses
 import pathlib
 import subprocess
 import sys
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, needs_local_devices, random_corpus
 
-from saberjax import esca
-from saberjax.config import Hyperparams
+from saberjax import checkpoint, esca, trainer
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory
 from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, MODEL_SPEC, WORD_MODEL_SPEC,
                                      make_mesh)
@@ -231,3 +232,32 @@ def test_the_probes_compile_at_once_and_measure_what_one_after_the_other_did(num
     assert memory.device_bytes_per_token(corpus, hyper) == expected
     small_probe, large_probe = memory.PROBE_TOKENS
     assert threads[large_probe] == "saberjax-probe" != threads[small_probe]
+
+
+def test_a_run_on_the_two_axis_mesh_resumes_to_the_uninterrupted_model(tmp_path):
+    """Its checkpoint holds B by word id and each chunk's state, as on one axis; learning
+    alpha rebuilds the word shares' B-hat over the mesh."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    config = TrainConfig(num_topics=6, iterations=2, seed=3, backend="xla", mesh="2x1",
+                         optimize_alpha_every=1, checkpoint_every=2)
+    first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    assert first.model.config["partition"] == "hybrid"
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
+    one_device = trainer.train(corpus, dataclasses.replace(longer, mesh=None, num_devices=1))
+    np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                  one_device.model.word_topic_counts)
+    np.testing.assert_array_equal(resumed.model.alpha, one_device.model.alpha)
+
+
+def test_a_mesh_is_named_as_hosts_x_gpus_and_lays_out_the_hybrid_partition():
+    with pytest.raises(ValueError, match="mesh='3': must be HOSTSxGPUS"):
+        TrainConfig(mesh="3")
+    with pytest.raises(ValueError, match="lays out partition 'hybrid', not partition='words'"):
+        TrainConfig(mesh="1x2", partition="words")
+    corpus = random_corpus(num_docs=30, seed=7)
+    with pytest.raises(ValueError, match=r"mesh=2x4 needs 8 devices, but there are"):
+        place(corpus, Hyperparams.create(8), mesh="2x4")
+    with pytest.raises(ValueError, match="partition 'hybrid' keeps each device's share"):
+        place(corpus, Hyperparams.create(8), mesh="1x1", chunk_tokens=100)

@@ -102,7 +102,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         if num_devices not in (0, hosts * gpus):
             raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
                              f"takes {hosts * gpus} devices; leave num_devices out")
-        num_devices = hosts * gpus
+        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
     one_axis = make_mesh(num_devices)
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
