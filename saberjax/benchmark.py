@@ -197,9 +197,9 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
     B's rows of the device (all of them by document, int32; its word share on the two-axis
     mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
-    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per axis: bytes each device receives
-    an iteration, the collectives' seconds alone, and their floor, bytes / the axis's
-    bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
+    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per
+    axis: bytes each device receives an iteration, the collectives' seconds alone, and their
+    floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
     reduction program (collectives, totals, B-hat and trees of each device's rows;
     Programs.reduce), else the collectives.
     cross_host_share_of_by_documents: on the two-axis mesh, the bytes over the hosts axis

@@ -9,7 +9,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 PYTHON=${PYTHON:-python3}
 SCALE=${SCALE:-1}; TOPICS=${TOPICS:-1000,10000}
 CORPUS=${CORPUS:-/tmp/two_axis_nytimes}
-BENCH=${BENCH:---backends=pallas --optimize_alpha_every=0 --iterations=6 --warmup=2 --phases=false --phase_repeats=3}
+BENCH=${BENCH:---backends=pallas --optimize_alpha_every=0 --iterations=6 --warmup=2 \
+    --phases=false --phase_repeats=3}
 STEP=${STEP:-120}  # seconds each step may take
 run() { echo "== $(date +%T) $*" >> "$OUT/steps.log"; }
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
@@ -22,7 +23,8 @@ fi
 bench=($PYTHON -m saberjax bench --corpus="$CORPUS" --num_topics="$TOPICS" $BENCH)
 if [[ $STEPS == *one* ]]; then
 run one GPU
-CUDA_VISIBLE_DEVICES=0 timeout "$STEP" "${bench[@]}" --output="$OUT/one_gpu.jsonl" > "$OUT/one_gpu.log" 2>&1
+CUDA_VISIBLE_DEVICES=0 timeout "$STEP" "${bench[@]}" --output="$OUT/one_gpu.jsonl" \
+    > "$OUT/one_gpu.log" 2>&1
 fi
 if [[ $STEPS == *two* ]]; then
 run two processes of two GPUs
@@ -36,7 +38,8 @@ wait
 fi
 if [[ $STEPS == *four* ]]; then
 run one process of four GPUs
-timeout "$STEP" "${bench[@]}" --partition=${PARTITIONS:-documents,words,hybrid} --mesh=${MESH:-2x2} \
+timeout "$STEP" "${bench[@]}" --partition="${PARTITIONS:-documents,words,hybrid}" \
+    --mesh="${MESH:-2x2}" \
     --output="$OUT/four_gpus.jsonl" > "$OUT/four_gpus.log" 2>&1
 fi
 run end
