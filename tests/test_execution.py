@@ -105,7 +105,7 @@ def models(corpus, hyper, meshes):
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 same = models(corpus, Hyperparams.create(33), (
     (1, "documents", None), (3, "documents", None), (4, "documents", None),
-    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2"), (0, "hybrid", "3x1")))
+    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2")))
 rng = np.random.default_rng(1)
 lengths = rng.integers(40, 160, 120)
 words = rng.integers(0, 41, lengths.sum()).astype(np.int32)
@@ -120,7 +120,7 @@ print("same on", same, "meshes")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 9 meshes" in result.stdout
+    assert "same on 8 meshes" in result.stdout
     assert "2x2 int32 rows 0" in result.stdout and "2x2 int32 rows 2" in result.stdout
 
 
