@@ -234,21 +234,23 @@ def test_the_probes_compile_at_once_and_measure_what_one_after_the_other_did(num
     assert threads[large_probe] == "saberjax-probe" != threads[small_probe]
 
 
-def test_a_run_on_the_two_axis_mesh_resumes_to_the_uninterrupted_model(tmp_path):
-    """Its checkpoint holds B by word id and each chunk's state, as on one axis; learning
-    alpha rebuilds the word shares' B-hat over the mesh."""
+def test_a_run_on_the_two_axis_mesh_resumes_on_any_mesh_to_the_uninterrupted_model(tmp_path):
+    """A checkpoint written on hosts x gpus = 2 x 1 resumes on 1 x 2 and on one device by
+    documents to the one-device model; learning alpha rebuilds the word shares' B-hat."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
     config = TrainConfig(num_topics=6, iterations=2, seed=3, backend="xla", mesh="2x1",
                          optimize_alpha_every=1, checkpoint_every=2)
     first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
     assert first.model.config["partition"] == "hybrid"
-    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
-    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
-    one_device = trainer.train(corpus, dataclasses.replace(longer, mesh=None, num_devices=1))
-    np.testing.assert_array_equal(resumed.model.word_topic_counts,
-                                  one_device.model.word_topic_counts)
-    np.testing.assert_array_equal(resumed.model.alpha, one_device.model.alpha)
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0, mesh=None,
+                                 num_devices=1)
+    one_device = trainer.train(corpus, longer).model
+    for resumed_on in (dict(mesh="1x2", num_devices=0), dict()):
+        resumed = trainer.train(corpus, dataclasses.replace(longer, **resumed_on),
+                                resume_from=checkpoint.latest_checkpoint(tmp_path)).model
+        np.testing.assert_array_equal(resumed.word_topic_counts, one_device.word_topic_counts)
+        np.testing.assert_array_equal(resumed.alpha, one_device.alpha)
 
 
 def test_a_mesh_is_named_as_hosts_x_gpus_and_lays_out_the_hybrid_partition():
