@@ -2,6 +2,8 @@
 as options, the block engine against the reader it replaced, and training on text."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -153,11 +155,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 700)
-    for workers, block_bytes, memory, directory, group in ((1, 1 << 20, None, None, 32),
-                                                           (3, 1000, 0, None, 3),
-                                                           (2, 5000, 3000, tmp_path / "n", 1)):
-        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
+    for workers, block_bytes, memory, directory, piece in ((1, 1 << 20, None, None, 700),
+                                                           (3, 1000, 0, None, 300),
+                                                           (2, 5000, 3000, tmp_path / "n", 90)):
+        monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
@@ -263,9 +264,21 @@ def test_word_keys_are_exact_and_decode_to_their_words():
     words += ["zzzzzzzzzzzz", "aaaaaaaaa", "zzzzzzzzz", "aaaaaaaaaaaa", "zzzzzzzz", "aaa"]
     data = " ".join(words).encode()
     tokens = block_words(DocumentBlock(np.frombuffer(data, np.uint8), np.array([0, len(data)])))
-    dictionary = [word.decode() for word in dictionary_words(tokens).to_pylist()]
+    dictionary = dictionary_words(tokens)
     assert len(dictionary) == len(set(words))
     assert [dictionary[i] for i in tokens.token_ids] == words
+
+
+def test_reading_plain_text_imports_neither_jax_nor_pyarrow(tmp_path):
+    (tmp_path / "lines.txt").write_text("\n".join(THEMED) + "\n")
+    code = ("import sys\n"
+            "from saberjax.corpus.plain_text import load_text\n"
+            f"load_text({str(tmp_path / 'lines.txt')!r}, {str(tmp_path / 'native')!r})\n"
+            "print(sorted(name for name in ('jax', 'pyarrow') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+    assert (tmp_path / "native" / "vocab.txt").exists()
 
 
 def test_synthetic_text_reads_back_as_its_corpus():

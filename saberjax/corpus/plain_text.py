@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
@@ -152,17 +150,14 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
     """tokens_in_vocabulary of the documents of DocumentBlocks (their ids, if any, the
     corpus's doc_names)."""
     vocab = tuple(vocab)
-    vocab_words = pa.array([word.encode("utf-8", "surrogateescape") for word in vocab],
-                           pa.large_binary())
-    stop_list = pa.array([word.encode("utf-8", "surrogateescape") for word in stop_words],
-                         pa.large_binary())
+    word_id = {word: index for index, word in enumerate(vocab)}
+    word_id.update((word, -2) for word in stop_words)  # left out, not unknown
     lengths, word_ids, names, unknown = [], [], [], 0
     for block in blocks:
         names.append(block.ids)
         words = block_words(block, rules)
-        every = dictionary_words(words)
-        mapping = pc.index_in(every, vocab_words).fill_null(-1).to_numpy().astype(np.int32)
-        mapping[pc.is_in(every, stop_list).to_numpy(zero_copy_only=False)] = -2  # left out
+        mapping = np.array([word_id.get(word, -1) for word in dictionary_words(words)],
+                           np.int32)
         ids = mapping[words.token_ids] if words.token_ids.size else np.zeros(0, np.int32)
         known = ids >= 0
         unknown += int(np.count_nonzero(ids == -1))

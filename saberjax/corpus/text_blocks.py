@@ -4,8 +4,8 @@ raw-text input becomes before saberjax.corpus.tokenizing reads it.
 A DocumentBlock holds the UTF-8 bytes of consecutive documents, concatenated, and where each
 begins; a block of lines leaves the line breaks for the tokenising threads to find, so that
 reading a text file of one document a line costs a read and a search for its last line feed
-a block, on one core, and nothing per document.  Files are read through pyarrow's streams,
-which decompress gzip and zstd.
+a block, on one core, and nothing per document.  Compressed files are read through pyarrow's
+streams, which decompress gzip and zstd; others as they are.
 """
 
 from __future__ import annotations
@@ -94,12 +94,16 @@ def _one_name(name: str, value, alias: str, alias_value) -> str | None:
 
 
 def open_stream(path: Path):
-    """A binary stream (pyarrow) of the file's content, decompressed when it is gzip or zstd
-    data."""
-    import pyarrow as pa
-
+    """A binary stream of the file's content: the file itself, or pyarrow's stream of it
+    decompressed when it is gzip or zstd data (so that plain files are read without
+    pyarrow)."""
     try:
-        return pa.input_stream(str(path), compression=compression_of(path))
+        compression = compression_of(path)
+        if compression is None:
+            return open(path, "rb")
+        import pyarrow as pa
+
+        return pa.input_stream(str(path), compression=compression)
     except FileNotFoundError:
         raise CorpusFormatError(f"{path}: file not found") from None
     except OSError as error:
@@ -122,7 +126,9 @@ def compression_of(path: Path) -> str | None:
 def read_block(stream, path: Path, size: int | None) -> np.ndarray:
     """Up to `size` bytes of the stream (None: all the rest) as uint8, without a copy."""
     try:
-        return np.frombuffer(stream.read_buffer(size), np.uint8)
+        if hasattr(stream, "read_buffer"):  # pyarrow's
+            return np.frombuffer(stream.read_buffer(size), np.uint8)
+        return np.frombuffer(stream.read(-1 if size is None else size), np.uint8)
     except (OSError, ValueError) as error:  # pyarrow.ArrowInvalid is a ValueError
         raise CorpusFormatError(f"{path}: cannot read: {error}") from error
 
