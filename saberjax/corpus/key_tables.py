@@ -104,8 +104,8 @@ class KeyTable:
         the one that stays has it, the others probe on."""
         mask = self._keys.size - 1
         slot = _slots(keys, mask.bit_length())
-        numbers = np.full(keys.size, -1, np.int64)
-        pending = np.arange(keys.size)
+        numbers = self._numbers.take(slot)  # right where the key is in its first slot
+        pending = np.flatnonzero(self._keys.take(slot) != keys)
         placed = np.zeros(keys.size, bool)
         while pending.size:
             wanted, at = keys[pending], slot[pending]
@@ -245,12 +245,13 @@ class StringTable:
         self._hashes = KeyTable()
         self._string_of_hash = _Growing(np.int64)  # by a hash's number, its string's
         self._data = _Growing(np.uint8)
-        self._ends = _Growing(np.int64)
+        self._offsets = _Growing(np.int64)
+        self._offsets.extend(np.zeros(1, np.int64))
         self._collided: dict[bytes, int] = {}  # strings whose hash stands for another string
 
     @property
     def size(self) -> int:
-        return self._ends.size
+        return self._offsets.size - 1
 
     def numbers(self, strings: Strings) -> np.ndarray:
         """The numbers (int64) of distinct strings, new ones numbered on from size."""
@@ -274,13 +275,13 @@ class StringTable:
     def _append(self, strings: Strings) -> np.ndarray:
         """Stores strings as new ones; their numbers."""
         first = self.size
-        self._ends.extend(self._data.size + strings.offsets[1:])
+        self._offsets.extend(self._data.size + strings.offsets[1:])
         self._data.extend(strings.data)
         return np.arange(first, self.size)
 
     def strings(self) -> Strings:
         """Every string, in the order of their numbers."""
-        return Strings(self._data.values(), np.concatenate([[0], self._ends.values()]))
+        return Strings(self._data.values(), self._offsets.values())
 
 
 class _Growing:

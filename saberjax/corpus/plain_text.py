@@ -90,7 +90,7 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
         memory_bytes = 0
     path = Path(path)
     rules, vocabulary = text_rules(**options)
-    blocks = document_blocks(path, format=format, **reading_options(options))
+    blocks = document_blocks(path, format=format, parsed=False, **reading_options(options))
     built = build_corpus(blocks, rules, vocabulary, name=source_name(path), source=str(path),
                          directory=directory, workers=workers, memory_bytes=memory_bytes,
                          total_bytes=_plain_size(path, format), log=log)
@@ -154,6 +154,7 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
     word_id.update((word, -2) for word in stop_words)  # left out, not unknown
     lengths, word_ids, names, unknown = [], [], [], 0
     for block in blocks:
+        block = block.parsed()
         names.append(block.ids)
         words = block_words(block, rules)
         mapping = np.array([word_id.get(word, -1) for word in dictionary_words(words)],
@@ -189,7 +190,7 @@ def text_in_vocabulary(path, vocab: Sequence[str], rules: text.TextRules = text.
                        format: str = "auto", **reading) -> Corpus:
     """corpus_in_vocabulary of raw text files (load_text's inputs and reading options)."""
     path = Path(path)
-    blocks = document_blocks(path, format=format, **reading)
+    blocks = document_blocks(path, format=format, parsed=False, **reading)
     return _matched(vocabulary_tokens(blocks, vocab, rules), source_name(path), str(path))
 
 

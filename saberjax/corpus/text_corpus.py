@@ -1,10 +1,11 @@
 """Blocks of documents -> a Corpus: tokens counted on every core, the vocabulary chosen, ids
 mapped, written out of core.
 
-`build_corpus` cuts the blocks into pieces of about piece_bytes (whole documents; sized so
-that every thread has several) and tokenises the pieces on a thread per core (saberjax.corpus.
-tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected.
-The thread that tokenises a piece adds its words, with their counts and document
+`build_corpus` cuts the blocks into pieces of whole documents (a block's share per thread,
+within MIN_PIECE_BYTES and PIECE_BYTES) and tokenises the pieces on a thread per core
+(saberjax.corpus.tokenizing: numpy releases the GIL), at most a few pieces ahead of the one
+being collected; a block of records (JSON Lines) is parsed by the thread that tokenises it,
+so one pool parses and tokenises on every core.  The thread that tokenises a piece adds its words, with their counts and document
 frequencies, to the corpus's words (a key_tables.KeyTable of word keys, long words numbered
 by a StringTable of their bytes; under a lock), and keeps the piece's tokens as the words'
 numbers there (int32): in memory while they fit `memory_bytes`, in a temporary file beside
@@ -53,8 +54,7 @@ from saberjax.corpus.tokenizing import (
 from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
-MIN_PIECE_BYTES = 1 << 20  # fewest, unless the text is smaller
-PIECES_PER_THREAD = 4  # of a block: a block is cut so that each thread gets this many pieces
+MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PROGRESS_SECONDS = 10.0  # between progress lines
 
 
@@ -233,18 +233,17 @@ def _read_pieces(blocks, rules, threads, store, words, progress):
 
 
 def _piece_bytes(block: DocumentBlock, threads: int) -> int:
-    """The size of a block's pieces: PIECES_PER_THREAD for each thread, within MIN_PIECE_BYTES
-    and PIECE_BYTES."""
-    share = block.data.size // (PIECES_PER_THREAD * threads)
-    return max(min(share, PIECE_BYTES), min(MIN_PIECE_BYTES, PIECE_BYTES))
+    """The size of a block's pieces: its share per thread (so that a block keeps the threads
+    busy), within MIN_PIECE_BYTES (a task's fixed costs) and PIECE_BYTES."""
+    return max(min(block.data.size // threads, PIECE_BYTES), min(MIN_PIECE_BYTES, PIECE_BYTES))
 
 
 def _parts(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
-    """`block` cut into pieces of whole documents of about piece_bytes (a block of lines, its
-    offsets None, is cut after a line break, its pieces' offsets left to the tokenising
-    threads)."""
+    """`block` cut into pieces of whole documents of about piece_bytes (a block of lines or of
+    records, its offsets None, is cut after a line break, its pieces' offsets, or records,
+    left to the tokenising threads)."""
     if block.offsets is None:
-        yield from _line_parts(block.data, piece_bytes)
+        yield from _line_parts(block.data, piece_bytes, block.parse)
         return
     offsets = np.asarray(block.offsets, np.int64)
     num_docs = offsets.size - 1
@@ -258,7 +257,7 @@ def _parts(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
         start = end
 
 
-def _line_parts(data: np.ndarray, piece_bytes: int) -> Iterator[DocumentBlock]:
+def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentBlock]:
     start = 0
     while start < data.size:
         end = start + piece_bytes
@@ -269,21 +268,22 @@ def _line_parts(data: np.ndarray, piece_bytes: int) -> Iterator[DocumentBlock]:
                 break
             end += 1 << 16
         end = min(end, data.size)
-        yield DocumentBlock(data[start:end], None)
+        yield DocumentBlock(data[start:end], None, None, parse)
         start = end
 
 
 def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore, words: _Words
                ) -> tuple[_Piece, int, int, int]:
-    """(the piece of `block`, its words added to `words`; its documents not valid UTF-8, its
-    tokens, its bytes)."""
+    """(the piece of `block` (parsed here, when it holds records), its words added to `words`;
+    its documents not valid UTF-8, its tokens, its bytes)."""
+    size = len(block.data)
+    block = block.parsed()
     block_tokens = block_words(block, rules)
     counts, doc_freq = _frequencies(block_tokens)
     numbers = words.add(block_tokens, counts, doc_freq)
     piece = _Piece(block_tokens.doc_tokens, numbers[block_tokens.token_ids], 0, block.ids)
     store.keep(piece)
-    return (piece, block_tokens.invalid_utf8_docs, block_tokens.token_ids.size,
-            len(block.data))
+    return piece, block_tokens.invalid_utf8_docs, block_tokens.token_ids.size, size
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
