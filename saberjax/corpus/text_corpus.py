@@ -1,8 +1,8 @@
 """Blocks of documents -> a Corpus: tokens counted on every core, the vocabulary chosen, ids
 mapped, written out of core.
 
-`build_corpus` cuts the blocks into pieces of whole documents (a block's share per thread,
-within MIN_PIECE_BYTES and PIECE_BYTES) and tokenises the pieces on a thread per core
+`build_corpus` cuts the blocks into pieces of whole documents (PIECES_PER_THREAD per thread
+of a block, within MIN_PIECE_BYTES and PIECE_BYTES) and tokenises the pieces on a thread per core
 (saberjax.corpus.tokenizing: numpy releases the GIL), at most a few pieces ahead of the one
 being collected; a block of records (JSON Lines) is parsed by the thread that tokenises it,
 so one pool parses and tokenises on every core.  The thread that tokenises a piece adds its words, with their counts and document
@@ -55,6 +55,7 @@ from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
+PIECES_PER_THREAD = 4  # a block is cut into this many pieces per thread where it can be
 PROGRESS_SECONDS = 10.0  # between progress lines
 
 
@@ -233,9 +234,11 @@ def _read_pieces(blocks, rules, threads, store, words, progress):
 
 
 def _piece_bytes(block: DocumentBlock, threads: int) -> int:
-    """The size of a block's pieces: its share per thread (so that a block keeps the threads
-    busy), within MIN_PIECE_BYTES (a task's fixed costs) and PIECE_BYTES."""
-    return max(min(block.data.size // threads, PIECE_BYTES), min(MIN_PIECE_BYTES, PIECE_BYTES))
+    """The size of a block's pieces: PIECES_PER_THREAD for each thread (so that a block keeps
+    the threads busy and the pieces in flight, a few per thread, hold little of it), within
+    MIN_PIECE_BYTES (a task's fixed costs) and PIECE_BYTES."""
+    share = block.data.size // (PIECES_PER_THREAD * threads)
+    return max(min(share, PIECE_BYTES), min(MIN_PIECE_BYTES, PIECE_BYTES))
 
 
 def _parts(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
