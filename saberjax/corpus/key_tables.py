@@ -144,6 +144,14 @@ class Strings(NamedTuple):
         np.cumsum([len(value) for value in values], out=offsets[1:])
         return Strings(np.frombuffer(b"".join(values), np.uint8), offsets)
 
+    @staticmethod
+    def concatenate(parts: list[Strings]) -> Strings:
+        """The strings of every part, in order."""
+        sizes = np.cumsum([0] + [part.data.size for part in parts[:-1]])
+        return Strings(np.concatenate([part.data for part in parts] + [np.zeros(0, np.uint8)]),
+                       np.concatenate([np.zeros(1, np.int64)] + [
+                           part.offsets[1:] + size for part, size in zip(parts, sizes)]))
+
     def __len__(self) -> int:
         return self.offsets.size - 1
 

@@ -1,22 +1,23 @@
 """Blocks of documents -> a Corpus: tokens counted on every core, the vocabulary chosen, ids
 mapped, written out of core.
 
-`build_corpus` cuts the blocks into pieces of whole documents (PIECES_PER_THREAD per thread
-of a block, within MIN_PIECE_BYTES and PIECE_BYTES) and tokenises the pieces on a thread per core
-(saberjax.corpus.tokenizing: numpy releases the GIL), at most a few pieces ahead of the one
-being collected; a block of records (JSON Lines) is parsed by the thread that tokenises it,
-so one pool parses and tokenises on every core.  The thread that tokenises a piece adds its words, with their counts and document
-frequencies, to the corpus's words (a key_tables.KeyTable of word keys, long words numbered
-by a StringTable of their bytes; under a lock), and keeps the piece's tokens as the words'
-numbers there (int32): in memory while they fit `memory_bytes`, in a temporary file beside
-the output after that.  So memory holds the pieces in flight and the corpus's distinct words,
-never a dictionary per piece.  When every piece is read, the vocabulary is chosen from the
-summed counts (text.VocabularyRules) and each piece's tokens are mapped to vocabulary ids on
-the threads, in order, straight into a NativeCorpusWriter (a corpus folder on disk,
-memory-mapped when done) or into one array.  The words are numbered in the order the threads
-add them, but the vocabulary is sorted and chosen by counts, so the corpus depends only on the
-documents and the rules, never on how the input was cut into blocks or on the number of
-threads.
+`build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
+threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
+tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected; a
+block of records (JSON Lines) is parsed by the thread that tokenises it, so one pool parses
+and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
+(int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
+output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
+dictionaries, with the words' counts and document frequencies, to the corpus's words (a
+key_tables.KeyTable of word keys, long words numbered by a StringTable of their bytes), a
+piece keeping only its words' numbers there: a few whole-array passes a group, so that the
+tokenising threads share no lock and the collecting thread takes little of the GIL.  When
+every piece is read, the vocabulary is chosen from the summed counts (text.VocabularyRules)
+and each piece's tokens are mapped to vocabulary ids on the threads, in order, straight into
+a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.
+The vocabulary is sorted and chosen by counts, never by the words' numbers, so the corpus
+depends only on the documents and the rules, never on how the input was cut into blocks or
+on the number of threads.
 
 A document's frequency per piece is counted from the piece's tokens transposed into word
 order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
@@ -41,7 +42,13 @@ import numpy as np
 
 from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
-from saberjax.corpus.key_tables import KeyTable, StringTable
+from saberjax.corpus.key_tables import (
+    KeyTable,
+    Strings,
+    StringTable,
+    number_keys,
+    number_strings,
+)
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.tokenizing import (
@@ -55,7 +62,8 @@ from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
-PIECES_PER_THREAD = 4  # a block is cut into this many pieces per thread where it can be
+PIECE_BYTES_PER_THREAD = 1 << 17  # pieces grow with the threads, within those bounds
+GROUP_PIECES = 32  # pieces whose words are added to the corpus's at once
 PROGRESS_SECONDS = 10.0  # between progress lines
 
 
@@ -68,49 +76,73 @@ class TextCorpus(NamedTuple):
     invalid_utf8_docs: int
 
 
+class _Dictionary(NamedTuple):
+    """A piece's words with their tokens and documents: keys as block_words keys them, a key
+    LONG_KEY + n standing for strings[n]."""
+
+    keys: np.ndarray
+    strings: Strings
+    counts: np.ndarray
+    doc_freq: np.ndarray
+
+
 @dataclasses.dataclass
 class _Piece:
     """What is kept of a tokenised piece until its ids are mapped: where its documents' tokens
-    start, its tokens (the corpus's word numbers, or None while they wait in the spill file at
-    spill_offset) and its documents' ids."""
+    start, its tokens (ids into its dictionary, or None while they wait in the spill file at
+    spill_offset), its documents' ids, and its dictionary until its group's words are added
+    to the corpus's, then `entries`, the corpus's numbers of its words (int32)."""
 
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None
     spill_offset: int
     ids: np.ndarray | None
+    dictionary: _Dictionary | None
+    entries: np.ndarray | None = None
 
 
 class _Words:
-    """The distinct words of a corpus, numbered as pieces add them, with their tokens and
-    documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its number among
-    the long words, by its bytes)."""
+    """The distinct words of a corpus, numbered as groups of pieces add them, with their
+    tokens and documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its
+    number among the long words, by its bytes)."""
 
     def __init__(self):
         self.keys = KeyTable()
         self.long_words = StringTable()
         self.counts = np.zeros(0, np.int64)
         self.doc_freq = np.zeros(0, np.int64)
-        self.lock = threading.Lock()
 
-    def add(self, words: BlockWords, counts: np.ndarray, doc_freq: np.ndarray) -> np.ndarray:
-        """The corpus's numbers of a piece's words (int32), their counts added."""
-        keys = words.keys
+    def add(self, dictionaries: list[_Dictionary]) -> list[np.ndarray]:
+        """The corpus's numbers of each dictionary's words (int32), their counts added: the
+        group's words numbered among themselves first (key_tables.number_keys), so that the
+        corpus's table sees each distinct word once."""
+        keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
-        with self.lock:
-            if long.size:
-                keys = keys.copy()
-                keys[long] = LONG_KEY + self.long_words.numbers(
-                    words.strings.take(keys[long] - LONG_KEY)).astype(np.uint64)
-            numbers = self.keys.numbers(keys)
-            if self.keys.size > self.counts.size:
-                size = max(2 * self.counts.size, self.keys.size)
-                self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
-                                                                    np.int64)])
-                self.doc_freq = np.concatenate([self.doc_freq,
-                                                np.zeros(size - self.doc_freq.size, np.int64)])
-            self.counts[numbers] += counts
-            self.doc_freq[numbers] += doc_freq
-        return numbers.astype(np.int32)
+        if long.size:
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
+        distinct, index = number_keys(keys)
+        numbers = self.keys.numbers(distinct)
+        if self.keys.size > self.counts.size:
+            size = max(2 * self.counts.size, self.keys.size)
+            self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
+                                                                np.int64)])
+            self.doc_freq = np.concatenate([self.doc_freq,
+                                            np.zeros(size - self.doc_freq.size, np.int64)])
+        for name in ("counts", "doc_freq"):  # float64 sums: exact below 2**53
+            summed = np.bincount(index, np.concatenate([getattr(part, name)
+                                                        for part in dictionaries]),
+                                 minlength=distinct.size)
+            getattr(self, name)[numbers] += summed.astype(np.int64)
+        entries = numbers.astype(np.int32)[index]
+        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
+
+    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
+        """The long words' numbers of the dictionaries' long keys, in order."""
+        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
+                                                         - LONG_KEY)
+                                       for part in dictionaries])
+        firsts, index = number_strings(strings)
+        return self.long_words.numbers(strings.take(firsts))[index]
 
     def strings(self) -> list[str]:
         """Every word, in the order of their numbers."""
@@ -220,25 +252,38 @@ class _TokenStore:
 
 def _read_pieces(blocks, rules, threads, store, words, progress):
     """(the _Pieces of `blocks` in order, their tokens in `store`, their words added to
-    `words`; documents not valid UTF-8)."""
-    pieces, invalid = [], 0
-    parts = ((part, rules, store, words) for block in blocks
-             for part in _parts(block, _piece_bytes(block, threads)))
+    `words` a group of GROUP_PIECES at a time as they are read, so that memory holds a
+    piece's dictionary only until then; documents not valid UTF-8)."""
+    pieces, invalid, first_pending = [], 0, 0
+    parts = ((part, rules, store) for block in blocks
+             for part in _parts(block, _piece_bytes(threads)))
+
+    def add_group():
+        group = pieces[first_pending:]
+        for piece, entries in zip(group, words.add([piece.dictionary for piece in group])):
+            piece.dictionary, piece.entries = None, entries
+
     with ThreadPoolExecutor(threads) as pool:
         for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
                                                            2 * threads):
             invalid += invalid_docs
             pieces.append(piece)
             progress.add(piece.doc_tokens.size - 1, tokens, size)
+            if len(pieces) - first_pending == GROUP_PIECES:
+                add_group()
+                first_pending = len(pieces)
+    if len(pieces) > first_pending:
+        add_group()
     return pieces, invalid
 
 
-def _piece_bytes(block: DocumentBlock, threads: int) -> int:
-    """The size of a block's pieces: PIECES_PER_THREAD for each thread (so that a block keeps
-    the threads busy and the pieces in flight, a few per thread, hold little of it), within
-    MIN_PIECE_BYTES (a task's fixed costs) and PIECE_BYTES."""
-    share = block.data.size // (PIECES_PER_THREAD * threads)
-    return max(min(share, PIECE_BYTES), min(MIN_PIECE_BYTES, PIECE_BYTES))
+def _piece_bytes(threads: int) -> int:
+    """The size of pieces: PIECE_BYTES_PER_THREAD times the threads, within MIN_PIECE_BYTES
+    and PIECE_BYTES.  Every numpy call of a piece's takes the GIL back, which waits longer the
+    more threads share it, so many threads tokenise larger pieces; a few keep them small, so
+    that the pieces in flight (a few per thread) hold little memory."""
+    return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
+               min(MIN_PIECE_BYTES, PIECE_BYTES))
 
 
 def _parts(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
@@ -275,18 +320,18 @@ def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentB
         start = end
 
 
-def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore, words: _Words
+def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
                ) -> tuple[_Piece, int, int, int]:
-    """(the piece of `block` (parsed here, when it holds records), its words added to `words`;
-    its documents not valid UTF-8, its tokens, its bytes)."""
+    """(the piece of `block` (parsed here, when it holds records); its documents not valid
+    UTF-8, its tokens, its bytes)."""
     size = len(block.data)
     block = block.parsed()
-    block_tokens = block_words(block, rules)
-    counts, doc_freq = _frequencies(block_tokens)
-    numbers = words.add(block_tokens, counts, doc_freq)
-    piece = _Piece(block_tokens.doc_tokens, numbers[block_tokens.token_ids], 0, block.ids)
+    words = block_words(block, rules)
+    counts, doc_freq = _frequencies(words)
+    piece = _Piece(words.doc_tokens, words.token_ids, 0, block.ids,
+                   _Dictionary(words.keys, words.strings, counts, doc_freq))
     store.keep(piece)
-    return piece, block_tokens.invalid_utf8_docs, block_tokens.token_ids.size, size
+    return piece, words.invalid_utf8_docs, words.token_ids.size, size
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
@@ -314,7 +359,7 @@ def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
     """(tokens of each document kept, their vocabulary ids, which documents are kept, the kept
     documents' ids or None) of a piece, releasing its tokens; documents without a vocabulary
     word are left out."""
-    ids = new_id[store.token_ids(piece)]
+    ids = new_id[piece.entries][store.token_ids(piece)]
     kept = ids >= 0
     lengths = np.diff(piece.doc_tokens)
     if not kept.all():
