@@ -19,7 +19,7 @@ export PYTHONUNBUFFERED=1
 begin=$(date +%s)
 mkdir -p "$WORK/shards" "$WORK/text" "$OUT"
 cores=$(nproc)
-echo "cores $cores; base $(git -C "$BASE" log --oneline -1 | cut -c1-60); this $(git log --oneline -1 | cut -c1-60)"
+echo "cores $cores; base $(git -C "$BASE" log --oneline -1 2>/dev/null | cut -c1-60); this $(git log --oneline -1 2>/dev/null | cut -c1-60)"
 DOCS=$((TOKENS / 338 / SHARDS))  # the nytimes preset's documents average 338 tokens
 for ((i = 0; i < SHARDS; i++)); do  # each shard as JSON Lines and as text, the same documents
   for layout in jsonl txt; do
