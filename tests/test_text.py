@@ -170,6 +170,26 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
+@pytest.mark.parametrize("rules", [text.DEFAULT_RULES,
+                                   text.TextRules(token_pattern=r"(?u)\b\w\w+\b")])
+def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
+    from saberjax.corpus import key_tables
+    documents = _varied_documents(3, 300)
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
+    with pytest.warns(UserWarning, match="dropped"):
+        reference = build_corpus(document_blocks(documents), rules, vocabulary).corpus
+    assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
+    monkeypatch.setattr(key_tables, "string_hashes",
+                        lambda strings: np.full(len(strings), 99, np.uint64))
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
+    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
+    with pytest.warns(UserWarning, match="dropped"):
+        collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
+    assert collided.vocab == reference.vocab
+    np.testing.assert_array_equal(collided.word_ids, reference.word_ids)
+    np.testing.assert_array_equal(collided.doc_offsets, reference.doc_offsets)
+
+
 def test_tokens_in_vocabulary_match_the_reader_it_replaced():
     documents = _varied_documents(5, 200)
     vocab = ("apple", "banana", "cafe", "internationalization", "zebra", "uber", "abcdefghijklm")

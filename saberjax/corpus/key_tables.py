@@ -104,7 +104,7 @@ class KeyTable:
         the one that stays has it, the others probe on."""
         mask = self._keys.size - 1
         slot = _slots(keys, mask.bit_length())
-        numbers = self._numbers.take(slot)  # right where the key is in its first slot
+        numbers = self._numbers.take(slot)  # right for the keys found in their first slot
         pending = np.flatnonzero(self._keys.take(slot) != keys)
         placed = np.zeros(keys.size, bool)
         while pending.size:
@@ -262,7 +262,7 @@ class StringTable:
         return self._offsets.size - 1
 
     def numbers(self, strings: Strings) -> np.ndarray:
-        """The numbers (int64) of distinct strings, new ones numbered on from size."""
+        """The numbers (int64) of strings, those not yet in the table numbered on from size."""
         known = self._hashes.size
         hashes, of_hash = number_keys(string_hashes(strings))
         firsts = _firsts(of_hash, hashes.size)
