@@ -62,7 +62,7 @@ from saberjax.errors import CorpusFormatError
 
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
-PIECE_BYTES_PER_THREAD = 1 << 17  # pieces grow with the threads, within those bounds
+PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
 GROUP_PIECES = 8  # pieces whose words are added to the corpus's at once
 PROGRESS_SECONDS = 10.0  # between progress lines
 
