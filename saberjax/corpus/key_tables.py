@@ -11,8 +11,8 @@ released and the text path needs no other library.
   open addressing with linear probing, every probe a whole-array pass over the batch's keys
   not yet found.
 - `Strings`: byte strings as one buffer with offsets; `string_hashes` a 64-bit hash of each
-  (a multiplicative mix of each byte with its position, summed over the string, mixed with
-  its length); `number_strings` and `StringTable` number strings by their hashes and then
+  (its bytes read 8 at a time, each uint64 mixed with its place, summed over the string, mixed
+  with its length); `number_strings` and `StringTable` number strings by their hashes and then
   compare every string with the one its number stands for, byte for byte, so that two
   strings of one hash are told apart (by a Python dictionary of their bytes, the rare path).
 
@@ -179,6 +179,8 @@ def byte_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 _BYTE_MIX = np.uint64(0xFF51AFD7ED558CCD)
 _LENGTH_MIX = np.uint64(0xC4CEB9FE1A85EC53)
+# _LOW_BYTES[k]: the low k bytes of a uint64 (k >= 8: all of them)
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], np.uint64)
 
 
 def _mixed(values: np.ndarray) -> np.ndarray:
@@ -191,35 +193,45 @@ def _mixed(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def _words8(strings: Strings) -> tuple[np.ndarray, np.ndarray]:
+    """(each string's bytes 8 at a time as uint64, the last zero-padded, concatenated; where
+    each string's begin, [n + 1])."""
+    lengths = strings.lengths()
+    counts = (lengths + 7) >> 3
+    starts = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    within = np.arange(starts[-1]) - np.repeat(starts[:-1], counts)  # a word's place (x 8)
+    within <<= 3
+    padded = np.concatenate([strings.data, np.zeros(8, np.uint8)])
+    windows = np.ndarray((padded.size - 7,), "<u8", padded, strides=(1,))
+    at = np.repeat(strings.offsets[:-1], counts) + within
+    rest = np.repeat(lengths, counts) - within
+    return windows[at] & _LOW_BYTES[np.minimum(rest, 8)], starts
+
+
 def string_hashes(strings: Strings) -> np.ndarray:
     """A 64-bit odd hash of each string (see the module)."""
-    lengths = strings.lengths()
-    starts = strings.offsets[:-1]
-    total = int(lengths.sum())
-    positions = np.arange(total, dtype=np.uint64) - np.repeat(
-        (np.cumsum(lengths) - lengths).astype(np.uint64), lengths)
-    values = strings.data[byte_ranges(starts, lengths)].astype(np.uint64)
-    values |= (positions + np.uint64(1)) << np.uint64(8)
-    values = _mixed(values)
-    hashes = np.zeros(lengths.size, np.uint64)
-    nonempty = lengths > 0
-    if total:
-        hashes[nonempty] = np.add.reduceat(values, (np.cumsum(lengths) - lengths)[nonempty])
-    hashes ^= lengths.astype(np.uint64) * _LENGTH_MIX
+    words, starts = _words8(strings)
+    places = np.arange(words.size, dtype=np.uint64) - np.repeat(
+        starts[:-1].astype(np.uint64), np.diff(starts))
+    values = _mixed(words ^ ((places + np.uint64(1)) * _BYTE_MIX))
+    hashes = np.zeros(len(strings), np.uint64)
+    nonempty = np.flatnonzero(np.diff(starts))
+    if nonempty.size:
+        hashes[nonempty] = np.add.reduceat(values, starts[nonempty])
+    hashes ^= strings.lengths().astype(np.uint64) * _LENGTH_MIX
     return _mixed(hashes) | np.uint64(1)
 
 
 def _equal_strings(first: Strings, first_index: np.ndarray, second: Strings,
                    second_index: np.ndarray) -> np.ndarray:
     """Whether first's string first_index[i] equals second's string second_index[i]."""
-    lengths = first.lengths()[first_index]
-    same = lengths == second.lengths()[second_index]
-    sizes = lengths[same]
-    differ = (first.data[byte_ranges(first.offsets[first_index[same]], sizes)]
-              != second.data[byte_ranges(second.offsets[second_index[same]], sizes)])
-    if differ.any():
-        pair_of_byte = np.repeat(np.arange(sizes.size), sizes)
-        same[np.flatnonzero(same)[np.unique(pair_of_byte[differ])]] = False
+    same = first.lengths()[first_index] == second.lengths()[second_index]
+    ones = np.flatnonzero(same)
+    these, those = first.take(first_index[ones]), second.take(second_index[ones])
+    differ = np.flatnonzero(these.data != those.data)  # the two share their offsets
+    if differ.size:
+        same[ones[np.searchsorted(these.offsets, differ, "right") - 1]] = False
     return same
 
 
