@@ -190,6 +190,19 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     np.testing.assert_array_equal(collided.doc_offsets, reference.doc_offsets)
 
 
+def test_a_rare_long_word_does_not_widen_the_vocabulary_choice():
+    import tracemalloc
+    words = [f"w{i:05d}" for i in range(2000)] + ["x" * 20_000]  # the run is in one document
+    doc_freq = np.array([3] * 2000 + [1])
+    tracemalloc.start()
+    chosen = text_corpus.choose_vocabulary(words, doc_freq * 2, doc_freq, 10,
+                                           text.VocabularyRules(min_df=2, max_features=1000))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert chosen.tolist() == list(range(1000))
+    assert peak < 1 << 20  # not 2001 words of 20,000 characters (160 MB)
+
+
 def test_tokens_in_vocabulary_match_the_reader_it_replaced():
     documents = _varied_documents(5, 200)
     vocab = ("apple", "banana", "cafe", "internationalization", "zebra", "uber", "abcdefghijklm")

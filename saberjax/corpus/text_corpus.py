@@ -208,16 +208,21 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
 
 def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,
                       num_docs: int, rules: text.VocabularyRules) -> np.ndarray:
-    """Indices (into `words`) of the vocabulary `rules` choose, in alphabetical order."""
-    names = np.array(words, dtype=str) if words else np.zeros(0, "U1")
-    candidates = (doc_freq >= rules.min_df) & (doc_freq <= rules.max_df * num_docs)
+    """Indices (into `words`) of the vocabulary `rules` choose, in alphabetical order.  The
+    words' strings are compared only once the document frequencies have ruled words out, so
+    that a long run of letters seen in a few documents does not widen an array of every
+    word."""
+    candidates = np.flatnonzero((doc_freq >= rules.min_df)
+                                & (doc_freq <= rules.max_df * num_docs))
+    names = (np.array([words[i] for i in candidates.tolist()], dtype=str) if candidates.size
+             else np.zeros(0, "U1"))
     if rules.stop_words:
-        candidates &= ~np.isin(names, list(rules.stop_words))
-    candidates = np.flatnonzero(candidates)
+        kept = ~np.isin(names, list(rules.stop_words))
+        candidates, names = candidates[kept], names[kept]
     if candidates.size > rules.max_features:  # the most frequent, ties alphabetical
-        order = np.lexsort((names[candidates], -counts[candidates]))
-        candidates = candidates[order[:rules.max_features]]
-    return candidates[np.argsort(names[candidates], kind="stable")]
+        order = np.lexsort((names, -counts[candidates]))[:rules.max_features]
+        candidates, names = candidates[order], names[order]
+    return candidates[np.argsort(names, kind="stable")]
 
 
 class _TokenStore:
