@@ -20,8 +20,8 @@ def main() -> None:
     parser.add_argument("path")
     parser.add_argument("--format", default="auto")
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--min_piece_bytes", type=int, default=None,
-                        help="text_corpus.MIN_PIECE_BYTES and PIECE_BYTES at least this")
+    parser.add_argument("--piece_bytes", type=int, default=None,
+                        help="pieces of this size (text_corpus.MIN_PIECE_BYTES and PIECE_BYTES)")
     args = parser.parse_args()
     from saberjax.platform import reuse_freed_memory
 
@@ -29,9 +29,8 @@ def main() -> None:
     from saberjax.corpus import text_corpus
     from saberjax.corpus.plain_text import load_text
 
-    if args.min_piece_bytes:
-        text_corpus.MIN_PIECE_BYTES = args.min_piece_bytes
-        text_corpus.PIECE_BYTES = max(text_corpus.PIECE_BYTES, args.min_piece_bytes)
+    if args.piece_bytes:
+        text_corpus.MIN_PIECE_BYTES = text_corpus.PIECE_BYTES = args.piece_bytes
     progress = []
     start_progress = text_corpus._Progress.__init__
 
