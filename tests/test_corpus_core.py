@@ -204,6 +204,14 @@ def test_checking_memory_mapped_word_ids_leaves_them_unmapped(tmp_path):
         corpus_core.check_word_ids(np.asarray(mapped), 6)
 
 
+def test_checking_a_copy_on_write_map_keeps_its_changes(tmp_path):
+    np.save(tmp_path / "ids.npy", np.arange(1 << 20, dtype=np.int32) % 7)
+    mapped = np.load(tmp_path / "ids.npy", mmap_mode="c")
+    mapped[5] = 6  # the file holds 5
+    corpus_core.check_word_ids(mapped, 7)
+    assert mapped[5] == 6
+
+
 def test_fingerprint_ignores_name_and_input_dtypes():
     same = Corpus(np.array(OFFSETS, np.int32), np.array(WORD_IDS, np.int64), VOCAB, name="other")
     assert same.fingerprint() == tiny_corpus().fingerprint()

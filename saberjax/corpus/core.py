@@ -337,14 +337,16 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
 
 
 def release_mapped(array: np.ndarray) -> None:
-    """Drops the pages under a view of a memory-mapped file (np.memmap) from this process's
-    memory: they stay in the page cache, and a later read maps them again, so a pass over a
-    memory-mapped corpus leaves its resident memory as it was.  No effect on other arrays."""
+    """Drops the pages under a view of a file memory-mapped read-only (np.memmap, mode "r")
+    from this process's memory: they stay in the page cache, and a later read maps them again,
+    so a pass over a memory-mapped corpus leaves its resident memory as it was.  No effect on
+    other arrays (a copy-on-write map would lose its changes)."""
     mapped = array
     while isinstance(mapped, np.ndarray) and not (isinstance(mapped, np.memmap)
                                                   and isinstance(mapped.base, mmap.mmap)):
         mapped = mapped.base
-    if not isinstance(mapped, np.memmap) or not hasattr(mapped.base, "madvise"):
+    if (not isinstance(mapped, np.memmap) or mapped.mode != "r"
+            or not hasattr(mapped.base, "madvise")):
         return
     start = mapped.ctypes.data - mapped.offset % mmap.ALLOCATIONGRANULARITY  # the map's
     first = (array.ctypes.data - start) // mmap.PAGESIZE * mmap.PAGESIZE
