@@ -284,7 +284,7 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
     )
 
 
-def word_shares(corpus: Corpus, layout: Layout, num_parts: int,
+def word_shares(corpus: Corpus, layout: Layout | LayoutPlan, num_parts: int,
                 parts: Collection[int]) -> dict[int, Chunk]:
     """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
     all chunks of a layout with one chunk per part (partition by word, saberjax.execution).

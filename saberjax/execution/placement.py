@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, streaming, timing
+from saberjax import chunk_store, esca, layout_device, streaming, timing
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
@@ -30,7 +31,7 @@ from saberjax.execution.mesh import (AXIS, BY_DEVICE, by_device_array, model_row
                                      own_devices, to_host)
 from saberjax.execution.plan import Plan, plan
 from saberjax.execution.programs import Programs
-from saberjax.layout import Chunk, plan_layout, word_shares
+from saberjax.layout import Chunk, LayoutPlan, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
 from saberjax.state import ChunkState, Model, TrainState
@@ -255,7 +256,8 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     workers = max(1, min(os.cpu_count() or 1, room // (layout_plan.padded_tokens
                                                        * chunk_store.BUILD_BYTES_PER_TOKEN)))
     slots = chunk_store.StoredChunks(corpus, layout_plan, hyper, run_plan.store_directory,
-                                     NamedSharding(mesh, BY_DEVICE), run_plan.prefetch, workers)
+                                     NamedSharding(mesh, BY_DEVICE), run_plan.prefetch, workers,
+                                     run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
                      _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
@@ -268,23 +270,28 @@ def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
 
 
 def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
-    """The layout built (this process's chunks; layout_cache.cached_layout) and put on the
-    mesh, resident or in pinned host memory."""
+    """The layout built (this process's chunks) and put on the mesh, resident or in pinned
+    host memory: by the devices (_built_on_devices) where the plan says so, else by the host
+    (layout_cache.cached_layout) and copied to them."""
     mesh, streamed = run_plan.mesh, run_plan.streamed
     size = mesh.size
     own = own_devices(mesh)
-    layout = cached_layout(corpus, run_plan.chunk_tokens or -(-corpus.num_tokens // size), size,
-                           parts=own)
-    num_slots = len(layout.chunks) // size
-    chunking = _chunking(corpus, layout.chunk_docs)
+    chunk_tokens = run_plan.chunk_tokens or -(-corpus.num_tokens // size)
     sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
-    with timing.phase("transfer"):
-        slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
-                                       for device in own}, sharding)
-                      for slot in range(num_slots))
-        if streamed:
-            slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE),
-                                         run_plan.prefetch)
+    slots = None
+    if run_plan.layout_on_devices:
+        layout = plan_layout(corpus, chunk_tokens, size)
+        slots = _built_on_devices(corpus, layout, mesh, streamed)
+    if slots is None:
+        layout = cached_layout(corpus, chunk_tokens, size, parts=own)
+        num_slots = len(layout.chunks) // size
+        with timing.phase("transfer"):
+            slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
+                                           for device in own}, sharding)
+                          for slot in range(num_slots))
+    if streamed:
+        slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE), run_plan.prefetch)
+    chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition != "words":
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
     shares = word_shares(corpus, layout, size, own)
@@ -292,3 +299,38 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, layout.word_order)
+
+
+@timing.in_phase("layout")
+def _built_on_devices(corpus: Corpus, layout: LayoutPlan, mesh: Mesh,
+                      streamed: bool) -> tuple[Chunk, ...] | None:
+    """The slots of a layout plan, each device building its chunks from their word ids
+    (layout_device.slot_builder; the same arrays as the host's builder), then moved to
+    pinned host memory when `streamed`.  The host copies only the word ids and document
+    lengths (4 bytes a token) and holds no chunk.  Two slots are built at a time, so a
+    device holds at most two builds' inputs and temporaries beside the slots it keeps.
+    None, with a warning, when a device runs out of memory (the host builds them then)."""
+    size = mesh.size
+    num_slots = len(layout.chunk_docs) // size
+    sharding = NamedSharding(mesh, BY_DEVICE)
+    build = layout_device.slot_builder(sharding)
+    word_rank = jax.device_put(layout.word_rank, NamedSharding(mesh, P()))
+    slots: list[Chunk] = []
+    try:
+        for slot in range(num_slots):
+            inputs = by_device_array({device: layout_device.chunk_inputs(
+                corpus, *layout.chunk_docs[device * num_slots + slot], layout.padded_tokens,
+                layout.padded_docs) for device in own_devices(mesh)}, sharding)
+            chunk = build(inputs, word_rank)
+            if streamed:
+                chunk = jax.device_put(chunk, sharding.with_memory_kind("pinned_host"))
+            if slot >= 1:
+                jax.block_until_ready(slots[-1])
+            slots.append(chunk)
+        return tuple(jax.block_until_ready(slots))
+    except jax.errors.JaxRuntimeError as error:
+        if "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        warnings.warn(f"building the layout on the host: the devices ran out of memory "
+                      f"({str(error).splitlines()[0]})", stacklevel=3)
+        return None

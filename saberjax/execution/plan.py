@@ -50,6 +50,9 @@ class Plan:
     # host memory budget its builders share
     store_directory: str | os.PathLike | None = None
     host_budget: int = 0
+    # the devices build the chunks they hold from the corpus's word ids
+    # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
+    layout_on_devices: bool = False
 
     @property
     def stored(self) -> bool:
@@ -60,7 +63,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
-         chunk_store_dir=None, scoring: bool = False) -> Plan:
+         chunk_store_dir=None, scoring: bool = False,
+         layout_on_devices: bool | None = None) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -74,7 +78,10 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
     and each device holds only its words' rows of the model) or "auto".  scoring: held-out
-    documents are scored during the run (their memory counts on CPU devices).  Errors:
+    documents are scored during the run (their memory counts on CPU devices).
+    layout_on_devices: the devices build the chunks that live in their memory or in pinned
+    host memory (None: where they are accelerators; on CPU devices, which share the host's
+    cores, the host's builder is the faster one and its layouts are cached).  Errors:
     MemoryError when the model does not fit the devices or the host (memory.host_bytes,
     against the memory available), ValueError for a partition that cannot hold the settings.
     """
@@ -82,6 +89,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
                          f"got {partition!r}")
     mesh = make_mesh(num_devices)
+    if layout_on_devices is None:
+        layout_on_devices = mesh.devices.flat[0].platform != "cpu"
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
     fits = _ResidentFit(corpus, hyper, mesh.size, budget)
@@ -94,7 +103,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          "documents")
     if stream is False or partition == "words":
         fits.check(partition)
-        return Plan(mesh, partition, chunk_tokens, False, prefetch)
+        return Plan(mesh, partition, chunk_tokens, False, prefetch,
+                    layout_on_devices=layout_on_devices)
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(
@@ -106,9 +116,11 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     host_budget = memory.host_memory_budget(host_memory_gb)
     store_tokens = streamed and plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch)
     if not store_tokens:
-        return Plan(mesh, "documents", chunk_tokens, streamed, prefetch)
+        return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
+                    layout_on_devices=layout_on_devices)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
-                prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget)
+                prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
+                layout_on_devices)
 
 
 class _ResidentFit:
