@@ -12,20 +12,22 @@ never leaves the device.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from saberjax import timing
 from saberjax.background import in_background
 from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus, plain_text
-from saberjax.inference import (DocumentWords, ModelTopics, fold_in, load_in_model_vocabulary,
-                                load_in_vocabulary, model_text_rules, plan_batches, row_width)
+from saberjax.inference import (Batch, DocumentWords, ModelTopics, fold_in,
+                                load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
+                                plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -40,7 +42,6 @@ class HeldOutScore:
     documents: int
 
 
-@functools.partial(jax.jit, static_argnames="em_iterations")
 def _batch_loglik(topic_word, observed_words, observed_counts, heldout_words, heldout_counts,
                   row_start, row_end, alpha, em_iterations: int):
     """Sum of held-out log-likelihoods of one batch of rows (padding has count 0) under topics
@@ -62,48 +63,115 @@ def check_scorable(observed: Corpus, heldout: Corpus) -> None:
                          f"({heldout.num_docs} documents, none with 2 tokens or more)")
 
 
+def _scoring_mesh(sharding) -> Mesh:
+    """The devices that score: the mesh of a one-axis NamedSharding (the trainer's), else the
+    sharding's devices (None: the default device) as a mesh of their own."""
+    if isinstance(sharding, NamedSharding) and len(sharding.mesh.axis_names) == 1:
+        return sharding.mesh
+    devices = [jax.devices()[0]] if sharding is None else sorted(sharding.device_set,
+                                                                key=lambda device: device.id)
+    return Mesh(np.array(devices), ("batches",))
+
+
+class _Batches(NamedTuple):
+    """Every batch of a scorer's documents, stacked: [batches, rows, width] slots of both
+    halves and [batches, rows] of the rows' documents (inference.Batch); `count` real
+    batches, then empty ones up to a multiple of the scoring devices."""
+
+    observed_words: np.ndarray
+    observed_counts: np.ndarray
+    heldout_words: np.ndarray
+    heldout_counts: np.ndarray
+    row_start: np.ndarray
+    row_end: np.ndarray
+    count: int
+
+
+def _stacked_batches(observed: DocumentWords, heldout: DocumentWords, batch_slots: int,
+                     multiple: int) -> _Batches:
+    """The batches of plan_batches over both halves' slots, padded in one pass over all of
+    them (the batches laid end to end as the rows of one)."""
+    lengths = np.maximum(observed.lengths(), heldout.lengths())
+    batches = list(plan_batches(lengths, batch_slots, row_width(lengths)))
+    rows, width = batches[0].shape
+    count = -(-len(batches) // multiple) * multiple
+    whole = Batch(np.concatenate([batch.docs for batch in batches]),
+                  np.concatenate([batch.first_row + index * rows
+                                  for index, batch in enumerate(batches)]),
+                  None, None, (count * rows, width))
+    row_start = np.ones((count, rows), bool)  # empty batches: every row its own
+    row_end = np.tile(np.arange(rows, dtype=np.int32), (count, 1))
+    for index, batch in enumerate(batches):
+        row_start[index], row_end[index] = batch.row_start, batch.row_end
+    halves = [array.reshape(count, rows, width) for words in (observed, heldout)
+              for array in words.padded(whole)]
+    return _Batches(*halves, row_start, row_end, len(batches))
+
+
+def _scoring_program(mesh: Mesh, em_iterations: int):
+    """score(topic_word, alpha, *batches) -> the held-out log-likelihood of every batch
+    (float32 [batches], whole on every device): each device of the mesh scores its
+    consecutive share of the batches one after the other (_batch_loglik each), so that all
+    batches are one call, with no wait on the host between them."""
+    axis = mesh.axis_names[0]
+
+    def one_device(topic_word, alpha, *batches):
+        sums = jax.lax.map(lambda batch: _batch_loglik(topic_word, *batch, alpha,
+                                                       em_iterations), batches)
+        return jax.lax.all_gather(sums, axis, tiled=True)
+
+    spec = PartitionSpec(axis)
+    return jax.jit(jax.shard_map(one_device, mesh=mesh,
+                                 in_specs=(PartitionSpec(), PartitionSpec(), *[spec] * 6),
+                                 out_specs=PartitionSpec(), check_vma=False))
+
+
 class HeldoutScorer:
     """Document completion of fixed (observed, held-out) halves, for topics of one shape and
     layout scored any number of times.
 
-    The batches' rows are padded on the host and the program is compiled once, in a thread
-    started by the constructor: a trainer makes its scorer before it trains, and both are
-    ready by the first evaluation.  topic_word_sharding: where the topics scored will live
-    (a jax.sharding.Sharding; None: the default device).
+    A thread started by the constructor pads the batches' rows on the host, puts them on the
+    scoring devices (each its consecutive share of the batches) and compiles the program that
+    scores them all in one call (_scoring_program): a trainer makes its scorer before it
+    trains, and both are ready by the first evaluation.  topic_word_sharding: where the
+    topics scored will live (a jax.sharding.Sharding; None: the default device); the devices
+    of its mesh score.
     """
 
     def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
                  em_iterations: int = DEFAULT_EM_ITERATIONS, topic_word_sharding=None):
         check_scorable(observed, heldout)
         self.tokens, self.documents = heldout.num_tokens, heldout.num_docs
-        topic_word = jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32,
-                                          sharding=topic_word_sharding)
-        self._prepared = in_background(self._prepare, observed, heldout, topic_word,
-                                       em_iterations, name="saberjax-scorer")
+        mesh = _scoring_mesh(topic_word_sharding)
+        self._whole = NamedSharding(mesh, PartitionSpec())
+        self._prepared = in_background(self._prepare, observed, heldout, num_topics, num_words,
+                                       mesh, em_iterations, name="saberjax-scorer")
 
-    @staticmethod
-    def _prepare(observed: Corpus, heldout: Corpus, topic_word: jax.ShapeDtypeStruct,
-                 em_iterations: int):
-        """(the batches' padded arrays, the compiled program scoring one batch)."""
-        observed_words = DocumentWords.from_corpus(observed)
-        heldout_words = DocumentWords.from_corpus(heldout)
-        lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
-        batches = [(*observed_words.padded(batch), *heldout_words.padded(batch),
-                    batch.row_start, batch.row_end)
-                   for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topic_word.shape[0]),
-                                             row_width(lengths))]
-        alpha = jax.ShapeDtypeStruct((topic_word.shape[0],), jnp.float32)
-        program = _batch_loglik.lower(topic_word, *batches[0], alpha,
-                                      em_iterations=em_iterations).compile()
-        return batches, program
+    def _prepare(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
+                 mesh: Mesh, em_iterations: int):
+        """(the batches on the devices, how many are real, the compiled program)."""
+        batches = _stacked_batches(DocumentWords.from_corpus(observed),
+                                   DocumentWords.from_corpus(heldout),
+                                   max(1, BATCH_ELEMENTS // num_topics), mesh.size)
+        by_batch = NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))
+        placed = [jax.make_array_from_callback(array.shape, by_batch,
+                                               lambda index, array=array: array[index])
+                  for array in batches[:-1]]
+        program = _scoring_program(mesh, em_iterations).lower(
+            jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32, sharding=self._whole),
+            jax.ShapeDtypeStruct((num_topics,), jnp.float32, sharding=self._whole),
+            *placed).compile()
+        return placed, batches.count, program
 
     @timing.in_phase("evaluation")
     def score(self, topic_word: jax.Array, alpha) -> HeldOutScore:
         """The score of topics `topic_word` [K, V] (float32, rows sum to 1, laid out as the
         scorer was told) under the document-topic prior alpha ([K], or one number)."""
-        batches, program = self._prepared.result()
+        placed, count, program = self._prepared.result()
         alpha = np.broadcast_to(np.asarray(alpha, np.float32), (topic_word.shape[0],))
-        total = sum(float(program(topic_word, *batch, alpha)) for batch in batches)
+        sums = program(jax.device_put(topic_word, self._whole),
+                       jax.device_put(alpha, self._whole), *placed)
+        total = sum(float(value) for value in np.asarray(sums.addressable_data(0))[:count])
         per_token = total / max(self.tokens, 1)
         return HeldOutScore(per_token, math.exp(-per_token), self.tokens, self.documents)
 
