@@ -32,6 +32,8 @@ from saberjax.inference import (Batch, DocumentWords, ModelTopics, fold_in,
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
 BATCH_ELEMENTS = 1 << 24
+# Slots of the batches padded at once on the host (their temporaries: about 40 bytes a slot).
+PADDING_SLOTS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,23 +91,30 @@ class _Batches(NamedTuple):
 
 def _stacked_batches(observed: DocumentWords, heldout: DocumentWords, batch_slots: int,
                      multiple: int) -> _Batches:
-    """The batches of plan_batches over both halves' slots, padded in one pass over all of
-    them (the batches laid end to end as the rows of one)."""
+    """The batches of plan_batches over both halves' slots, padded a group of batches at a
+    time (laid end to end as the rows of one batch, about PADDING_SLOTS slots: one pass each,
+    temporaries of a group's size)."""
     lengths = np.maximum(observed.lengths(), heldout.lengths())
     batches = list(plan_batches(lengths, batch_slots, row_width(lengths)))
     rows, width = batches[0].shape
     count = -(-len(batches) // multiple) * multiple
-    whole = Batch(np.concatenate([batch.docs for batch in batches]),
-                  np.concatenate([batch.first_row + index * rows
-                                  for index, batch in enumerate(batches)]),
-                  None, None, (count * rows, width))
-    row_start = np.ones((count, rows), bool)  # empty batches: every row its own
+    stacked = [np.zeros((count, rows, width), dtype) for _ in (observed, heldout)
+               for dtype in (np.int32, np.float32)]  # empty batches: no slots
+    row_start = np.ones((count, rows), bool)  # and every row a document of its own
     row_end = np.tile(np.arange(rows, dtype=np.int32), (count, 1))
-    for index, batch in enumerate(batches):
-        row_start[index], row_end[index] = batch.row_start, batch.row_end
-    halves = [array.reshape(count, rows, width) for words in (observed, heldout)
-              for array in words.padded(whole)]
-    return _Batches(*halves, row_start, row_end, len(batches))
+    group = max(1, PADDING_SLOTS // (rows * width))
+    for first in range(0, len(batches), group):
+        part = batches[first:first + group]
+        whole = Batch(np.concatenate([batch.docs for batch in part]),
+                      np.concatenate([batch.first_row + index * rows
+                                      for index, batch in enumerate(part)]),
+                      None, None, (len(part) * rows, width))
+        padded = [array for words in (observed, heldout) for array in words.padded(whole)]
+        for target, array in zip(stacked, padded):
+            target[first:first + len(part)] = array.reshape(len(part), rows, width)
+        for index, batch in enumerate(part, first):
+            row_start[index], row_end[index] = batch.row_start, batch.row_end
+    return _Batches(*stacked, row_start, row_end, len(batches))
 
 
 def _scoring_program(mesh: Mesh, em_iterations: int):

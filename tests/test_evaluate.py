@@ -151,13 +151,14 @@ def test_text_sharing_no_word_with_the_model_gets_the_vocabulary_message(text_mo
 def test_the_devices_of_the_mesh_score_their_own_share_of_the_batches(monkeypatch):
     """A scorer for topics whole on every device of a mesh puts each device's consecutive
     share of the batches on it alone (padded with empty batches to an equal share) and scores
-    them all in one call: the score of one device."""
+    them all in one call: the score of one device, however many batches are padded at once."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=43, num_words=30, seed=8)
     observed, heldout = split_document_halves(corpus, seed=4)
     topic_word = np.random.default_rng(2).dirichlet(np.full(30, 0.5), size=5).astype(np.float32)
     monkeypatch.setattr(evaluate, "BATCH_ELEMENTS", 5 * 48)  # many batches, an odd number
     one = evaluate.heldout_loglik(topic_word, observed, heldout, 0.1, em_iterations=10)
+    monkeypatch.setattr(evaluate, "PADDING_SLOTS", 100)  # padded a few batches at a time
     mesh = make_mesh(2)
     scorer = evaluate.HeldoutScorer(observed, heldout, 5, 30, 10, NamedSharding(mesh, P()))
     placed, count, _ = scorer._prepared.result()
