@@ -275,3 +275,19 @@ def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(t
                                   from_disk.corpus_order_topics(state))
     with pytest.raises(checkpoint.CheckpointError, match="z alone .*host_memory_gb"):
         checkpoint.load_checkpoint(path, from_memory, corpus, config)
+
+
+def test_cpu_devices_stream_from_a_store_when_the_host_budget_cannot_hold_the_layout(tmp_path):
+    """On CPU devices the host holds a resident layout: a host budget too small for it sends
+    the chunks to a chunk store (no device budget needed), and the model is the resident one's;
+    devices that build their own layout hold it in their memory, so they stay resident."""
+    corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=31)
+    hyper = Hyperparams.create(10)
+    resident = place(corpus, hyper, 1)
+    small = dict(host_memory_gb=TINY_HOST_GB, chunk_store_dir=tmp_path / "store")
+    stored = place(corpus, hyper, 1, **small)
+    assert not resident.streamed and stored.stored and stored.num_slots > 1
+    np.testing.assert_array_equal(stored.word_topic(run(stored, 2)),
+                                  resident.word_topic(run(resident, 2)))
+    assert not place(corpus, hyper, 1, layout_on_devices=True, **small).streamed
+    assert not place(corpus, hyper, 1, stream=False, **small).streamed

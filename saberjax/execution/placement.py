@@ -24,6 +24,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax import chunk_store, esca, layout_device, streaming, timing
+from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
@@ -310,18 +311,22 @@ def _built_on_devices(corpus: Corpus, layout: LayoutPlan, mesh: Mesh,
     lengths (4 bytes a token) and holds no chunk.  Two slots are built at a time, so a
     device holds at most two builds' inputs and temporaries beside the slots it keeps.
     None, with a warning, when a device runs out of memory (the host builds them then)."""
-    size = mesh.size
-    num_slots = len(layout.chunk_docs) // size
+    num_slots = len(layout.chunk_docs) // mesh.size
     sharding = NamedSharding(mesh, BY_DEVICE)
     build = layout_device.slot_builder(sharding)
     word_rank = jax.device_put(layout.word_rank, NamedSharding(mesh, P()))
+    own = own_devices(mesh)
     slots: list[Chunk] = []
+
+    def inputs(slot: int, device: int) -> layout_device.ChunkInputs:
+        return layout_device.chunk_inputs(corpus, *layout.chunk_docs[device * num_slots + slot],
+                                          layout.padded_tokens, layout.padded_docs)
+
     try:
         for slot in range(num_slots):
-            inputs = by_device_array({device: layout_device.chunk_inputs(
-                corpus, *layout.chunk_docs[device * num_slots + slot], layout.padded_tokens,
-                layout.padded_docs) for device in own_devices(mesh)}, sharding)
-            chunk = build(inputs, word_rank)
+            # each device's word ids copied on a thread of its own (np.copyto releases the GIL)
+            chunk = build(by_device_array(dict(zip(own, on_threads(
+                functools.partial(inputs, slot), own, len(own)))), sharding), word_rank)
             if streamed:
                 chunk = jax.device_put(chunk, sharding.with_memory_kind("pinned_host"))
             if slot >= 1:

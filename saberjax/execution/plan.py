@@ -5,9 +5,10 @@ the mesh, the partition, the chunking and where the chunks live.
                chunks of chunk_tokens)
     streamed   a share does not fit its device's memory budget: the fewest chunks that fit
                stay in pinned host memory and flow through the devices every iteration
-    stored     the streamed chunks and their states do not fit the host memory budget
-               either: they stream from a chunk store on local disk, in chunks small enough
-               for both budgets
+    stored     the chunks and their states do not fit the host memory budget where the
+               host holds them (streamed from its memory, or laid out by the host: on CPU
+               devices, whose memory is the host's): they stream from a chunk store on
+               local disk, in chunks small enough for both budgets
 
 Partition by word (each device samples its words' tokens against every document's A, no B
 moves) is chosen on several devices when every share stays resident and the model outweighs
@@ -71,9 +72,11 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     of about that many tokens) when its share fits device_memory_gb (None: what the device
     has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
     fit, streamed from pinned host memory.  stream: True or False overrides that choice.
-    Streamed chunks whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of
-    the memory available) stream from a chunk store in chunk_store_dir (None:
-    chunk_store.default_directory()), in chunks small enough for both budgets.
+    Chunks the host holds (streamed from its memory, or a resident layout it builds: on CPU
+    devices) whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of the
+    memory available) stream from a chunk store in chunk_store_dir (None:
+    chunk_store.default_directory()), in chunks small enough for both budgets; stream=False
+    keeps them resident whatever the host budget.
     partition: "documents" (each device samples its documents' tokens against the whole
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
@@ -94,9 +97,17 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
     fits = _ResidentFit(corpus, hyper, mesh.size, budget)
-    _check_host_room(corpus, hyper, mesh, scoring, fits)
+    host_budget = memory.host_memory_budget(host_memory_gb)
+    # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
+    # chunks and states do not fit the host budget beside the model go to a chunk store
+    host_layout_stored = (not layout_on_devices and stream is not False
+                          and partition != "words"
+                          and _only_a_store_fits(corpus, hyper, host_budget))
+    _check_host_room(corpus, hyper, mesh, scoring, fits,
+                     0 if host_layout_stored else corpus.num_tokens)
     if partition == "auto":
-        partition = _auto_partition(corpus, hyper, mesh.size, fits, stream, chunk_tokens)
+        partition = "documents" if host_layout_stored else _auto_partition(
+            corpus, hyper, mesh.size, fits, stream, chunk_tokens)
     if partition == "words" and (stream or chunk_tokens is not None):
         raise ValueError("partition 'words' keeps each device's share resident in one "
                          "chunk: leave out chunk_tokens and streaming, or partition by "
@@ -113,8 +124,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
             hyper.num_topics, hyper.padded_topics, budget, fits.measured(), prefetch)
     streamed = planned is not None if stream is None else stream
     chunk_tokens = chunk_tokens or (planned if streamed else None)
-    host_budget = memory.host_memory_budget(host_memory_gb)
-    store_tokens = streamed and plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch)
+    store_tokens = (streamed or host_layout_stored) and plan_store_chunk_tokens(
+        corpus, hyper, host_budget, prefetch)
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
                     layout_on_devices=layout_on_devices)
@@ -157,15 +168,16 @@ class _ResidentFit:
 
 
 def _check_host_room(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, scoring: bool,
-                     fits: _ResidentFit) -> None:
-    """MemoryError naming the GB needed when the run's host memory (memory.host_bytes) does
-    not fit what the host has available: the cheap per-token bound first, else the measured
-    bytes per token."""
+                     fits: _ResidentFit, tokens: int) -> None:
+    """MemoryError naming the GB needed when the run's host memory (memory.host_bytes, with
+    `tokens` of the corpus in the host's memory on CPU devices: none when they go to a chunk
+    store) does not fit what the host has available: the cheap per-token bound first, else
+    the measured bytes per token."""
     on_cpu = mesh.devices.flat[0].platform == "cpu"
 
     def needed(per_token: float) -> int:
         return memory.host_bytes(corpus.num_words, hyper.padded_topics, mesh.size, on_cpu,
-                                 scoring, corpus.num_tokens, per_token)
+                                 scoring, tokens, per_token)
 
     if needed(memory.BYTES_PER_TOKEN_BOUND) <= memory.available_host_memory():
         return
@@ -192,6 +204,22 @@ def _coarse(tokens: int) -> int:
     return tokens >> drop << drop
 
 
+def _host_room(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> tuple[int, int, int]:
+    """(room, model, chunks): bytes a host memory budget leaves beside what the process holds
+    already (memory.anonymous_host_memory), and host bytes of the model and of the corpus's
+    chunks and states (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)."""
+    return (host_budget - memory.anonymous_host_memory(),
+            memory.host_model_bytes(corpus.num_words, hyper.padded_topics),
+            corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)
+
+
+def _only_a_store_fits(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> bool:
+    """Whether the model fits a host memory budget but the chunks and states beside it do not
+    (a chunk store holds them then)."""
+    room, model, chunks = _host_room(corpus, hyper, host_budget)
+    return model <= room < model + chunks
+
+
 def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
                             prefetch: int) -> int | None:
     """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
@@ -201,9 +229,8 @@ def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int
     where the room allows, else for one.  The chunks of a store are gone when the model is
     fetched, so either fits the room on its own.
     ValueError, naming host_memory_gb, when the room cannot hold the model or one chunk."""
-    room = host_budget - memory.anonymous_host_memory()
-    model = memory.host_model_bytes(corpus.num_words, hyper.padded_topics)
-    if corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN + model <= room:
+    room, model, chunks = _host_room(corpus, hyper, host_budget)
+    if model + chunks <= room:
         return None
     needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
     workers = min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
