@@ -6,7 +6,8 @@ With the topics B-hat fixed, theta_d is fitted to the observed half by the EM fo
 measurements in BASELINES.md), and the held-out half is scored by log sum_k theta_dk B-hat_vk
 per token.  Both halves of a document share its rows (inference.Batch: one row width and
 batch shape per run), so fitting and scoring every batch is one compiled function and theta
-never leaves the device.
+never leaves the device.  A sparse model (model.is_sparse) is scored the same way over each
+batch's words' B-hat rows (inference.BatchWordRows) instead of the whole topic_word.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from saberjax.background import in_background
 from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus, plain_text
-from saberjax.inference import (Batch, DocumentWords, ModelTopics, fold_in,
+from saberjax.inference import (Batch, BatchWordRows, DocumentWords, ModelTopics, fold_in,
                                 load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
                                 plan_batches, row_width)
 
@@ -139,16 +140,18 @@ class HeldoutScorer:
     """Document completion of fixed (observed, held-out) halves, for topics of one shape and
     layout scored any number of times.
 
-    A thread started by the constructor pads the batches' rows on the host, puts them on the
-    scoring devices (each its consecutive share of the batches) and compiles the program that
-    scores them all in one call (_scoring_program): a trainer makes its scorer before it
-    trains, and both are ready by the first evaluation.  topic_word_sharding: where the
-    topics scored will live (a jax.sharding.Sharding; None: the default device); the devices
-    of its mesh score.
+    A thread started by the constructor pads the batches' rows on the host and compiles the
+    program: a trainer makes its scorer before it trains, and both are ready by the first
+    evaluation.  topic_word_sharding: where the topics scored will live (a
+    jax.sharding.Sharding; None: the default device).  The batches go onto the devices of its
+    mesh, each device its consecutive share, and one call scores them all
+    (_scoring_program).  num_words None: the scorer of a sparse model (score_model), whose
+    program scores a batch a call over that batch's words' columns alone.
     """
 
-    def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
-                 em_iterations: int = DEFAULT_EM_ITERATIONS, topic_word_sharding=None):
+    def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int,
+                 num_words: int | None, em_iterations: int = DEFAULT_EM_ITERATIONS,
+                 topic_word_sharding=None):
         check_scorable(observed, heldout)
         self.tokens, self.documents = heldout.num_tokens, heldout.num_docs
         mesh = _scoring_mesh(topic_word_sharding)
@@ -156,20 +159,30 @@ class HeldoutScorer:
         self._prepared = in_background(self._prepare, observed, heldout, num_topics, num_words,
                                        mesh, em_iterations, name="saberjax-scorer")
 
-    def _prepare(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
-                 mesh: Mesh, em_iterations: int):
-        """(the batches on the devices, how many are real, the compiled program)."""
+    def _prepare(self, observed: Corpus, heldout: Corpus, num_topics: int,
+                 num_words: int | None, mesh: Mesh, em_iterations: int):
+        """(the batches: on the devices, or on the host for a sparse model; how many are
+        real; the compiled program)."""
         batches = _stacked_batches(DocumentWords.from_corpus(observed),
                                    DocumentWords.from_corpus(heldout),
-                                   max(1, BATCH_ELEMENTS // num_topics), mesh.size)
+                                   max(1, BATCH_ELEMENTS // num_topics),
+                                   1 if num_words is None else mesh.size)
+        alpha = jax.ShapeDtypeStruct((num_topics,), jnp.float32, sharding=self._whole)
+        if num_words is None:  # a batch's observed and held-out slots are its columns
+            topic_word = jax.ShapeDtypeStruct((num_topics, 2 * batches.observed_words[0].size),
+                                              jnp.float32, sharding=self._whole)
+            program = jax.jit(_batch_loglik, static_argnames="em_iterations").lower(
+                topic_word, *(array[0] for array in batches[:-1]), alpha,
+                em_iterations=em_iterations).compile()
+            return batches[:-1], batches.count, program
         by_batch = NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))
         placed = [jax.make_array_from_callback(array.shape, by_batch,
                                                lambda index, array=array: array[index])
                   for array in batches[:-1]]
-        program = _scoring_program(mesh, em_iterations).lower(
-            jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32, sharding=self._whole),
-            jax.ShapeDtypeStruct((num_topics,), jnp.float32, sharding=self._whole),
-            *placed).compile()
+        topic_word = jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32,
+                                          sharding=self._whole)
+        program = _scoring_program(mesh, em_iterations).lower(topic_word, alpha,
+                                                              *placed).compile()
         return placed, batches.count, program
 
     @timing.in_phase("evaluation")
@@ -180,7 +193,29 @@ class HeldoutScorer:
         alpha = np.broadcast_to(np.asarray(alpha, np.float32), (topic_word.shape[0],))
         sums = program(jax.device_put(topic_word, self._whole),
                        jax.device_put(alpha, self._whole), *placed)
-        total = sum(float(value) for value in np.asarray(sums.addressable_data(0))[:count])
+        return self._score(sum(float(value)
+                               for value in np.asarray(sums.addressable_data(0))[:count]))
+
+    @timing.in_phase("evaluation")
+    def score_model(self, model: ModelTopics) -> HeldOutScore:
+        """The score of a sparse model's topics under its prior (a scorer made with num_words
+        None): each batch over the B-hat rows of its words (BatchWordRows), transposed to the
+        columns the program reads; the values, and so the score, are score(topic_word)'s."""
+        batches, count, program = self._prepared.result()
+        device = jax.devices()[0]
+        alpha = np.asarray(model.alpha, np.float32)
+        floor = jax.device_put(model.topic_word_floor, device)
+        total = 0.0
+        for observed_words, observed_counts, heldout_words, heldout_counts, *rows in zip(
+                *(array[:count] for array in batches)):
+            gathered = BatchWordRows.of(model, 2 * observed_words.size, observed_words,
+                                        heldout_words)
+            observed_local, heldout_local = gathered.words
+            total += float(program(gathered.table(floor, device).T, observed_local,
+                                   observed_counts, heldout_local, heldout_counts, *rows, alpha))
+        return self._score(total)
+
+    def _score(self, total: float) -> HeldOutScore:
         per_token = total / max(self.tokens, 1)
         return HeldOutScore(per_token, math.exp(-per_token), self.tokens, self.documents)
 
@@ -192,6 +227,17 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     topic_word = jnp.asarray(topic_word, jnp.float32)
     return HeldoutScorer(observed, heldout, *topic_word.shape, em_iterations,
                          topic_word.sharding).score(topic_word, alpha)
+
+
+def model_heldout_loglik(model: ModelTopics, observed: Corpus, heldout: Corpus,
+                        em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
+    """Document-completion score of a model's topics under its prior: heldout_loglik of its
+    topic_word, or for a sparse model the same score from each batch's words' rows
+    (HeldoutScorer.score_model), never K x V."""
+    if not model.is_sparse:
+        return heldout_loglik(model.topic_word, observed, heldout, model.alpha, em_iterations)
+    return HeldoutScorer(observed, heldout, model.num_topics, None,
+                         em_iterations).score_model(model)
 
 
 def test_documents(model: ModelTopics, path=None, format: str = "auto", load=load_corpus,

@@ -209,20 +209,53 @@ class Placement:
                            self.replicated(self._row_of_word()), self.hyper.num_topics,
                            self.hyper.beta, self.num_words, self.sharding(P()))
 
+    def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
+        """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
+        the host, by layout chunk index: the part of the state that depends on no mesh (A is
+        a function of them).  By word, every process takes part (each device's topics come
+        from every device's share)."""
+        if self.word_shares is None:
+            chunks, states = self.host_chunks(), self.chunk_states(state)
+            return {index: esca.chunk_corpus_topics(chunks[index], states[index])
+                    for index in chunks}
+        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.word_shares,
+                                                               state.chunks),))
+        return {index: topics[:self.chunking[index][1]] for index, topics in doc_major.items()}
+
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
-        chunks, states = self.host_chunks(), self.chunk_states(state)
-        if self.word_shares is None:
-            return esca.corpus_order_topics([chunks[i] for i in sorted(chunks)],
-                                            [states[i] for i in sorted(chunks)])
-        shares = self._by_chunk((self.word_shares,))
-        padded_tokens = chunks[0].padded_tokens
-        doc_major = np.zeros(self.num_chunks * padded_tokens + 1, np.int32)
-        for device, share in shares.items():  # padding tokens land in the spare last slot
-            positions = np.minimum(share.doc_major_pos, len(doc_major) - 1)
-            doc_major[positions] = states[device].topics
-        return np.concatenate([doc_major[index * padded_tokens:][:tokens]
-                               for index, (_, tokens) in enumerate(self.chunking)])
+        topics = self.chunk_topics(state)
+        return np.concatenate([topics[index] for index in sorted(topics)])
+
+    def place_topics(self, corpus_topics) -> tuple:
+        """Slot states (as place_chunk_states places them) of the topics in corpus order that
+        corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
+        chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
+        device) where the state holds A.  By word, a device's z is its share's tokens from
+        every chunk."""
+        chunks = self.host_chunks()
+        rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
+        states = {}
+        for index, chunk in chunks.items():
+            doc_major = self._doc_major(corpus_topics, index, chunk.padded_tokens)
+            topics = doc_major[np.asarray(chunk.doc_major_pos)]
+            states[index] = (ChunkState(topics, None, None) if self.stored else
+                             jax.tree.map(np.asarray, rebuild(chunk, topics, hyper=self.hyper)))
+        if self.word_shares is not None:
+            padded_tokens = chunks[min(chunks)].padded_tokens
+            every = np.concatenate([self._doc_major(corpus_topics, index, padded_tokens)
+                                    for index in range(self.num_chunks)] + [[0]])
+            for device, share in self._by_chunk((self.word_shares,)).items():
+                positions = np.minimum(share.doc_major_pos, len(every) - 1)  # padding: spare 0
+                states[device] = states[device]._replace(topics=every[positions])
+        return self.place_chunk_states(states)
+
+    def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
+        """Chunk `index`'s doc-major topics (corpus_topics: as place_topics), 0 in padding."""
+        first, tokens = self.chunking[index]
+        doc_major = np.zeros(padded_tokens, self.hyper.topic_dtype)
+        doc_major[:tokens] = corpus_topics(first, tokens)
+        return doc_major
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its

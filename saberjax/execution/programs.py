@@ -36,7 +36,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior
+from saberjax import esca, prior, segmented_count
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, WORD_MODEL_SPEC, local,
@@ -146,13 +146,32 @@ class Programs:
         from the topics every device drew for the chunk's tokens, its words' B counted, and
         the model of its rows and prior alpha (totals summed over the mesh; B-hat is never
         gathered)."""
-        if self.num_devices > 1:  # the segments of the other devices' chunks go to them
-            parts = doc_major.reshape(self.num_devices, -1)
-            doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
-                axis=0, dtype=doc_major.dtype)
-        state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
+        state = esca.chunk_state_from_topics(local(slots[0]), topics,
+                                             self._own_chunk_topics(doc_major), self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         return (stacked(state),), self._model_of_own_rows(counts, alpha)
+
+    def _own_chunk_topics(self, doc_major):
+        """Partition by word: the doc-major topics of this device's chunk, from the topics
+        every device drew for it (doc_major: this device's share's topics at their places in
+        the doc-major space of every chunk, 0 elsewhere)."""
+        if self.num_devices == 1:
+            return doc_major
+        parts = doc_major.reshape(self.num_devices, -1)  # the other devices' segments go to them
+        return lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(axis=0, dtype=doc_major.dtype)
+
+    @functools.cached_property
+    def chunk_topics(self):
+        """Partition by word: (slots, word shares, states) -> the doc-major topics of each
+        device's chunk [N, T_pad], from every device's share (what a checkpoint keeps)."""
+        def body(slots, shares, slot_states):
+            share = local(shares)
+            doc_major = segmented_count.shuffle_to_doc_major(
+                local(slot_states[0]).topics, share.doc_major_pos,
+                self.num_devices * slots[0].word.shape[1])
+            return self._own_chunk_topics(doc_major)[None]
+
+        return jax.jit(self._shard_map(body, (BY_DEVICE,) * 3, BY_DEVICE))
 
     # -- resident slots: a whole iteration in one program --
 
