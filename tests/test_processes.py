@@ -28,6 +28,7 @@ from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
 placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
+print("partition", placed.partition, dict(placed.mesh.shape), flush=True)
 state = placed.init(5)
 step = placed.compile(state)
 for _ in range(3):
@@ -53,8 +54,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish"):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "",
+def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish",
+                    devices: int = 1):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"}
     address = f"localhost:{free_port()}"
     return [subprocess.Popen([sys.executable, "-c", WORKER, address, str(count), str(index),
@@ -81,6 +84,18 @@ def test_two_processes_train_the_one_process_model(tmp_path, chunk_tokens):
         assert worker.returncode == 0, err[-3000:]
         assert "devices 2 local 1" in out
     assert "chunks [0" in outputs[0][0] and "chunks [" in outputs[1][0]
+    np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
+
+
+def test_two_processes_of_two_devices_train_the_one_device_model_on_the_two_axis_mesh(
+        tmp_path):
+    workers = start_processes(2, tmp_path / "b.npy", end="stop", devices=2)
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    for worker, (out, err) in zip(workers, outputs):
+        assert worker.returncode == 0, err[-3000:]
+        assert "devices 4 local 2" in out
+        assert "partition hybrid {'hosts': 2, 'gpus': 2}" in out  # chosen by auto
+    assert "chunks [0, 1]" in outputs[0][0] and "chunks [2, 3]" in outputs[1][0]
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
 
 
