@@ -1,0 +1,172 @@
+"""The sparse word-topic model on the device: B as sorted (topic, count) rows per word, and what
+the sparse E-step (saberjax.sparse_sampler) draws from, plain JAX.
+
+With the token left out, the sampler's p(k) splits along B's sparsity::
+
+    p(k)  proportional to  A_dk B-hat_vk  +  alpha_k B_vk / D_k  +  alpha_k beta / D_k
+                           term 1            term 2                 term 3
+
+(D_k = n_k + V beta, B-hat_vk = (B_vk + beta) / D_k).  Term 1 has one entry per nonzero of
+the document's row A_d, each looking B_vk up in the word's row; term 2 one entry per nonzero
+of the word's row B_v, drawn by a search of the row's prefix sums (`row_prefix`); term 3 is
+the same for every word: one W-ary tree over K for the whole model (saberjax.tree).  No array
+of the model has V x K cells: the rows hold at most as many nonzeros as the device has
+tokens, so the model's size follows the corpus, not K.
+
+The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
+pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
+float32 run as a segmented scan in a fixed order, so the model is the same floats whatever
+the chunking or the device count.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from saberjax.layout import Chunk
+from saberjax.mstep import bhat_denominator
+from saberjax.tree import build_tree, tree_totals, weighted_leaves
+
+
+class SparseRows(NamedTuple):
+    """B's rows as compressed sparse rows of fixed capacity (one device's words).
+
+    Row r's nonzeros are at row_start[r] .. row_start[r + 1] - 1, topics increasing, counts
+    positive; entries from row_start[-1] on are empty (topic = padded K, count 0)."""
+
+    row_start: jax.Array  # int32 [rows + 1]
+    topics: jax.Array  # int32 [capacity]
+    counts: jax.Array  # int32 [capacity]
+
+    @property
+    def num_rows(self) -> int:
+        return self.row_start.shape[0] - 1
+
+
+class SparseModel(NamedTuple):
+    """The sparse model: B's rows, the topic totals and prior, term 2's per-row prefix sums and
+    term 3's global tree (the module docstring)."""
+
+    word_topic: SparseRows  # B
+    topic_totals: jax.Array  # int32 [K_pad] column sums of B
+    alpha: jax.Array  # float32 [K_pad] the document-topic prior; 0 in padding columns
+    bhat_denominator: jax.Array  # float32 [K_pad] D_k = n_k + V beta
+    beta: jax.Array  # float32 scalar, the topic-word prior
+    row_prefix: jax.Array  # float32 [capacity] inclusive prefix sums of alpha_k B_vk / D_k
+    # within each row (0 past the rows)
+    row_mass: jax.Array  # float32 [rows] each row's total of term 2
+    prior_leaves: jax.Array  # float32 [1, K_pad] beta / D_k, 0 in padding columns
+    prior_tree: tuple[jax.Array, ...]  # float32 [1, width] levels over alpha_k beta / D_k
+    prior_total: jax.Array  # float32 [1] the tree's total mass
+
+
+def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: int) -> SparseRows:
+    """B's sparse rows of a chunk's real tokens (chunk.word: rows < num_rows) with their
+    word-major topics: (row, topic) pairs sorted and counted in runs.  Capacity: the chunk's
+    padded tokens (a row has no more nonzeros than tokens)."""
+    size = chunk.padded_tokens
+    real = jnp.arange(size) < chunk.num_tokens
+    rows, topics = jax.lax.sort((jnp.where(real, chunk.word, num_rows).astype(jnp.int32),
+                                 topics.astype(jnp.int32)), num_keys=2)
+    counted = rows < num_rows  # padding sorts last
+    new_pair = counted & ((jnp.arange(size) == 0) | (rows != jnp.roll(rows, 1))
+                          | (topics != jnp.roll(topics, 1)))
+    slot = jnp.cumsum(new_pair, dtype=jnp.int32) - 1
+    first_of_pair = jnp.where(new_pair, slot, size)
+    pair_topics = jnp.full(size, padded_topics, jnp.int32).at[first_of_pair].set(
+        topics, mode="drop")
+    pair_rows = jnp.full(size, num_rows, jnp.int32).at[first_of_pair].set(rows, mode="drop")
+    counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
+    row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
+                                 side="left").astype(jnp.int32)
+    return SparseRows(row_start, pair_topics, counts)
+
+
+def nonzero_rows(rows: SparseRows) -> jax.Array:
+    """The row of every entry of B's sparse rows (int32 [capacity]; num_rows past the rows)."""
+    positions = jnp.arange(rows.topics.shape[0], dtype=jnp.int32)
+    return (jnp.searchsorted(rows.row_start, positions, side="right") - 1).astype(jnp.int32)
+
+
+def topic_totals(rows: SparseRows, padded_topics: int) -> jax.Array:
+    """Each topic's total count over the rows (int32 [K_pad])."""
+    return jnp.zeros(padded_topics, jnp.int32).at[rows.topics].add(rows.counts, mode="drop")
+
+
+def segmented_prefix_sum(values: jax.Array, segment: jax.Array) -> jax.Array:
+    """Inclusive prefix sums of values restarting where `segment` changes (a scan of fixed
+    order: the same floats on any device)."""
+    starts = jnp.concatenate([jnp.ones(1, bool), segment[1:] != segment[:-1]])
+
+    def combine(left, right):
+        left_sum, left_start = left
+        right_sum, right_start = right
+        return jnp.where(right_start, right_sum, left_sum + right_sum), left_start | right_start
+
+    return jax.lax.associative_scan(combine, (values, starts))[0]
+
+
+def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
+                      beta: float, num_words: int) -> SparseModel:
+    """The sparse model of B's rows given the topic totals of all of B (summed over devices),
+    the prior alpha [K_pad] and the vocabulary's V."""
+    padded_topics = totals.shape[0]
+    denominator = bhat_denominator(totals, num_words, beta)
+    filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
+    topic = jnp.where(filled, rows.topics, 0)
+    weight = jnp.where(filled, alpha[topic] * rows.counts.astype(jnp.float32)
+                       / denominator[topic], 0.0)
+    row_prefix = segmented_prefix_sum(weight, nonzero_rows(rows))
+    ends = rows.row_start[1:]
+    row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
+    real_topic = jnp.arange(padded_topics) < num_topics
+    prior_leaves = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)[None, :]
+    prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
+    return SparseModel(rows, totals, alpha, denominator, jnp.float32(beta), row_prefix,
+                       row_mass, prior_leaves, prior_tree,
+                       tree_totals(prior_tree, prior_leaves, alpha))
+
+
+def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array) -> tuple[jax.Array,
+                                                                           jax.Array]:
+    """(position of `topic` in `row` of B, B_row,topic: 0 where absent), elementwise over
+    arrays of equal shape: a binary search of the row's ascending topics."""
+    low, high = rows.row_start[row], rows.row_start[row + 1]
+    position = lower_bound(rows.topics, low, high, topic)
+    clamped = jnp.minimum(position, rows.topics.shape[0] - 1)
+    found = (position < high) & (rows.topics[clamped] == topic)
+    return position, jnp.where(found, rows.counts[clamped], 0)
+
+
+def lower_bound(values: jax.Array, low: jax.Array, high: jax.Array, target) -> jax.Array:
+    """The first position p in low .. high with values[p] >= target (high where none): a
+    fixed number of halvings, elementwise."""
+    steps = max(int(values.shape[0]).bit_length(), 1)
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = (low + high) // 2
+        below = values[jnp.minimum(middle, values.shape[0] - 1)] < target
+        go_right = (low < high) & below
+        return jnp.where(go_right, middle + 1, low), jnp.where((low < high) & ~below, middle,
+                                                               high)
+
+    return jax.lax.fori_loop(0, steps, halve, (low, high))[0]
+
+
+def upper_bound(values: jax.Array, low: jax.Array, high: jax.Array, target) -> jax.Array:
+    """The first position p in low .. high with values[p] > target (high where none)."""
+    steps = max(int(values.shape[0]).bit_length(), 1)
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = (low + high) // 2
+        not_above = values[jnp.minimum(middle, values.shape[0] - 1)] <= target
+        go_right = (low < high) & not_above
+        return jnp.where(go_right, middle + 1, low), jnp.where((low < high) & ~not_above,
+                                                               middle, high)
+
+    return jax.lax.fori_loop(0, steps, halve, (low, high))[0]
