@@ -4,7 +4,7 @@
                     row i, its own chunk of the slot
     the model       B sharded by word rows; B-hat, the trees and alpha whole on every device
                     (MODEL_SPEC), or, partitioned by word, every row-wise array with its
-                    device's words (WORD_MODEL_SPEC)
+                    device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC)
 
 Helpers here move pytrees between host and mesh: by-device arrays built from each process's
 own parts (by_device_array), a global array fetched whole (to_host), and a device's part of
@@ -21,6 +21,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax.background import in_background
+from saberjax.sparse_rows import SparseModel, SparseRows
 from saberjax.state import Model
 
 AXIS = "data"
@@ -31,6 +32,12 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
+# The sparse model (partitioned by word): each device's rows of B and their prefix sums; the
+# totals, prior and the global tree of term 3 whole on every device.
+SPARSE_MODEL_SPEC = SparseModel(
+    word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
+    bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
+    prior_tree=P(), prior_total=P())
 
 
 def start_devices() -> concurrent.futures.Future:

@@ -11,8 +11,13 @@ the mesh, the partition, the chunking and where the chunks live.
 
 Partition by word (each device samples its words' tokens against every document's A, no B
 moves) is chosen on several devices when every share stays resident and the model outweighs
-the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  Errors name the settings
-(num_topics, device_memory_gb, host_memory_gb, partition, chunk_tokens).
+the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.
+
+The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
+runs partitioned by word with every share resident.  "auto" takes dense wherever the dense
+model fits the device budget (its kernels are the tuned ones) and sparse where it cannot.
+Errors name the settings (num_topics, device_memory_gb, host_memory_gb, partition,
+chunk_tokens, model_format).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import jax
 from jax.sharding import Mesh
 
 from saberjax import chunk_store
-from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams
+from saberjax.config import DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import make_mesh, model_rows
@@ -50,6 +55,7 @@ class Plan:
     # host memory budget its builders share
     store_directory: str | os.PathLike | None = None
     host_budget: int = 0
+    model_format: str = "dense"  # "dense" or "sparse"
 
     @property
     def stored(self) -> bool:
@@ -60,7 +66,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
-         chunk_store_dir=None, scoring: bool = False) -> Plan:
+         chunk_store_dir=None, scoring: bool = False, model_format: str | None = None) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -74,7 +80,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
     and each device holds only its words' rows of the model) or "auto".  scoring: held-out
-    documents are scored during the run (their memory counts on CPU devices).  Errors:
+    documents are scored during the run (their memory counts on CPU devices).  model_format:
+    "dense", "sparse" or "auto" (None: hyper's).  Errors:
     MemoryError when the model does not fit the devices or the host (memory.host_bytes,
     against the memory available), ValueError for a partition that cannot hold the settings.
     """
@@ -84,6 +91,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     mesh = make_mesh(num_devices)
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
+    model_format = _model_format(model_format or hyper.model_format, corpus, hyper, mesh.size,
+                                 budget)
+    hyper = dataclasses.replace(hyper, model_format=model_format)
+    if hyper.sparse:
+        if partition == "documents" or stream or chunk_tokens is not None:
+            raise ValueError("model_format 'sparse' runs partitioned by words with each "
+                             "device's share resident in one chunk: leave out partition, "
+                             "chunk_tokens and streaming, or use model_format 'dense'")
+        partition = "words"
     fits = _ResidentFit(corpus, hyper, mesh.size, budget)
     _check_host_room(corpus, hyper, mesh, scoring, fits)
     if partition == "auto":
@@ -94,7 +110,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          "documents")
     if stream is False or partition == "words":
         fits.check(partition)
-        return Plan(mesh, partition, chunk_tokens, False, prefetch)
+        return Plan(mesh, partition, chunk_tokens, False, prefetch, model_format=model_format)
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(
@@ -111,6 +127,21 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                 prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget)
 
 
+def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
+                  budget: int | None) -> str:
+    """The model's format for the setting `requested`: "auto" is sparse where the dense
+    model of a device's rows (partitioned by word, its smallest) exceeds the device budget,
+    else dense."""
+    if requested not in MODEL_FORMATS + ("auto",):
+        raise ValueError(f"model_format must be 'auto', {' or '.join(map(repr, MODEL_FORMATS))}"
+                         f", got {requested!r}")
+    if requested != "auto":
+        return requested
+    rows = model_rows(corpus.num_words, num_devices, "words")
+    dense_fits = budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget
+    return "dense" if dense_fits else "sparse"
+
+
 class _ResidentFit:
     """Whether a resident placement fits a device budget (None: no limit): the cheap bound
     first, else the measured bytes per token (probe chunks compiled only then, once)."""
@@ -119,7 +150,10 @@ class _ResidentFit:
                  budget: int | None):
         self.corpus, self.hyper, self.num_devices, self.budget = (corpus, hyper, num_devices,
                                                                   budget)
-        self.measured = functools.cache(lambda: memory.device_bytes_per_token(corpus, hyper))
+        # the probes compile the dense step: the sparse model takes the bound
+        self.measured = functools.cache(
+            lambda: memory.BYTES_PER_TOKEN_BOUND if hyper.sparse
+            else memory.device_bytes_per_token(corpus, hyper))
 
     def needed(self, partition: str, per_token: float) -> int:
         return memory.resident_bytes(self.corpus, self.hyper, self.num_devices, partition,
@@ -135,7 +169,9 @@ class _ResidentFit:
         if self(partition):
             return
         rows = model_rows(self.corpus.num_words, self.num_devices, partition)
-        model = memory.model_bytes(rows, self.hyper.padded_topics)
+        share = -(-self.corpus.num_tokens // self.num_devices)
+        model = (memory.sparse_model_bytes(share, rows, self.hyper.padded_topics)
+                 if self.hyper.sparse else memory.model_bytes(rows, self.hyper.padded_topics))
         raise MemoryError(
             f"resident by {partition}, num_topics={self.hyper.num_topics} over "
             f"{self.num_devices} device(s) needs "
@@ -153,7 +189,7 @@ def _check_host_room(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, scoring: bo
 
     def needed(per_token: float) -> int:
         return memory.host_bytes(corpus.num_words, hyper.padded_topics, mesh.size, on_cpu,
-                                 scoring, corpus.num_tokens, per_token)
+                                 scoring, corpus.num_tokens, per_token, hyper.sparse)
 
     if needed(memory.BYTES_PER_TOKEN_BOUND) <= memory.available_host_memory():
         return

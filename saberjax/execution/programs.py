@@ -16,7 +16,9 @@ esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
-holding their documents (all_to_all), and each device keeps its words' rows of B-hat.
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
+sparse model (hyper.sparse) runs partitioned by word: each device counts its share's sparse
+rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
 
 The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
 program sums them over the mesh and runs the fixed point of esca.update_alpha.
@@ -36,11 +38,11 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior
+from saberjax import esca, prior, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, WORD_MODEL_SPEC, local,
-                                     model_rows, stacked)
+from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, SPARSE_MODEL_SPEC,
+                                     WORD_MODEL_SPEC, local, model_rows, stacked)
 from saberjax.state import ChunkState, Model
 
 
@@ -61,6 +63,8 @@ class Programs:
 
     @property
     def model_spec(self) -> Model:
+        if self.hyper.sparse:
+            return SPARSE_MODEL_SPEC
         return WORD_MODEL_SPEC if self.by_word else MODEL_SPEC
 
     @property
@@ -85,7 +89,10 @@ class Programs:
 
     def _summed_totals(self, rows):
         """The topic totals of every device's rows of B, summed over the mesh."""
-        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+        if self.hyper.sparse:
+            totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
+        else:
+            totals = backend_ops(self.hyper.backend).topic_totals(rows)
         return lax.psum(totals, AXIS) if self.num_devices > 1 else totals
 
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
@@ -151,7 +158,11 @@ class Programs:
             doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
                 axis=0, dtype=doc_major.dtype)
         state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
-        counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+        if self.hyper.sparse:  # the share's rows of B, counted whole
+            counts = sparse_rows.count_rows(share, topics, self.model_rows,
+                                            self.hyper.padded_topics)
+        else:
+            counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         return (stacked(state),), self._model_of_own_rows(counts, alpha)
 
     # -- resident slots: a whole iteration in one program --

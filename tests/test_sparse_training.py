@@ -1,0 +1,116 @@
+"""Training with the sparse word-topic model (model_format "sparse"): its B is a recount of
+its topics, one seed gives the bit-identical model on any number of devices, it learns as
+the dense model does, and the plan picks and sizes it."""
+
+import jax
+import numpy as np
+import pytest
+from helpers import needs_local_devices, random_corpus
+
+from saberjax import sparse_word_topic
+from saberjax.config import Hyperparams
+from saberjax.execution import memory
+from saberjax.execution.mesh import SPARSE_MODEL_SPEC
+from saberjax.execution.placement import place
+from saberjax.execution.plan import plan
+
+
+def run(corpus, hyper, iterations, seed, **settings):
+    placed = place(corpus, hyper, **settings)
+    state = placed.init(seed)
+    step = placed.compile(state)
+    for _ in range(iterations):
+        state = step(state)
+    return placed, state
+
+
+def recount(corpus, topics, num_topics):
+    counts = np.zeros((corpus.num_words, num_topics), np.int32)
+    np.add.at(counts, (np.asarray(corpus.word_ids), topics), 1)
+    return counts
+
+
+def test_sparse_training_is_bit_identical_on_one_and_two_devices():
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
+    hyper = Hyperparams.create(40, model_format="sparse")
+    results = []
+    for num_devices in (1, 2):
+        placed, state = run(corpus, hyper, 3, 5, num_devices=num_devices)
+        assert placed.partition == "words" and placed.hyper.sparse
+        if num_devices > 1:  # each device holds its words' rows
+            assert (state.model.word_topic.topics.sharding.spec
+                    == SPARSE_MODEL_SPEC.word_topic.topics)
+        topics = placed.corpus_order_topics(state)
+        word_topic = placed.sparse_word_topic(state)
+        np.testing.assert_array_equal(sparse_word_topic.to_dense(word_topic),
+                                      recount(corpus, topics, 40))
+        np.testing.assert_array_equal(np.asarray(state.model.topic_totals)[:40],
+                                      np.bincount(topics, minlength=40))
+        np.testing.assert_array_equal(placed.word_topic(state)[:, :40],
+                                      recount(corpus, topics, 40))
+        results.append((topics, word_topic))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    for left, right in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(left, right)
+
+
+def test_sparse_model_learns_as_the_dense_model_does():
+    """Same seed and corpus: the two formats draw from one distribution (B-hat rounded to
+    bfloat16 in the dense one), so their models' fit of the training tokens agree."""
+    corpus = random_corpus(num_docs=120, num_words=60, mean_length=40, seed=11)
+    scores = {}
+    for model_format in ("dense", "sparse"):
+        hyper = Hyperparams.create(12, model_format=model_format)
+        placed, state = run(corpus, hyper, 30, 2, num_devices=1, partition="words")
+        topic_word = np.asarray(placed.topic_word(state))  # B-hat [K, V]
+        topics = placed.corpus_order_topics(state)
+        theta = np.zeros((corpus.num_docs, 12))
+        doc_of_token = np.repeat(np.arange(corpus.num_docs), np.diff(corpus.doc_offsets))
+        np.add.at(theta, (doc_of_token, topics), 1)
+        theta = (theta + hyper.alpha) / (theta + hyper.alpha).sum(axis=1, keepdims=True)
+        likelihood = (theta[doc_of_token] * topic_word[:, corpus.word_ids].T).sum(axis=1)
+        scores[model_format] = np.log(likelihood).mean()
+    assert abs(scores["sparse"] - scores["dense"]) < 0.02, scores
+
+
+def test_placement_round_trips_the_sparse_model_through_the_host():
+    """A checkpoint's B, put back on the devices, gives the model the iteration made."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=60, num_words=41, mean_length=20, seed=4)
+    hyper = Hyperparams.create(33, model_format="sparse")
+    placed, state = run(corpus, hyper, 2, 9, num_devices=2)
+    rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
+                                           np.asarray(state.model.alpha))
+    for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
+        np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
+    dense = placed.model_from_word_topic(placed.word_topic(state), np.asarray(state.model.alpha))
+    np.testing.assert_array_equal(np.asarray(dense.row_prefix), np.asarray(state.model.row_prefix))
+
+
+def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
+    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    hyper = Hyperparams.create(20_000)
+    dense_model = memory.model_bytes(50, hyper.padded_topics)
+    roomy = plan(corpus, hyper, 1, device_memory_gb=2 * dense_model / 1e9 + 0.01,
+                 model_format="auto")
+    assert roomy.model_format == "dense"
+    tight = plan(corpus, hyper, 1, device_memory_gb=dense_model / 2e9, model_format="auto")
+    assert tight.model_format == "sparse" and tight.partition == "words"
+    assert plan(corpus, hyper, 1, model_format="auto").model_format == "dense"  # CPU: no limit
+
+
+def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
+    corpus = random_corpus(num_docs=30, seed=7)
+    hyper = Hyperparams.create(1_000_000, model_format="sparse")
+    share = corpus.num_tokens
+    needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
+              + share * memory.BYTES_PER_TOKEN_BOUND
+              + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
+    assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > 20 * needed
+    assert plan(corpus, hyper, 1, device_memory_gb=needed / 1e9).model_format == "sparse"
+    with pytest.raises(MemoryError, match="resident by words"):
+        plan(corpus, hyper, 1, device_memory_gb=needed / 2e9)
+    for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
+        with pytest.raises(ValueError, match="model_format 'sparse'"):
+            plan(corpus, hyper, 1, **settings)
