@@ -6,7 +6,9 @@ The checkpoint of iteration N is a set of files in the checkpoint folder::
                                 chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
                                 device i's share of the vocabulary; z alone for a run from
                                 a chunk store, whose states are z), the word-topic counts B
-                                (word_topic), the prior alpha, iteration and seed
+                                (word_topic; from a sparse model its nonzeros by word,
+                                word_topic.indptr, .topics and .counts), the prior alpha,
+                                iteration and seed
     checkpoint-0000000N.pP.npz  in a run of several processes, process P's chunks (P > 0;
                                 process 0's are in the .npz above)
     checkpoint-0000000N.json    the manifest: format version, iteration, seed, training config,
@@ -41,11 +43,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from saberjax import processes
+from saberjax import processes, sparse_word_topic
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
+from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, TrainState
 
 FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
@@ -178,10 +181,7 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
                 f"device_memory_gb)")
         _check_shapes(path, index, placement, chunk_state, hyper)
         chunk_states[index] = chunk_state
-    word_topic = arrays["word_topic"]
-    if word_topic.shape != (placement.num_words, hyper.padded_topics):
-        raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run needs "
-                              f"{[placement.num_words, hyper.padded_topics]}")
+    word_topic = _saved_word_topic(path, arrays, placement)
     alpha = arrays["alpha"]
     if alpha.shape != (hyper.padded_topics,):
         raise CheckpointError(f"{path}: alpha is {list(alpha.shape)}, this run needs "
@@ -203,13 +203,42 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
     arrays = {f"chunk{index}.{field}": np.asarray(value)
               for index, chunk_state in sorted(placement.chunk_states(state).items())
               for field, value in chunk_state._asdict().items() if value is not None}
-    word_topic = placement.word_topic(state)  # a collective: every process gathers B
+    if placement.hyper.sparse:  # a collective: every process gathers B
+        word_topic = {f"word_topic.{field}": value for field, value
+                      in placement.sparse_word_topic(state)._asdict().items()
+                      if field != "num_topics"}
+    else:
+        word_topic = dict(word_topic=placement.word_topic(state))
     if not processes.is_writer():
         return arrays
-    return dict(arrays, word_topic=word_topic,
+    return dict(arrays, **word_topic,
                 alpha=np.asarray(state.model.alpha.addressable_data(0)),
                 iteration=np.asarray(state.iteration),
                 seed=np.asarray(state.seed))
+
+
+def _saved_word_topic(path: Path, arrays: dict, placement: Placement):
+    """B as the checkpoint holds it: dense [V, K_pad] (word_topic) or its nonzeros by word
+    (word_topic.indptr, .topics, .counts, from a sparse model), checked against the run."""
+    hyper = placement.hyper
+    if "word_topic" in arrays:
+        word_topic = arrays["word_topic"]
+        if word_topic.shape != (placement.num_words, hyper.padded_topics):
+            raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run "
+                                  f"needs {[placement.num_words, hyper.padded_topics]}")
+        return word_topic
+    fields = [f"word_topic.{field}" for field in ("indptr", "topics", "counts")]
+    if not all(field in arrays for field in fields):
+        raise CheckpointError(f"{path}: holds no word_topic")
+    if arrays["word_topic.indptr"].shape != (placement.num_words + 1,):
+        raise CheckpointError(f"{path}: word_topic.indptr has "
+                              f"{arrays['word_topic.indptr'].shape} entries, this run needs "
+                              f"{placement.num_words + 1}")
+    try:
+        return sparse_word_topic.validated(SparseWordTopic(
+            *(arrays[field] for field in fields), hyper.num_topics))
+    except ValueError as error:
+        raise CheckpointError(f"{path}: word_topic: {error}") from None
 
 
 def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus: Corpus,

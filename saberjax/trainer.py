@@ -296,7 +296,10 @@ def train(corpus: Corpus, config: TrainConfig,
     placement = place(corpus, hyper, config, scoring=heldout is not None)
 
     def model_arrays(state):
-        """The state's counts B (K columns) and alpha, on the host."""
+        """The state's counts B (K columns; a SparseWordTopic from the sparse model) and
+        alpha, on the host."""
+        if placement.hyper.sparse:
+            return placement.sparse_word_topic(state), placement.alpha(state)
         return placement.word_topic(state)[:, :hyper.num_topics], placement.alpha(state)
 
     def fetched(state):
@@ -323,6 +326,7 @@ def train(corpus: Corpus, config: TrainConfig,
                         processes=jax.process_count(), streamed=placement.streamed,
                         stored=placement.stored,
                         partition=placement.partition,
+                        model_format=placement.hyper.model_format,
                         iterations_run=len(run.metrics))
     model = TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab),
                        model_config, tuple(run.metrics))

@@ -2,12 +2,14 @@
 its topics, one seed gives the bit-identical model on any number of devices, it learns as
 the dense model does, and the plan picks and sizes it."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 from helpers import needs_local_devices, random_corpus
 
-from saberjax import sparse_word_topic
+from saberjax import checkpoint, sparse_word_topic, trainer
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
@@ -114,3 +116,22 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
     for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
         with pytest.raises(ValueError, match="model_format 'sparse'"):
             plan(corpus, hyper, 1, **settings)
+
+
+def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
+                                 optimize_alpha_every=1, model_format="sparse")
+    first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    assert first.model.config["model_format"] == "sparse"
+    assert isinstance(first.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
+    with np.load(checkpoint.latest_checkpoint(tmp_path).with_suffix(".npz")) as arrays:
+        assert "word_topic.indptr" in arrays and "word_topic" not in arrays
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
+    uninterrupted = trainer.train(corpus, longer)
+    for left, right in zip(resumed.model.word_topic_counts[:3],
+                           uninterrupted.model.word_topic_counts[:3]):
+        np.testing.assert_array_equal(left, right)
+    np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
+    assert not np.allclose(uninterrupted.model.alpha, uninterrupted.model.alpha[0])  # learned
