@@ -130,43 +130,49 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                        tree_totals(prior_tree, prior_leaves, alpha))
 
 
-def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array) -> tuple[jax.Array,
-                                                                           jax.Array]:
+def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array, steps=None
+                 ) -> tuple[jax.Array, jax.Array]:
     """(position of `topic` in `row` of B, B_row,topic: 0 where absent), elementwise over
-    arrays of equal shape: a binary search of the row's ascending topics."""
+    arrays of equal shape: a binary search of the row's ascending topics (`steps` halvings:
+    search_steps, None: enough for any row)."""
     low, high = rows.row_start[row], rows.row_start[row + 1]
-    position = lower_bound(rows.topics, low, high, topic)
+    position = lower_bound(rows.topics, low, high, topic, steps)
     clamped = jnp.minimum(position, rows.topics.shape[0] - 1)
     found = (position < high) & (rows.topics[clamped] == topic)
     return position, jnp.where(found, rows.counts[clamped], 0)
 
 
-def lower_bound(values: jax.Array, low: jax.Array, high: jax.Array, target) -> jax.Array:
-    """The first position p in low .. high with values[p] >= target (high where none): a
-    fixed number of halvings, elementwise."""
-    steps = max(int(values.shape[0]).bit_length(), 1)
-
-    def halve(_, bounds):
-        low, high = bounds
-        middle = (low + high) // 2
-        below = values[jnp.minimum(middle, values.shape[0] - 1)] < target
-        go_right = (low < high) & below
-        return jnp.where(go_right, middle + 1, low), jnp.where((low < high) & ~below, middle,
-                                                               high)
-
-    return jax.lax.fori_loop(0, steps, halve, (low, high))[0]
+def search_steps(rows: SparseRows) -> jax.Array:
+    """Halvings a binary search of any row needs: the bit length of the longest row."""
+    longest = jnp.max(rows.row_start[1:] - rows.row_start[:-1])
+    return 32 - jax.lax.clz(longest.astype(jnp.int32))
 
 
-def upper_bound(values: jax.Array, low: jax.Array, high: jax.Array, target) -> jax.Array:
+def lower_bound(values: jax.Array, low: jax.Array, high: jax.Array, target,
+                steps=None) -> jax.Array:
+    """The first position p in low .. high with values[p] >= target (high where none),
+    elementwise: `steps` halvings (None: enough for any range of values)."""
+    return _bisect(values, low, high, lambda value: value < target, steps)
+
+
+def upper_bound(values: jax.Array, low: jax.Array, high: jax.Array, target,
+                steps=None) -> jax.Array:
     """The first position p in low .. high with values[p] > target (high where none)."""
-    steps = max(int(values.shape[0]).bit_length(), 1)
+    return _bisect(values, low, high, lambda value: value <= target, steps)
+
+
+def _bisect(values, low, high, before, steps):
+    """The first position p in low .. high where before(values[p]) is false (high where
+    none), for `before` true on a prefix of every range."""
+    if steps is None:
+        steps = max(int(values.shape[0]).bit_length(), 1)
 
     def halve(_, bounds):
         low, high = bounds
         middle = (low + high) // 2
-        not_above = values[jnp.minimum(middle, values.shape[0] - 1)] <= target
-        go_right = (low < high) & not_above
-        return jnp.where(go_right, middle + 1, low), jnp.where((low < high) & ~not_above,
-                                                               middle, high)
+        go_right = before(values[jnp.minimum(middle, values.shape[0] - 1)])
+        searching = low < high
+        return (jnp.where(searching & go_right, middle + 1, low),
+                jnp.where(searching & ~go_right, middle, high))
 
     return jax.lax.fori_loop(0, steps, halve, (low, high))[0]

@@ -25,10 +25,15 @@ import jax.numpy as jnp
 
 from saberjax import rng, segmented_count
 from saberjax.layout import Chunk
-from saberjax.sampler import BATCH, _map_in_order, token_hash_state
-from saberjax.sparse_rows import SparseModel, find_in_rows, upper_bound
+from saberjax.sampler import _map_in_order, token_hash_state
+from saberjax.sparse_rows import SparseModel, find_in_rows, search_steps, upper_bound
 from saberjax.state import ChunkState, unpack_pairs
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
+
+# Tokens drawn per vectorised batch: a token's lookups are a chain of dependent gathers, so
+# wide batches keep a GPU's memory system busy (and on a CPU their [batch, 32] blocks stay
+# within a few MB).
+BATCH = 1 << 16
 
 
 def own_topic_mass(own_count, alpha, own_word_count, beta, denominator):
@@ -39,15 +44,16 @@ def own_topic_mass(own_count, alpha, own_word_count, beta, denominator):
             / jnp.maximum(denominator - 1.0, 1e-30))
 
 
-def row_draw(model: SparseModel, row, own_position, own_weight, x):
+def row_draw(model: SparseModel, row, own_position, own_weight, x, steps=None):
     """Term 2's topic for mass x in [0, S2) of each row, the own topic's entry (at
-    own_position, weight own_weight as the prefix sums hold it) skipped."""
+    own_position, weight own_weight as the prefix sums hold it) skipped (`steps`: halvings of
+    the search, sparse_rows.search_steps)."""
     rows = model.word_topic
     low, high = rows.row_start[row], rows.row_start[row + 1]
     before_own = jnp.where(own_position > low,
                            model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
     x = jnp.where(x >= before_own, x + own_weight, x)
-    position = upper_bound(model.row_prefix, low, high, x)
+    position = upper_bound(model.row_prefix, low, high, x, steps)
     # rounding can leave x at the row's end: the last entry that is not the own topic
     last = high - 1
     position = jnp.where(position >= high,
@@ -72,6 +78,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
     u_position = rng.uniform(token_state, rng.STREAM_POSITION)
     old_topics = chunk_state.topics.astype(jnp.int32)
     rows, beta, denominator = model.word_topic, model.beta, model.bhat_denominator
+    steps = search_steps(rows)
 
     def draw(batch):
         word = chunk.word[batch]
@@ -89,7 +96,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
             is_own = topics == own[:, None]
             own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
             _, word_counts = find_in_rows(rows, jnp.broadcast_to(word[:, None], topics.shape),
-                                          jnp.where(inside, topics, padded_topics))
+                                          jnp.where(inside, topics, padded_topics), steps)
             bhat = (word_counts.astype(jnp.float32) + beta) / denominator[topics]
             products = jnp.where(inside & ~is_own, counts * bhat, 0.0)
             lane_mass = lane_mass + products
@@ -102,7 +109,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
              jnp.zeros((*batch.shape, WIDTH), jnp.int32),
              jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
         own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
-        own_position, own_word_count = find_in_rows(rows, word, own)
+        own_position, own_word_count = find_in_rows(rows, word, own, steps)
         own_mass = own_topic_mass(own_count, model.alpha[own],
                                   own_word_count.astype(jnp.float32), beta, denominator[own])
         lane_mass = lane_mass.at[:, 0].add(own_mass)
@@ -123,7 +130,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         branch = u_branch[batch] * (doc_mass + row_mass + prior_mass)
         lane, _ = search_block(lane_mass, u_position[batch] * doc_mass)
         from_doc = jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
-        from_row = row_draw(model, word, own_position, own_weight, u_position[batch] * row_mass)
+        from_row = row_draw(model, word, own_position, own_weight, u_position[batch] * row_mass,
+                            steps)
         from_prior = tree_sample(model.prior_tree, model.prior_leaves, model.alpha,
                                  jnp.zeros_like(word), u_position[batch], excluded=own)
         return jnp.where(branch < doc_mass, from_doc,
