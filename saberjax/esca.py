@@ -81,6 +81,10 @@ def whole_state(chunk: Chunk, chunk_state: ChunkState, hyper: Hyperparams) -> Ch
 
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
     """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
+    if hyper.sparse and hyper.backend == "pallas":
+        from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415 (GPU kernels)
+
+        return kernel.sample_and_shuffle(chunk, chunk_state, model, key)
     if hyper.sparse:
         return sparse_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
     return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)

@@ -152,26 +152,36 @@ def lower_bound(values: jax.Array, low: jax.Array, high: jax.Array, target,
                 steps=None) -> jax.Array:
     """The first position p in low .. high with values[p] >= target (high where none),
     elementwise: `steps` halvings (None: enough for any range of values)."""
-    return _bisect(values, low, high, lambda value: value < target, steps)
+    return bisect(_clamped_load(values), low, high, lambda value: value < target,
+                  _enough_steps(values) if steps is None else steps)
 
 
 def upper_bound(values: jax.Array, low: jax.Array, high: jax.Array, target,
                 steps=None) -> jax.Array:
     """The first position p in low .. high with values[p] > target (high where none)."""
-    return _bisect(values, low, high, lambda value: value <= target, steps)
+    return bisect(_clamped_load(values), low, high, lambda value: value <= target,
+                  _enough_steps(values) if steps is None else steps)
 
 
-def _bisect(values, low, high, before, steps):
-    """The first position p in low .. high where before(values[p]) is false (high where
-    none), for `before` true on a prefix of every range."""
-    if steps is None:
-        steps = max(int(values.shape[0]).bit_length(), 1)
+def _clamped_load(values: jax.Array):
+    return lambda positions, searching: values[jnp.minimum(positions, values.shape[0] - 1)]
+
+
+def _enough_steps(values: jax.Array) -> int:
+    return max(int(values.shape[0]).bit_length(), 1)
+
+
+def bisect(load, low, high, before, steps):
+    """The first position p in low .. high where before(value at p) is false (high where
+    none), for `before` true on a prefix of every range: `steps` halvings, each reading
+    load(positions, searching) (values at positions, needed only where searching), so the
+    same search runs over arrays and inside a Pallas kernel."""
 
     def halve(_, bounds):
         low, high = bounds
         middle = (low + high) // 2
-        go_right = before(values[jnp.minimum(middle, values.shape[0] - 1)])
         searching = low < high
+        go_right = before(load(middle, searching))
         return (jnp.where(searching & go_right, middle + 1, low),
                 jnp.where(searching & ~go_right, middle, high))
 
