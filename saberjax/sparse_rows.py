@@ -69,8 +69,8 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     padded tokens (a row has no more nonzeros than tokens)."""
     size = chunk.padded_tokens
     real = jnp.arange(size) < chunk.num_tokens
-    rows, topics = jax.lax.sort((jnp.where(real, chunk.word, num_rows).astype(jnp.int32),
-                                 topics.astype(jnp.int32)), num_keys=2)
+    rows, topics = sort_by_row_then_topic(jnp.where(real, chunk.word, num_rows),
+                                          topics.astype(jnp.int32), num_rows, padded_topics)
     counted = rows < num_rows  # padding sorts last
     new_pair = counted & ((jnp.arange(size) == 0) | (rows != jnp.roll(rows, 1))
                           | (topics != jnp.roll(topics, 1)))
@@ -83,6 +83,23 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
     return SparseRows(row_start, pair_topics, counts)
+
+
+def sort_by_row_then_topic(rows: jax.Array, topics: jax.Array, num_rows: int,
+                           padded_topics: int) -> tuple[jax.Array, jax.Array]:
+    """(row, topic) pairs (rows <= num_rows, topics < padded_topics) sorted by row, then topic.
+
+    One uint32 key row * K_pad + topic where it fits, else two stable sorts of one key (by
+    topic, then by row): single-key sorts are radix sorts on a GPU, where a two-key sort
+    compares.  Both give the same order."""
+    rows, topics = rows.astype(jnp.uint32), topics.astype(jnp.uint32)
+    if (num_rows + 1) * padded_topics <= 2**32:
+        key = jnp.sort(rows * jnp.uint32(padded_topics) + topics)
+        return ((key // padded_topics).astype(jnp.int32),
+                (key % padded_topics).astype(jnp.int32))
+    topics, rows = jax.lax.sort((topics, rows), num_keys=1, is_stable=True)
+    rows, topics = jax.lax.sort((rows, topics), num_keys=1, is_stable=True)
+    return rows.astype(jnp.int32), topics.astype(jnp.int32)
 
 
 def nonzero_rows(rows: SparseRows) -> jax.Array:

@@ -158,3 +158,16 @@ def test_model_prefix_sums_and_prior_tree():
     np.testing.assert_allclose(float(model.prior_total[0]), (alpha[:40] * 0.1
                                                              / denominator[:40]).sum(),
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
+def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics):
+    rng_np = np.random.default_rng(3)
+    rows = rng_np.integers(0, num_rows + 1, 4000)
+    topics = rng_np.integers(0, padded_topics, 4000)
+    got = sparse_rows.sort_by_row_then_topic(jnp.asarray(rows, jnp.int32),
+                                             jnp.asarray(topics, jnp.int32), num_rows,
+                                             padded_topics)
+    order = np.lexsort((topics, rows))
+    np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
+    np.testing.assert_array_equal(np.asarray(got[1]), topics[order])

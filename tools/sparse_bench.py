@@ -5,14 +5,18 @@ model's, one JSON line per run (to stdout and --output).
     PYTHONPATH=$PWD python3 tools/sparse_bench.py --preset=nytimes --scale=1 \
         --runs=1000:dense,1000:auto,100000:sparse --iterations=3 --output=runs/sparse.jsonl
 
-Each run places the corpus as training would (trainer.place: the memory plan resolves
-"auto"), initialises, compiles, runs --warmup + --iterations iterations (trainer.train_placed)
-and reports the timed ones.
+A run is K:format[:backend[:iterations]] (format dense, sparse or auto; backend auto, xla or
+pallas).  Each run places the corpus as training would (trainer.plan_run: the memory plan
+resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles, runs --warmup +
+iterations iterations (trainer.train_placed) and reports the timed ones.  --quality_runs run
+after the others on a split of the corpus (--test_fraction of the documents held out) from
+the random start and report the held-out log-likelihood per token after their iterations.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -20,8 +24,10 @@ import jax
 import numpy as np
 
 from saberjax import benchmark, trainer
+from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
+from saberjax.execution.placement import placed
 
 
 def model_record(placement, state, corpus) -> dict:
@@ -43,31 +49,64 @@ def model_record(placement, state, corpus) -> dict:
                 dense_model_bytes_per_nnz=round(dense_bytes / max(nnz, 1), 2))
 
 
-def bench(corpus, num_topics: int, model_format: str, iterations: int, warmup: int,
-          seed: int) -> dict:
-    config = trainer.TrainConfig(num_topics=num_topics, iterations=warmup + iterations,
-                                 seed=seed, model_format=model_format, optimize_alpha_every=0)
+def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
+          heldout=None) -> dict:
+    """The record of run K:format[:backend[:iterations]] (placements: shared by plan)."""
+    parts = run.split(":")
+    num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
+        len(parts) - 2:]
+    backend = backend or "auto"
+    config = trainer.TrainConfig(num_topics=int(num_topics), iterations=warmup + int(iterations),
+                                 seed=seed, model_format=model_format, backend=backend,
+                                 optimize_alpha_every=0)
     start = time.perf_counter()
-    placement = trainer.place(corpus, Hyperparams.from_config(config), config)
+    hyper = Hyperparams.from_config(config)
+    run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
+    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens)
+    if key not in placements:  # one placement on the devices at a time
+        placements.clear()
+        placements[key] = placed(corpus, hyper, run_plan)
+    placement = placements[key].with_hyper(hyper)
     place_seconds = time.perf_counter() - start
-    run = trainer.train_placed(corpus, placement, config)
-    times = [record["seconds"] for record in run.metrics[warmup:]]
+    result = trainer.train_placed(corpus, placement, config, heldout)
+    times = [record["seconds"] for record in result.metrics[warmup:]]
     stats = jax.local_devices()[0].memory_stats() or {}
-    return dict(
-        K=num_topics, requested=model_format, model_format=placement.hyper.model_format,
-        partition=placement.partition, backend=placement.hyper.backend,
+    record = dict(
+        K=config.num_topics, requested=model_format, model_format=hyper.model_format,
+        partition=placement.partition, backend=hyper.backend,
         devices=placement.num_devices, T=corpus.num_tokens, V=corpus.num_words,
-        D=corpus.num_docs, iterations=iterations, warmup=warmup,
+        D=corpus.num_docs, iterations=len(times), warmup=warmup,
         Mtoken_per_s_mean=round(corpus.num_tokens * len(times) / sum(times) / 1e6, 2),
         Mtoken_per_s_best=round(corpus.num_tokens / min(times) / 1e6, 2),
-        iteration_seconds=[round(t, 4) for t in times],
-        place_seconds=round(place_seconds, 2), init_seconds=round(run.init_seconds, 2),
-        compile_seconds=round(run.compile_seconds, 2),
+        iteration_seconds=[round(t, 4) for t in times[:10]],
+        place_seconds=round(place_seconds, 2), init_seconds=round(result.init_seconds, 2),
+        compile_seconds=round(result.compile_seconds, 2),
         peak_device_GB=round(stats.get("peak_bytes_in_use", 0) / 1e9, 2),
         planned_device_GB=round(memory.resident_bytes(
-            corpus, placement.hyper, placement.num_devices, placement.partition,
+            corpus, hyper, placement.num_devices, placement.partition,
             memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
-        **model_record(placement, run.state, corpus))
+        **model_record(placement, result.state, corpus))
+    if heldout is not None:
+        record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
+    return record
+
+
+def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
+            heldout=None) -> None:
+    """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
+    placements = {}
+    for run in runs.split(","):
+        try:
+            record = dict(type="result", **bench(corpus, run, iterations, warmup, seed,
+                                                 placements, heldout))
+        except Exception as error:  # noqa: BLE001 (record it; the next run goes on)
+            record = dict(type="failed", run=run, reason=f"{type(error).__name__}: {error}"[:2000])
+        line = json.dumps(record)
+        print(line, flush=True)
+        if output:
+            with open(output, "a", encoding="utf-8") as file:
+                file.write(line + "\n")
 
 
 def main():
@@ -75,8 +114,11 @@ def main():
     parser.add_argument("--preset", default="nytimes")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--runs", required=True, help="K:format,... (format dense, sparse or "
-                        "auto), in the order run")
+    parser.add_argument("--runs", default="", help="K:format[:backend[:iterations]],... "
+                        "(format dense, sparse or auto), in the order run")
+    parser.add_argument("--quality_runs", default="", help="runs as --runs, on the split "
+                        "corpus, scored on the held-out documents")
+    parser.add_argument("--test_fraction", type=float, default=0.1)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--output", default=None)
@@ -86,19 +128,12 @@ def main():
     env = dict(benchmark.environment(), synth_seconds=round(time.perf_counter() - start, 1))
     print(json.dumps(dict(type="corpus", corpus=corpus.name, T=corpus.num_tokens,
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
-    for run in args.runs.split(","):
-        num_topics, model_format = run.split(":")
-        try:
-            record = dict(type="result", **bench(corpus, int(num_topics), model_format,
-                                                 args.iterations, args.warmup, args.seed))
-        except (MemoryError, ValueError) as error:
-            record = dict(type="refused", K=int(num_topics), requested=model_format,
-                          reason=str(error))
-        line = json.dumps(record)
-        print(line, flush=True)
-        if args.output:
-            with open(args.output, "a", encoding="utf-8") as output:
-                output.write(line + "\n")
+    if args.runs:
+        run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output)
+    if args.quality_runs:
+        train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)
+        heldout = corpus_io.split_document_halves(test, args.seed)
+        run_all(train, args.quality_runs, args.iterations, 0, args.seed, args.output, heldout)
 
 
 if __name__ == "__main__":
