@@ -28,6 +28,7 @@ from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.placement import placed
+from saberjax.state import check_document_lengths
 
 
 def model_record(placement, state, corpus) -> dict:
@@ -60,6 +61,7 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
                                  seed=seed, model_format=model_format, backend=backend,
                                  optimize_alpha_every=0)
     start = time.perf_counter()
+    check_document_lengths(corpus.doc_lengths(), config.num_topics)
     hyper = Hyperparams.from_config(config)
     run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
     hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)

@@ -11,7 +11,7 @@ out=${OUT:-runs}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
 git log -1 --format=%H > "$out/commit.txt" 2>/dev/null
-timeout "${FLOORS_SECONDS:-280}" python3 tools/sparse_bench.py --preset=nytimes --scale=1 \
+timeout "${FLOORS_SECONDS:-280}" python3 tools/sparse_bench.py --preset=nytimes --scale="${SCALE:-1}" \
   --runs=100000:auto:pallas:5,1000000:auto:pallas:5,1000:dense:pallas:10,1000:auto:pallas:10,10000:dense:pallas:10,10000:auto:pallas:10 \
   --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100 \
   --warmup=1 --output="$out/sparse.jsonl" > "$out/sparse.log" 2>&1
