@@ -28,7 +28,8 @@ from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.placement import placed
-from saberjax.state import check_document_lengths
+from saberjax.corpus import Corpus
+from saberjax.state import check_document_lengths, max_pair_count
 
 
 def model_record(placement, state, corpus) -> dict:
@@ -94,6 +95,19 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
     return record
 
 
+def split_long_documents(corpus, limit: int):
+    """The corpus with every document longer than `limit` tokens cut into consecutive pieces
+    of at most `limit` (what the refusal of longer documents at large K advises)."""
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    cuts = [np.arange(start, end, limit) for start, end in zip(offsets[:-1], offsets[1:])
+            if end - start > limit]
+    if not cuts:
+        return corpus
+    new_offsets = np.unique(np.concatenate([offsets, *cuts]))
+    return Corpus(new_offsets, np.asarray(corpus.word_ids), tuple(corpus.vocab),
+                  name=f"{corpus.name}-split{limit}")
+
+
 def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
             heldout=None) -> None:
     """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
@@ -124,9 +138,14 @@ def main():
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--output", default=None)
+    parser.add_argument("--split_documents_at_topics", type=int, default=0,
+                        help="cut documents longer than A's packed pairs hold at this K "
+                        "(state.max_pair_count) into pieces before every run (0: none)")
     args = parser.parse_args()
     start = time.perf_counter()
     corpus = benchmark.synthetic_corpus(args.preset, args.scale, args.seed)
+    if args.split_documents_at_topics:
+        corpus = split_long_documents(corpus, max_pair_count(args.split_documents_at_topics))
     env = dict(benchmark.environment(), synth_seconds=round(time.perf_counter() - start, 1))
     print(json.dumps(dict(type="corpus", corpus=corpus.name, T=corpus.num_tokens,
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
