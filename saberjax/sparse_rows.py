@@ -13,6 +13,11 @@ the same for every word: one W-ary tree over K for the whole model (saberjax.tre
 of the model has V x K cells: the rows hold at most as many nonzeros as the device has
 tokens, so the model's size follows the corpus, not K.
 
+The hybrid part: the rows of the most frequent words (a device's first rows: its words by
+decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds (`dense_counts`),
+so that term 1's lookups of the tokens of those words, most of the corpus, are one load
+instead of a search; a rare word's row is short, and its search takes few steps.
+
 The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
 pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
 float32 run as a segmented scan in a fixed order, so the model is the same floats whatever
@@ -29,6 +34,17 @@ import jax.numpy as jnp
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
+
+
+# Bytes of a device's dense rows of B (int32, K_pad each) for the most frequent words.
+DENSE_ROW_BYTES = 1 << 32
+
+
+def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DENSE_ROW_BYTES
+                    ) -> int:
+    """Rows of B kept dense: as many of the first rows as dense_row_bytes holds, at least one
+    (so the array has a shape every kernel takes)."""
+    return max(1, min(num_rows, dense_row_bytes // (4 * padded_topics)))
 
 
 class SparseRows(NamedTuple):
@@ -61,6 +77,7 @@ class SparseModel(NamedTuple):
     prior_leaves: jax.Array  # float32 [1, K_pad] beta / D_k, 0 in padding columns
     prior_tree: tuple[jax.Array, ...]  # float32 [1, width] levels over alpha_k beta / D_k
     prior_total: jax.Array  # float32 [1] the tree's total mass
+    dense_counts: jax.Array  # int32 [dense rows, K_pad] B's first rows, dense (the hybrid part)
 
 
 def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: int) -> SparseRows:
@@ -127,16 +144,23 @@ def segmented_prefix_sum(values: jax.Array, segment: jax.Array) -> jax.Array:
 
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
-                      beta: float, num_words: int) -> SparseModel:
+                      beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES
+                      ) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
-    the prior alpha [K_pad] and the vocabulary's V."""
+    the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes: the dense rows' bytes
+    (dense_row_count)."""
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
     topic = jnp.where(filled, rows.topics, 0)
     weight = jnp.where(filled, alpha[topic] * rows.counts.astype(jnp.float32)
                        / denominator[topic], 0.0)
-    row_prefix = segmented_prefix_sum(weight, nonzero_rows(rows))
+    row_of_entry = nonzero_rows(rows)
+    row_prefix = segmented_prefix_sum(weight, row_of_entry)
+    num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes)
+    dense_counts = jnp.zeros((num_dense, padded_topics), jnp.int32).at[
+        jnp.where(filled & (row_of_entry < num_dense), row_of_entry, num_dense),
+        rows.topics].set(rows.counts, mode="drop")
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
@@ -144,7 +168,7 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
     prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
     return SparseModel(rows, totals, alpha, denominator, jnp.float32(beta), row_prefix,
                        row_mass, prior_leaves, prior_tree,
-                       tree_totals(prior_tree, prior_leaves, alpha))
+                       tree_totals(prior_tree, prior_leaves, alpha), dense_counts)
 
 
 def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array, steps=None

@@ -145,7 +145,9 @@ def test_model_prefix_sums_and_prior_tree():
     alpha[:40] = rng_np.gamma(1.0, 0.5, 40)
     rows = rows_of_dense(counts, 300)
     totals = sparse_rows.topic_totals(rows, 64)
-    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6)
+    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6,
+                                          dense_row_bytes=4 * 64 * 4)
+    np.testing.assert_array_equal(np.asarray(model.dense_counts), counts[:4])  # 4 dense rows
     denominator = counts.sum(axis=0) + 6 * 0.1
     weights = alpha * counts / denominator
     np.testing.assert_allclose(np.asarray(model.row_mass), weights.sum(axis=1), rtol=1e-5)

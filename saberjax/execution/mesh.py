@@ -37,7 +37,7 @@ WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree
 SPARSE_MODEL_SPEC = SparseModel(
     word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
     bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
-    prior_tree=P(), prior_total=P())
+    prior_tree=P(), prior_total=P(), dense_counts=P(AXIS))
 
 
 def start_devices() -> concurrent.futures.Future:

@@ -8,8 +8,10 @@ row, with as many halvings as the row's length needs (a rare word's row is short
 of the tile is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
-              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a binary
-              search of the word's row; the own topic z's mass joins lane 0
+              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk loaded from the
+              word's dense row where it has one (the most frequent words,
+              SparseModel.dense_counts), else found by a binary search of its sparse row; the
+              own topic z's mass joins lane 0
     term 2    a search of the row's prefix sums of alpha_k B_vk / D_k, z's entry skipped
     term 3    a descent of the global W-ary tree over alpha_k beta / D_k, z's leaf skipped
               (tree.descend_excluding; only when a token of the tile draws from it)
@@ -42,7 +44,7 @@ from saberjax.tree import WIDTH, descend_excluding, search_block
 def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior_total_ref,
             tile_start_ref, word_ref, doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref,
             a_pairs_ref, old_topics_ref, row_start_ref, row_topics_ref, row_counts_ref,
-            row_prefix_ref, row_mass_ref, *refs, tile_tokens: int, block_tokens: int,
+            row_prefix_ref, row_mass_ref, dense_counts_ref, *refs, tile_tokens: int, block_tokens: int,
             level_widths: tuple[int, ...], padded_topics: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: the prior tree's levels and leaves, two zeroed arrays aliased to the outputs, the
@@ -85,6 +87,14 @@ def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior
                                          other=-1) == topics)
             return position, plgpu.load(row_counts_ref.at[position], mask=found, other=0)
 
+        def count_in_word(topics, mask):
+            """B_v,topic of the tile's word: from its dense row where it has one."""
+            return jax.lax.cond(
+                word < dense_counts_ref.shape[0],
+                lambda: plgpu.load(dense_counts_ref.at[word, topics], mask=mask, other=0,
+                                   eviction_policy="evict_last"),
+                lambda: word_count(topics, mask)[1])
+
         def load_block(block):
             offsets = block * WIDTH + lanes[None, :]
             inside = offsets < nnz[:, None]
@@ -98,7 +108,7 @@ def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior
             is_own = topics == own[:, None]
             own_counts = own_counts + jnp.where(is_own, counts, 0.0)
             other = inside & ~is_own
-            _, counts_in_word = word_count(topics, other)
+            counts_in_word = count_in_word(topics, other)
             denominators = plgpu.load(denominator_ref.at[topics], mask=other, other=1.0)
             products = jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
                                  / denominators, 0.0)
@@ -187,7 +197,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
               jnp.reshape(model.prior_total, (1,)), chunk.tile_start, chunk.word, chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
               chunk_state.topics, rows.row_start, rows.topics, rows.counts, model.row_prefix,
-              model.row_mass, *levels)
+              model.row_mass, model.dense_counts, *levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
