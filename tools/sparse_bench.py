@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from saberjax import benchmark, trainer
+from saberjax import benchmark, esca, rng, sparse_rows, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -52,7 +52,7 @@ def model_record(placement, state, corpus) -> dict:
 
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
-          heldout=None) -> dict:
+          heldout=None, phases: bool = False) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
@@ -90,6 +90,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
             corpus, hyper, placement.num_devices, placement.partition,
             memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
         **model_record(placement, result.state, corpus))
+    if hyper.sparse and placement.num_devices == 1 and phases:
+        record["phase_seconds"] = sparse_phases(placement, result.state)
     if heldout is not None:
         record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
     return record
@@ -108,14 +110,45 @@ def split_long_documents(corpus, limit: int):
                   name=f"{corpus.name}-split{limit}")
 
 
+def sparse_phases(placement, state, repeats: int = 3) -> dict:
+    """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
+    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built."""
+    hyper = placement.hyper
+    share, chunk, chunk_state = jax.tree.map(
+        lambda x: jax.device_put(np.asarray(x)[0]),
+        (placement.word_shares, placement.slots[0], state.chunks[0]))
+    model = jax.tree.map(lambda x: jax.device_put(np.asarray(x)), state.model)
+    key = rng.iteration_key(0, 1)
+    sample = jax.jit(lambda: esca.sample(share, chunk_state, model, key, hyper))
+    topics, doc_major = sample()
+    rebuild = jax.jit(lambda: esca.chunk_state_from_topics(chunk, topics, doc_major, hyper))
+    count = jax.jit(lambda: sparse_rows.count_rows(share, topics, placement.model_rows,
+                                                   hyper.padded_topics))
+    rows = count()
+    build = jax.jit(lambda: esca.model_from_totals(
+        rows, sparse_rows.topic_totals(rows, hyper.padded_topics), model.alpha, hyper,
+        placement.num_words))
+    phases = {}
+    for name, program in (("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
+                          ("build_model", build)):
+        jax.block_until_ready(program())
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(program())
+            seconds.append(time.perf_counter() - start)
+        phases[name] = round(sorted(seconds)[len(seconds) // 2], 4)
+    return phases
+
+
 def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
-            heldout=None) -> None:
+            heldout=None, phases: bool = False) -> None:
     """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
     placements = {}
     for run in runs.split(","):
         try:
             record = dict(type="result", **bench(corpus, run, iterations, warmup, seed,
-                                                 placements, heldout))
+                                                 placements, heldout, phases))
         except Exception as error:  # noqa: BLE001 (record it; the next run goes on)
             record = dict(type="failed", run=run, reason=f"{type(error).__name__}: {error}"[:2000])
         line = json.dumps(record)
@@ -138,6 +171,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--output", default=None)
+    parser.add_argument("--phases", action="store_true", help="time each phase of a sparse "
+                        "iteration on one device (after the run)")
     parser.add_argument("--split_documents_at_topics", type=int, default=0,
                         help="cut documents longer than A's packed pairs hold at this K "
                         "(state.max_pair_count) into pieces before every run (0: none)")
@@ -150,7 +185,8 @@ def main():
     print(json.dumps(dict(type="corpus", corpus=corpus.name, T=corpus.num_tokens,
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
     if args.runs:
-        run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output)
+        run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
+                phases=args.phases)
     if args.quality_runs:
         train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)
         heldout = corpus_io.split_document_halves(test, args.seed)
