@@ -99,7 +99,7 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
     assert roomy.model_format == "dense"
     sparse = dataclasses.replace(hyper, model_format="sparse")
     sparse_needed = memory.resident_bytes(corpus, sparse, 1, "words",
-                                          memory.BYTES_PER_TOKEN_BOUND)
+                                          memory.SPARSE_BYTES_PER_TOKEN)
     assert sparse_needed < dense_model
     tight = plan(corpus, hyper, 1, device_memory_gb=sparse_needed / 1e9, model_format="auto")
     assert tight.model_format == "sparse" and tight.partition == "words"
@@ -111,7 +111,7 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
     hyper = Hyperparams.create(1_000_000, model_format="sparse")
     share = corpus.num_tokens
     needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
-              + share * memory.BYTES_PER_TOKEN_BOUND
+              + share * memory.SPARSE_BYTES_PER_TOKEN
               + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
     assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > needed
     assert plan(corpus, hyper, 1, device_memory_gb=needed / 1e9).model_format == "sparse"

@@ -88,7 +88,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         peak_device_GB=round(stats.get("peak_bytes_in_use", 0) / 1e9, 2),
         planned_device_GB=round(memory.resident_bytes(
             corpus, hyper, placement.num_devices, placement.partition,
-            memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
+            memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse
+            else memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
         record["phase_seconds"] = sparse_phases(placement, result.state)

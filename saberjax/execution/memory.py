@@ -48,6 +48,11 @@ CPU_SCORING_BYTES_PER_CELL = 4.7
 CPU_SCORING_BYTES_PER_TOPIC = 170
 
 
+# Device bytes per token of a sparse iteration beyond its model: the chunk, the word share,
+# the states and the E-step's outputs, and the sort of the rows' count; above the peak the
+# whole process measured (docs/measurements/sparse_model.md).  The probes of
+# device_bytes_per_token compile the dense step, so the sparse model's plan takes this.
+SPARSE_BYTES_PER_TOKEN = 128
 # Device bytes per entry of the sparse model (saberjax.sparse_rows) during an iteration: B's
 # rows (topic and count, 4 bytes each) and term 2's prefix sums (4), the same again for the
 # rows being counted, and the (row, topic) sort keys and positions of the count (16).

@@ -150,9 +150,9 @@ class _ResidentFit:
                  budget: int | None):
         self.corpus, self.hyper, self.num_devices, self.budget = (corpus, hyper, num_devices,
                                                                   budget)
-        # the probes compile the dense step: the sparse model takes the bound
+        # the probes compile the dense step: the sparse model takes its measured bound
         self.measured = functools.cache(
-            lambda: memory.BYTES_PER_TOKEN_BOUND if hyper.sparse
+            lambda: memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse
             else memory.device_bytes_per_token(corpus, hyper))
 
     def needed(self, partition: str, per_token: float) -> int:
