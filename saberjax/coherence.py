@@ -113,10 +113,15 @@ def top_word_ids(weights, top_n: int) -> np.ndarray:
 
     Ties go to the lower id, as in TopicModel.top_words (both are model.top_ids).
     """
-    if not 2 <= top_n <= weights.shape[1]:
-        raise ValueError(f"top_n must be in [2, {weights.shape[1]}] (pairs of vocabulary words), "
-                         f"got {top_n}")
+    check_top_n(top_n, weights.shape[1])
     return top_ids(weights, top_n)
+
+
+def check_top_n(top_n: int, num_words: int) -> None:
+    """ValueError unless top_n words of `num_words` make pairs to score."""
+    if not 2 <= top_n <= num_words:
+        raise ValueError(f"top_n must be in [2, {num_words}] (pairs of vocabulary words), "
+                         f"got {top_n}")
 
 
 def cooccurrence(topics: TopicModel | np.ndarray, reference: Corpus, top_n: int = 10,
@@ -130,12 +135,14 @@ def cooccurrence(topics: TopicModel | np.ndarray, reference: Corpus, top_n: int 
     do not depend on it.
     """
     if isinstance(topics, TopicModel):
-        weights, vocab = topics.word_topic_counts.T, topics.vocab
+        check_top_n(top_n, topics.num_words)
+        top, vocab = topics.top_word_ids(top_n), topics.vocab
     else:
         weights, vocab = np.asarray(topics), reference.vocab if vocab is None else vocab
-    if weights.shape[1] != len(vocab):
-        raise ValueError(f"topics have {weights.shape[1]} words but the vocabulary {len(vocab)}")
-    top = top_word_ids(weights, top_n)
+        if weights.shape[1] != len(vocab):
+            raise ValueError(f"topics have {weights.shape[1]} words but the vocabulary "
+                             f"{len(vocab)}")
+        top = top_word_ids(weights, top_n)
     reference = align_vocabulary(reference, vocab)
     return TopicCooccurrence(top, pair_document_counts(top, reference, batch_docs),
                              reference.num_docs)

@@ -2,7 +2,10 @@
 
     model.npz    topic_word (K x V float32, rows sum to 1), word_topic_counts (V x K int32),
                  alpha (K float64: the document-topic prior of every topic; a scalar in
-                 format version 1), beta, format_version
+                 format version 1), beta, format_version; or, where dense B would be large
+                 (stores_sparse), B as compressed sparse rows by word (format version 3:
+                 word_topic_indptr, word_topic_topics, word_topic_values, num_topics) and no
+                 topic_word
     vocab.txt    one word per line, line i = word id i
     config.json  every training setting, the corpus fingerprint, the format version
     metrics.jsonl  the training run's per-iteration records, one JSON object a line
@@ -25,11 +28,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import sparse_word_topic as swt
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
+from saberjax.sparse_word_topic import SparseWordTopic
 
-FORMAT_VERSION = 2  # 2: alpha one value per topic
+FORMAT_VERSION = 3  # 2: alpha one value per topic; 3: B may be stored sparse
+DENSE_FORMAT_VERSION = 2  # what a model.npz holding dense B is written as
+SPARSE_FILE_BYTES = 1 << 26  # bytes of dense B from which model.npz may store B sparse
+SPARSE_KEYS = ("word_topic_indptr", "word_topic_topics", "word_topic_values", "num_topics")
 TOPIC_WORD_TILE = (256, 1024)  # words x topics topic_word_from_counts computes at a time
 
 
@@ -74,14 +82,21 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
     return topic_word
 
 
-def topic_word_entries(word_topic_counts: np.ndarray, beta: float,
-                       word_ids: np.ndarray) -> np.ndarray:
-    """float32 [K, N]: topic_word_from_counts(word_topic_counts, beta)[k, word_ids[k, n]], the
-    same values (the same float64 operations rounded once) without the K x V matrix."""
-    counts = np.asarray(word_topic_counts)
-    denominators = counts.sum(axis=0, dtype=np.int64) + counts.shape[0] * beta
-    topics = np.arange(counts.shape[1])[:, None]
-    return ((counts[word_ids, topics] + beta) / denominators[:, None]).astype(np.float32)
+def stores_sparse(num_words: int, num_topics: int, nonzeros: int) -> bool:
+    """Whether model.npz holds B as compressed sparse rows: when dense B would take
+    SPARSE_FILE_BYTES or more and the CSR fewer bytes than it (see DESIGN.md)."""
+    dense = swt.dense_nbytes(num_words, num_topics)
+    return dense >= SPARSE_FILE_BYTES and swt.sparse_nbytes(num_words, nonzeros) < dense
+
+
+def model_file_bytes(num_words: int, num_topics: int, num_tokens: int) -> int:
+    """At most the size of model.npz for a model trained on num_tokens tokens (each fills one
+    cell of B at most): dense B and topic_word, 4 bytes a cell each, or B's CSR where
+    stores_sparse (the rest of a model directory is small beside them)."""
+    nonzeros = min(num_tokens, num_words * num_topics)
+    if stores_sparse(num_words, num_topics, nonzeros):
+        return swt.sparse_nbytes(num_words, nonzeros)
+    return 2 * swt.dense_nbytes(num_words, num_topics)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -89,7 +104,7 @@ class TopicModel:
     """Topics learned by LDA: word-topic counts, priors and vocabulary, with what training
     knew: its settings and corpus provenance (config) and per-iteration records (metrics)."""
 
-    word_topic_counts: np.ndarray  # int32 [V, K]
+    word_topic_counts: np.ndarray | SparseWordTopic  # int32 [V, K], dense or by nonzeros
     alpha: np.ndarray  # float64 [K] the document-topic prior; a number stands for every topic
     beta: float
     vocab: tuple[str, ...]
@@ -97,6 +112,11 @@ class TopicModel:
     metrics: tuple[dict, ...] = ()
 
     def __post_init__(self):
+        if isinstance(self.word_topic_counts, SparseWordTopic):
+            swt.validated(self.word_topic_counts)
+        elif np.ndim(self.word_topic_counts) != 2:
+            raise ValueError(f"word_topic_counts must be a V x K matrix or a SparseWordTopic, "
+                             f"got shape {list(np.shape(self.word_topic_counts))}")
         if self.word_topic_counts.shape[0] != len(self.vocab):
             raise ValueError(f"model has {self.word_topic_counts.shape[0]} word rows but "
                              f"{len(self.vocab)} vocabulary words")
@@ -117,6 +137,58 @@ class TopicModel:
         return self.word_topic_counts.shape[0]
 
     @property
+    def is_sparse(self) -> bool:
+        """Whether B is held by its nonzeros (a SparseWordTopic) rather than as V x K."""
+        return isinstance(self.word_topic_counts, SparseWordTopic)
+
+    def word_topic_rows(self, words) -> np.ndarray:
+        """int32 [len(words), K]: B's rows of some words, from either form."""
+        if self.is_sparse:
+            return swt.rows(self.word_topic_counts, words)
+        return np.asarray(self.word_topic_counts[np.asarray(words, np.int64)], np.int32)
+
+    def topic_word_rows(self, words) -> np.ndarray:
+        """float32 [len(words), K]: topic_word[:, words].T, the same values: topic_word_floor
+        with topic_word_entries(words) set over it."""
+        out = np.tile(self.topic_word_floor, (np.size(words), 1))
+        row, topics, values = self.topic_word_entries(words)
+        out[row, topics] = values
+        return out
+
+    def topic_word_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, topic, value float32) [n]: the cells of topic_word[:, words].T where B is
+        nonzero, row i being words[i]'s, with their values (count + beta) / (n_k + V beta) in
+        float64 rounded once, as topic_word has them. With topic_word_floor they are the
+        words' rows, in bytes of the nonzeros: what fold-in sends a device for a sparse
+        model."""
+        if self.is_sparse:
+            row, topics, counts = swt.row_entries(self.word_topic_counts, words)
+        else:
+            rows = self.word_topic_rows(words)
+            row, topics = np.nonzero(rows)
+            counts = rows[row, topics]
+        values = np.divide(counts + self.beta, self._denominators[topics], dtype=np.float64)
+        return row, topics, values.astype(np.float32)
+
+    @functools.cached_property
+    def topic_word_floor(self) -> np.ndarray:
+        """float32 [K]: topic_word's value where B is 0, beta / (n_k + V beta), rounded as
+        topic_word rounds it."""
+        return np.divide(self.beta, self._denominators, dtype=np.float64).astype(np.float32)
+
+    @functools.cached_property
+    def topic_totals(self) -> np.ndarray:
+        """int64 [K]: the training tokens of every topic, n_k (B's column sums)."""
+        if self.is_sparse:
+            return swt.topic_totals(self.word_topic_counts)
+        return self.word_topic_counts.sum(axis=0, dtype=np.int64)
+
+    @functools.cached_property
+    def _denominators(self) -> np.ndarray:
+        """float64 [K]: n_k + V beta, topic_word's denominators."""
+        return self.topic_totals + self.num_words * self.beta
+
+    @property
     def has_words(self) -> bool:
         """Whether vocab holds the words of the training documents: not for a model fitted on
         a count matrix whose columns were not named (config's words_named is false), whose
@@ -125,13 +197,33 @@ class TopicModel:
 
     @property
     def topic_word(self) -> np.ndarray:
-        """K x V topic-word distributions, each row summing to 1."""
-        return topic_word_from_counts(self.word_topic_counts, self.beta)
+        """K x V topic-word distributions, each row summing to 1. Formed whole, from either
+        form of B: what works on a sparse model reads topic_word_rows instead."""
+        return topic_word_from_counts(self.dense_word_topic_counts(), self.beta)
+
+    def dense_word_topic_counts(self) -> np.ndarray:
+        """int32 [V, K]: B as a dense matrix (formed from the nonzeros of a sparse model)."""
+        return swt.to_dense(self.word_topic_counts) if self.is_sparse else self.word_topic_counts
 
     def topic_shares(self) -> np.ndarray:
         """Fraction of training tokens assigned to each topic."""
-        totals = self.word_topic_counts.sum(axis=0).astype(np.float64)
+        totals = self.topic_totals.astype(np.float64)
         return totals / max(totals.sum(), 1.0)
+
+    def top_word_ids(self, n: int) -> np.ndarray:
+        """int [K, min(n, V)]: every topic's words of most training tokens (so of highest
+        probability), most first, ties to the lower word id."""
+        return self._top_words_and_counts(n)[0]
+
+    def _top_words_and_counts(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(top_word_ids(n), their counts [K, n]) from either form of B: top_k over dense B's
+        columns, a sort of the nonzeros by topic for sparse B (sparse_word_topic.top_words);
+        both order the same way."""
+        n = min(n, self.num_words)
+        if self.is_sparse:
+            return swt.top_words(self.word_topic_counts, n)
+        order = top_ids(self.word_topic_counts.T, n)
+        return order, self.word_topic_counts[order, np.arange(self.num_topics)[:, None]]
 
     def top_words(self, n: int = 10, with_weights: bool = False
                   ) -> list[list[str]] | list[list[tuple[str, float]]]:
@@ -142,12 +234,13 @@ class TopicModel:
         gensim's show_topic and tomotopy's get_topic_words. Only the n entries are computed,
         not the K x V topic_word.
         """
-        order = top_ids(self.word_topic_counts.T, min(n, self.num_words))
+        order, counts = self._top_words_and_counts(n)
         if not with_weights:
-            return [[self.vocab[v] for v in row] for row in order]
-        weights = topic_word_entries(self.word_topic_counts, self.beta, order)
+            return [[self.vocab[v] for v in row] for row in order.tolist()]
+        weights = np.divide(counts + self.beta, self._denominators[:, None],
+                            dtype=np.float64).astype(np.float32)
         return [[(self.vocab[v], float(weight)) for v, weight in zip(row, row_weights)]
-                for row, row_weights in zip(order.tolist(), weights)]
+                for row, row_weights in zip(order.tolist(), weights.tolist())]
 
     def word_topics(self, word: str, minimum_probability: float = 0.0) -> list[tuple[int, float]]:
         """The topics of one vocabulary word as (topic, weight) pairs, largest weight first (ties
@@ -166,7 +259,7 @@ class TopicModel:
         index = self._word_index.get(word)
         if index is None:
             raise KeyError(f"{word!r} is not in the model's vocabulary ({self.num_words:,} words)")
-        counts = self.word_topic_counts[index].astype(np.float64)
+        counts = self.word_topic_rows([index])[0].astype(np.float64)
         weights = (counts + self.beta) / (counts.sum() + self.num_topics * self.beta)
         order = np.argsort(-weights, kind="stable")
         return [(int(k), float(weights[k])) for k in order if weights[k] >= minimum_probability]
@@ -203,7 +296,8 @@ class TopicModel:
             os.replace(arrays, directory / "model.npz")
         atomic_write(directory / "vocab.txt",
                      lambda f: f.write("".join(w + "\n" for w in self.vocab)), mode="w")
-        config = dict(self.config, format_version=FORMAT_VERSION, num_topics=self.num_topics,
+        config = dict(self.config, format_version=self._file_format_version(),
+                      num_topics=self.num_topics,
                       num_words=self.num_words, beta=self.beta)
         atomic_write(directory / "config.json",
                      lambda f: json.dump(config, f, indent=2, sort_keys=True), mode="w")
@@ -212,19 +306,40 @@ class TopicModel:
         return directory
 
     def write_arrays(self, path) -> None:
-        """Write model.npz, the model's arrays (word_topic_counts, topic_word, alpha, beta),
-        to `path` atomically: the file of that name in a saved model directory."""
+        """Write model.npz, the model's arrays (word_topic_counts, topic_word, alpha, beta; B
+        by its nonzeros and no topic_word where stores_sparse says so), to `path` atomically:
+        the file of that name in a saved model directory."""
         atomic_write(pathlib.Path(path), self._write_npz)
+
+    def _stored_sparse(self) -> bool:
+        """Whether model.npz holds B by its nonzeros (stores_sparse of this model's B)."""
+        nonzeros = (self.word_topic_counts.nnz if self.is_sparse
+                    else np.count_nonzero(self.word_topic_counts))
+        return stores_sparse(self.num_words, self.num_topics, nonzeros)
+
+    def _file_format_version(self) -> int:
+        """The oldest format version that reads this model's model.npz: a dense one stays
+        readable by a saberjax that knows no sparse form."""
+        return FORMAT_VERSION if self._stored_sparse() else DENSE_FORMAT_VERSION
 
     def _write_npz(self, file) -> None:
         """model.npz into an open, empty binary file; topic_word is computed while the counts
         are written."""
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            topic_word = pool.submit(topic_word_from_counts, self.word_topic_counts, self.beta)
+        common = dict(alpha=lambda: self.alpha, beta=lambda: np.float64(self.beta),
+                      format_version=lambda: np.int32(self._file_format_version()))
+        if self._stored_sparse():
+            b = (self.word_topic_counts if self.is_sparse
+                 else swt.from_dense(self.word_topic_counts))
             write_npz(file.fileno(), dict(
-                word_topic_counts=lambda: np.asarray(self.word_topic_counts, np.int32),
-                alpha=lambda: self.alpha, beta=lambda: np.float64(self.beta),
-                format_version=lambda: np.int32(FORMAT_VERSION), topic_word=topic_word.result))
+                common, word_topic_indptr=lambda: b.indptr, word_topic_topics=lambda: b.topics,
+                word_topic_values=lambda: b.counts, num_topics=lambda: np.int64(b.num_topics)))
+            return
+        counts = self.dense_word_topic_counts()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            topic_word = pool.submit(topic_word_from_counts, counts, self.beta)
+            write_npz(file.fileno(), dict(
+                word_topic_counts=lambda: np.asarray(counts, np.int32), **common,
+                topic_word=topic_word.result))
 
     @classmethod
     def load(cls, directory) -> "TopicModel":
@@ -240,7 +355,7 @@ class TopicModel:
                 if version > FORMAT_VERSION:
                     raise ModelFormatError(f"{path}: format version {version} is newer than this "
                                            f"saberjax reads ({FORMAT_VERSION}); upgrade saberjax")
-                counts = np.asarray(arrays["word_topic_counts"], np.int32)
+                counts = _read_word_topic_counts(arrays, version)
                 alpha, beta = np.asarray(arrays["alpha"], np.float64), float(arrays["beta"])
         except ModelFormatError:
             raise
@@ -266,6 +381,18 @@ class TopicModel:
             return cls(counts, alpha, beta, vocab, config, metrics)
         except ValueError as error:
             raise ModelFormatError(f"{directory}: {error}") from error
+
+
+def _read_word_topic_counts(arrays, version: int) -> np.ndarray | SparseWordTopic:
+    """B from an open model.npz: V x K int32, or the SparseWordTopic of a file that holds B
+    by its nonzeros (format version 3 and on); ValueError naming what is wrong with one."""
+    if "word_topic_counts" in arrays or version < 3 or SPARSE_KEYS[0] not in arrays:
+        return np.asarray(arrays["word_topic_counts"], np.int32)
+    indptr, topics, values, num_topics = (arrays[key] for key in SPARSE_KEYS)
+    if indptr.dtype != np.int64 or topics.dtype != np.int32 or values.dtype != np.int32:
+        raise ValueError(f"sparse B has arrays of {indptr.dtype}, {topics.dtype}, "
+                         f"{values.dtype}; expected int64, int32, int32")
+    return swt.validated(SparseWordTopic(indptr, topics, values, int(num_topics)))
 
 
 def read_metrics(path) -> list[dict]:

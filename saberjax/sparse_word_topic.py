@@ -145,22 +145,23 @@ def topic_totals(b: SparseWordTopic) -> np.ndarray:
     return np.bincount(b.topics, weights=b.counts, minlength=b.num_topics).astype(np.int64)
 
 
-def word_totals(b: SparseWordTopic) -> np.ndarray:
-    """int64 [V]: n_v, the training tokens of each word (B's row sums)."""
-    prefix = np.concatenate([[0], np.cumsum(b.counts, dtype=np.int64)])
-    return prefix[b.indptr[1:]] - prefix[b.indptr[:-1]]
+def row_entries(b: SparseWordTopic, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row int64, topic int32, count int32) [n]: the nonzeros of B's rows of some words
+    (repeats allowed), row i being words[i]'s, in row order."""
+    words = np.asarray(words, np.int64).ravel()
+    starts, stops = b.indptr[words], b.indptr[words + 1]
+    lengths = stops - starts
+    entries = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
+        np.arange(int(lengths.sum()))
+    return np.repeat(np.arange(len(words)), lengths), b.topics[entries], b.counts[entries]
 
 
 def rows(b: SparseWordTopic, words) -> np.ndarray:
     """int32 [len(words), K]: the dense rows of B for some words (repeats allowed), K per word
     rather than K x V."""
-    words = np.asarray(words, np.int64).ravel()
-    starts, stops = b.indptr[words], b.indptr[words + 1]
-    lengths = stops - starts
-    out = np.zeros((len(words), b.num_topics), np.int32)
-    entries = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + \
-        np.arange(int(lengths.sum()))
-    out[np.repeat(np.arange(len(words)), lengths), b.topics[entries]] = b.counts[entries]
+    out = np.zeros((np.size(words), b.num_topics), np.int32)
+    row, topics, counts = row_entries(b, words)
+    out[row, topics] = counts
     return out
 
 
@@ -170,21 +171,38 @@ def to_dense(b: SparseWordTopic) -> np.ndarray:
     return rows(b, np.arange(b.num_words))
 
 
-class TopicMajor(NamedTuple):
-    """The same nonzeros grouped by topic (compressed sparse columns of B): topic k's words are
-    words[indptr[k]:indptr[k + 1]], ascending, with their counts. What per-topic questions
-    (top words, a topic's row of topic_word) read."""
-
-    indptr: np.ndarray  # int64 [K + 1]
-    words: np.ndarray  # int32 [nnz]
-    counts: np.ndarray  # int32 [nnz]
-
-
-def by_topic(b: SparseWordTopic) -> TopicMajor:
-    """B's nonzeros regrouped by topic, words ascending within each topic (a stable sort of the
-    word-major entries by topic)."""
-    order = np.argsort(b.topics, kind="stable")
-    words = np.repeat(np.arange(b.num_words, dtype=np.int32), np.diff(b.indptr))[order]
-    indptr = np.zeros(b.num_topics + 1, np.int64)
-    np.cumsum(np.bincount(b.topics, minlength=b.num_topics), out=indptr[1:])
-    return TopicMajor(indptr, words, b.counts[order])
+def top_words(b: SparseWordTopic, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(word ids int64 [K, n], their counts int32 [K, n]): each topic's n words of most tokens,
+    most first, ties to the lower word id, for n <= V: the order lax.top_k gives over dense
+    B's columns. Sorts the nonzeros only; a topic with m < n nonzero words is filled with its
+    n - m lowest-id words of count 0, found from its nonzero words alone (the j-th word
+    missing from ascending words s_1 < ... < s_m is j + #{i : s_i - (i - 1) <= j}), so
+    nothing larger than K x n is formed."""
+    num_words, num_topics = b.shape
+    if not 0 <= n <= num_words:
+        raise ValueError(f"top words: n must be in [0, {num_words}], got {n}")
+    words = np.repeat(np.arange(num_words, dtype=np.int64), np.diff(b.indptr))
+    topic_starts = np.zeros(num_topics + 1, np.int64)
+    np.cumsum(np.bincount(b.topics, minlength=num_topics), out=topic_starts[1:])
+    ids = np.zeros((num_topics, n), np.int64)
+    counts = np.zeros((num_topics, n), np.int32)
+    # by topic, then count descending; a stable sort keeps the CSR's ascending words in ties
+    order = np.argsort((b.topics.astype(np.int64) << 31) | (np.iinfo(np.int32).max - b.counts),
+                       kind="stable")
+    sorted_topics = b.topics[order].astype(np.int64)
+    rank = np.arange(len(order)) - topic_starts[sorted_topics]
+    kept = rank < n
+    ids[sorted_topics[kept], rank[kept]] = words[order][kept]
+    counts[sorted_topics[kept], rank[kept]] = b.counts[order][kept]
+    nonzero_words = np.diff(topic_starts)
+    missing = np.maximum(n - nonzero_words, 0)
+    if missing.any():
+        order = np.argsort(b.topics, kind="stable")  # by topic, words ascending within each
+        sorted_topics = b.topics[order].astype(np.int64)
+        free_below = words[order] - (np.arange(len(order)) - topic_starts[sorted_topics])
+        keys = sorted_topics * (n + 1) + np.minimum(free_below, n)
+        topic = np.repeat(np.arange(num_topics, dtype=np.int64), missing)
+        j = np.arange(len(topic)) - np.repeat(np.cumsum(missing) - missing, missing)
+        below = np.searchsorted(keys, topic * (n + 1) + j, side="right") - topic_starts[topic]
+        ids[topic, nonzero_words[topic] + j] = j + below
+    return ids, counts

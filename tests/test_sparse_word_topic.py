@@ -22,19 +22,9 @@ def test_from_dense_round_trips_and_sums_match_dense():
     assert b.nnz == np.count_nonzero(dense)
     np.testing.assert_array_equal(swt.to_dense(b), dense)
     np.testing.assert_array_equal(swt.topic_totals(b), dense.sum(0))
-    np.testing.assert_array_equal(swt.word_totals(b), dense.sum(1))
     words = np.array([5, 3, 5, 0, 12])
     np.testing.assert_array_equal(swt.rows(b, words), dense[words])
     assert swt.rows(b, []).shape == (0, 7)
-
-
-def test_by_topic_holds_each_topics_words_ascending():
-    dense = random_counts(1)
-    major = swt.by_topic(swt.from_dense(dense))
-    for k in range(dense.shape[1]):
-        span = slice(major.indptr[k], major.indptr[k + 1])
-        np.testing.assert_array_equal(major.words[span], np.flatnonzero(dense[:, k]))
-        np.testing.assert_array_equal(major.counts[span], dense[:, k][dense[:, k] > 0])
 
 
 def test_from_entries_sums_repeats_in_any_order():
@@ -81,3 +71,26 @@ def test_validation_names_what_is_wrong(fault, message):
     assert swt.validated(good) is good
     with pytest.raises(ValueError, match=message):
         swt.validated(fault(good))
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 13])
+def test_top_words_match_top_k_over_dense_columns(n):
+    from saberjax.model import top_ids
+
+    dense = random_counts(3, density=0.25)
+    dense[:, 2] = 0  # a topic without words
+    dense[5, 4] = dense[7, 4] = 9  # a tie: word 5 before 7
+    ids, counts = swt.top_words(swt.from_dense(dense), n)
+    expected = top_ids(dense.T, n)
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_array_equal(counts, np.take_along_axis(dense.T, expected, axis=1))
+
+
+def test_row_entries_are_the_nonzeros_of_the_rows():
+    dense = random_counts(5)
+    words = np.array([4, 3, 4, 0])
+    row, topics, counts = swt.row_entries(swt.from_dense(dense), words)
+    expected_row, expected_topics = np.nonzero(dense[words])
+    np.testing.assert_array_equal(row, expected_row)
+    np.testing.assert_array_equal(topics, expected_topics)
+    np.testing.assert_array_equal(counts, dense[words][expected_row, expected_topics])

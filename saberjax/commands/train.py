@@ -39,9 +39,10 @@ from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
+from saberjax.model import model_file_bytes
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory, model_file_bytes
+from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
 
@@ -155,7 +156,8 @@ def main(argv):
     backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume,
-                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics))
+                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics,
+                                                         corpus.num_tokens))
     # read now: the run's own checkpoints replace the one it resumes from
     resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     if not processes.is_writer():  # trains its share; process 0 writes everything
