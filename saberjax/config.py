@@ -160,7 +160,7 @@ class Hyperparams:
     alpha: float
     beta: float
     backend: str
-    model_format: str = "dense"
+    model_format: str
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> "Hyperparams":
