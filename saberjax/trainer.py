@@ -164,10 +164,13 @@ def _prepare(corpus: Corpus, placement: Placement, config: TrainConfig, state: T
                                                corpus.doc_lengths(), name="saberjax-compile"))
 
     def preparing_scorer():
-        """The held-out scorer, preparing (padding the documents, compiling) in a thread."""
-        return heldout and HeldoutScorer(*heldout, placement.hyper.num_topics,
-                                         placement.num_words, config.em_iterations,
-                                         placement.sharding(jax.sharding.PartitionSpec()))
+        """The held-out scorer, preparing (padding the documents, compiling) in a thread: of
+        the whole topic-word matrix, or for a sparse model of each batch's words' rows."""
+        sparse = placement.hyper.sparse
+        return heldout and HeldoutScorer(
+            *heldout, placement.hyper.num_topics, None if sparse else placement.num_words,
+            config.em_iterations,
+            None if sparse else placement.sharding(jax.sharding.PartitionSpec()))
 
     beside = compiles_beside_init(placement)
     programs, scorer = (compiling(), preparing_scorer()) if beside else (None, None)
@@ -254,8 +257,13 @@ class _Loop:
             jax.block_until_ready(following[0])
         if evaluate:
             # alpha on the host: slicing the device array compiles small programs each run
-            score = self.ready.scorer.score(self.placement.topic_word(state),
-                                            self.placement.alpha(state))
+            if self.placement.hyper.sparse:  # never K x V: the batches' words' rows
+                score = self.ready.scorer.score_model(TopicModel(
+                    self.placement.sparse_word_topic(state), self.placement.alpha(state),
+                    self.placement.hyper.beta, tuple(self.corpus.vocab)))
+            else:
+                score = self.ready.scorer.score(self.placement.topic_word(state),
+                                                self.placement.alpha(state))
             record.update(heldout_loglik_per_token=score.loglik_per_token,
                           perplexity=score.perplexity)
         metrics.append(record)

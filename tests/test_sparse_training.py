@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from helpers import needs_local_devices, random_corpus
 
-from saberjax import checkpoint, sparse_word_topic, trainer
+from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
+from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
@@ -139,3 +140,17 @@ def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path
         np.testing.assert_array_equal(left, right)
     np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
     assert not np.allclose(uninterrupted.model.alpha, uninterrupted.model.alpha[0])  # learned
+
+
+def test_a_sparse_run_scores_its_held_out_documents_as_its_dense_topics_score():
+    """The trainer scores a sparse model by its words' rows (never K x V): the score of the
+    same topics made dense."""
+    corpus = random_corpus(num_docs=60, num_words=30, mean_length=20, seed=2)
+    train, test = corpus_io.train_test_split(corpus, 0.2, 0)
+    heldout = corpus_io.split_document_halves(test, 0)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla",
+                                 model_format="sparse")
+    result = trainer.train(train, config, heldout=heldout)
+    dense = evaluate.heldout_loglik(result.model.topic_word, *heldout, result.model.alpha)
+    assert np.isclose(result.metrics[-1]["heldout_loglik_per_token"], dense.loglik_per_token,
+                      rtol=1e-5)
