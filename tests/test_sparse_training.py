@@ -154,3 +154,9 @@ def test_a_sparse_run_scores_its_held_out_documents_as_its_dense_topics_score():
     dense = evaluate.heldout_loglik(result.model.topic_word, *heldout, result.model.alpha)
     assert np.isclose(result.metrics[-1]["heldout_loglik_per_token"], dense.loglik_per_token,
                       rtol=1e-5)
+
+
+def test_auto_keeps_the_dense_models_error_where_neither_fits():
+    corpus = random_corpus(seed=15)
+    with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
+        plan(corpus, Hyperparams.create(8), 1, device_memory_gb=1e-6, model_format="auto")

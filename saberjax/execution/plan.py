@@ -130,16 +130,18 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
                   budget: int | None) -> str:
     """The model's format for the setting `requested`: "auto" is sparse where the dense
-    model of a device's rows (partitioned by word, its smallest) exceeds the device budget,
-    else dense."""
+    model of a device's rows (partitioned by word, its smallest) exceeds the device budget
+    and the sparse one fits it, else dense (whose plan then says what does not fit)."""
     if requested not in MODEL_FORMATS + ("auto",):
         raise ValueError(f"model_format must be 'auto', {' or '.join(map(repr, MODEL_FORMATS))}"
                          f", got {requested!r}")
     if requested != "auto":
         return requested
     rows = model_rows(corpus.num_words, num_devices, "words")
-    dense_fits = budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget
-    return "dense" if dense_fits else "sparse"
+    if budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget:
+        return "dense"
+    sparse = dataclasses.replace(hyper, model_format="sparse")
+    return "sparse" if _ResidentFit(corpus, sparse, num_devices, budget)("words") else "dense"
 
 
 class _ResidentFit:
