@@ -83,8 +83,7 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
 @pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
     (2, 1, 1, 0.5, False),  # one nonzero everywhere
     (100, 70, 30, 0.5, False),  # three 32-blocks of A, a two-level prior tree
-    (1000, 40, 5, 0.05, False),  # sparse rows, the prior term dominant
-    (2000, 300, 600, 1.0, False),  # ten blocks of A, long rows of B
+    (1000, 300, 600, 0.05, False),  # ten blocks of A, long rows of B
     (2000, 40, 100, 0.05, True),  # a three-level prior tree, a learned prior
 ])
 def test_sparse_sampler_matches_the_dense_distribution(num_topics, nonzeros, word_nonzeros,
