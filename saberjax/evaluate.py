@@ -120,7 +120,7 @@ class HeldoutScorer:
         batches, program = self._prepared.result()
         device = jax.devices()[0]
         alpha = np.asarray(model.alpha, np.float32)
-        floor = jax.device_put(model.topic_word_floor, device)
+        floor = jax.device_put(model.bhat_floor, device)
         total = 0.0
         for observed_words, observed_counts, heldout_words, heldout_counts, *rows in batches:
             gathered = BatchWordRows.of(model, 2 * observed_words.size, observed_words,

@@ -65,7 +65,9 @@ class ModelTopics(Protocol):
     num_topics: int
     num_words: int
 
-    def topic_word_rows(self, words) -> np.ndarray: ...  # float32 [len(words), K]
+    bhat_floor: np.ndarray  # float32 [K]: B-hat where B is 0
+
+    def bhat_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
     def word_topic_rows(self, words) -> np.ndarray: ...  # int32 [len(words), K]
 
@@ -330,7 +332,7 @@ def _check_device_room(what: str, needed: int, device) -> None:
 @dataclasses.dataclass(frozen=True)
 class BatchWordRows:
     """B-hat rows of a sparse model's batch, as the device forms them: the batch's distinct
-    words' nonzero cells (model.topic_word_entries), set over rows of model.topic_word_floor.
+    words' nonzero cells (model.bhat_entries), set over rows of model.bhat_floor.
     The host sends the nonzeros, not K values a word; the table has a fixed number of rows
     and the entries a power-of-two length (padding entries point past the table and are
     dropped), so a run compiles few programs. The batch's words are renumbered to index it."""
@@ -347,7 +349,7 @@ class BatchWordRows:
         table_rows of them."""
         distinct, inverse = np.unique(np.concatenate([w.ravel() for w in words]),
                                       return_inverse=True)
-        entries = model.topic_word_entries(distinct)
+        entries = model.bhat_entries(distinct)
         size = 1 << max(entries[0].size - 1, 0).bit_length()
 
         def padded(array, dtype, fill):
@@ -362,7 +364,7 @@ class BatchWordRows:
 
     def table(self, floor: jax.Array, device) -> jax.Array:
         """float32 [table_rows, K] on `device`: B-hat's rows of the batch's words (floor, the
-        model's topic_word_floor, already there), then padding rows."""
+        model's bhat_floor, already there), then padding rows."""
         entries = jax.device_put((self.rows, self.topics, self.values), device)
         return _word_rows_table(floor, *entries, table_rows=self.table_rows)
 
@@ -387,7 +389,7 @@ def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: i
     table_bytes = 4 * num_topics * (batch_slots if model.is_sparse else model.num_words)
     _check_device_room("EM fold-in", table_bytes + BATCH_ELEMENTS * 8, devices[0])
     if model.is_sparse:
-        floors = [jax.device_put(model.topic_word_floor, device) for device in devices]
+        floors = [jax.device_put(model.bhat_floor, device) for device in devices]
     else:
         replicas = [jax.device_put(np.ascontiguousarray(model.topic_word.T, np.float32), device)
                     for device in devices]

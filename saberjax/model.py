@@ -147,18 +147,18 @@ class TopicModel:
             return swt.rows(self.word_topic_counts, words)
         return np.asarray(self.word_topic_counts[np.asarray(words, np.int64)], np.int32)
 
-    def topic_word_rows(self, words) -> np.ndarray:
-        """float32 [len(words), K]: topic_word[:, words].T, the same values: topic_word_floor
-        with topic_word_entries(words) set over it."""
-        out = np.tile(self.topic_word_floor, (np.size(words), 1))
-        row, topics, values = self.topic_word_entries(words)
+    def bhat_rows(self, words) -> np.ndarray:
+        """float32 [len(words), K]: B-hat's rows of some words, topic_word[:, words].T, the
+        same values: bhat_floor with bhat_entries(words) set over it."""
+        out = np.tile(self.bhat_floor, (np.size(words), 1))
+        row, topics, values = self.bhat_entries(words)
         out[row, topics] = values
         return out
 
-    def topic_word_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def bhat_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, topic, value float32) [n]: the cells of topic_word[:, words].T where B is
         nonzero, row i being words[i]'s, with their values (count + beta) / (n_k + V beta) in
-        float64 rounded once, as topic_word has them. With topic_word_floor they are the
+        float64 rounded once, as topic_word has them. With bhat_floor they are the
         words' rows, in bytes of the nonzeros: what fold-in sends a device for a sparse
         model."""
         if self.is_sparse:
@@ -170,8 +170,27 @@ class TopicModel:
         values = np.divide(counts + self.beta, self._denominators[topics], dtype=np.float64)
         return row, topics, values.astype(np.float32)
 
+    def topic_word_rows(self, topics) -> np.ndarray:
+        """float32 [len(topics), V]: topic_word[topics], the same values, V per topic rather
+        than K x V: each topic's floor with its nonzero cells set over it."""
+        distinct, inverse = np.unique(np.asarray(topics, np.int64).ravel(), return_inverse=True)
+        if self.is_sparse:
+            b = self.word_topic_counts
+            asked = np.isin(b.topics, distinct)
+            words = np.repeat(np.arange(self.num_words), np.diff(b.indptr))[asked]
+            row = np.searchsorted(distinct, b.topics[asked])
+            counts = b.counts[asked]
+        else:
+            columns = self.word_topic_counts[:, distinct]
+            words, row = np.nonzero(columns)
+            counts = columns[words, row]
+        out = np.repeat(self.bhat_floor[distinct][:, None], self.num_words, axis=1)
+        out[row, words] = np.divide(counts + self.beta, self._denominators[distinct[row]],
+                                    dtype=np.float64)
+        return out[inverse]
+
     @functools.cached_property
-    def topic_word_floor(self) -> np.ndarray:
+    def bhat_floor(self) -> np.ndarray:
         """float32 [K]: topic_word's value where B is 0, beta / (n_k + V beta), rounded as
         topic_word rounds it."""
         return np.divide(self.beta, self._denominators, dtype=np.float64).astype(np.float32)
@@ -198,7 +217,8 @@ class TopicModel:
     @property
     def topic_word(self) -> np.ndarray:
         """K x V topic-word distributions, each row summing to 1. Formed whole, from either
-        form of B: what works on a sparse model reads topic_word_rows instead."""
+        form of B: what works on a sparse model reads topic_word_rows (by topic) or bhat_rows
+        (by word) instead."""
         return topic_word_from_counts(self.dense_word_topic_counts(), self.beta)
 
     def dense_word_topic_counts(self) -> np.ndarray:

@@ -45,8 +45,11 @@ def test_sparse_model_answers_as_the_dense_model(trained):
     for word in dense.vocab[:30]:
         assert sparse.word_topics(word) == dense.word_topics(word)
     words = np.array([0, 7, 7, dense.num_words - 1])
-    np.testing.assert_array_equal(sparse.topic_word_rows(words), dense.topic_word[:, words].T)
-    np.testing.assert_array_equal(dense.topic_word_rows(words), dense.topic_word[:, words].T)
+    np.testing.assert_array_equal(sparse.bhat_rows(words), dense.topic_word[:, words].T)
+    np.testing.assert_array_equal(dense.bhat_rows(words), dense.topic_word[:, words].T)
+    topics = [3, 0, 3, dense.num_topics - 1]
+    np.testing.assert_array_equal(sparse.topic_word_rows(topics), dense.topic_word[topics])
+    np.testing.assert_array_equal(dense.topic_word_rows(topics), dense.topic_word[topics])
     np.testing.assert_array_equal(sparse.topic_word, dense.topic_word)
     np.testing.assert_array_equal(sparse.dense_word_topic_counts(), dense.word_topic_counts)
 
@@ -147,12 +150,14 @@ def test_large_k_sparse_model_loads_reports_and_infers_without_k_by_v(tmp_path):
     model = TopicModel.load(tmp_path / "m")
     top_ids = model.top_word_ids(10)
     topics_of_word = model.word_topics(vocab[3])
+    topic_row = model.topic_word_rows([int(np.argmax(model.topic_totals))])
     theta = model.transform(documents, iterations=5)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
 
     assert model.is_sparse and model.num_topics == num_topics
     assert top_ids.shape == (num_topics, 10)
+    assert topic_row.shape == (1, num_words) and topic_row.sum() == pytest.approx(1, rel=1e-5)
     # top_words adds K x 10 Python pairs, the answer itself, to top_word_ids' arrays
     top = model.top_words(10, with_weights=True)
     heaviest_topic = int(np.argmax(model.topic_totals))
@@ -183,15 +188,15 @@ def test_infer_and_evaluate_commands_read_a_sparse_model_file(trained, tmp_path,
                                                               abs=1e-6)
 
 
-def test_batch_word_rows_are_topic_word_rows_formed_on_the_device(trained):
+def test_batch_word_rows_are_bhat_rows_formed_on_the_device(trained):
     import jax
 
     dense, sparse, _, _ = trained
     words = np.array([[5, 9, 5], [0, 3, 9]])
     gathered = BatchWordRows.of(sparse, 8, words)
     assert gathered.rows.size & (gathered.rows.size - 1) == 0  # a power of two
-    table = np.asarray(gathered.table(jax.device_put(sparse.topic_word_floor), jax.devices()[0]))
+    table = np.asarray(gathered.table(jax.device_put(sparse.bhat_floor), jax.devices()[0]))
     assert table.shape == (8, dense.num_topics)
     np.testing.assert_array_equal(table[gathered.words[0]],
                                   dense.topic_word[:, words].transpose(1, 2, 0))
-    np.testing.assert_array_equal(table[4:], np.tile(sparse.topic_word_floor, (4, 1)))
+    np.testing.assert_array_equal(table[4:], np.tile(sparse.bhat_floor, (4, 1)))
