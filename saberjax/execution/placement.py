@@ -288,7 +288,7 @@ class Placement:
             topics[device, :len(entries)] = word_topic.topics[entries]
             counts[device, :len(entries)] = word_topic.counts[entries]
         placed = SparseRows(*(jax.make_array_from_callback(
-            (array.size,), self.sharding(P(AXIS)),
+            (array.size,), self.sharding(self.programs.model_spec.word_topic.row_start),
             lambda index, array=array: array.reshape(-1)[index])
             for array in (row_start, topics, counts)))
         return self.programs.model(placed, self.replicated(np.asarray(alpha, np.float32)))
