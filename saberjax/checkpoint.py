@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 from saberjax import processes
-from saberjax.config import Hyperparams
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
@@ -219,7 +219,8 @@ def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus: 
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
             f"this corpus {corpus.fingerprint()}); resume with the same corpus, test split and "
             f"seed, or start afresh")
-    saved = manifest["config"]
+    # a setting the checkpoint does not record is one added since, at its default
+    saved = dict(dataclasses.asdict(TrainConfig()), **manifest["config"])
     differences = [f"{name}={saved.get(name)!r} (this run: {config[name]!r})"
                    for name in model_settings if saved.get(name) != config[name]]
     if differences:

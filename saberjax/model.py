@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.config import DEFAULT_EM_ITERATIONS, SEED_WEIGHT
 from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
+from saberjax.seeding import SeedPrior, seed_prior
 
 FORMAT_VERSION = 2  # 2: alpha one value per topic
 TOPIC_WORD_TILE = (256, 1024)  # words x topics topic_word_from_counts computes at a time
@@ -39,8 +40,10 @@ def top_ids(weights, n: int) -> np.ndarray:
     return np.asarray(jax.lax.top_k(jnp.asarray(weights), n)[1])
 
 
-def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.ndarray:
-    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32 (C order).
+def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float,
+                           seeds: SeedPrior | None = None) -> np.ndarray:
+    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32 (C order); with
+    seed words (over word ids) (B + beta_kv) / (topic totals + sum_v beta_kv).
 
     Computed in float64 and rounded once (np.divide into the float32 result) over a thread per
     core (numpy releases the GIL), each taking ranges of words a TOPIC_WORD_TILE at a time: the
@@ -70,18 +73,28 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
         totals = sum(pool.map(lambda words: counts[words].sum(axis=0, dtype=np.int64), ranges),
                      np.zeros(num_topics, np.int64))
         denominators = totals + num_words * beta
+        if seeds is not None:
+            denominators = denominators + seeds.topic_weights(num_topics).astype(np.float64)
         list(pool.map(fill, ranges))
+    if seeds is not None:  # the seeded cells' numerators
+        rows = np.asarray(seeds.rows)
+        topic_word[:, rows] = ((counts[rows].T + beta + seeds.row_weights(num_topics).T)
+                               / denominators[:, None])
     return topic_word
 
 
-def topic_word_entries(word_topic_counts: np.ndarray, beta: float,
-                       word_ids: np.ndarray) -> np.ndarray:
-    """float32 [K, N]: topic_word_from_counts(word_topic_counts, beta)[k, word_ids[k, n]], the
-    same values (the same float64 operations rounded once) without the K x V matrix."""
+def topic_word_entries(word_topic_counts: np.ndarray, beta: float, word_ids: np.ndarray,
+                       seeds: SeedPrior | None = None) -> np.ndarray:
+    """float32 [K, N]: topic_word_from_counts(word_topic_counts, beta, seeds)[k, word_ids[k, n]],
+    the same values (the same float64 operations rounded once) without the K x V matrix."""
     counts = np.asarray(word_topic_counts)
     denominators = counts.sum(axis=0, dtype=np.int64) + counts.shape[0] * beta
     topics = np.arange(counts.shape[1])[:, None]
-    return ((counts[word_ids, topics] + beta) / denominators[:, None]).astype(np.float32)
+    numerators = counts[word_ids, topics] + beta
+    if seeds is not None:
+        denominators = denominators + seeds.topic_weights(counts.shape[1]).astype(np.float64)
+        numerators = numerators + seeds.cell_weights(word_ids, topics, counts.shape[1])
+    return (numerators / denominators[:, None]).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -126,7 +139,16 @@ class TopicModel:
     @property
     def topic_word(self) -> np.ndarray:
         """K x V topic-word distributions, each row summing to 1."""
-        return topic_word_from_counts(self.word_topic_counts, self.beta)
+        return topic_word_from_counts(self.word_topic_counts, self.beta, self.seed_prior)
+
+    @functools.cached_property
+    def seed_prior(self) -> SeedPrior | None:
+        """The seed words' prior the model was trained with (over word ids; config seed_words
+        and seed_weight), or None."""
+        if not self.config.get("seed_words"):
+            return None
+        return seed_prior(self.config["seed_words"], self.config.get("seed_weight", SEED_WEIGHT),
+                          self.vocab, self.num_topics, warn=False)
 
     def topic_shares(self) -> np.ndarray:
         """Fraction of training tokens assigned to each topic."""
@@ -145,7 +167,7 @@ class TopicModel:
         order = top_ids(self.word_topic_counts.T, min(n, self.num_words))
         if not with_weights:
             return [[self.vocab[v] for v in row] for row in order]
-        weights = topic_word_entries(self.word_topic_counts, self.beta, order)
+        weights = topic_word_entries(self.word_topic_counts, self.beta, order, self.seed_prior)
         return [[(self.vocab[v], float(weight)) for v, weight in zip(row, row_weights)]
                 for row, row_weights in zip(order.tolist(), weights)]
 
@@ -167,6 +189,9 @@ class TopicModel:
         if index is None:
             raise KeyError(f"{word!r} is not in the model's vocabulary ({self.num_words:,} words)")
         counts = self.word_topic_counts[index].astype(np.float64)
+        if self.seed_prior is not None:  # beta_kv - beta of the word's cells
+            counts += self.seed_prior.cell_weights(index, np.arange(self.num_topics),
+                                                   self.num_topics)
         weights = (counts + self.beta) / (counts.sum() + self.num_topics * self.beta)
         order = np.argsort(-weights, kind="stable")
         return [(int(k), float(weights[k])) for k in order if weights[k] >= minimum_probability]
@@ -220,7 +245,8 @@ class TopicModel:
         """model.npz into an open, empty binary file; topic_word is computed while the counts
         are written."""
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            topic_word = pool.submit(topic_word_from_counts, self.word_topic_counts, self.beta)
+            topic_word = pool.submit(topic_word_from_counts, self.word_topic_counts, self.beta,
+                                     self.seed_prior)
             write_npz(file.fileno(), dict(
                 word_topic_counts=lambda: np.asarray(self.word_topic_counts, np.int32),
                 alpha=lambda: self.alpha, beta=lambda: np.float64(self.beta),

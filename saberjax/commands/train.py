@@ -29,7 +29,7 @@ import time
 import numpy as np
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, command_line, processes, trainer
+from saberjax import checkpoint, cli, command_line, processes, seeding, trainer
 from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
 from saberjax import timing
@@ -147,11 +147,15 @@ def main(argv):
     del argv
     processes.initialize_from_flags(FLAGS)
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
+    if config.seed_words is not None:  # the file's syntax, before the corpus is read
+        seeding.read_seed_words(config.seed_words)
     phases, started = timing.Phases().record(), time.perf_counter()
     start_devices()  # beside the corpus load
     cli.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
+    seeding.seed_prior(config.seed_words, config.seed_weight, corpus.vocab, config.num_topics,
+                       warn=False)  # its words and topics, before any file is touched
     backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume,

@@ -62,8 +62,12 @@ class Placement:
 
     @functools.cached_property
     def programs(self) -> Programs:
-        """The jitted programs of an iteration on this mesh and partition."""
-        return Programs(self.mesh, self.hyper, self.num_words, self.word_shares is not None)
+        """The jitted programs of an iteration on this mesh and partition (the seed words'
+        prior on the rows that hold its words)."""
+        hyper = self.hyper
+        if hyper.seeds is not None:
+            hyper = dataclasses.replace(hyper, seeds=hyper.seeds.on_rows(self._row_of_word()))
+        return Programs(self.mesh, hyper, self.num_words, self.word_shares is not None)
 
     @property
     def model_rows(self) -> int:
@@ -205,7 +209,8 @@ class Placement:
         """float32 B-hat [K, V] of the state's counts, whole on every device (for scoring)."""
         return _topic_word(state.model.word_topic, state.model.topic_totals,
                            self.replicated(self._row_of_word()), self.hyper.num_topics,
-                           self.hyper.beta, self.num_words, self.sharding(P()))
+                           self.hyper.beta, self.num_words, self.hyper.seeds,
+                           self.sharding(P()))
 
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
@@ -230,11 +235,13 @@ class Placement:
         return ChunkState((tokens,), (chunk.word.shape[1],), (chunk.doc_start.shape[1] - 1,))
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "sharding"))
+@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "seeds",
+                                             "sharding"))
 def _topic_word(word_topic, totals, row_of_word, num_topics: int, beta: float,
-                num_words: int, sharding):
-    """float32 B-hat [K, V] of B's rows row_of_word (by word id), laid out by `sharding`."""
-    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words)
+                num_words: int, seeds, sharding):
+    """float32 B-hat [K, V] of B's rows row_of_word (by word id; seeds over word ids), laid
+    out by `sharding`."""
+    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words, seeds)
     return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
 
 

@@ -88,12 +88,18 @@ class Programs:
         totals = backend_ops(self.hyper.backend).topic_totals(rows)
         return lax.psum(totals, AXIS) if self.num_devices > 1 else totals
 
+    def _first_row(self, rows):
+        """The row of the model's global arrays where this device's `rows` of them start
+        (each device holds as many)."""
+        return lax.axis_index(AXIS) * rows.shape[0] if self.num_devices > 1 else 0
+
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
         (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees gathered
         whole on every device."""
         totals = self._summed_totals(rows) if totals is None else totals
-        own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
+        own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
+                                     self._first_row(rows))
         if self.num_devices == 1:
             return own
         gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
@@ -105,7 +111,8 @@ class Programs:
         topic totals summed over the mesh (None: _summed_totals); B-hat and the trees stay
         with their rows."""
         totals = self._summed_totals(rows) if totals is None else totals
-        return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
+        return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
+                                      self._first_row(rows))
 
     @property
     def _rebuild(self):
