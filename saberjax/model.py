@@ -28,6 +28,7 @@ import numpy as np
 from saberjax.config import DEFAULT_EM_ITERATIONS, SEED_WEIGHT
 from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
+from saberjax.relevance import relevant_ids
 from saberjax.seeding import SeedPrior, seed_prior
 
 FORMAT_VERSION = 2  # 2: alpha one value per topic
@@ -155,21 +156,37 @@ class TopicModel:
         totals = self.word_topic_counts.sum(axis=0).astype(np.float64)
         return totals / max(totals.sum(), 1.0)
 
-    def top_words(self, n: int = 10, with_weights: bool = False
+    def top_words(self, n: int = 10, with_weights: bool = False,
+                  relevance: float | None = None
                   ) -> list[list[str]] | list[list[tuple[str, float]]]:
         """The n most probable words of every topic, largest first, ties to the lower word id.
 
         with_weights: each word as a (word, probability) pair instead, the probability
         p(word | topic) = topic_word[k, v] (the same float32 value, as a Python float), like
         gensim's show_topic and tomotopy's get_topic_words. Only the n entries are computed,
-        not the K x V topic_word.
+        not the K x V topic_word.  relevance: lambda in [0, 1], the n most relevant words
+        instead (saberjax.relevance; 1 ranks as without it, lower values favour words
+        particular to the topic, 0.6 as pyLDAvis suggests).
         """
-        order = top_ids(self.word_topic_counts.T, min(n, self.num_words))
+        if relevance is not None:
+            order = relevant_ids(self.word_topic_counts, self.beta, self.seed_prior, n,
+                                 relevance)
+        else:
+            order = top_ids(self._probability_order(), min(n, self.num_words))
         if not with_weights:
             return [[self.vocab[v] for v in row] for row in order]
         weights = topic_word_entries(self.word_topic_counts, self.beta, order, self.seed_prior)
         return [[(self.vocab[v], float(weight)) for v, weight in zip(row, row_weights)]
                 for row, row_weights in zip(order.tolist(), weights)]
+
+    def _probability_order(self) -> np.ndarray:
+        """K x V weights in the order of topic_word's rows: the counts, plus the seed words'
+        prior where seeded."""
+        if self.seed_prior is None:
+            return self.word_topic_counts.T
+        weights = self.word_topic_counts.T.astype(np.float32)
+        weights[:, list(self.seed_prior.rows)] += self.seed_prior.row_weights(self.num_topics).T
+        return weights
 
     def word_topics(self, word: str, minimum_probability: float = 0.0) -> list[tuple[int, float]]:
         """The topics of one vocabulary word as (topic, weight) pairs, largest weight first (ties
