@@ -232,6 +232,14 @@ class TopicModel:
 
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
 
+    def to_pyldavis(self, documents, iterations: int = DEFAULT_EM_ITERATIONS) -> dict:
+        """What pyLDAvis.prepare takes, as keyword arguments, for these documents (as
+        transform takes them): pyLDAvis.prepare(**model.to_pyldavis(corpus)); see
+        saberjax.ldavis.  pyLDAvis itself is not needed."""
+        from saberjax import ldavis  # noqa: PLC0415 (fold-in: the engine, as transform)
+
+        return ldavis.prepare_arguments(self, documents, iterations)
+
     def save(self, directory, arrays=None) -> pathlib.Path:
         """Write model.npz, vocab.txt, config.json and metrics.jsonl into `directory` (each
         atomically).  arrays: a model.npz that write_arrays wrote for a model with these

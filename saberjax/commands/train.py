@@ -279,5 +279,8 @@ def save_result(directory: pathlib.Path, model, corpus, documents,
     if FLAGS.report:
         from saberjax.report import write_report  # noqa: PLC0415 (only for --report)
 
-        write_report(model, directory / "report", corpus, model.metrics)
+        from saberjax.coherence import cv_unavailable  # noqa: PLC0415
+
+        write_report(model, directory / "report", corpus, model.metrics,
+                     cv_unavailable=cv_unavailable(model))
 
