@@ -41,7 +41,7 @@ def parse_dates(values: Sequence[str], source: str) -> np.ndarray:
         if value in parsed:
             continue
         try:
-            parsed[value] = (np.datetime64("NaT") if not value else
+            parsed[value] = (np.datetime64("NaT", "D") if not value else
                              np.datetime64(value.replace(" ", "T", 1)).astype("datetime64[D]"))
         except ValueError:
             raise ValueError(f"{source}: document {index}'s date {value!r} is not an ISO date "
