@@ -161,7 +161,7 @@ class Hyperparams:
     alpha: float
     beta: float
     backend: str
-    seeds: SeedPrior | None = None
+    seeds: SeedPrior | None
 
     @classmethod
     def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":

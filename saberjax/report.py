@@ -271,6 +271,13 @@ def model_summary(model: TopicModel, metrics: Sequence[dict],
                   f"learned, {alpha.min():.4g} to {alpha.max():.4g} (sum {alpha.sum():.4g})")
     lines = [("topics", f"{model.num_topics:,}"), ("alpha", alpha_text),
              ("beta", f"{model.beta:.4g}"), ("vocabulary", f"{model.num_words:,} words")]
+    seeds = model.seed_prior
+    if seeds is not None:
+        seeded_topics = sorted({topic for topics in seeds.topics for topic in topics})
+        lines.append(("seed words", f"{len(seeds.rows):,} words seeding {len(seeded_topics):,} "
+                      f"topics ({', '.join(map(str, seeded_topics[:10]))}"
+                      f"{', ...' if len(seeded_topics) > 10 else ''}), weight "
+                      f"{seeds.weight:g}"))
     if "corpus_docs" in config:
         source = (config["corpus_path"] or "bundled") if "corpus_path" in config else \
             "path not recorded"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import ROOT
 
-from saberjax import mstep, seeding
+from saberjax import mstep, report
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus
 from saberjax.corpus.native import save_native
@@ -185,6 +185,9 @@ def test_lda_seed_words_saved_and_loaded(tmp_path):
     assert loaded.seed_prior == model.seed_prior
     np.testing.assert_array_equal(loaded.topic_word, topic_word)
     assert LDA.load(tmp_path / "model").seed_weight == 40.0
+    report.write_report(loaded, tmp_path / "report", corpus)
+    assert "18 words seeding 6 topics (0, 1, 2, 3, 4, 5), weight 40" in (
+        tmp_path / "report" / report.MARKDOWN_FILE).read_text()
 
 
 def test_cli_seed_words(tmp_path):
