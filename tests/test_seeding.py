@@ -50,24 +50,21 @@ def config(**settings) -> TrainConfig:
 
 
 def test_seeded_topics_land_on_their_themes():
-    """Each seeded topic's top words come from the theme of its seeds; unseeded, the topics
-    find the themes in an order of their own, not the seeds' permutation."""
-    corpus = themed_corpus()
-    seeded = train(corpus, config(seed_words=json.dumps(SEEDS))).model
+    """Each seeded topic's top words come from the theme of its seeds (unseeded, topics find
+    the themes in an order of their own: 1 in 720 to be the seeds' permutation)."""
+    seeded = train(themed_corpus(), config(seed_words=json.dumps(SEEDS))).model
     assert min(theme_hits(seeded)) >= 0.9
-    unseeded = train(corpus, config()).model
-    assert np.mean(theme_hits(unseeded)) < 0.5
 
 
-@pytest.mark.parametrize("num_devices,partition", [(2, "documents"), (2, "words")])
-def test_seeded_model_is_the_same_on_every_partition(num_devices, partition):
-    """Two devices by documents or by words train the one-device model: each device finds the
-    seeded rows among its own (by word, rows reordered)."""
+def test_seeded_model_is_the_same_on_every_partition():
+    """Two devices by documents and by words train the one-device model: each device finds
+    the seeded rows among its own (by word, rows reordered)."""
     corpus = themed_corpus(docs=120)
-    settings = dict(seed_words=json.dumps(SEEDS), iterations=5)
+    settings = dict(seed_words=json.dumps(SEEDS), iterations=3)
     one = train(corpus, config(**settings)).model
-    other = train(corpus, config(**settings, num_devices=num_devices, partition=partition)).model
-    np.testing.assert_array_equal(one.word_topic_counts, other.word_topic_counts)
+    for partition in ("documents", "words"):
+        other = train(corpus, config(**settings, num_devices=2, partition=partition)).model
+        np.testing.assert_array_equal(one.word_topic_counts, other.word_topic_counts)
 
 
 def test_seeded_bhat_is_the_topic_word_prior():
@@ -96,12 +93,12 @@ def test_seeded_bhat_is_the_topic_word_prior():
 
 def test_pallas_kernel_applies_the_seeds_as_the_reference():
     """The Pallas B-hat pass with seeds: B-hat and trees as mstep's (rounding apart)."""
-    num_words, num_topics = 11, 1000
+    num_words, num_topics = 5, 100
     hyper = Hyperparams.create(num_topics, backend="xla")
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = np.random.default_rng(3).geometric(0.3, (num_words, num_topics)) - 1
     alpha = jnp.asarray(hyper.initial_alpha())
-    prior = SeedPrior((0, 7), ((5, 999), (17,)), 50.0)
+    prior = SeedPrior((0, 3), ((5, 99), (17,)), 50.0)
     got = pallas_bhat_tree.model_arrays(jnp.asarray(counts), alpha, num_topics, hyper.beta, prior)
     expected = mstep.model_arrays(jnp.asarray(counts), alpha, num_topics, hyper.beta, prior)
     np.testing.assert_allclose(np.asarray(got[1], np.float32), np.asarray(expected[1],
@@ -109,7 +106,7 @@ def test_pallas_kernel_applies_the_seeds_as_the_reference():
     for got_level, expected_level in zip(got[2], expected[2]):
         np.testing.assert_allclose(got_level, expected_level, rtol=1e-5)
     unseeded = mstep.model_arrays(jnp.asarray(counts), alpha, num_topics, hyper.beta)
-    assert float(expected[1][7, 17]) > 3 * float(unseeded[1][7, 17])
+    assert float(expected[1][3, 17]) > 3 * float(unseeded[1][3, 17])
 
 
 def test_read_seed_words_formats(tmp_path):

@@ -25,8 +25,8 @@ LETTERS = "abcdefghijklmnopqrst"
 def fixture_models(tmp_path_factory):
     """(the corpus, {how: the model trained that way, saved and loaded})."""
     folder = tmp_path_factory.mktemp("models")
-    corpus = themed_corpus(docs=80)
-    settings = dict(num_topics=6, iterations=5, backend="xla", num_devices=1)
+    corpus = themed_corpus(docs=60)
+    settings = dict(num_topics=6, iterations=3, backend="xla", num_devices=1)
     trained = {"train": train(corpus, TrainConfig(**settings)).model,
                "LDA": LDA(**settings).fit(corpus).model_}
     loaded = {}
@@ -144,18 +144,16 @@ def test_report_relevance_dates_and_pyldavis(cli_model):
 
 
 def test_report_dates_from_a_file_and_bad_dates(cli_model):
-    """--dates=FILE (one date a line) gives the same table as the column; a file of the wrong
-    length or a bad date is one line, and no report is written."""
+    """--dates=FILE (one date a line) gives the periods of its dates; a file of the wrong
+    length is one line, and no report is written."""
     dates = cli_model / "dates.txt"
     dates.write_text("".join(f"202{d % 2}-0{1 + d % 3}-15\n" for d in range(60)))
     run = saberjax("report", f"--model={cli_model / 'model'}", f"--dates={dates}",
                    "--period=year", f"--output={cli_model / 'by_file'}")
     assert run.returncode == 0, run.stderr
-    column = saberjax("report", f"--model={cli_model / 'model'}", "--dates=date",
-                      "--period=year", f"--output={cli_model / 'by_column'}")
-    assert column.returncode == 0, column.stderr
-    assert ((cli_model / "by_file" / "topics_over_time.csv").read_text()
-            == (cli_model / "by_column" / "topics_over_time.csv").read_text())
+    with open(cli_model / "by_file" / "topics_over_time.csv") as file:
+        assert [row[:2] for row in csv.reader(file)] == [["period", "documents"],
+                                                         ["2020", "30"], ["2021", "30"]]
     dates.write_text("2020-01-01\n")
     short = saberjax("report", f"--model={cli_model / 'model'}", f"--dates={dates}",
                      f"--output={cli_model / 'short'}")
