@@ -38,6 +38,7 @@ flags.DEFINE_float("seed_weight", TrainConfig.seed_weight, "Seed weight.")
 flags.DEFINE_integer("iterations", 200, "ESCA iterations.")
 flags.DEFINE_integer("seed", 0, "Random seed.")
 flags.DEFINE_string("backend", "auto", "Backend.")
+flags.DEFINE_bool("unseeded", True, "Also train unseeded (the baseline).")
 FLAGS = flags.FLAGS
 
 
@@ -56,7 +57,7 @@ def main(argv):
     labels = np.array([classes.index(line.split("\t")[0])
                        for line in (data / "docs.tsv").read_text().splitlines()])
     assert labels.size == corpus.num_docs, (labels.size, corpus.num_docs)
-    for seed_words in (None, FLAGS.seed_words):
+    for seed_words in ((None,) if FLAGS.unseeded else ()) + (FLAGS.seed_words,):
         config = TrainConfig(num_topics=len(classes), iterations=FLAGS.iterations,
                              seed=FLAGS.seed, backend=FLAGS.backend, seed_words=seed_words,
                              seed_weight=FLAGS.seed_weight)
