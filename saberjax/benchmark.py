@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, synth, trainer
+from saberjax import esca, roofline, synth, trainer
 from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
@@ -211,9 +211,12 @@ def measure_reduction(placement: Placement, repeats: int) -> dict:
                 collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
 
 
-def measure_phases(placement: Placement, state: TrainState, repeats: int) -> dict:
+def measure_phases(placement: Placement, state: TrainState, repeats: int,
+                   card: roofline.Card | None = None) -> dict:
     """Each phase of an iteration as its own jitted function over the first device's chunks
-    (one device's share of the work; Mtoken/s counts that device's tokens)."""
+    (one device's share of the work; Mtoken/s counts that device's tokens).  With a card, the
+    sample phase also carries the E-step's roofline (saberjax.roofline.floor) on this state:
+    floor_seconds, the level that sets it and each level's figures."""
     hyper = placement.hyper
     chunks, chunk_states = jax.tree.map(lambda x: x[0], (tuple(placement.slots), state.chunks))
     state = state._replace(chunks=chunk_states)
@@ -263,9 +266,15 @@ def measure_phases(placement: Placement, state: TrainState, repeats: int) -> dic
     _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (state.model.word_topic,))
     firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
                   bhat_trees=first_bhat)
-    return {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
-                       compile_seconds=_sig(max(firsts[name] - seconds, 0.0)))
-            for name, seconds in out.items()}
+    phases = {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
+                         compile_seconds=_sig(max(firsts[name] - seconds, 0.0)))
+              for name, seconds in out.items()}
+    if card is not None:
+        floor = roofline.floor(chunks, state.chunks, state.model.bhat.shape, card)
+        phases["sample"].update({key: _sig(value, 4) if isinstance(value, float) else value
+                                 for key, value in floor.items()})
+        phases["sample"]["over_floor"] = _sig(out["sample"] / floor["floor_seconds"], 3)
+    return phases
 
 
 def _peak_device_gigabytes() -> float | None:
@@ -282,7 +291,7 @@ def backend_unavailable(name: str) -> str | None:
 
 def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     warmup: int, seed: int, phases: bool, phase_repeats: int,
-    heldout: tuple[Corpus, Corpus] | None = None,
+    heldout: tuple[Corpus, Corpus] | None = None, card: roofline.Card | None = None,
     optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
     """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
     held-out halves of the test documents) also the held-out log-likelihood per token after
@@ -331,7 +340,7 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     record.update(measure_reduction(placement, phase_repeats))
     record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
     if phases and jax.process_count() == 1:
-        record["phases"] = measure_phases(placement, state, phase_repeats)
+        record["phases"] = measure_phases(placement, state, phase_repeats, card)
         for entry in record["phases"].values():
             entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
         record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
@@ -339,21 +348,24 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
 
 
 def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
-                  iterations: int = 10, warmup: int = 2, chunk_tokens: int | None = None,
+                  iterations: int = 10, warmup: int = 2,
+                  chunk_tokens: tuple[int | None, ...] = (None,),
                   num_devices: tuple[int, ...] = (0,), partitions: tuple[str, ...] = ("auto",),
                   seed: int = 0, phases: bool = True, phase_repeats: int = 3,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   optimize_alpha_every: tuple[int, ...] = (
                       trainer.TrainConfig.optimize_alpha_every,),
                   emit=print) -> list[dict]:
-    """Benchmark every (device count, K, backend, optimize_alpha_every); emit(json_line) for
-    each record and the summary.  heldout: (observed, held-out) halves of test documents to
+    """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every);
+    emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
+    place's default).  heldout: (observed, held-out) halves of test documents to
     score each model on."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
     bandwidth = copy_bandwidth(copy_mib << 20)
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
+    card = roofline.Card.of_device(jax.devices()[0], copy_bps)
     # xla first, so that every other backend's line can carry its ratio to xla.
     order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
     # (K, backend, optimize_alpha_every) -> steady Mtoken/s on one device
@@ -368,11 +380,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     # (devices, K, backend) -> mean Mtoken/s with alpha fixed, when optimize_alpha_every has 0
     fixed_alpha = {}
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
-                       V=corpus.num_words, chunk_tokens=chunk_tokens)
-    for count, partition in itertools.product(num_devices, partitions):
+                       V=corpus.num_words)
+    for count, partition, chunk_size in itertools.product(num_devices, partitions, chunk_tokens):
         placement, placed = measure_placement(corpus, Hyperparams.create(num_topics[0]), count,
-                                              chunk_tokens, partition)
+                                              chunk_size, partition)
         mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
+                         chunk_tokens=chunk_size,
                          num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
         for k, every in itertools.product(num_topics, optimize_alpha_every):
@@ -386,7 +399,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
                                    corpus, iterations=iterations, warmup=warmup, seed=seed,
                                    phases=phases, phase_repeats=phase_repeats, heldout=heldout,
-                                   optimize_alpha_every=every)
+                                   optimize_alpha_every=every, card=card)
                 traffic = result["min_traffic_bytes"]
                 result.update(
                     **bandwidth,

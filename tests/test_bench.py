@@ -82,6 +82,15 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     assert set(phases) == {"sample", "rebuild_a", "count_b", "bhat_trees"}
     for name in ("sample", "rebuild_a", "count_b", "bhat_trees"):
         assert phases[name]["seconds"] > 0 and phases[name]["Mtoken_per_s"] > 0, name
+    sample = phases["sample"]  # the E-step's roofline beside the measured phase
+    assert sample["floor_seconds"] == max(sample["hbm_seconds"], sample["l2_seconds"],
+                                          sample["l1_seconds"]) > 0
+    assert sample["floor_bound"] in ("hbm", "l2", "l1")
+    assert sample["over_floor"] == pytest.approx(sample["seconds"] / sample["floor_seconds"],
+                                                 rel=1e-2)
+    assert sample["hbm_bytes_per_token"] > 16 and sample["nnz_per_token"] >= 1
+    assert 0 < sample["a_l2_share"] <= 1
+    assert result["chunk_tokens"] is None and result["num_chunks"] == 1
     assert result["placement"]["bytes"] > 0 and result["placement"]["seconds"] > 0
     assert (result["devices"], two_result["devices"]) == (1, 2)
     assert result["speedup_vs_one_device"] == 1.0 and two_result["speedup_vs_one_device"] > 0
@@ -117,13 +126,18 @@ def test_test_fraction_trains_on_the_rest_and_scores_the_held_out_documents(
     assert summary["results"][0]["heldout_loglik_per_token"] == result["heldout_loglik_per_token"]
 
 
-def test_unknown_backend_or_bad_k_is_a_flag_error(parse):
+def test_unknown_backend_or_bad_k_is_a_flag_error(parse, bench_flags):
     with pytest.raises(flags.IllegalFlagValueError, match="cuda"):
         parse("--backends=xla,cuda")
     with pytest.raises(flags.IllegalFlagValueError):
         parse("--num_topics=100,abc")
     with pytest.raises(flags.IllegalFlagValueError):
         parse("--corpus=/tmp/x", "--synth_preset=nytimes")
+    for chunks in ("0", "1000,x", "-5"):
+        with pytest.raises(flags.IllegalFlagValueError, match="chunk_tokens"):
+            parse(f"--chunk_tokens={chunks}")
+    parse("--chunk_tokens=1000,2000")
+    assert bench_flags.chunk_tokens == ["1000", "2000"]
 
 
 def test_compiled_step_gives_the_same_state_as_esca_step():

@@ -12,8 +12,9 @@ its doc-major copy against XLA's shuffle), whether the segmented-count and B-cou
 rebuild A and B exactly, on ragged documents at K = 2 and 65,536 and on the corpus after a few
 iterations.  Timings (median of --repeats, Mtoken/s = corpus tokens / seconds): each kernel
 variant, totals, B-hat and trees of both backends (and B bytes per second), and the
-E-step's bandwidth floor (24 + 4 * nnz bytes a token, saberjax/pallas/sampler.py) at the
-measured copy bandwidth.  Prints one JSON line per result as it goes and a table last.
+E-step's one-read bandwidth floor (24 + 4 * nnz bytes a token; saberjax.roofline has the full
+model, level by level) at the measured copy bandwidth.  Prints one JSON line per result as it
+goes and a table last.
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         iteration of a process still loads it onto the devices).
                         init_seconds: Placement.init, compile included.
   devices, partition    the mesh's device count and how they share the work (place;
-              `--num_devices` and `--partition` are lists, every pair runs).
+              `--num_devices` and `--partition` are lists, every pair runs), and chunk_tokens,
+              the PDOW chunk size (`--chunk_tokens`, also a list; null: place's default).
   speedup_vs_one_device steady Mtoken/s over the one-device run's at the same K and backend in
                         the same run (when 1 is in `--num_devices`).
   reduction_seconds     what an iteration spends combining the devices' work, timed alone
@@ -62,6 +63,15 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         count_b (backend.count_word_topic, B donated as in the trainer), bhat_trees
                         (backend.topic_totals and bhat_and_tree of the state's B); each with
                         seconds, Mtoken_per_s, share of the steady iteration and compile_seconds.
+                        The sample phase also carries the E-step's roofline on the state it ran
+                        on (saberjax.roofline): floor_seconds and floor_bound (hbm, l2 or l1,
+                        the level that sets it), over_floor = seconds / floor_seconds, each
+                        level's seconds, hbm_bytes_per_token, l2_bytes_per_token,
+                        l1_sectors_per_token, nnz_per_token (the mean A row a token reads),
+                        chunk_a_footprint_bytes (the largest chunk's A), a_l2_share (the A
+                        reads the model serves from L2) and arrays (per array: token_lists,
+                        doc_metadata, doc_major_copy, a_rows, bhat_rows, its hbm and l2 bytes
+                        and l1 sectors per token).
   copy_GB_per_s         measured device copy bandwidth: y = x + 1 over a float32 array of
                         `--copy_mib` MiB (default 1024 on GPU, 256 elsewhere), (read + written
                         bytes) / seconds, best of several runs.
@@ -144,8 +154,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device "
                           "count with, out of auto, documents, words (place).",
                           **_flag)
-        flags.DEFINE_integer("chunk_tokens", None, "Tokens per PDOW chunk (default: one per "
-                             "device).", lower_bound=1, **_flag)
+        flags.DEFINE_list("chunk_tokens", [], "Comma list of tokens per PDOW chunk, each run in "
+                          "turn (default: place's).", **_flag)
         processes.define_flags(flag_values)
     with command_line.group("output", flag_values):
         flags.DEFINE_string("output", None, "Also append the JSON lines to this file "
@@ -208,6 +218,8 @@ _LIST_CHECKS = {
     "partition": (_check_partition, "--partition: each must be one of auto, "
                   + ", ".join(PARTITIONS)),
     "num_topics": (_check_num_topics, "--num_topics: a comma list of integers >= 2"),
+    "chunk_tokens": (lambda values: all(v.strip().isdigit() and int(v) >= 1 for v in values),
+                     "--chunk_tokens: each must be an integer >= 1"),
 }
 
 
@@ -252,7 +264,7 @@ def main(argv, values: flags.FlagValues = flags.FLAGS):
 
     run_benchmark(corpus, [int(k) for k in values.num_topics], list(values.backends),
                   iterations=values.iterations, warmup=values.warmup,
-                  chunk_tokens=values.chunk_tokens,
+                  chunk_tokens=tuple(int(n) for n in values.chunk_tokens) or (None,),
                   num_devices=tuple(int(n) for n in values.num_devices),
                   partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
                   phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,

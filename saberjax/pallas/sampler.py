@@ -38,12 +38,11 @@ frequent words first.
 Each new topic is stored twice: at its word-major position (the state's z) and at its
 doc-major position, where the A rebuild reads it (the shuffle, folded in here).
 
-Bandwidth floor: per token the kernel reads its 3 word-major ints and its current topic
-(14 B), 2 ints of doc metadata (8 B) and its A row (4 B per nonzero: a packed (topic, count)
-pair), and writes its new topic (2 B; the doc-major copy, scattered, is the shuffle's):
-24 + 4 * nnz bytes.  A rows are shared by all tokens of a document and mostly come from L2, so
-the kernel is bound by issue and latency, not DRAM (the floor and the kernel's times:
-docs/measurements/kernels.md, NOTES.md).
+Roofline: saberjax.roofline counts what the kernel moves per token, array by array and level
+by level (HBM, L2, L1).  A document's A row is read once per distinct word of it, from L2 when
+the chunk's A fits the L2 and from HBM otherwise.  Either way the measurements point at the
+latency of each tile's chain of dependent loads, not at any level's bandwidth, as what bounds
+the kernel (docs/measurements/roofline.md, NOTES.md).
 """
 
 from __future__ import annotations

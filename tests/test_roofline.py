@@ -1,0 +1,89 @@
+"""Tests of the E-step roofline (saberjax.roofline): its sums against a count done token by
+token, and which level the A rows come from as the chunk's resident set meets the L2."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from helpers import random_corpus
+from saberjax import esca, roofline
+from saberjax.config import Hyperparams
+from saberjax.layout import build_layout
+
+
+def _state(chunk_tokens=None, num_topics=64):
+    corpus = random_corpus(num_docs=50, num_words=40, mean_length=30, seed=3)
+    layout = build_layout(corpus, chunk_tokens)
+    hyper = Hyperparams.create(num_topics)
+    return layout, esca.init(layout.chunks, corpus.num_words, hyper, 7)
+
+
+def test_chunk_sums_match_a_token_by_token_count():
+    layout, state = _state()
+    chunk, chunk_state = layout.chunks[0], state.chunks[0]
+    sums = jax.device_get(roofline.chunk_traffic(chunk, chunk_state, layout.num_words))
+    tokens = int(chunk.num_tokens)
+    doc_start, nnz = np.asarray(chunk.doc_start), np.asarray(chunk_state.a_nnz)
+    word, doc = np.asarray(chunk.word)[:tokens], np.asarray(chunk.doc)[:tokens]
+
+    def sectors(d):  # the 32-byte sectors holding document d's packed pairs
+        first, end = 4 * doc_start[d], 4 * (doc_start[d] + nnz[d])
+        return len({byte // 32 for byte in range(first, end)})
+
+    runs = [i for i in range(tokens) if i == 0 or (word[i], doc[i]) != (word[i - 1], doc[i - 1])]
+    first_doc, last_doc = layout.chunk_docs[0]
+    docs = range(last_doc - first_doc)
+    assert sums["tokens"] == tokens
+    assert sums["run_sectors"] == sum(sectors(doc[i]) for i in runs)
+    assert sums["footprint"] == 32 * sum(sectors(d) for d in docs)
+    assert np.isclose(sums["nnz_per_token"], np.mean(nnz[doc]))
+    assert np.array_equal(sums["word_tokens"], np.bincount(word, minlength=layout.num_words))
+    tile_start = np.asarray(chunk.tile_start)
+    tiles = [s for s, e in zip(tile_start[:-1], tile_start[1:]) if s < e]
+    assert sums["tiles"] == len(tiles)
+    assert np.array_equal(sums["word_tiles"],
+                          np.bincount(word[tiles], minlength=layout.num_words))
+
+
+def test_a_rows_come_from_hbm_once_when_the_chunk_fits_the_l2():
+    layout, state = _state()
+    shape = state.model.bhat.shape
+    card = dict(hbm_bytes_per_s=2e12, l2_bytes_per_s=6e12, num_sms=132, clock_hz=2e9)
+    fits = roofline.floor(layout.chunks, state.chunks, shape, roofline.Card(l2_bytes=1 << 30,
+                                                                             **card))
+    spills = roofline.floor(layout.chunks, state.chunks, shape, roofline.Card(l2_bytes=1,
+                                                                              **card))
+    sums = jax.device_get(roofline.chunk_traffic(layout.chunks[0], state.chunks[0],
+                                                 layout.num_words))
+    tokens = float(sums["tokens"])
+    assert fits["a_l2_share"] == 1.0 and spills["a_l2_share"] < 1e-3
+    # spilling adds every run's A sectors and a sector per scattered topic, nearly in full
+    extra = (spills["hbm_bytes_per_token"] - fits["hbm_bytes_per_token"]) * tokens
+    assert np.isclose(extra, 32 * float(sums["run_sectors"]) + 32 * tokens, rtol=1e-3)
+    assert fits["l2_bytes_per_token"] == spills["l2_bytes_per_token"]
+    assert fits["floor_seconds"] == max(fits["hbm_seconds"], fits["l2_seconds"],
+                                        fits["l1_seconds"])
+    assert fits["floor_bound"] in ("hbm", "l2", "l1")
+    for result in (fits, spills):  # the arrays add up to the levels' totals
+        arrays = result["arrays"]
+        assert sum(a["hbm"] for a in arrays.values()) == pytest.approx(
+            result["hbm_bytes_per_token"], rel=1e-3)
+        assert sum(a["l1"] for a in arrays.values()) == pytest.approx(
+            result["l1_sectors_per_token"], rel=1e-3)
+    assert fits["arrays"]["a_rows"]["l2"] == pytest.approx(
+        32 * float(sums["run_sectors"]) / tokens, rel=1e-3)
+    assert fits["arrays"]["a_rows"]["hbm"] == pytest.approx(
+        float(sums["footprint"]) / tokens, rel=1e-3)  # fits: each A sector read once
+    assert spills["arrays"]["token_lists"] == fits["arrays"]["token_lists"]
+
+
+def test_smaller_chunks_shrink_the_footprint_and_keep_the_token_count():
+    whole, whole_state = _state()
+    cut, cut_state = _state(chunk_tokens=400)
+    card = roofline.Card(2e12, 6e12, 1 << 30, 132, 2e9)
+    one = roofline.floor(whole.chunks, whole_state.chunks, whole_state.model.bhat.shape, card)
+    many = roofline.floor(cut.chunks, cut_state.chunks, cut_state.model.bhat.shape, card)
+    assert len(cut.chunks) > 1
+    assert many["chunk_a_footprint_bytes"] < one["chunk_a_footprint_bytes"]
