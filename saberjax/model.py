@@ -195,7 +195,8 @@ class TopicModel:
 
         weight = p(topic | word) = (n_wk + beta) / (n_w + K beta), with n_wk the word's training
         tokens in topic k and n_w = sum_k n_wk: the smoothed share of the word's tokens that
-        topic k holds, so the weights sum to 1 over the topics. It is Bayes' rule on topic_word
+        topic k holds, so the weights sum to 1 over the topics (with seed words, beta_kw in
+        place of beta). It is Bayes' rule on topic_word
         with each topic's prior proportional to its smoothed size, n_k + V beta, the
         denominator of topic_word. gensim's get_term_topics returns p(word | topic) instead (its
         exp(E[log beta_kw]), in topic order), which does not sum to 1 over topics and ranks a

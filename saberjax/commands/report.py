@@ -40,7 +40,7 @@ FLAGS = flags.FLAGS
 
 
 INTERFACE = command_line.Interface(positionals=("model",), required=("model",),
-                                   paths=("model", "output", "coherence_corpus"))
+                                   paths=("model", "output", "coherence_corpus", "dates"))
 
 
 def define_flags() -> None:

@@ -53,7 +53,7 @@ CONFIG_GROUPS = dict(iterations="run", eval_every="run", em_iterations="run",
                      prefetch="devices", host_memory_gb="devices", chunk_store="devices")
 INTERFACE = command_line.Interface(
     positionals=("corpus",), paths=("corpus", "test_corpus", "output", "cache_dir",
-                                    "chunk_store"))
+                                    "chunk_store", "seed_words"))
 
 
 def define_flags() -> None:
