@@ -26,13 +26,15 @@ from saberjax.backend import backend_ops, pallas_unavailable_reason
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.mesh import AXIS, BY_DEVICE
 from saberjax.execution.placement import place, Placement
 from saberjax.platform import cpu_cores
 from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")
+# a device's bytes in the collectives measuring an axis's bandwidth, by platform (enough to
+# reach the links' bandwidth on GPUs, little on the CPU of a test)
+BANDWIDTH_BYTES = dict(gpu=256 << 20, cpu=8 << 20)
 
 
 def _sig(x: float, digits: int = 5) -> float:
@@ -130,13 +132,13 @@ def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
-                      chunk_tokens: int | None,
-                      partition: str) -> tuple[Placement, dict]:
-    """(placement, its record): the layout built and put on a mesh of num_devices devices,
-    resident (place with stream=False)."""
+                      chunk_tokens: int | None, partition: str,
+                      mesh: str | None = None) -> tuple[Placement, dict]:
+    """(placement, its record): the layout built and put on a mesh of num_devices devices
+    (or the two-axis `mesh`, "HOSTSxGPUS"), resident (place with stream=False)."""
     jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
     placement, seconds = timed(lambda: place(corpus, hyper, num_devices, chunk_tokens,
-                                             stream=False, partition=partition))
+                                             stream=False, partition=partition, mesh=mesh))
     moved = _nbytes((placement.slots, placement.word_shares))
     return placement, dict(bytes=moved, seconds=_sig(seconds),
                            GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
@@ -152,63 +154,112 @@ def _median_seconds(program, make_input, repeats: int) -> float:
     return statistics.median(times[1:])
 
 
-def measure_reduction(placement: Placement, repeats: int) -> dict:
+def axis_bandwidth(placement: Placement, num_bytes: int, repeats: int) -> dict[str, float]:
+    """GB/s each device receives in collectives along each axis of the placement's mesh of
+    more than one device: a reduce-scatter of num_bytes of int32 a device, then an
+    all-gather of the result (the shape of the model's reduction), bytes received / median
+    seconds."""
+    mesh = placement.mesh
+    found = {}
+    for axis, size in mesh.shape.items():
+        if size == 1:
+            continue
+        rows = max(num_bytes // 4 // 1024 // size, 1) * size
+
+        def collectives(x, axis=axis):
+            return jax.lax.all_gather(jax.lax.psum_scatter(x, axis, scatter_dimension=0,
+                                                           tiled=True), axis, axis=0, tiled=True)
+
+        seconds = _median_seconds(_on_mesh(placement, collectives),
+                                  _zeros(placement, (rows, 1024), jnp.int32), repeats)
+        found[axis] = _sig(2 * rows * 1024 * 4 * (size - 1) / size / seconds / 1e9)
+    return found
+
+
+def _zeros(placement: Placement, shape, dtype):
+    """A program making zeros of `shape` on every device (by device)."""
+    return jax.jit(lambda: jnp.zeros((placement.num_devices, *shape), dtype),
+                   out_shardings=placement.sharding())
+
+
+def _on_mesh(placement: Placement, body):
+    """body on each device's part of by-device arrays, jitted over the placement's mesh."""
+    spec = placement.sharding().spec
+    return jax.jit(jax.shard_map(lambda x: jax.tree.map(lambda y: y[None], body(x[0])),
+                                 mesh=placement.mesh, in_specs=spec, out_specs=spec))
+
+
+def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) -> dict:
     """What an iteration moves between devices, median of `repeats` after a compiling pass.
 
-    By document: reduction_seconds is the whole reduction (reduce-scatter of the partial
-    counts, totals, B-hat and trees of each device's rows, all-gather;
-    Programs.reduce) and collective_seconds its collectives alone (reduce-scatter
-    of int32 B, all-gather of B-hat's bfloat16 rows).  By word: the collectives are the
-    reduction (all-gather of every chunk's A pairs and nonzeros, all-to-all of the E-step's
-    doc-major topics).  collective_bytes_per_device: what each device receives."""
-    mesh, size = placement.mesh, placement.num_devices
-    hyper = placement.hyper
-    chunk = placement.slots[0]
+    Over the words axis (by word; the gpus of the two-axis mesh): the all-gather of every
+    chunk's A pairs and nonzeros and the all-to-all of the E-step's doc-major topics.  Over
+    the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
+    B's rows of the device (all of them by document, int32; its word share on the two-axis
+    mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
+    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per
+    axis: bytes each device receives an iteration, the collectives' seconds alone, and their
+    floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
+    reduction program (collectives, totals, B-hat and trees of each device's rows;
+    Programs.reduce), else the collectives.
+    cross_host_share_of_by_documents: on the two-axis mesh, the bytes over the hosts axis
+    against those the one-axis partition by document moves on as many devices."""
+    programs, hyper = placement.programs, placement.hyper
+    size, chunk = placement.num_devices, placement.slots[0]
     tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
-    share = (size - 1) / size
-
-    def zeros(shape, dtype):
-        return jax.jit(lambda: jnp.zeros((size, *shape), dtype), out_shardings=placement.sharding())
-
-    def on_mesh(body):
-        return jax.jit(jax.shard_map(
-            lambda x: jax.tree.map(lambda y: y[None], body(x[0])), mesh=mesh,
-            in_specs=BY_DEVICE, out_specs=BY_DEVICE))
-
-    gather = functools.partial(jax.lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
-    if placement.partition == "words":
-        def collectives(a_pairs_and_nnz):
-            if size == 1:
-                return a_pairs_and_nnz
-            topics = jnp.zeros((size, tokens), hyper.topic_dtype)
-            return (gather(a_pairs_and_nnz),
-                    jax.lax.all_to_all(topics, AXIS, 0, 0, tiled=True).sum(axis=0))
+    axes, bandwidth = programs.axes, axis_bandwidth(placement, bandwidth_bytes, repeats)
+    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
+    moved, seconds = {}, {}
+    words = programs.size(axes.words)
+    if words > 1:
+        def word_collectives(a_pairs_and_nnz):
+            topics = jnp.zeros((words, tokens), hyper.topic_dtype)
+            return (jax.lax.all_gather(a_pairs_and_nnz, axes.words, axis=0, tiled=True),
+                    jax.lax.all_to_all(topics, axes.words, 0, 0, tiled=True).sum(axis=0))
 
         topic_bytes = np.dtype(hyper.topic_dtype).itemsize
-        moved = int(share * size * (tokens * (4 + topic_bytes) + docs * 4))
-        seconds = _median_seconds(on_mesh(collectives), zeros((tokens + docs,), jnp.int32),
-                                  repeats)
-        reduction = seconds
-    else:
-        shape = (placement.padded_words, hyper.padded_topics)
+        moved[axes.words] = int((words - 1) * (tokens * (4 + topic_bytes) + docs * 4))
+        seconds[axes.words] = _median_seconds(_on_mesh(placement, word_collectives),
+                                              _zeros(placement, (tokens + docs,), jnp.int32),
+                                              repeats)
+    documents = programs.size(axes.documents)
+    counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
+    if documents > 1:
+        first = programs.first_float16_row  # int32 rows before it, float16 from it
 
-        def collectives(counts):
-            rows = counts
-            if size > 1:
-                rows = jax.lax.psum_scatter(rows, AXIS, scatter_dimension=0,
-                                  tiled=True)
-            bhat = rows.astype(BHAT_DTYPE)
-            return gather(bhat) if size > 1 else bhat
+        def row_collectives(rows):
+            return [jax.lax.all_gather(jax.lax.psum_scatter(
+                block.astype(dtype), axes.documents, scatter_dimension=0,
+                tiled=True).astype(BHAT_DTYPE), axes.documents, axis=0, tiled=True)
+                for block, dtype in ((rows[:first], jnp.int32), (rows[first:], jnp.float16))
+                if block.shape[0]]
 
-        cells = shape[0] * shape[1]
-        moved = int(cells * (4 + np.dtype(BHAT_DTYPE).itemsize) * share)
-        seconds = _median_seconds(on_mesh(collectives), zeros(shape, jnp.int32), repeats)
+        row_bytes = first * 4 + (programs.model_rows - first) * 2
+        moved[axes.documents] = int((row_bytes + programs.model_rows * bhat_bytes)
+                                    * hyper.padded_topics * (documents - 1) / documents)
+        seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
+                                                  counts, repeats)
+    total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
+    reduction = total_seconds
+    if placement.partition == "documents" and size > 1:
         alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
-        reduction = _median_seconds(lambda counts: placement.programs.reduce(counts, alpha),
-                                    zeros(shape, jnp.int32), repeats)
-    return dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(seconds),
-                collective_bytes_per_device=moved,
-                collective_GB_per_s=_sig(moved / seconds / 1e9) if size > 1 else None)
+        reduction = _median_seconds(lambda partial: programs.reduce(partial, alpha), counts,
+                                    repeats)
+    record = dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(total_seconds),
+                  collective_bytes_per_device=total_bytes,
+                  collective_GB_per_s=_sig(total_bytes / total_seconds / 1e9)
+                  if total_seconds else None,
+                  collective_bytes_by_axis=moved,
+                  collective_seconds_by_axis={axis: _sig(t) for axis, t in seconds.items()},
+                  axis_GB_per_s=bandwidth,
+                  collective_floor_seconds=_sig(sum(moved[axis] / (bandwidth[axis] * 1e9)
+                                                    for axis in moved)))
+    if placement.partition == "hybrid":
+        by_documents = (programs.padded_words * hyper.padded_topics * (4 + bhat_bytes)
+                        * (size - 1) / size)
+        record["cross_host_share_of_by_documents"] = _sig(
+            moved.get(axes.documents, 0) / by_documents, 4)
+    return record
 
 
 def measure_phases(placement: Placement, state: TrainState, repeats: int,
@@ -292,10 +343,12 @@ def backend_unavailable(name: str) -> str | None:
 def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     warmup: int, seed: int, phases: bool, phase_repeats: int,
     heldout: tuple[Corpus, Corpus] | None = None, card: roofline.Card | None = None,
-    optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every) -> dict:
+    optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every,
+    bandwidth_bytes: int = BANDWIDTH_BYTES["cpu"]) -> dict:
     """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
     held-out halves of the test documents) also the held-out log-likelihood per token after
-    the timed iterations."""
+    the timed iterations.  bandwidth_bytes: a device's bytes in the collectives that measure
+    each axis's bandwidth (axis_bandwidth)."""
     hyper = placement.hyper
     num_topics, backend = hyper.num_topics, hyper.backend
     tokens = corpus.num_tokens
@@ -337,7 +390,7 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     )
     if heldout is not None:
         record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
-    record.update(measure_reduction(placement, phase_repeats))
+    record.update(measure_reduction(placement, phase_repeats, bandwidth_bytes))
     record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
     if phases and jax.process_count() == 1:
         record["phases"] = measure_phases(placement, state, phase_repeats, card)
@@ -355,11 +408,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   optimize_alpha_every: tuple[int, ...] = (
                       trainer.TrainConfig.optimize_alpha_every,),
-                  emit=print) -> list[dict]:
+                  mesh: str | None = None, emit=print) -> list[dict]:
     """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every);
     emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
     place's default).  heldout: (observed, held-out) halves of test documents to
-    score each model on."""
+    score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
+    is hybrid or auto (with num_devices 0)."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
@@ -382,10 +436,11 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
                        V=corpus.num_words)
     for count, partition, chunk_size in itertools.product(num_devices, partitions, chunk_tokens):
-        placement, placed = measure_placement(corpus, Hyperparams.create(num_topics[0]), count,
-                                              chunk_size, partition)
+        placement, placed = measure_placement(
+            corpus, Hyperparams.create(num_topics[0]), count, chunk_size, partition,
+            mesh if partition in ("auto", "hybrid") and count == 0 else None)
         mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
-                         chunk_tokens=chunk_size,
+                         mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
                          num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
         for k, every in itertools.product(num_topics, optimize_alpha_every):
@@ -399,7 +454,9 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
                                    corpus, iterations=iterations, warmup=warmup, seed=seed,
                                    phases=phases, phase_repeats=phase_repeats, heldout=heldout,
-                                   optimize_alpha_every=every, card=card)
+                                   optimize_alpha_every=every, card=card,
+                                   bandwidth_bytes=BANDWIDTH_BYTES.get(env["platform"],
+                                                                       BANDWIDTH_BYTES["cpu"]))
                 traffic = result["min_traffic_bytes"]
                 result.update(
                     **bandwidth,

@@ -1,24 +1,25 @@
-"""Checkpoints: the whole training state on disk, so that a killed run resumes bit-identically.
+"""Checkpoints: the whole training state on disk, so that a killed run resumes bit-identically,
+on any mesh.
 
 The checkpoint of iteration N is a set of files in the checkpoint folder::
 
-    checkpoint-0000000N.npz     the state arrays: per chunk i, z and A (chunk{i}.topics,
-                                chunk{i}.a_pairs, chunk{i}.a_nnz; partitioned by word, z of
-                                device i's share of the vocabulary; z alone for a run from
-                                a chunk store, whose states are z), the word-topic counts B
-                                (word_topic), the prior alpha, iteration and seed
-    checkpoint-0000000N.pP.npz  in a run of several processes, process P's chunks (P > 0;
-                                process 0's are in the .npz above)
+    checkpoint-0000000N.npz     the word-topic counts B (word_topic, rows by word id), the
+                                prior alpha, iteration and seed, and process 0's pieces of z
+    checkpoint-0000000N.pP.npz  in a run of several processes, process P's pieces of z (P > 0)
     checkpoint-0000000N.json    the manifest: format version, iteration, seed, training config,
-                                corpus fingerprint, chunking, partition, metrics so far and the
-                                SHA-256 of every .npz
+                                corpus fingerprint, the pieces of z ([first token, tokens,
+                                process] each, together every token once), metrics so far and
+                                the SHA-256 of every .npz
 
-B-hat, the topic totals and the sampling trees are not stored: loading recomputes them from B
-and alpha with the computation every iteration ends with (Placement.model_from_word_topic), so
-the restored state is the saved one bit for bit.  Chunk states are stored by layout chunk, so
-a checkpoint depends on the chunking, not on where the chunks were placed.  Since every random
-draw is keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the
-same model as an uninterrupted one.
+z is stored in corpus order, in pieces of consecutive tokens (topics.FIRST: the topics of the
+tokens from FIRST on), one per chunk of the run that wrote it; a resumed run reads the tokens
+of its own chunks, whatever pieces they span.  Nothing else of the state is stored: A is a
+function of z (rebuilt as every iteration ends, esca.state_of_topics), B-hat, the topic totals
+and the sampling trees of B and alpha (Placement.model_from_word_topic), so the restored state
+is the saved one bit for bit, and a checkpoint depends on no mesh: one written by N processes
+and devices, by documents or by words, resumes on M, by either.  Since every random draw is
+keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the same model
+as an uninterrupted one.
 
 Each file is written to a temporary name, fsynced and renamed into place (files.atomic_write),
 the .npz files first (every process its own, then all wait for each other): process 0's
@@ -31,6 +32,7 @@ The processes of a run share the folder (one host, or a file system all hosts se
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -42,15 +44,15 @@ import jax
 import numpy as np
 
 from saberjax import processes
-from saberjax.config import Hyperparams, TrainConfig
+from saberjax.config import TrainConfig
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
-from saberjax.state import ChunkState, TrainState
+from saberjax.state import TrainState
 
-FORMAT_VERSION = 4  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
-# for runs from a chunk store
-READABLE_VERSIONS = (3, 4)
+FORMAT_VERSION = 5  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
+# for runs from a chunk store; 5: z alone, in corpus order (any mesh)
+READABLE_VERSIONS = (5,)
 
 _MANIFEST_NAME = re.compile(r"checkpoint-(\d+)\.json")
 # ours (process shards and temporaries too)
@@ -84,8 +86,7 @@ def save_checkpoint(directory, state: TrainState, placement: Placement, config,
         shards = [_shard_path(manifest_path, process) for process in range(jax.process_count())]
         manifest = dict(format_version=FORMAT_VERSION, iteration=iteration, seed=int(state.seed),
                         config=dataclasses.asdict(config), corpus_fingerprint=corpus_fingerprint,
-                        chunking=chunking(placement), partition=placement.partition,
-                        arrays_sha256=_sha256(shards[0]),
+                        topics=_pieces(placement), arrays_sha256=_sha256(shards[0]),
                         shards_sha256={path.name: _sha256(path) for path in shards[1:]},
                         metrics=list(metrics))
         atomic_write(manifest_path, lambda file: json.dump(manifest, file, indent=1), mode="w")
@@ -144,40 +145,34 @@ def read_manifest(path) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path}: unreadable manifest ({error})") from error
-    if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_VERSIONS:
-        raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
-                              f"{' or '.join(map(str, READABLE_VERSIONS))}")
-    return manifest
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if version in READABLE_VERSIONS:
+        return manifest
+    readable = " or ".join(map(str, READABLE_VERSIONS))
+    if isinstance(version, int) and 0 < version < min(READABLE_VERSIONS):
+        raise CheckpointError(f"{path}: a checkpoint of format {version}, written by an earlier "
+                              f"saberjax (this one reads format {readable}); finish the run "
+                              f"with that saberjax, or start afresh")
+    raise CheckpointError(f"{path}: not a saberjax checkpoint manifest of format version "
+                          f"{readable}")
 
 
 def load_checkpoint(path, placement: Placement, corpus: Corpus, config
                     ) -> tuple[TrainState, list[dict]]:
     """(state, metrics so far) of a checkpoint of training on `corpus`, placed like
-    `placement`'s chunks.
+    `placement`'s chunks: on any mesh, by either partition.
 
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus
     (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks
-    records the legacy one), chunking, or model setting (`config.model_settings()`,
-    config.TrainConfig).
+    records the legacy one) or model setting (`config.model_settings()`, config.TrainConfig).
     """
     path = Path(path)
     manifest = read_manifest(path)
-    _check_compatible(path, manifest, placement, corpus, dataclasses.asdict(config),
+    _check_compatible(path, manifest, corpus, dataclasses.asdict(config),
                       config.model_settings())
-    arrays = _verify_arrays(path, manifest, jax.process_index())
     hyper = placement.hyper
-    chunk_states = {}
-    for index in placement.own_chunks():
-        chunk_state = ChunkState(*(arrays.get(f"chunk{index}.{field}")
-                                   for field in ChunkState._fields))
-        if chunk_state.topics is None or (chunk_state.a_pairs is None and not placement.stored):
-            raise CheckpointError(
-                f"{path}: chunk {index} holds "
-                f"{'no z' if chunk_state.topics is None else 'z alone (a run from a chunk store)'}"
-                f"; resume with the checkpointed run's memory settings (host_memory_gb, "
-                f"device_memory_gb)")
-        _check_shapes(path, index, placement, chunk_state, hyper)
-        chunk_states[index] = chunk_state
+    with np.load(_verified_arrays_path(path, manifest), allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in ("word_topic", "alpha", "iteration", "seed")}
     word_topic = arrays["word_topic"]
     if word_topic.shape != (placement.num_words, hyper.padded_topics):
         raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run needs "
@@ -186,23 +181,85 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
     if alpha.shape != (hyper.padded_topics,):
         raise CheckpointError(f"{path}: alpha is {list(alpha.shape)}, this run needs "
                               f"{[hyper.padded_topics]}")
+    with _TopicPieces(path, manifest, corpus.num_tokens, hyper.topic_dtype) as pieces:
+        chunk_states = placement.place_topics(pieces.read)
     model = placement.model_from_word_topic(word_topic, alpha)
     iteration, seed = (placement.replicated(arrays[name]) for name in ("iteration", "seed"))
-    return (TrainState(placement.place_chunk_states(chunk_states), model, iteration, seed),
-            manifest["metrics"])
+    return TrainState(chunk_states, model, iteration, seed), manifest["metrics"]
 
 
-def chunking(placement: Placement) -> list[list[int]]:
-    """[first token id, number of tokens] of every chunk: what a state's arrays are laid out by."""
-    return [list(pair) for pair in placement.chunking]
+def _pieces(placement: Placement) -> list[list[int]]:
+    """[first token, tokens, process] of every chunk of the placement: the pieces of z in a
+    checkpoint, each in its process's file."""
+    process_of_device = [device.process_index for device in placement.mesh.devices.flat]
+    return [[first, tokens, process_of_device[index // placement.num_slots]]
+            for index, (first, tokens) in enumerate(placement.chunking)]
+
+
+class _TopicPieces:
+    """The pieces of z of a checkpoint (see the module doc): read(first, tokens) gives the
+    topics of those tokens in corpus order from the pieces they span, each file checked
+    against the manifest's digest when first opened."""
+
+    def __init__(self, path: Path, manifest: dict, num_tokens: int, dtype):
+        self.path, self.manifest, self.dtype = path, manifest, np.dtype(dtype)
+        try:
+            self.pieces = sorted((int(first), int(tokens), int(process))
+                                 for first, tokens, process in manifest["topics"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{path}: unreadable list of the pieces of z") from None
+        self.firsts = [first for first, _, _ in self.pieces]
+        ends = [first + tokens for first, tokens, _ in self.pieces]
+        if self.firsts != [0, *ends[:-1]] or ends[-1:] != [num_tokens]:
+            raise CheckpointError(f"{path}: its pieces of z do not cover the corpus's "
+                                  f"{num_tokens:,} tokens once")
+        self.files = {}  # process -> its open .npz
+        self.last = (None, None)  # (first token, topics) of the piece read last
+
+    def __enter__(self) -> _TopicPieces:
+        return self
+
+    def __exit__(self, *_) -> None:
+        for file in self.files.values():
+            file.close()
+
+    def read(self, first: int, tokens: int) -> np.ndarray:
+        """The topics of tokens first .. first + tokens - 1, in corpus order."""
+        parts, end = [np.zeros(0, self.dtype)], first + tokens
+        index = bisect.bisect_right(self.firsts, first) - 1
+        while first < end:
+            piece_first, piece_tokens, _ = self.pieces[index]
+            parts.append(self._piece(index)[first - piece_first:end - piece_first])
+            first, index = piece_first + piece_tokens, index + 1
+        return np.concatenate(parts)
+
+    def _piece(self, index: int) -> np.ndarray:
+        piece_first, piece_tokens, process = self.pieces[index]
+        if self.last[0] == piece_first:
+            return self.last[1]
+        if process not in self.files:
+            self.files[process] = np.load(
+                _verified_arrays_path(self.path, self.manifest, process), allow_pickle=False)
+        shard = _shard_path(self.path, process)
+        try:
+            topics = self.files[process][f"topics.{piece_first}"]
+        except KeyError:
+            raise CheckpointError(f"{shard}: no topics of the piece from token "
+                                  f"{piece_first}") from None
+        if topics.shape != (piece_tokens,) or topics.dtype != self.dtype:
+            raise CheckpointError(f"{shard}: the piece of z from token {piece_first} is "
+                                  f"{topics.dtype}{list(topics.shape)}, this run needs "
+                                  f"{self.dtype}[{piece_tokens}]")
+        self.last = (piece_first, topics)
+        return topics
 
 
 def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarray]:
     """This process's share of the arrays the state is computed from, on the host: its
-    chunks' states, and for process 0 also B, alpha, the iteration and the seed."""
-    arrays = {f"chunk{index}.{field}": np.asarray(value)
-              for index, chunk_state in sorted(placement.chunk_states(state).items())
-              for field, value in chunk_state._asdict().items() if value is not None}
+    chunks' topics in corpus order (topics.FIRST), and for process 0 also B, alpha, the
+    iteration and the seed."""
+    arrays = {f"topics.{placement.chunking[index][0]}": topics
+              for index, topics in placement.chunk_topics(state).items()}
     word_topic = placement.word_topic(state)  # a collective: every process gathers B
     if not processes.is_writer():
         return arrays
@@ -212,8 +269,8 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
                 seed=np.asarray(state.seed))
 
 
-def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus: Corpus,
-                      config: dict, model_settings: tuple[str, ...]) -> None:
+def _check_compatible(path: Path, manifest: dict, corpus: Corpus, config: dict,
+                      model_settings: tuple[str, ...]) -> None:
     if not corpus.has_fingerprint(manifest["corpus_fingerprint"]):
         raise CheckpointError(
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
@@ -226,29 +283,6 @@ def _check_compatible(path: Path, manifest: dict, placement: Placement, corpus: 
     if differences:
         raise CheckpointError(f"{path} was trained with {', '.join(differences)}; resume with "
                               f"the same settings, or start afresh")
-    saved_partition = manifest.get("partition", "documents")
-    if saved_partition != placement.partition:
-        raise CheckpointError(f"{path} was trained partitioned by {saved_partition}, this run "
-                              f"by {placement.partition}; resume with "
-                              f"partition={saved_partition!r}")
-    if manifest["chunking"] != chunking(placement):
-        raise CheckpointError(
-            f"{path} holds {len(manifest['chunking'])} chunk(s) [first token, tokens] "
-            f"{manifest['chunking']}, this run has {placement.num_chunks}: "
-            f"{chunking(placement)}; resume "
-            f"with the checkpointed run's chunking (num_devices={saved.get('num_devices')}, "
-            f"chunk_tokens={saved.get('chunk_tokens')} on the same number of devices)")
-
-
-def _check_shapes(path: Path, index: int, placement: Placement, chunk_state: ChunkState,
-                  hyper: Hyperparams) -> None:
-    expected = placement.state_shapes()
-    dtypes = ChunkState(hyper.topic_dtype, np.uint32, np.int32)
-    for field, array, shape, dtype in zip(ChunkState._fields, chunk_state, expected, dtypes):
-        if array is not None and (array.shape != shape or array.dtype != np.dtype(dtype)):
-            raise CheckpointError(
-                f"{path}: chunk {index} {field} is {array.dtype}{list(array.shape)}, this run "
-                f"lays it out as {np.dtype(dtype)}{list(shape)}")
 
 
 def _verified_arrays_path(path: Path, manifest: dict, process: int = 0) -> Path:
@@ -267,16 +301,6 @@ def _verify_all(path: Path, manifest: dict) -> None:
     """Check every process's .npz of the checkpoint against the manifest."""
     for process in range(1 + len(manifest.get("shards_sha256", {}))):
         _verified_arrays_path(path, manifest, process)
-
-
-def _verify_arrays(path: Path, manifest: dict, process: int) -> dict[str, np.ndarray]:
-    """B, the iteration and the seed (process 0's file) and this process's chunk states,
-    after checking both files against the manifest's digests."""
-    arrays = {}
-    for shard in {0, process}:
-        with np.load(_verified_arrays_path(path, manifest, shard), allow_pickle=False) as npz:
-            arrays.update(npz)
-    return arrays
 
 
 def _sha256(path: Path) -> str:

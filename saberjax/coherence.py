@@ -228,8 +228,10 @@ def cv_unavailable(model: TopicModel, path=None) -> str | None:
 def topic_diversity(topics: TopicModel | np.ndarray, top_n: int = DIVERSITY_TOP_N) -> float:
     """The share of distinct words among every topic's top_n words (1: no topic shares a top
     word with another; Dieng et al. 2020 use the top 25)."""
-    weights = topics.word_topic_counts.T if isinstance(topics, TopicModel) else topics
-    top = top_ids(weights, min(top_n, weights.shape[1]))
+    if isinstance(topics, TopicModel):
+        top = topics.top_word_ids(top_n)
+    else:
+        top = top_ids(topics, min(top_n, np.shape(topics)[1]))
     return float(np.unique(top).size / top.size)
 
 
@@ -238,13 +240,12 @@ def _top_and_vocab(topics, reference: Corpus, vocab, top_n: int, relevance: floa
     relevance when given: TopicModel.top_words) or of K x V topic-word weights over vocab
     (default: the reference's)."""
     if isinstance(topics, TopicModel):
+        check_top_n(top_n, topics.num_words)
         if relevance is not None:
-            top_word_ids(topics.word_topic_counts.T, top_n)  # top_n's check
-            return relevant_ids(topics.word_topic_counts, topics.beta, topics.seed_prior, top_n,
-                                relevance), topics.vocab
-        weights, vocab = topics.word_topic_counts.T, topics.vocab
-    else:
-        weights, vocab = np.asarray(topics), reference.vocab if vocab is None else vocab
+            return relevant_ids(topics.dense_word_topic_counts(), topics.beta,
+                                topics.seed_prior, top_n, relevance), topics.vocab
+        return topics.top_word_ids(top_n), topics.vocab
+    weights, vocab = np.asarray(topics), reference.vocab if vocab is None else vocab
     if weights.shape[1] != len(vocab):
         raise ValueError(f"topics have {weights.shape[1]} words but the vocabulary {len(vocab)}")
     return top_word_ids(weights, top_n), vocab
@@ -255,10 +256,15 @@ def top_word_ids(weights, top_n: int) -> np.ndarray:
 
     Ties go to the lower id, as in TopicModel.top_words (both are model.top_ids).
     """
-    if not 2 <= top_n <= weights.shape[1]:
-        raise ValueError(f"top_n must be in [2, {weights.shape[1]}] (pairs of vocabulary words), "
-                         f"got {top_n}")
+    check_top_n(top_n, weights.shape[1])
     return top_ids(weights, top_n)
+
+
+def check_top_n(top_n: int, num_words: int) -> None:
+    """ValueError unless top_n words of `num_words` make pairs to score."""
+    if not 2 <= top_n <= num_words:
+        raise ValueError(f"top_n must be in [2, {num_words}] (pairs of vocabulary words), "
+                         f"got {top_n}")
 
 
 def cooccurrence(topics: TopicModel | np.ndarray, reference: Corpus, top_n: int = 10,

@@ -22,12 +22,22 @@ from saberjax.backend import resolve_backend
 from saberjax.seeding import SeedPrior, seed_prior
 from saberjax.tree import padded_width
 
-PARTITIONS = ("documents", "words")  # how several devices share the work (TrainConfig.partition)
+# how several devices share the work (TrainConfig.partition); "hybrid": the two-axis mesh
+PARTITIONS = ("documents", "words", "hybrid")
 HOST_MEMORY_FRACTION = 0.75  # the host memory budget by default: this fraction of what is free
 DEFAULT_PREFETCH = 2  # chunks in flight to each device when streaming
 DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and inference)
 MAX_INT16_TOPICS = 32_767
 SEED_WEIGHT = 100.0  # a seed word's extra pseudo-counts in its topic (seeding)
+
+
+def parse_mesh_shape(text: str) -> tuple[int, int]:
+    """(hosts, gpus) of a two-axis mesh written "HxG" (ValueError naming the value)."""
+    parts = str(text).lower().split("x")
+    if len(parts) != 2 or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise ValueError(f"mesh={text!r}: must be HOSTSxGPUS, two positive integers such as "
+                         f"2x4")
+    return int(parts[0]), int(parts[1])
 
 
 def _setting(default, help_text: str, *, at_least: float | None = None,
@@ -77,8 +87,14 @@ class TrainConfig:
     partition: str = _setting(
         "auto", "How several devices share the work: by documents (the model's counts reduced "
         "every iteration), by words (every document's A gathered every iteration; each device "
-        "holds only its words' rows of the model), or auto (by words when the model outweighs "
-        "the corpus or only fits that way).", choices=("auto", *PARTITIONS))
+        "holds only its words' rows of the model), hybrid (the two-axis mesh of --mesh: by "
+        "words within a host, by documents across hosts), or auto (hybrid with several "
+        "processes of several devices each, else by words when the model outweighs the "
+        "corpus or only fits that way).", choices=("auto", *PARTITIONS))
+    mesh: str | None = _setting(
+        None, "The two-axis mesh HOSTSxGPUS of partition hybrid, e.g. 2x4: words split over "
+        "the gpus of a host, documents across the hosts, and only each device's word share "
+        "of the counts crosses between hosts (default: processes x devices of each).")
     eval_every: int = _setting(0, "Score held-out documents every N iterations (0: only after "
                                "the last).", at_least=0)
     em_iterations: int = _setting(DEFAULT_EM_ITERATIONS, "EM iterations fitting theta in "
@@ -105,6 +121,11 @@ class TrainConfig:
             problem = self.setting_problem(field, getattr(self, field.name))
             if problem:
                 raise ValueError(f"{field.name}={getattr(self, field.name)!r}: {problem}")
+        if self.mesh is not None:
+            parse_mesh_shape(self.mesh)
+            if self.partition not in ("auto", "hybrid"):
+                raise ValueError(f"mesh={self.mesh!r} lays out partition 'hybrid', not "
+                                 f"partition={self.partition!r}")
 
     @staticmethod
     def setting_kind(field: dataclasses.Field) -> tuple[str, bool]:

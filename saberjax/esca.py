@@ -208,10 +208,13 @@ def update_alpha(state: TrainState, chunks: tuple[Chunk, ...], length_histogram:
 def corpus_order_topics(chunks: tuple[Chunk, ...], chunk_states) -> np.ndarray:
     """Every token's topic in corpus (document) order, gathered from all chunks to the host;
     the chunks in corpus order with their states (a sequence of ChunkState)."""
-    parts = []
-    for chunk, chunk_state in zip(chunks, chunk_states):
-        num_tokens = int(chunk.num_tokens)
-        doc_major = np.empty(chunk.padded_tokens, np.int32)
-        doc_major[np.asarray(chunk.doc_major_pos)] = np.asarray(chunk_state.topics)
-        parts.append(doc_major[:num_tokens])
-    return np.concatenate(parts)
+    return np.concatenate([chunk_corpus_topics(chunk, chunk_state)
+                           for chunk, chunk_state in zip(chunks, chunk_states)])
+
+
+def chunk_corpus_topics(chunk: Chunk, chunk_state: ChunkState) -> np.ndarray:
+    """A chunk's topics in corpus (document) order, on the host: its doc-major topics less
+    the padding."""
+    doc_major = np.empty(chunk.padded_tokens, np.asarray(chunk_state.topics).dtype)
+    doc_major[np.asarray(chunk.doc_major_pos)] = np.asarray(chunk_state.topics)
+    return doc_major[:int(chunk.num_tokens)]

@@ -34,7 +34,7 @@ import numpy as np
 from saberjax.config import TrainConfig
 from saberjax.corpus import (Corpus, corpus_from_documents, from_count_matrix,
                              split_document_halves)
-from saberjax.evaluate import HeldOutScore, heldout_loglik
+from saberjax.evaluate import HeldOutScore, model_heldout_loglik
 from saberjax.inference import in_model_vocabulary, is_text_documents
 from saberjax.model import TopicModel
 from saberjax.trainer import train
@@ -278,7 +278,7 @@ class LDA:
         """K x V topic-word pseudo-counts, training counts + beta (beta_kv with seed words),
         like sklearn's components_; each row normalised is topic_word_."""
         model = self._fitted_model()
-        components = (model.word_topic_counts.T + model.beta).astype(np.float32)
+        components = (model.dense_word_topic_counts().T + model.beta).astype(np.float32)
         if model.seed_prior is not None:
             rows = np.asarray(model.seed_prior.rows)
             components[:, rows] += model.seed_prior.row_weights(model.num_topics).T
@@ -296,9 +296,8 @@ class LDA:
         documents = in_model_vocabulary(model, self._checked_columns(X))
         if not isinstance(documents, Corpus):
             documents = from_count_matrix(documents, model.vocab)
-        return heldout_loglik(model.topic_word,
-                              *split_document_halves(documents, model.config.get("seed", 0)),
-                              model.alpha)
+        return model_heldout_loglik(
+            model, *split_document_halves(documents, model.config.get("seed", 0)))
 
     def score(self, X, y=None) -> float:
         """Total held-out log-likelihood of X's documents (higher is better), by document

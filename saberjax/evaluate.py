@@ -6,7 +6,8 @@ With the topics B-hat fixed, theta_d is fitted to the observed half by the EM fo
 measurements in BASELINES.md), and the held-out half is scored by log sum_k theta_dk B-hat_vk
 per token.  Both halves of a document share its rows (inference.Batch: one row width and
 batch shape per run), so fitting and scoring every batch is one compiled function and theta
-never leaves the device.
+never leaves the device.  A sparse model (model.is_sparse) is scored the same way over each
+batch's words' B-hat rows (inference.BatchWordRows) instead of the whole topic_word.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from saberjax.background import in_background
 from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus, plain_text
-from saberjax.inference import (DocumentWords, ModelTopics, fold_in, load_in_model_vocabulary,
-                                load_in_vocabulary, model_text_rules, plan_batches, row_width)
+from saberjax.inference import (BatchWordRows, DocumentWords, ModelTopics, fold_in,
+                                load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
+                                plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
@@ -69,30 +71,34 @@ class HeldoutScorer:
     The batches' rows are padded on the host and the program is compiled once, in a thread
     started by the constructor: a trainer makes its scorer before it trains, and both are
     ready by the first evaluation.  topic_word_sharding: where the topics scored will live
-    (a jax.sharding.Sharding; None: the default device).
+    (a jax.sharding.Sharding; None: the default device).  num_words None: the scorer of a
+    sparse model (score_model), whose program reads each batch's words' columns alone.
     """
 
-    def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int, num_words: int,
-                 em_iterations: int = DEFAULT_EM_ITERATIONS, topic_word_sharding=None):
+    def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int,
+                 num_words: int | None, em_iterations: int = DEFAULT_EM_ITERATIONS,
+                 topic_word_sharding=None):
         check_scorable(observed, heldout)
         self.tokens, self.documents = heldout.num_tokens, heldout.num_docs
-        topic_word = jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32,
-                                          sharding=topic_word_sharding)
-        self._prepared = in_background(self._prepare, observed, heldout, topic_word,
-                                       em_iterations, name="saberjax-scorer")
+        self._prepared = in_background(self._prepare, observed, heldout, num_topics, num_words,
+                                       topic_word_sharding, em_iterations,
+                                       name="saberjax-scorer")
 
     @staticmethod
-    def _prepare(observed: Corpus, heldout: Corpus, topic_word: jax.ShapeDtypeStruct,
-                 em_iterations: int):
+    def _prepare(observed: Corpus, heldout: Corpus, num_topics: int, num_words: int | None,
+                 topic_word_sharding, em_iterations: int):
         """(the batches' padded arrays, the compiled program scoring one batch)."""
         observed_words = DocumentWords.from_corpus(observed)
         heldout_words = DocumentWords.from_corpus(heldout)
         lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
         batches = [(*observed_words.padded(batch), *heldout_words.padded(batch),
                     batch.row_start, batch.row_end)
-                   for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // topic_word.shape[0]),
+                   for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // num_topics),
                                              row_width(lengths))]
-        alpha = jax.ShapeDtypeStruct((topic_word.shape[0],), jnp.float32)
+        columns = num_words or 2 * batches[0][0].size  # a batch's observed and held-out slots
+        topic_word = jax.ShapeDtypeStruct((num_topics, columns), jnp.float32,
+                                          sharding=topic_word_sharding)
+        alpha = jax.ShapeDtypeStruct((num_topics,), jnp.float32)
         program = _batch_loglik.lower(topic_word, *batches[0], alpha,
                                       em_iterations=em_iterations).compile()
         return batches, program
@@ -104,6 +110,27 @@ class HeldoutScorer:
         batches, program = self._prepared.result()
         alpha = np.broadcast_to(np.asarray(alpha, np.float32), (topic_word.shape[0],))
         total = sum(float(program(topic_word, *batch, alpha)) for batch in batches)
+        return self._score(total)
+
+    @timing.in_phase("evaluation")
+    def score_model(self, model: ModelTopics) -> HeldOutScore:
+        """The score of a sparse model's topics under its prior (a scorer made with num_words
+        None): each batch over the B-hat rows of its words (BatchWordRows), transposed to the
+        columns the program reads; the values, and so the score, are score(topic_word)'s."""
+        batches, program = self._prepared.result()
+        device = jax.devices()[0]
+        alpha = np.asarray(model.alpha, np.float32)
+        floor = jax.device_put(model.bhat_floor, device)
+        total = 0.0
+        for observed_words, observed_counts, heldout_words, heldout_counts, *rows in batches:
+            gathered = BatchWordRows.of(model, 2 * observed_words.size, observed_words,
+                                        heldout_words)
+            observed_local, heldout_local = gathered.words
+            total += float(program(gathered.table(floor, device).T, observed_local,
+                                   observed_counts, heldout_local, heldout_counts, *rows, alpha))
+        return self._score(total)
+
+    def _score(self, total: float) -> HeldOutScore:
         per_token = total / max(self.tokens, 1)
         return HeldOutScore(per_token, math.exp(-per_token), self.tokens, self.documents)
 
@@ -115,6 +142,17 @@ def heldout_loglik(topic_word: jax.Array | np.ndarray, observed: Corpus, heldout
     topic_word = jnp.asarray(topic_word, jnp.float32)
     return HeldoutScorer(observed, heldout, *topic_word.shape, em_iterations,
                          topic_word.sharding).score(topic_word, alpha)
+
+
+def model_heldout_loglik(model: ModelTopics, observed: Corpus, heldout: Corpus,
+                        em_iterations: int = DEFAULT_EM_ITERATIONS) -> HeldOutScore:
+    """Document-completion score of a model's topics under its prior: heldout_loglik of its
+    topic_word, or for a sparse model the same score from each batch's words' rows
+    (HeldoutScorer.score_model), never K x V."""
+    if not model.is_sparse:
+        return heldout_loglik(model.topic_word, observed, heldout, model.alpha, em_iterations)
+    return HeldoutScorer(observed, heldout, model.num_topics, None,
+                         em_iterations).score_model(model)
 
 
 def test_documents(model: ModelTopics, path=None, format: str = "auto", load=load_corpus,

@@ -12,6 +12,11 @@ documents' B-hat rows twice, O(word slots x K) of coalesced reads, which a GPU d
 bandwidth (the sparse sampler's O(tokens x nnz) random reads win only when K is far larger
 than a document's length).
 
+B-hat is read as a table of rows, one per word, indexed by the slots' words: for a dense model
+the whole V x K table, put on each device once; for a sparse model (model.is_sparse) the rows
+of a batch's distinct words alone, formed on the device from their nonzeros (BatchWordRows),
+so no K x V exists anywhere; the values, and so the results, are the same.
+
 Layout: each document is a list of (word, count) slots, consecutive equal tokens merged into
 one slot (a count matrix gives its nonzeros directly), laid out in rows of one width chosen
 per run (row_width: a power of two fitted to the documents' lengths), a long document over
@@ -53,7 +58,7 @@ class ModelTopics(Protocol):
     model imports this module)."""
 
     topic_word: np.ndarray  # float32 [K, V]
-    word_topic_counts: np.ndarray  # int32 [V, K]
+    is_sparse: bool  # whether B is held by its nonzeros: read it by word, never as K x V
     alpha: np.ndarray  # float [K]
     beta: float
     seed_prior: SeedPrior | None  # the seed words' topic-word prior (saberjax.seeding)
@@ -61,6 +66,12 @@ class ModelTopics(Protocol):
     has_words: bool  # whether vocab holds words, not the placeholders of unnamed columns
     num_topics: int
     num_words: int
+
+    bhat_floor: np.ndarray  # float32 [K]: B-hat where B is 0
+
+    def bhat_entries(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def word_topic_rows(self, words) -> np.ndarray: ...  # int32 [len(words), K]
 
 
 # Upper bound on word slots x topics held at once in a batch (floats), whatever K is.
@@ -238,8 +249,7 @@ def infer_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_ITE
     documents = in_model_vocabulary(model, documents)
     slots = (DocumentWords.from_corpus(documents) if isinstance(documents, Corpus)
              else DocumentWords.from_matrix(documents))
-    return _fold_in_batches(model.topic_word, model.alpha, slots, iterations, batch_slots,
-                            num_devices)
+    return _fold_in_batches(model, slots, iterations, batch_slots, num_devices)
 
 
 def in_model_vocabulary(model: ModelTopics, documents):
@@ -321,26 +331,83 @@ def _check_device_room(what: str, needed: int, device) -> None:
                           f"{free / 1e9:.1f} GB are free; use a device with more memory")
 
 
-def _fold_in_batches(topic_word: np.ndarray, alpha: np.ndarray, documents: DocumentWords,
-                     iterations: int, batch_slots: int | None, num_devices: int) -> np.ndarray:
-    """theta [D, K] of `documents` under topics topic_word [K, V], batches spread over devices
-    with one batch per device queued while the host pads the next."""
-    num_topics = topic_word.shape[0]
+@dataclasses.dataclass(frozen=True)
+class BatchWordRows:
+    """B-hat rows of a sparse model's batch, as the device forms them: the batch's distinct
+    words' nonzero cells (model.bhat_entries), set over rows of model.bhat_floor.
+    The host sends the nonzeros, not K values a word; the table has a fixed number of rows
+    and the entries a power-of-two length (padding entries point past the table and are
+    dropped), so a run compiles few programs. The batch's words are renumbered to index it."""
+
+    rows: np.ndarray  # int32 [entries]: the entry's table row (table_rows: padding)
+    topics: np.ndarray  # int32 [entries]
+    values: np.ndarray  # float32 [entries]
+    words: tuple[np.ndarray, ...]  # each word array given, as row numbers of the table
+    table_rows: int
+
+    @classmethod
+    def of(cls, model: ModelTopics, table_rows: int, *words: np.ndarray) -> BatchWordRows:
+        """The rows of the distinct words of `words` (arrays of word ids, any shapes), at most
+        table_rows of them."""
+        distinct, inverse = np.unique(np.concatenate([w.ravel() for w in words]),
+                                      return_inverse=True)
+        entries = model.bhat_entries(distinct)
+        size = 1 << max(entries[0].size - 1, 0).bit_length()
+
+        def padded(array, dtype, fill):
+            out = np.full(size, fill, dtype)
+            out[: array.size] = array
+            return out
+
+        local = np.split(inverse.astype(np.int32), np.cumsum([w.size for w in words])[:-1])
+        return cls(*(padded(array, dtype, fill) for array, dtype, fill in zip(
+                       entries, (np.int32, np.int32, np.float32), (table_rows, 0, 0))),
+                   tuple(part.reshape(w.shape) for part, w in zip(local, words)), table_rows)
+
+    def table(self, floor: jax.Array, device) -> jax.Array:
+        """float32 [table_rows, K] on `device`: B-hat's rows of the batch's words (floor, the
+        model's bhat_floor, already there), then padding rows."""
+        entries = jax.device_put((self.rows, self.topics, self.values), device)
+        return _word_rows_table(floor, *entries, table_rows=self.table_rows)
+
+
+@functools.partial(jax.jit, static_argnames="table_rows")
+def _word_rows_table(floor, rows, topics, values, table_rows: int):
+    """[table_rows, K]: floor in every row, values set at (rows, topics); rows past the table
+    (padding) are dropped."""
+    table = jnp.broadcast_to(floor, (table_rows, floor.shape[0]))
+    return table.at[rows, topics].set(values, mode="drop")
+
+
+def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: int,
+                     batch_slots: int | None, num_devices: int) -> np.ndarray:
+    """theta [D, K] of `documents` under the model's topics, batches spread over devices
+    with one batch per device queued while the host pads the next (and, for a sparse model,
+    forms its words' rows: BatchWordRows)."""
+    num_topics = model.num_topics
     devices = jax.local_devices()[: num_devices or None]
-    _check_device_room("EM fold-in", topic_word.size * 4 + BATCH_ELEMENTS * 8, devices[0])
-    replicas = [jax.device_put(np.ascontiguousarray(topic_word.T, np.float32), device)
-                for device in devices]
-    alphas = [jax.device_put(np.asarray(alpha, np.float32), device) for device in devices]
-    theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
     lengths = documents.lengths()
-    batches = plan_batches(lengths, batch_slots or max(1, BATCH_ELEMENTS // num_topics),
-                           row_width(lengths))
+    batch_slots = batch_slots or max(1, BATCH_ELEMENTS // num_topics)
+    table_bytes = 4 * num_topics * (batch_slots if model.is_sparse else model.num_words)
+    _check_device_room("EM fold-in", table_bytes + BATCH_ELEMENTS * 8, devices[0])
+    if model.is_sparse:
+        floors = [jax.device_put(model.bhat_floor, device) for device in devices]
+    else:
+        replicas = [jax.device_put(np.ascontiguousarray(model.topic_word.T, np.float32), device)
+                    for device in devices]
+    alphas = [jax.device_put(np.asarray(model.alpha, np.float32), device) for device in devices]
+    theta = np.full((documents.num_docs, num_topics), 1.0 / num_topics, np.float32)
     in_flight = collections.deque()  # (batch, theta of its rows on its device)
-    for index, batch in enumerate(batches):
+    for index, batch in enumerate(plan_batches(lengths, batch_slots, row_width(lengths))):
         device = index % len(devices)
-        arrays = jax.device_put((*documents.padded(batch), batch.row_start, batch.row_end),
-                                devices[device])
-        in_flight.append((batch, fold_in(replicas[device], *arrays, alphas[device], iterations)))
+        words, counts = documents.padded(batch)
+        if model.is_sparse:
+            gathered = BatchWordRows.of(model, words.size, words)
+            table, words = gathered.table(floors[device], devices[device]), gathered.words[0]
+        else:
+            table = replicas[device]
+        arrays = jax.device_put((words, counts, batch.row_start, batch.row_end), devices[device])
+        in_flight.append((batch, fold_in(table, *arrays, alphas[device], iterations)))
         if len(in_flight) > len(devices):
             done, result = in_flight.popleft()
             theta[done.docs] = np.asarray(result)[done.first_row]
@@ -369,11 +436,11 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[: model.num_topics] = model.alpha
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
-    counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
-    counts[:, : model.num_topics] = model.word_topic_counts
     _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
                                                           hyper.padded_topics),
                        jax.local_devices()[0])
+    counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
+    counts[:, : model.num_topics] = model.word_topic_rows(np.arange(model.num_words))
     topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)

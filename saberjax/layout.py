@@ -284,66 +284,115 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
     )
 
 
-def word_shares(corpus: Corpus, layout: Layout, num_parts: int,
-                parts: Collection[int]) -> dict[int, Chunk]:
-    """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
-    all chunks of a layout with one chunk per part (partition by word, saberjax.execution).
+class _WordGroup:
+    """The tokens of one group of num_parts consecutive chunks of a layout (all of them on a
+    one-axis mesh, a host's on the two-axis mesh), with what word_shares needs of each: its
+    word's rank, its part of the vocabulary, its document's index and its position in the
+    group's doc-major space (chunk e of the group at e * padded tokens and e * padded
+    documents).  Only the group's documents are read."""
 
-    Part p holds the words of rank p, p + n, p + 2n, ... (n = num_parts: rows and tokens both
-    near-balanced, as word frequencies fall smoothly with rank), as rows rank // n of its
-    share of B.  Its tokens come from every chunk, chunk e's doc-major positions and
-    documents offset by e * (padded tokens) and e * (padded documents), so a document's
-    segment, its A pairs and its tokens' global ids are those of the by-document layout.
-    Word-major order as in build_chunk: by row, then longer documents first, then position.
-    Padding tokens point past the doc-major space (their topics are never stored) and at the
-    last chunk's padding document.  Shares are padded to one size, so every part's arrays
-    have one shape.
-    """
-    offsets = np.asarray(corpus.doc_offsets, np.int64)
-    padded_tokens, padded_docs = padded_shape(offsets, layout.chunk_docs)
-    num_chunks = len(layout.chunk_docs)
-    if num_chunks * padded_tokens + padded_tokens >= 2**31:
-        raise ValueError(f"partition by word spans {num_chunks} x {padded_tokens:,} doc-major "
-                         f"positions, more than int32 indexes; partition by document")
+    def __init__(self, corpus: Corpus, layout: Layout, num_parts: int, group: int,
+                 word_rank: np.ndarray):
+        offsets = np.asarray(corpus.doc_offsets, np.int64)
+        self.padded_tokens, self.padded_docs = padded_shape(offsets, layout.chunk_docs)
+        spans = layout.chunk_docs[group * num_parts:(group + 1) * num_parts]
+        first_doc, last_doc = spans[0][0], spans[-1][1]
+        local = offsets[first_doc:last_doc + 1] - offsets[first_doc]
+        self.lengths = np.diff(local)
+        self.ranks = word_rank[np.asarray(corpus.word_ids[offsets[first_doc]:
+                                                          offsets[last_doc]])]
+        self.part_of = self.ranks % num_parts
+        firsts = np.array([first for first, _ in spans]) - first_doc
+        num_docs = last_doc - first_doc
+        chunk_of_doc = np.repeat(np.arange(num_parts), np.diff(np.append(firsts, num_docs)))
+        self.doc_index = (chunk_of_doc * self.padded_docs + np.arange(num_docs)
+                          - firsts[chunk_of_doc]).astype(np.int32)
+        doc_base = chunk_of_doc * self.padded_tokens + local[:-1] - local[firsts[chunk_of_doc]]
+        self.doc_of_token = np.repeat(np.arange(num_docs, dtype=np.int32), self.lengths)
+        self.doc_major_pos = (doc_base[self.doc_of_token] + np.arange(len(self.ranks))
+                              - local[self.doc_of_token]).astype(np.int32)
+        self.doc_start = np.concatenate(  # the chunks' segment starts, chunk e's at e * padded
+            [padded_doc_start(offsets[first:last + 1], self.padded_tokens,
+                              self.padded_docs)[:-1] + e * self.padded_tokens
+             for e, (first, last) in enumerate(spans)]
+            + [[num_parts * self.padded_tokens]]).astype(np.int32)
+        self.token_base = np.array([split_token_id(int(offsets[first])) for first, _ in spans],
+                                   np.uint32)
+
+
+def _word_rank(corpus: Corpus, layout: Layout) -> np.ndarray:
     word_rank = np.empty(corpus.num_words, np.int32)
     word_rank[layout.word_order] = np.arange(corpus.num_words, dtype=np.int32)
-    ranks = word_rank[np.asarray(corpus.word_ids)]
-    part_of = ranks % num_parts
-    share_tokens = bucket_size(int(np.bincount(part_of, minlength=num_parts).max()))
-    lengths = np.diff(offsets)
-    firsts = np.array([first for first, _ in layout.chunk_docs])
-    chunk_of_doc = np.repeat(np.arange(num_chunks), np.diff(np.append(firsts, corpus.num_docs)))
-    # per token: its document's index in the doc-major space and its doc-major position
-    doc_index = (chunk_of_doc * padded_docs + np.arange(corpus.num_docs)
-                 - firsts[chunk_of_doc]).astype(np.int32)
-    doc_base = chunk_of_doc * padded_tokens + offsets[:-1] - offsets[firsts[chunk_of_doc]]
-    doc_of_token = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), lengths)
-    doc_major_pos = (doc_base[doc_of_token] + np.arange(corpus.num_tokens)
-                     - offsets[doc_of_token]).astype(np.int32)
-    # sort key: row, then longer documents first (positions are increasing already)
-    shortness = (lengths.max(initial=0) - lengths)[doc_of_token]
-    key = (ranks // num_parts).astype(np.int64) * (lengths.max(initial=0) + 1) + shortness
-    doc_start = np.concatenate(  # every chunk's segment starts, chunk e's at e * padded_tokens
-        [padded_doc_start(offsets[first:last + 1], padded_tokens, padded_docs)[:-1]
-         + e * padded_tokens for e, (first, last) in enumerate(layout.chunk_docs)]
-        + [[num_chunks * padded_tokens]]).astype(np.int32)
-    token_base = np.array([split_token_id(int(offsets[first])) for first in firsts], np.uint32)
+    return word_rank
+
+
+def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
+                       groups: Collection[int]) -> int:
+    """The most tokens of one share of word_shares among the given groups' (reading only
+    their documents)."""
+    word_rank, offsets = _word_rank(corpus, layout), np.asarray(corpus.doc_offsets)
+
+    def largest(group: int) -> int:
+        first = layout.chunk_docs[group * num_parts][0]
+        last = layout.chunk_docs[(group + 1) * num_parts - 1][1]
+        ranks = word_rank[np.asarray(corpus.word_ids[offsets[first]:offsets[last]])]
+        return int(np.bincount(ranks % num_parts, minlength=num_parts).max(initial=0))
+
+    return max(map(largest, groups))
+
+
+def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],
+                share_tokens: int | None = None) -> dict[int, Chunk]:
+    """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
+    its group of chunks, for a layout of one chunk per part (partition by word,
+    saberjax.execution).
+
+    Parts come in groups of num_parts, group g holding chunks g * n ... (g + 1) * n - 1 (n =
+    num_parts; one group on a one-axis mesh, one per host on the two-axis mesh).  Part p
+    holds the words of rank p % n, p % n + n, p % n + 2n, ... (rows and tokens both
+    near-balanced, as word frequencies fall smoothly with rank) of its group's documents, as
+    rows rank // n of its share of B.  Its tokens come from every chunk of the group, chunk
+    e's doc-major positions and documents offset by e * (padded tokens) and e * (padded
+    documents), so a document's segment, its A pairs and its tokens' global ids are those of
+    the by-document layout.  Word-major order as in build_chunk: by row, then longer
+    documents first, then position.  Padding tokens point past the doc-major space (their
+    topics are never stored) and at the last chunk's padding document.  Shares are padded to
+    share_tokens (None: bucket_size of the largest share of the parts' groups), so that
+    every part's arrays have one shape; processes holding different groups agree on it
+    (largest_word_share).  Only the parts' groups' documents are read.
+    """
+    padded_tokens, _ = padded_shape(np.asarray(corpus.doc_offsets), layout.chunk_docs)
+    if num_parts * padded_tokens + padded_tokens >= 2**31:
+        raise ValueError(f"partition by word spans {num_parts} x {padded_tokens:,} doc-major "
+                         f"positions, more than int32 indexes; partition by document")
+    word_rank = _word_rank(corpus, layout)
+    groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank)
+              for group in sorted({part // num_parts for part in parts})}
+    share_tokens = share_tokens or bucket_size(max(
+        np.bincount(group.part_of, minlength=num_parts).max(initial=0)
+        for group in groups.values()))
     num_rows = -(-corpus.num_words // num_parts)
 
     def share(part: int) -> Chunk:
-        position = np.flatnonzero(part_of == part)
-        order = position[np.argsort(key[position], kind="stable")]
+        group = groups[part // num_parts]
+        # sort key: row, then longer documents first (positions are increasing already)
+        longest = group.lengths.max(initial=0)
+        position = np.flatnonzero(group.part_of == part % num_parts)
+        key = ((group.ranks[position] // num_parts).astype(np.int64) * (longest + 1)
+               + (longest - group.lengths)[group.doc_of_token[position]])
+        order = position[np.argsort(key, kind="stable")]
         num_tokens, pad = len(order), share_tokens - len(order)
-        rows = (ranks[order] // num_parts).astype(np.int32)
+        rows = (group.ranks[order] // num_parts).astype(np.int32)
         return Chunk(
             word=np.concatenate([rows, np.zeros(pad, np.int32)]),
-            doc=np.concatenate([doc_index[doc_of_token[order]],
-                                np.full(pad, num_chunks * padded_docs - 1, np.int32)]),
-            doc_major_pos=np.concatenate([doc_major_pos[order], num_chunks * padded_tokens
+            doc=np.concatenate([group.doc_index[group.doc_of_token[order]],
+                                np.full(pad, num_parts * group.padded_docs - 1, np.int32)]),
+            doc_major_pos=np.concatenate([group.doc_major_pos[order],
+                                          num_parts * padded_tokens
                                           + np.arange(pad, dtype=np.int32)]),
-            doc_start=doc_start,
+            doc_start=group.doc_start,
             num_tokens=np.int32(num_tokens),
-            token_base=token_base,
+            token_base=group.token_base,
             tile_start=word_tile_start(rows, num_rows, share_tokens),
             block_tokens=padded_tokens,
         )

@@ -100,6 +100,17 @@ def check_agreement(what: str, *values: str) -> None:
                          f"process the same corpus and flags")
 
 
+def largest(value: int) -> int:
+    """The largest of every process's value (this one's when alone): a size the processes
+    must share, such as the padded shape of arrays each builds from its own documents."""
+    if jax.process_count() == 1:
+        return int(value)
+    from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
+
+    return int(np.max(multihost_utils.process_allgather(np.array([value], np.int32),
+                                                        tiled=True)))
+
+
 def is_writer() -> bool:
     """Whether this process writes the run's outputs (process 0; the only one when alone)."""
     return jax.process_index() == 0

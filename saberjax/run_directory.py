@@ -64,12 +64,6 @@ class OutputInUseError(OutputConflictError):
     """Another run owns the output directory (holds its lock)."""
 
 
-def model_file_bytes(num_words: int, num_topics: int) -> int:
-    """The size of a model's model.npz: its V x K counts and K x V probabilities, 4 bytes each
-    (the rest of a model directory is small beside them)."""
-    return 8 * num_words * num_topics
-
-
 @dataclasses.dataclass(frozen=True)
 class RunDirectory:
     """Where a run's result goes (directory), where it writes while training (work), the

@@ -50,7 +50,7 @@ def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
     return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
                 config.prefetch, partition=config.partition,
                 host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store,
-                scoring=scoring)
+                scoring=scoring, mesh=config.mesh)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,

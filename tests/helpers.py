@@ -46,6 +46,7 @@ def import_script(path: str, module_name: str):
     a script that defines its flags in a registry of its own when imported keeps them there."""
     spec = importlib.util.spec_from_file_location(module_name, ROOT / path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # where dataclasses look up the module's annotations
     spec.loader.exec_module(module)
     return module
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from absl import flags
 
-from helpers import random_corpus
+from helpers import needs_local_devices, random_corpus
 from saberjax import esca
+from saberjax.benchmark import measure_reduction
 from saberjax.execution.placement import place
 from saberjax.commands import bench
 from saberjax.config import Hyperparams
@@ -96,6 +97,10 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     assert result["speedup_vs_one_device"] == 1.0 and two_result["speedup_vs_one_device"] > 0
     assert result["collective_bytes_per_device"] == 0  # one device: no collective
     assert two_result["collective_bytes_per_device"] > 0 and two_result["reduction_seconds"] > 0
+    axis, = two_result["collective_bytes_by_axis"]  # the one axis of the mesh, its floor
+    assert two_result["collective_floor_seconds"] == pytest.approx(
+        two_result["collective_bytes_per_device"] / two_result["axis_GB_per_s"][axis] / 1e9,
+        rel=1e-3)
     assert 0 < two_result["reduction_share"] < 1
 
     assert pallas["K"] == 8
@@ -162,3 +167,17 @@ def test_append_lines_is_atomic_and_keeps_earlier_lines(tmp_path):
     bench.append_lines(str(path), ["b", "c"])
     assert path.read_text() == "a\nb\nc\n"
     assert os.listdir(path.parent) == ["bench.jsonl"]
+
+
+def test_the_two_axis_mesh_reports_what_crosses_between_hosts():
+    """On hosts x gpus = 2 x 1 a device's rows of B cross the hosts axis as float16 (no word
+    has 2,048 tokens) and B-hat as bfloat16: 4 bytes a cell, halved by the 2 hosts, against
+    the 6 x 1/2 of the one-axis partition by documents."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1)
+    placement = place(corpus, Hyperparams.create(8), mesh="2x1")
+    record = measure_reduction(placement, 1, 1 << 16)
+    assert set(record["collective_bytes_by_axis"]) == {"hosts"}
+    assert record["collective_bytes_by_axis"]["hosts"] == 30 * 32 * 4 // 2
+    assert record["cross_host_share_of_by_documents"] == pytest.approx(4 / 6, rel=1e-3)
+    assert record["axis_GB_per_s"]["hosts"] > 0 and record["collective_seconds"] > 0

@@ -86,10 +86,12 @@ def test_killed_run_resumes_to_the_bit_identical_model(tmp_path):
 
 @pytest.fixture(scope="module")
 def checkpointed_run(tmp_path_factory):
-    """(corpus, folder) of a 4-iteration run checkpointed at 2 and 4 into folder/checkpoints."""
+    """(corpus, folder) of a 4-iteration run checkpointed at 2 and 4 into folder/checkpoints,
+    its model in folder/model.npz."""
     directory = tmp_path_factory.mktemp("run")
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20)
-    trainer.train(corpus, CONFIG, checkpoint_dir=directory / "checkpoints")
+    result = trainer.train(corpus, CONFIG, checkpoint_dir=directory / "checkpoints")
+    result.model.write_arrays(directory / "model.npz")
     return corpus, directory
 
 
@@ -178,11 +180,20 @@ def test_damaged_or_unfinished_checkpoints_are_never_taken_as_latest(checkpointe
     assert checkpoint.latest_checkpoint(tmp_path / "nowhere") is None
 
 
+def test_a_checkpoint_of_an_earlier_format_is_named_as_one(checkpointed_run, tmp_path):
+    _, directory = checkpointed_run
+    path = tmp_path / "checkpoint-00000004.json"
+    manifest = json.loads((directory / "checkpoints" / path.name).read_text())
+    path.write_text(json.dumps(dict(manifest, format_version=4)))
+    with pytest.raises(checkpoint.CheckpointError, match="a checkpoint of format 4, written by "
+                                                         "an earlier saberjax"):
+        checkpoint.read_manifest(path)
+
+
 @pytest.mark.parametrize("corpus_seed, change, message", [
     (1, {}, "made for another corpus"),
     (0, dict(num_topics=5), r"trained with num_topics=4 \(this run: 5\)"),
     (0, dict(seed=3), r"trained with seed=0 \(this run: 3\)"),
-    (0, dict(chunk_tokens=None, num_devices=1), r"holds 2 chunk\(s\) .* this run has 1"),
 ])
 def test_a_checkpoint_of_another_corpus_or_setting_is_refused(checkpointed_run, corpus_seed,
                                                               change, message):
@@ -211,16 +222,26 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
         np.testing.assert_array_equal(np.asarray(chunk_state.a_pairs), np.asarray(saved.a_pairs))
 
 
-def test_a_run_partitioned_by_word_resumes_to_the_uninterrupted_model(tmp_path):
-    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
-    by_word = dataclasses.replace(CONFIG, chunk_tokens=None, partition="words", iterations=2)
-    first = trainer.train(corpus, by_word, checkpoint_dir=tmp_path)
-    assert first.model.config["partition"] == "words"
-    longer = dataclasses.replace(by_word, iterations=4, checkpoint_every=0)
+@pytest.mark.parametrize("written_on, resumed_on", [
+    (dict(partition="documents"), dict(num_devices=1, chunk_tokens=None)),
+    (dict(partition="documents"), dict(chunk_tokens=150)),
+    (dict(partition="documents"), dict(chunk_tokens=None, partition="words")),
+    (dict(chunk_tokens=None, partition="words"), dict(chunk_tokens=300, partition="documents")),
+    (dict(chunk_tokens=None, partition="words"),
+     dict(num_devices=1, chunk_tokens=None, partition="words")),
+])
+def test_a_checkpoint_resumes_on_any_mesh_chunking_and_partition(checkpointed_run, tmp_path,
+                                                                 written_on, resumed_on):
+    """z is stored in corpus order: a checkpoint of 2 chunks on 2 devices (or by words)
+    resumes on one device, on 6 chunks, by words or by documents, to the uninterrupted
+    model (checkpointed_run's, 4 iterations)."""
+    corpus, directory = checkpointed_run
+    first = trainer.train(corpus, dataclasses.replace(CONFIG, iterations=2, **written_on),
+                          checkpoint_dir=tmp_path)
+    assert first.model.config["partition"] == written_on["partition"]
+    longer = dataclasses.replace(CONFIG, iterations=4, checkpoint_every=0, **resumed_on)
     resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
-    np.testing.assert_array_equal(resumed.model.word_topic_counts,
-                                  trainer.train(corpus, longer).model.word_topic_counts)
-    with pytest.raises(checkpoint.CheckpointError, match="partitioned by words, this run by "
-                                                         "documents"):
-        trainer.train(corpus, dataclasses.replace(longer, partition="documents"),
-                      resume_from=checkpoint.latest_checkpoint(tmp_path))
+    with np.load(directory / "model.npz") as uninterrupted:
+        np.testing.assert_array_equal(resumed.model.word_topic_counts,
+                                      uninterrupted["word_topic_counts"])
+        np.testing.assert_array_equal(resumed.model.alpha, uninterrupted["alpha"])

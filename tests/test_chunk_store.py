@@ -261,17 +261,23 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
     assert plans[0] == _coarse(plans[0])
 
 
-def test_a_checkpoint_of_z_alone_resumes_into_a_store_and_is_refused_elsewhere(tmp_path):
+def test_a_checkpoint_of_a_store_resumes_into_a_store_and_into_memory(tmp_path):
+    """A checkpoint holds z alone: a run from a chunk store resumes from it into a store, and
+    one in memory (or streamed) with A rebuilt, the state each had."""
     corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=26)
     hyper, config = Hyperparams.create(10), trainer.TrainConfig(num_topics=10)
     from_disk = stored_placement(corpus, hyper, 1, tmp_path / "store")
     from_memory = place(corpus, hyper, 1, chunk_tokens=1500, stream=True)
-    assert checkpoint.chunking(from_disk) == checkpoint.chunking(from_memory)
     state = run(from_disk, 2)
     path = checkpoint.save_checkpoint(tmp_path / "checkpoints", state, from_disk, config,
                                       corpus.fingerprint(), [])
     loaded, _ = checkpoint.load_checkpoint(path, from_disk, corpus, config)
     np.testing.assert_array_equal(from_disk.corpus_order_topics(loaded),
                                   from_disk.corpus_order_topics(state))
-    with pytest.raises(checkpoint.CheckpointError, match="z alone .*host_memory_gb"):
-        checkpoint.load_checkpoint(path, from_memory, corpus, config)
+    in_memory, _ = checkpoint.load_checkpoint(path, from_memory, corpus, config)
+    np.testing.assert_array_equal(from_memory.corpus_order_topics(in_memory),
+                                  from_disk.corpus_order_topics(state))
+    np.testing.assert_array_equal(from_memory.word_topic(in_memory), from_disk.word_topic(state))
+    expected = run(from_memory, 2)
+    for mine, theirs in zip(in_memory.chunks, expected.chunks):
+        np.testing.assert_array_equal(np.asarray(mine.a_pairs), np.asarray(theirs.a_pairs))

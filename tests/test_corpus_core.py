@@ -4,6 +4,7 @@ align_vocabulary."""
 import collections
 import hashlib
 import json
+import os
 import tracemalloc
 
 import numpy as np
@@ -183,6 +184,32 @@ def test_word_ids_are_checked_in_blocks_on_threads_naming_the_first_bad_id(monke
                 with pytest.raises(CorpusFormatError, match=rf"^word_ids\[{bad}\] is {value}, "
                                    r"outside the vocabulary range \[0, 7\)$"):
                     corpus_core.check_word_ids(wrong, 7, workers)
+
+
+def _mapped_file_kib() -> int:
+    """This process's resident pages of mapped files (RssFile), KiB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc")
+def test_checking_memory_mapped_word_ids_leaves_them_unmapped(tmp_path):
+    np.save(tmp_path / "ids.npy", np.arange(16 << 20, dtype=np.int32) % 7)  # 64 MB
+    mapped = np.load(tmp_path / "ids.npy", mmap_mode="r")
+    before = _mapped_file_kib()
+    corpus_core.check_word_ids(mapped, 7)
+    assert _mapped_file_kib() - before < 8 << 10  # not the file's 64 MB
+    assert int(mapped[(16 << 20) - 1]) == ((16 << 20) - 1) % 7  # read again when needed
+    with pytest.raises(CorpusFormatError, match=r"word_ids\[6\] is 6"):
+        corpus_core.check_word_ids(np.asarray(mapped), 6)
+
+
+def test_checking_a_copy_on_write_map_keeps_its_changes(tmp_path):
+    np.save(tmp_path / "ids.npy", np.arange(1 << 20, dtype=np.int32) % 7)
+    mapped = np.load(tmp_path / "ids.npy", mmap_mode="c")
+    mapped[5] = 6  # the file holds 5
+    corpus_core.check_word_ids(mapped, 7)
+    assert mapped[5] == 6
 
 
 def test_fingerprint_ignores_name_and_input_dtypes():

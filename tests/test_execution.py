@@ -2,6 +2,7 @@
 resident or streamed; placement errors are clear; the package's imports have no cycle."""
 
 import ast
+import dataclasses
 import pathlib
 import subprocess
 import sys
@@ -12,10 +13,11 @@ import numpy as np
 import pytest
 from helpers import ROOT, needs_local_devices, random_corpus
 
-from saberjax import esca
-from saberjax.config import Hyperparams
+from saberjax import checkpoint, esca, trainer
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory
-from saberjax.execution.mesh import make_mesh, MODEL_SPEC, WORD_MODEL_SPEC
+from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, MODEL_SPEC, WORD_MODEL_SPEC,
+                                     make_mesh)
 from saberjax.execution.placement import place
 from saberjax.layout import build_layout
 
@@ -39,28 +41,34 @@ def run_on_mesh(corpus, hyper, iterations, seed, **placement):
     return placed, state
 
 
-@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition", [
-    (1, None, False, "documents"), (2, None, False, "documents"), (2, 300, False, "documents"),
-    (2, 500, True, "documents"), (1, None, False, "words"), (2, None, False, "words")])
-def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition):
+@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition,mesh", [
+    (1, None, False, "documents", None), (2, None, False, "documents", None),
+    (2, 300, False, "documents", None), (2, 500, True, "documents", None),
+    (1, None, False, "words", None), (2, None, False, "words", None),
+    (2, None, False, "hybrid", "2x1"), (2, None, False, "hybrid", "1x2")])
+def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition,
+                                                 mesh):
     needs_local_devices(num_devices)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
     hyper = Hyperparams.create(40)
     topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
     placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices,
-                                chunk_tokens=chunk_tokens, stream=stream, partition=partition)
+                                chunk_tokens=chunk_tokens, stream=stream, partition=partition,
+                                mesh=mesh)
     assert placed.num_devices == num_devices and placed.streamed == stream
     assert placed.num_chunks == num_devices * placed.num_slots
     assert placed.partition == partition
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    assert state.model.word_topic.sharding.spec == MODEL_SPEC.word_topic
+    spec = {"documents": MODEL_SPEC, "words": WORD_MODEL_SPEC,
+            "hybrid": HYBRID_MODEL_SPEC}[partition]
+    for name in ("word_topic", "bhat"):
+        array = getattr(state.model, name)
+        assert array.sharding.is_equivalent_to(placed.sharding(getattr(spec, name)), 2)
     if partition == "documents":  # B spread over the devices by rows, B-hat whole everywhere
         np.testing.assert_array_equal(
             np.asarray(state.model.bhat, np.float32)[:corpus.num_words], bhat)
         assert state.model.bhat.sharding.is_fully_replicated
-    else:  # every row-wise array stays with its device's words
-        assert state.model.bhat.sharding.spec == WORD_MODEL_SPEC.bhat
     np.testing.assert_allclose(np.asarray(placed.topic_word(state)).T,
                                np.asarray(esca.model_from_counts(
                                    word_topic, hyper.initial_alpha(), hyper).bhat,
@@ -68,35 +76,52 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
 
 
 def test_four_devices_give_the_one_device_model():
-    """In a process of its own with four host devices (the test process has two)."""
+    """In a process of its own with four host devices (the test process has two); on the
+    two-axis meshes also a corpus with a word of more than 2,048 tokens, whose counts cross
+    between hosts as int32 (as float16 they would round)."""
     script = """
 import numpy as np
 from helpers import random_corpus
+from saberjax.corpus import Corpus
 from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
+
+def models(corpus, hyper, meshes):
+    found = []
+    for count, partition, mesh in meshes:
+        placed = place(corpus, hyper, count, partition=partition, mesh=mesh,
+                       chunk_tokens=200 if count == 3 and partition == "documents" else None)
+        state = placed.init(9)
+        step = placed.compile(state)
+        for _ in range(2):
+            state = step(state)
+        found.append((placed.word_topic(state), placed.corpus_order_topics(state)))
+        print(mesh, "int32 rows", placed.int32_rows)
+    for word_topic, topics in found[1:]:
+        np.testing.assert_array_equal(word_topic, found[0][0])
+        np.testing.assert_array_equal(topics, found[0][1])
+    return len(found)
+
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
-hyper = Hyperparams.create(33)
-models = []
-for count, partition in ((1, "documents"), (3, "documents"), (4, "documents"), (3, "words"),
-                         (4, "words")):
-    placed = place(corpus, hyper, count, partition=partition,
-                   chunk_tokens=200 if count == 3 and partition == "documents" else None)
-    state = placed.init(9)
-    step = placed.compile(state)
-    for _ in range(2):
-        state = step(state)
-    models.append((placed.word_topic(state), placed.corpus_order_topics(state)))
-for word_topic, topics in models[1:]:
-    np.testing.assert_array_equal(word_topic, models[0][0])
-    np.testing.assert_array_equal(topics, models[0][1])
-print("same on", len(models), "meshes")
+same = models(corpus, Hyperparams.create(33), (
+    (1, "documents", None), (3, "documents", None), (4, "documents", None),
+    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2")))
+rng = np.random.default_rng(1)
+lengths = rng.integers(40, 160, 120)
+words = rng.integers(0, 41, lengths.sum()).astype(np.int32)
+words[rng.random(len(words)) < 0.6] = 3  # about 7,300 tokens
+frequent = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words, tuple(map(str, range(41))))
+same += models(frequent, Hyperparams.create(2), ((1, "documents", None),
+                                                  (0, "hybrid", "2x2")))
+print("same on", same, "meshes")
 """
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 5 meshes" in result.stdout
+    assert "same on 8 meshes" in result.stdout
+    assert "2x2 int32 rows 0" in result.stdout and "2x2 int32 rows 2" in result.stdout
 
 
 def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the_corpus():
@@ -207,3 +232,34 @@ def test_the_probes_compile_at_once_and_measure_what_one_after_the_other_did(num
     assert memory.device_bytes_per_token(corpus, hyper) == expected
     small_probe, large_probe = memory.PROBE_TOKENS
     assert threads[large_probe] == "saberjax-probe" != threads[small_probe]
+
+
+def test_a_run_on_the_two_axis_mesh_resumes_on_any_mesh_to_the_uninterrupted_model(tmp_path):
+    """A checkpoint written on hosts x gpus = 2 x 1 resumes on 1 x 2 and on one device by
+    documents to the one-device model; learning alpha rebuilds the word shares' B-hat."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    config = TrainConfig(num_topics=6, iterations=2, seed=3, backend="xla", mesh="2x1",
+                         optimize_alpha_every=1, checkpoint_every=2)
+    first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    assert first.model.config["partition"] == "hybrid"
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0, mesh=None,
+                                 num_devices=1)
+    one_device = trainer.train(corpus, longer).model
+    for resumed_on in (dict(mesh="1x2", num_devices=0), dict()):
+        resumed = trainer.train(corpus, dataclasses.replace(longer, **resumed_on),
+                                resume_from=checkpoint.latest_checkpoint(tmp_path)).model
+        np.testing.assert_array_equal(resumed.word_topic_counts, one_device.word_topic_counts)
+        np.testing.assert_array_equal(resumed.alpha, one_device.alpha)
+
+
+def test_a_mesh_is_named_as_hosts_x_gpus_and_lays_out_the_hybrid_partition():
+    with pytest.raises(ValueError, match="mesh='3': must be HOSTSxGPUS"):
+        TrainConfig(mesh="3")
+    with pytest.raises(ValueError, match="lays out partition 'hybrid', not partition='words'"):
+        TrainConfig(mesh="1x2", partition="words")
+    corpus = random_corpus(num_docs=30, seed=7)
+    with pytest.raises(ValueError, match=r"mesh=2x4 needs 8 devices, but there are"):
+        place(corpus, Hyperparams.create(8), mesh="2x4")
+    with pytest.raises(ValueError, match="partition 'hybrid' keeps each device's share"):
+        place(corpus, Hyperparams.create(8), mesh="1x1", chunk_tokens=100)

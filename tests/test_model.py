@@ -12,7 +12,7 @@ from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
 from saberjax import files
 from saberjax import model as model_module
-from saberjax.model import FORMAT_VERSION, TopicModel
+from saberjax.model import DENSE_FORMAT_VERSION, FORMAT_VERSION, TopicModel
 
 
 def test_saved_model_loads_back_identically(tmp_path):
@@ -26,7 +26,7 @@ def test_saved_model_loads_back_identically(tmp_path):
     assert loaded.vocab == model.vocab and loaded.beta == 0.01
     np.testing.assert_array_equal(loaded.alpha, [0.5] * 4)  # one value per topic
     config = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert config["format_version"] == FORMAT_VERSION and config["seed"] == 3
+    assert config["format_version"] == DENSE_FORMAT_VERSION and config["seed"] == 3
     assert not [p for p in (tmp_path / "m").iterdir() if p.name.startswith(".")]
 
 
@@ -193,7 +193,7 @@ def test_model_npz_is_the_zip64_archive_np_savez_writes(tmp_path, monkeypatch):
     model = TopicModel(counts, np.linspace(0.1, 1, 13), 0.02, tuple(map(str, range(301))))
     model.save(tmp_path / "ours")
     arrays = dict(word_topic_counts=counts, alpha=model.alpha, beta=np.float64(0.02),
-                  format_version=np.int32(FORMAT_VERSION), topic_word=model.topic_word)
+                  format_version=np.int32(DENSE_FORMAT_VERSION), topic_word=model.topic_word)
     np.savez(tmp_path / "savez.npz", **arrays)
     ours, theirs = (tmp_path / "ours" / "model.npz").read_bytes(), \
         (tmp_path / "savez.npz").read_bytes()

@@ -2,6 +2,8 @@
 process that dies stops the others with an error within a bounded time."""
 
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
 placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
+print("partition", placed.partition, dict(placed.mesh.shape), flush=True)
 state = placed.init(5)
 step = placed.compile(state)
 for _ in range(3):
@@ -51,8 +54,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish"):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "",
+def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish",
+                    devices: int = 1):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"}
     address = f"localhost:{free_port()}"
     return [subprocess.Popen([sys.executable, "-c", WORKER, address, str(count), str(index),
@@ -82,6 +87,18 @@ def test_two_processes_train_the_one_process_model(tmp_path, chunk_tokens):
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
 
 
+def test_two_processes_of_two_devices_train_the_one_device_model_on_the_two_axis_mesh(
+        tmp_path):
+    workers = start_processes(2, tmp_path / "b.npy", end="stop", devices=2)
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    for worker, (out, err) in zip(workers, outputs):
+        assert worker.returncode == 0, err[-3000:]
+        assert "devices 4 local 2" in out
+        assert "partition hybrid {'hosts': 2, 'gpus': 2}" in out  # chosen by auto
+    assert "chunks [0, 1]" in outputs[0][0] and "chunks [2, 3]" in outputs[1][0]
+    np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
+
+
 def test_a_dead_process_stops_the_others_with_an_error(tmp_path):
     workers = start_processes(2, tmp_path / "b.npy", end="die")
     start = time.monotonic()
@@ -100,21 +117,36 @@ def test_the_cluster_flags_come_together():
     assert processes.initialize() is False  # alone: nothing to join
 
 
-def train_processes(count: int, corpus_dir, output, *flags: str):
-    """launch/train.py as `count` processes of one cluster (one process: no cluster flags)."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-    command = [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={corpus_dir}",
-               f"--output={output}", "--num_topics=6", "--backend=xla", "--test_fraction=0",
-               "--checkpoint_every=2", "--top_words=0", *flags]
+def train_command(corpus_dir, output, *flags: str) -> list[str]:
+    return [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={corpus_dir}",
+            f"--output={output}", "--num_topics=6", "--backend=xla", "--test_fraction=0",
+            "--checkpoint_every=2", "--top_words=0", *flags]
+
+
+def start_training(count: int, corpus_dir, output, *flags: str, devices: int = 1,
+                   **popen) -> list[subprocess.Popen]:
+    """launch/train.py as `count` processes of one cluster (one process: no cluster flags),
+    each with `devices` CPU devices."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     cluster = [f"--coordinator_address=localhost:{free_port()}", f"--num_processes={count}"]
-    workers = [subprocess.Popen(command + (cluster + [f"--process_id={index}"] if count > 1
-                                           else []),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env, cwd=ROOT)
-               for index in range(count)]
-    for worker in workers:
+    popen = dict(dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE), **popen)
+    return [subprocess.Popen(train_command(corpus_dir, output, *flags)
+                             + (cluster + [f"--process_id={index}"] if count > 1 else []),
+                             text=True, env=env, cwd=ROOT, **popen)
+            for index in range(count)]
+
+
+def train_processes(count: int, corpus_dir, output, *flags: str, devices: int = 1) -> None:
+    """start_training, and wait for every process to succeed."""
+    for worker in start_training(count, corpus_dir, output, *flags, devices=devices):
         _, err = worker.communicate(timeout=300)
         assert worker.returncode == 0, err[-3000:]
+
+
+def word_topic_counts(output):
+    with np.load(output / "model.npz") as model:
+        return model["word_topic_counts"]
 
 
 def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp_path):
@@ -128,13 +160,67 @@ def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp
     assert checkpoints == ["checkpoint-00000002.json", "checkpoint-00000002.npz",
                            "checkpoint-00000002.p1.npz", "checkpoint-00000004.json",
                            "checkpoint-00000004.npz", "checkpoint-00000004.p1.npz"]
-    counts = [np.load(tmp_path / name / "model.npz")["word_topic_counts"]
-              for name in ("two", "one")]
-    np.testing.assert_array_equal(*counts)
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
+                                  word_topic_counts(tmp_path / "one"))
     train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=6", "--resume")
     train_processes(1, tmp_path / "corpus", tmp_path / "six", "--iterations=6")
-    np.testing.assert_array_equal(np.load(tmp_path / "two" / "model.npz")["word_topic_counts"],
-                                  np.load(tmp_path / "six" / "model.npz")["word_topic_counts"])
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
+                                  word_topic_counts(tmp_path / "six"))
+
+
+def one_device_model(iterations: int) -> np.ndarray:
+    """B of train_command's training on one device, uninterrupted, in this process."""
+    from saberjax import trainer
+
+    corpus = random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9)
+    config = trainer.TrainConfig(num_topics=6, iterations=iterations, backend="xla",
+                                 num_devices=1)
+    return trainer.train(corpus, config).model.word_topic_counts
+
+
+def test_a_checkpoint_of_2_processes_x_2_devices_resumes_on_1_x_3_and_on_4_x_1(tmp_path):
+    """The checkpoint is the same whatever the mesh: written by 2 processes of 2 devices (4
+    chunks), it resumes on 1 process of 3 devices (3 chunks) and on 4 processes of 1 (by
+    words), each to the model one device trains uninterrupted."""
+    from saberjax.corpus import save_native
+
+    save_native(random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9),
+                tmp_path / "corpus")
+    train_processes(2, tmp_path / "corpus", tmp_path / "a", "--iterations=4", devices=2)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    train_processes(1, tmp_path / "corpus", tmp_path / "a", "--iterations=8", "--resume",
+                    devices=3)
+    train_processes(4, tmp_path / "corpus", tmp_path / "b", "--iterations=8", "--resume",
+                    "--partition=words")
+    for resumed in ("a", "b"):
+        np.testing.assert_array_equal(word_topic_counts(tmp_path / resumed),
+                                      one_device_model(8))
+
+
+def test_a_run_that_loses_a_process_resumes_on_the_one_left(tmp_path):
+    """SIGKILL one of 2 processes mid-run: the other stops within the heartbeat, and the same
+    command with --resume, on the process left, ends with the uninterrupted model."""
+    from saberjax.corpus import save_native
+
+    save_native(random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9),
+                tmp_path / "corpus")
+    flags = ("--iterations=100", "--heartbeat_seconds=5")
+    log = tmp_path / "killed.log"
+    with open(log, "w") as log_file:
+        workers = start_training(2, tmp_path / "corpus", tmp_path / "killed", *flags,
+                                 stdout=subprocess.DEVNULL, stderr=log_file)
+    checkpoints = tmp_path / "killed.partial" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not [path for path in checkpoints.glob("checkpoint-*.json")
+               if int(path.stem.split("-")[1]) > 4]:
+        assert workers[0].poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.01)
+    workers[1].send_signal(signal.SIGKILL)
+    start = time.monotonic()
+    assert workers[0].wait(timeout=120) != 0 and time.monotonic() - start < 60
+    assert not (tmp_path / "killed").exists()
+    train_processes(1, tmp_path / "corpus", tmp_path / "killed", *flags, "--resume")
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "killed"), one_device_model(100))
 
 
 def test_processes_given_different_settings_stop_with_one_clear_error(tmp_path):

@@ -2,6 +2,8 @@
 as options, the block engine against the reader it replaced, and training on text."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -153,10 +155,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 700)
-    for workers, block_bytes, memory, directory, group in ((1, 1 << 20, None, None, 32),
-                                                           (3, 1000, 0, None, 3),
-                                                           (2, 5000, 3000, tmp_path / "n", 1)):
+    for workers, block_bytes, memory, directory, piece, group in (
+            (1, 1 << 20, None, None, 700, 32), (3, 1000, 0, None, 300, 3),
+            (2, 5000, 3000, tmp_path / "n", 90, 1)):
+        monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
         monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
@@ -166,6 +168,39 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         np.testing.assert_array_equal(built.doc_offsets, reference.doc_offsets)
         np.testing.assert_array_equal(built.word_ids, reference.word_ids)
         assert built.dropped_empty_docs == reference.dropped_empty_docs
+
+
+@pytest.mark.parametrize("rules", [text.DEFAULT_RULES,
+                                   text.TextRules(token_pattern=r"(?u)\b\w\w+\b")])
+def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
+    from saberjax.corpus import key_tables
+    documents = _varied_documents(3, 300)
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
+    with pytest.warns(UserWarning, match="dropped"):
+        reference = build_corpus(document_blocks(documents), rules, vocabulary).corpus
+    assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
+    monkeypatch.setattr(key_tables, "string_hashes",
+                        lambda strings: np.full(len(strings), 99, np.uint64))
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
+    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
+    with pytest.warns(UserWarning, match="dropped"):
+        collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
+    assert collided.vocab == reference.vocab
+    np.testing.assert_array_equal(collided.word_ids, reference.word_ids)
+    np.testing.assert_array_equal(collided.doc_offsets, reference.doc_offsets)
+
+
+def test_a_rare_long_word_does_not_widen_the_vocabulary_choice():
+    import tracemalloc
+    words = [f"w{i:05d}" for i in range(2000)] + ["x" * 20_000]  # the run is in one document
+    doc_freq = np.array([3] * 2000 + [1])
+    tracemalloc.start()
+    chosen = text_corpus.choose_vocabulary(words, doc_freq * 2, doc_freq, 10,
+                                           text.VocabularyRules(min_df=2, max_features=1000))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert chosen.tolist() == list(range(1000))
+    assert peak < 1 << 20  # not 2001 words of 20,000 characters (160 MB)
 
 
 def test_tokens_in_vocabulary_match_the_reader_it_replaced():
@@ -263,9 +298,21 @@ def test_word_keys_are_exact_and_decode_to_their_words():
     words += ["zzzzzzzzzzzz", "aaaaaaaaa", "zzzzzzzzz", "aaaaaaaaaaaa", "zzzzzzzz", "aaa"]
     data = " ".join(words).encode()
     tokens = block_words(DocumentBlock(np.frombuffer(data, np.uint8), np.array([0, len(data)])))
-    dictionary = [word.decode() for word in dictionary_words(tokens).to_pylist()]
+    dictionary = dictionary_words(tokens)
     assert len(dictionary) == len(set(words))
     assert [dictionary[i] for i in tokens.token_ids] == words
+
+
+def test_reading_plain_text_imports_neither_jax_nor_pyarrow(tmp_path):
+    (tmp_path / "lines.txt").write_text("\n".join(THEMED) + "\n")
+    code = ("import sys\n"
+            "from saberjax.corpus.plain_text import load_text\n"
+            f"load_text({str(tmp_path / 'lines.txt')!r}, {str(tmp_path / 'native')!r})\n"
+            "print(sorted(name for name in ('jax', 'pyarrow') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+    assert (tmp_path / "native" / "vocab.txt").exists()
 
 
 def test_synthetic_text_reads_back_as_its_corpus():

@@ -223,10 +223,10 @@ def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_thre
     assert reference.dropped_empty_docs == 1
     assert (reference.doc_names is None) == (name == "text lines")
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # documents of a block in pieces
-    for block_bytes, workers, memory, directory in ((64, 3, 0, None), (200, 2, None, "n"),
-                                                    (1, 1, 100, "m")):
-        built = build_corpus(document_blocks(path, block_bytes=block_bytes, **options),
-                             vocabulary=vocabulary, workers=workers, memory_bytes=memory,
+    for block_bytes, workers, memory, directory, parsed in (
+            (64, 3, 0, None, False), (200, 2, None, "n", True), (1, 1, 100, "m", False)):
+        blocks = document_blocks(path, block_bytes=block_bytes, parsed=parsed, **options)
+        built = build_corpus(blocks, vocabulary=vocabulary, workers=workers, memory_bytes=memory,
                              directory=directory and tmp_path / directory).corpus
         assert built.vocab == reference.vocab
         np.testing.assert_array_equal(built.doc_offsets, reference.doc_offsets)
@@ -308,6 +308,23 @@ def test_bad_input_is_a_one_line_error_naming_the_file(tmp_path, file, content, 
     path = write_text(tmp_path / file, content)
     with pytest.raises(CorpusFormatError, match=message) as caught:
         documents_read(path, **options)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("content, options, message", [
+    ('{"text": "ok"}\n\n{"text": "a" "b"}\n', {}, r"line 3: not valid JSON"),
+    ('{"text": "ok"}\n{"text": 7}\n', {}, "line 2: field 'text' is a number, not a string"),
+    ('{"text": "a", "id": 1}\n{"text": "b"}\n', dict(id_field="id"), "records have no 'id'"),
+])
+def test_json_lines_parsed_by_the_tokenising_threads_report_bad_records(
+        tmp_path, monkeypatch, content, options, message):
+    from saberjax.corpus import text_corpus
+    from saberjax.corpus.plain_text import load_text
+
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 1000)  # records parsed in many pieces
+    path = write_text(tmp_path / "bad.jsonl", content * 3000)
+    with pytest.raises(CorpusFormatError, match=message) as caught:
+        load_text(path, format="jsonl", workers=3, min_df=1, max_df=1.0, **options)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 

@@ -42,7 +42,9 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         init_seconds: Placement.init, compile included.
   devices, partition    the mesh's device count and how they share the work (place;
               `--num_devices` and `--partition` are lists, every pair runs), and chunk_tokens,
-              the PDOW chunk size (`--chunk_tokens`, also a list; null: place's default).
+              the PDOW chunk size (`--chunk_tokens`, also a list; null: place's default);
+                        mesh_shape the devices along each axis ({"hosts": H, "gpus": G}
+                        for hybrid, `--mesh`).
   speedup_vs_one_device steady Mtoken/s over the one-device run's at the same K and backend in
                         the same run (when 1 is in `--num_devices`).
   reduction_seconds     what an iteration spends combining the devices' work, timed alone
@@ -50,7 +52,12 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         (reduce-scatter of B, totals, B-hat and trees of each device's rows,
                         all-gather), by words its collectives; reduction_share = its share of
                         the steady iteration; collective_seconds the collectives alone, with
-                        collective_bytes_per_device received and collective_GB_per_s.
+                        collective_bytes_per_device received and collective_GB_per_s; the
+                        same by axis (collective_bytes_by_axis, collective_seconds_by_axis),
+                        axis_GB_per_s each axis's measured bandwidth (reduce-scatter and
+                        all-gather of 256 MiB a GPU) and collective_floor_seconds the
+                        bytes over it; hybrid: cross_host_share_of_by_documents, the bytes
+                        over the hosts axis against the one-axis partition by documents'.
   placement             layout build and transfer to the devices (seconds, bytes, GB_per_s).
   peak_device_GB        the most memory a local device held so far in the process, beside
                         planned_device_GB, the memory plan's figure for the placement
@@ -152,8 +159,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                           "each gets its own mesh and lines, with the speed-up over 1 when 1 is "
                           "in the list.", **_flag)
         flags.DEFINE_list("partition", ["auto"], "Comma list of partitions to run each device "
-                          "count with, out of auto, documents, words (place).",
+                          "count with, out of auto, documents, words, hybrid (place).",
                           **_flag)
+        flags.DEFINE_string("mesh", None, "The two-axis mesh HOSTSxGPUS (e.g. 2x2) of the "
+                            "hybrid and auto runs of --num_devices 0 (default for hybrid: "
+                            "processes x the devices of each).", **_flag)
         flags.DEFINE_list("chunk_tokens", [], "Comma list of tokens per PDOW chunk, each run in "
                           "turn (default: place's).", **_flag)
         processes.define_flags(flag_values)
@@ -269,4 +279,4 @@ def main(argv, values: flags.FlagValues = flags.FLAGS):
                   partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
                   phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
                   optimize_alpha_every=tuple(int(n) for n in values.optimize_alpha_every),
-                  emit=emit)
+                  mesh=values.mesh, emit=emit)

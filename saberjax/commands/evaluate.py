@@ -29,7 +29,7 @@ from saberjax import corpus as corpus_io
 from saberjax.coherence import (MEASURES, cooccurrence, cv_cooccurrence, cv_unavailable,
                                 records_training_corpus, reference_corpus, topic_diversity)
 from saberjax.config import DEFAULT_EM_ITERATIONS
-from saberjax.evaluate import heldout_loglik, test_documents
+from saberjax.evaluate import model_heldout_loglik, test_documents
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
@@ -76,7 +76,7 @@ def main(argv):
     test, training = test_documents(model, FLAGS.corpus, FLAGS.format, **cli.flagged_fields())
     seed = FLAGS.seed if FLAGS.seed is not None else model.config.get("seed", 0)
     observed, heldout = corpus_io.split_document_halves(test, seed)
-    score = heldout_loglik(model.topic_word, observed, heldout, model.alpha, FLAGS.em_iterations)
+    score = model_heldout_loglik(model, observed, heldout, FLAGS.em_iterations)
     result = dict(model=FLAGS.model, documents=score.documents, tokens=score.tokens,
                   heldout_loglik_per_token=score.loglik_per_token, perplexity=score.perplexity)
     if FLAGS.coherence and not FLAGS.coherence_corpus and not records_training_corpus(model):

@@ -8,7 +8,9 @@ Writes DIR/model.npz, DIR/vocab.txt, DIR/config.json and DIR/metrics.jsonl (one 
 per iteration), prints the top words of every topic and the held-out log-likelihood per token
 (document completion on a --test_fraction split of the documents, or on --test_corpus).
 With --checkpoint_every=N the training state is saved in DIR/checkpoints/ every N iterations;
---resume continues from the latest checkpoint (metrics.jsonl rewritten up to it).
+--resume continues from the latest checkpoint (metrics.jsonl rewritten up to it), on any
+mesh: a run of several processes that loses one continues on those left with the same command,
+--resume and --num_processes counting only them.
 
 Nothing earlier is lost: every flag and the corpus are checked before any file is touched; a
 DIR that holds a model is replaced only with --overwrite (or by --resume continuing its
@@ -39,9 +41,10 @@ from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
+from saberjax.model import model_file_bytes
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, time_line
-from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory, model_file_bytes
+from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
 
@@ -49,8 +52,9 @@ FLAGS = flags.FLAGS
 # --help groups of the TrainConfig settings that do not define the model (those are "model")
 CONFIG_GROUPS = dict(iterations="run", eval_every="run", em_iterations="run",
                      checkpoint_every="run", backend="devices", chunk_tokens="devices",
-                     num_devices="devices", partition="devices", device_memory_gb="devices",
-                     prefetch="devices", host_memory_gb="devices", chunk_store="devices")
+                     num_devices="devices", partition="devices", mesh="devices",
+                     device_memory_gb="devices", prefetch="devices", host_memory_gb="devices",
+                     chunk_store="devices")
 INTERFACE = command_line.Interface(
     positionals=("corpus",), paths=("corpus", "test_corpus", "output", "cache_dir",
                                     "chunk_store", "seed_words"))
@@ -64,9 +68,11 @@ def define_flags() -> None:
     with command_line.group("run"):
         flags.DEFINE_bool("resume", False, "Continue from the newest undamaged checkpoint "
                           "for --output (OUTPUT.partial/checkpoints/ of an interrupted run, or "
-                          "OUTPUT/checkpoints/ of a finished one given more --iterations); the "
-                          "same corpus and settings are required, and it is an error when there "
-                          "is none.")
+                          "OUTPUT/checkpoints/ of a finished one given more --iterations), on "
+                          "any number of processes and devices (a run that lost a process: the "
+                          "same command on those left, --num_processes counting them); the same "
+                          "corpus and model settings are required, and it is an error when "
+                          "there is none.")
     with command_line.group("devices"):
         processes.define_flags(FLAGS)
     with command_line.group("output"):
@@ -159,7 +165,8 @@ def main(argv):
     backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume,
-                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics))
+                            needed_bytes=model_file_bytes(corpus.num_words, config.num_topics,
+                                                         corpus.num_tokens))
     # read now: the run's own checkpoints replace the one it resumes from
     resumed_at = checkpoint.read_manifest(run.resume_from)["iteration"] if run.resume_from else 0
     if not processes.is_writer():  # trains its share; process 0 writes everything

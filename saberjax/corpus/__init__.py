@@ -15,7 +15,8 @@ One module per concern; every public name is importable from here:
 - ``uci``, ``ldac``: the two text formats of counts;
 - ``matrix``: documents x words count matrices (dense or scipy.sparse);
 - ``tokenizing``, ``text_corpus``, ``plain_text``: raw text under saberjax.text's rules (blocks
-  of documents tokenised on every core, counted, written out of core);
+  of documents tokenised on every core, counted, written out of core), ``key_tables`` the
+  numpy hash tables numbering their words;
 - ``native``: the memory-mapped native format (save_native, load_native, NativeCorpusWriter);
 - ``formats``: FORMATS, format detection, load_corpus, source_files, convert_to_native;
 - ``splits``: train_test_split and split_document_halves;

@@ -8,8 +8,8 @@ input is a CorpusFormatError of one line naming the file (and line, for JSON Lin
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,9 +20,9 @@ from saberjax.corpus.text_blocks import (
     DocumentBlock,
     Fields,
     compression_of,
+    line_blocks,
     open_stream,
     read_block,
-    whole_lines,
 )
 from saberjax.errors import CorpusFormatError
 
@@ -30,9 +30,13 @@ MIN_PARSE_BYTES = 1 << 20  # fewest bytes pyarrow's JSON and CSV readers parse a
 DATASET_BATCH_ROWS = 10_000  # rows of a datasets.Dataset read at a time
 
 
-def jsonl_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[DocumentBlock]:
+def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = True
+                 ) -> Iterator[DocumentBlock]:
     """JSON Lines: the text field of each object (a record without it is an empty document;
-    the first record must have it, so that a misnamed field is caught at once)."""
+    the first record must have it, so that a misnamed field is caught at once).  Blocks of
+    whole lines, each parsed by pyarrow.json on one thread: here, or, when not `parsed`, by
+    the thread that tokenises it (DocumentBlock.parse), so that parsing runs on every core
+    with the tokenising."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
@@ -49,18 +53,24 @@ def jsonl_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Docum
         schema.append((fields.id, _arrow_id_type(first[fields.id])))
     options = pa_json.ParseOptions(explicit_schema=pa.schema(schema),
                                    unexpected_field_behavior="ignore")
+    parse = functools.partial(_parsed_json_lines, path, fields, options)
+    for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES)):
+        yield parse(lines.data) if parsed else DocumentBlock(lines.data, None, None, parse)
+
+
+def _parsed_json_lines(path: Path, fields: Fields, options, lines: np.ndarray
+                       ) -> DocumentBlock:
+    """The block of the records of whole JSON lines (pyarrow.json, on this thread)."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
     try:
-        for lines, ends in whole_lines(path, max(block_bytes, MIN_PARSE_BYTES)):
-            # blocks (what pyarrow's threads parse) of a share of the piece, whole lines
-            # (records never hold a line feed), so that it is parsed on all cores at once
-            longest = int(np.diff(ends, prepend=0).max())
-            share = lines.size // (4 * (os.cpu_count() or 1))
-            batch = pa_json.read_json(
-                pa.BufferReader(pa.py_buffer(lines)), parse_options=options,
-                read_options=pa_json.ReadOptions(block_size=max(longest + 1, share, 1 << 16)))
-            yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
+        batch = pa_json.read_json(
+            pa.BufferReader(pa.py_buffer(lines)), parse_options=options,
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=lines.size + 1))
     except pa.ArrowException as error:
         raise CorpusFormatError(_json_error(path, fields, error)) from None
+    return _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
 
 
 def _arrow_id_type(value):

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import mmap
 import os
 import warnings
 from collections.abc import Sequence
@@ -311,7 +312,8 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
     The smallest and largest id are found a block of CHECK_BLOCK tokens at a time (both
     reductions of a block while it is in the cache) in `workers` contiguous pieces at once on
     threads (default: one per core; numpy's reductions release the GIL); the offending id is
-    searched for only when there is one.
+    searched for only when there is one.  The blocks of a memory-mapped corpus are released
+    once checked (release_mapped), so that checking it does not make it resident.
     """
     if word_ids.size == 0:
         return
@@ -324,6 +326,7 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
         for start in range(cuts[piece], min(cuts[piece + 1], word_ids.size), CHECK_BLOCK):
             block = word_ids[start : start + CHECK_BLOCK]
             lowest, highest = min(lowest, int(block.min())), max(highest, int(block.max()))
+            release_mapped(block)
         return lowest, highest
 
     lows, highs = zip(*on_threads(extremes, range(pieces), pieces))
@@ -331,6 +334,25 @@ def check_word_ids(word_ids: np.ndarray, num_words: int, workers: int | None = N
         i = int(np.argmax((word_ids < 0) | (word_ids >= num_words)))
         raise CorpusFormatError(
             f"word_ids[{i}] is {word_ids[i]}, outside the vocabulary range [0, {num_words})")
+
+
+def release_mapped(array: np.ndarray) -> None:
+    """Drops the pages under a view of a file memory-mapped read-only (np.memmap, mode "r")
+    from this process's memory: they stay in the page cache, and a later read maps them again,
+    so a pass over a memory-mapped corpus leaves its resident memory as it was.  No effect on
+    other arrays (a copy-on-write map would lose its changes)."""
+    mapped = array
+    while isinstance(mapped, np.ndarray) and not (isinstance(mapped, np.memmap)
+                                                  and isinstance(mapped.base, mmap.mmap)):
+        mapped = mapped.base
+    if (not isinstance(mapped, np.memmap) or mapped.mode != "r"
+            or not hasattr(mapped.base, "madvise")):
+        return
+    start = mapped.ctypes.data - mapped.offset % mmap.ALLOCATIONGRANULARITY  # the map's
+    first = (array.ctypes.data - start) // mmap.PAGESIZE * mmap.PAGESIZE
+    end = min(array.ctypes.data - start + array.nbytes, len(mapped.base))
+    if end > first:
+        mapped.base.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 def _bincounter(num_words: int, block: int, pieces: int):

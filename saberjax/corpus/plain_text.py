@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from saberjax import text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
@@ -92,7 +90,7 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
         memory_bytes = 0
     path = Path(path)
     rules, vocabulary = text_rules(**options)
-    blocks = document_blocks(path, format=format, **reading_options(options))
+    blocks = document_blocks(path, format=format, parsed=False, **reading_options(options))
     built = build_corpus(blocks, rules, vocabulary, name=source_name(path), source=str(path),
                          directory=directory, workers=workers, memory_bytes=memory_bytes,
                          total_bytes=_plain_size(path, format), log=log)
@@ -152,17 +150,15 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
     """tokens_in_vocabulary of the documents of DocumentBlocks (their ids, if any, the
     corpus's doc_names)."""
     vocab = tuple(vocab)
-    vocab_words = pa.array([word.encode("utf-8", "surrogateescape") for word in vocab],
-                           pa.large_binary())
-    stop_list = pa.array([word.encode("utf-8", "surrogateescape") for word in stop_words],
-                         pa.large_binary())
+    word_id = {word: index for index, word in enumerate(vocab)}
+    word_id.update((word, -2) for word in stop_words)  # left out, not unknown
     lengths, word_ids, names, unknown = [], [], [], 0
     for block in blocks:
+        block = block.parsed()
         names.append(block.ids)
         words = block_words(block, rules)
-        every = dictionary_words(words)
-        mapping = pc.index_in(every, vocab_words).fill_null(-1).to_numpy().astype(np.int32)
-        mapping[pc.is_in(every, stop_list).to_numpy(zero_copy_only=False)] = -2  # left out
+        mapping = np.array([word_id.get(word, -1) for word in dictionary_words(words)],
+                           np.int32)
         ids = mapping[words.token_ids] if words.token_ids.size else np.zeros(0, np.int32)
         known = ids >= 0
         unknown += int(np.count_nonzero(ids == -1))
@@ -194,7 +190,7 @@ def text_in_vocabulary(path, vocab: Sequence[str], rules: text.TextRules = text.
                        format: str = "auto", **reading) -> Corpus:
     """corpus_in_vocabulary of raw text files (load_text's inputs and reading options)."""
     path = Path(path)
-    blocks = document_blocks(path, format=format, **reading)
+    blocks = document_blocks(path, format=format, parsed=False, **reading)
     return _matched(vocabulary_tokens(blocks, vocab, rules), source_name(path), str(path))
 
 

@@ -4,13 +4,13 @@ raw-text input becomes before saberjax.corpus.tokenizing reads it.
 A DocumentBlock holds the UTF-8 bytes of consecutive documents, concatenated, and where each
 begins; a block of lines leaves the line breaks for the tokenising threads to find, so that
 reading a text file of one document a line costs a read and a search for its last line feed
-a block, on one core, and nothing per document.  Files are read through pyarrow's streams,
-which decompress gzip and zstd.
+a block, on one core, and nothing per document.  Compressed files are read through pyarrow's
+streams, which decompress gzip and zstd; others as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from saberjax.errors import CorpusFormatError
 
-DEFAULT_BLOCK_BYTES = 1 << 24  # bytes of documents per block (the engine cuts them in pieces)
+DEFAULT_BLOCK_BYTES = 1 << 23  # bytes of documents per block (the engine cuts them in pieces)
 SNIFF_BYTES = 1 << 20  # bytes at the start of a line file whose control characters are counted
 DEFAULT_TEXT_FIELD = "text"
 # file name endings of compressed files, and the magic numbers their contents start with
@@ -33,12 +33,19 @@ class DocumentBlock(NamedTuple):
     data: uint8 [bytes]; offsets: int64 [n + 1], non-decreasing, offsets[0] == 0 and
     offsets[-1] == data.size, or None when data is lines, one document each with its line
     break (line_offsets; found by the thread that tokenises the block); ids: the documents'
-    ids, a 1-D object array of str [n], when an id field is named, else None.
+    ids, a 1-D object array of str [n], when an id field is named, else None.  parse: when
+    given, data holds whole lines of records (offsets and ids None) that parse(data) turns
+    into the block of their documents, on the thread that tokenises them (parsed).
     """
 
     data: np.ndarray
     offsets: np.ndarray | None
     ids: np.ndarray | None = None
+    parse: Callable[[np.ndarray], DocumentBlock] | None = None
+
+    def parsed(self) -> DocumentBlock:
+        """The block of documents: itself, or that of its records."""
+        return self if self.parse is None else self.parse(self.data)
 
     def document_offsets(self) -> np.ndarray:
         """offsets, or the lines' offsets of a block of lines."""
@@ -94,12 +101,16 @@ def _one_name(name: str, value, alias: str, alias_value) -> str | None:
 
 
 def open_stream(path: Path):
-    """A binary stream (pyarrow) of the file's content, decompressed when it is gzip or zstd
-    data."""
-    import pyarrow as pa
-
+    """A binary stream of the file's content: the file itself, or pyarrow's stream of it
+    decompressed when it is gzip or zstd data (so that plain files are read without
+    pyarrow)."""
     try:
-        return pa.input_stream(str(path), compression=compression_of(path))
+        compression = compression_of(path)
+        if compression is None:
+            return open(path, "rb")
+        import pyarrow as pa
+
+        return pa.input_stream(str(path), compression=compression)
     except FileNotFoundError:
         raise CorpusFormatError(f"{path}: file not found") from None
     except OSError as error:
@@ -122,7 +133,9 @@ def compression_of(path: Path) -> str | None:
 def read_block(stream, path: Path, size: int | None) -> np.ndarray:
     """Up to `size` bytes of the stream (None: all the rest) as uint8, without a copy."""
     try:
-        return np.frombuffer(stream.read_buffer(size), np.uint8)
+        if hasattr(stream, "read_buffer"):  # pyarrow's
+            return np.frombuffer(stream.read_buffer(size), np.uint8)
+        return np.frombuffer(stream.read(-1 if size is None else size), np.uint8)
     except (OSError, ValueError) as error:  # pyarrow.ArrowInvalid is a ValueError
         raise CorpusFormatError(f"{path}: cannot read: {error}") from error
 
@@ -167,22 +180,6 @@ def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[
             rest = bytes(buffer[end:size])
         if rest:
             yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
-
-
-def whole_lines(path: Path, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The file's content in pieces of about `size` bytes cut after a line feed, each with
-    the ends of its lines (int64, after each line feed; a last line without one ends the
-    file): for readers that parse lines themselves (JSON Lines)."""
-    with open_stream(path) as stream:
-        carried = np.zeros(0, np.uint8)  # the part of a line the previous piece ended in
-        while (read := read_block(stream, path, size)).size:
-            data = np.concatenate([carried, read]) if carried.size else read
-            ends = np.flatnonzero(data == _LINE_FEED) + 1
-            if ends.size:
-                yield data[:ends[-1]], ends
-            carried = data[ends[-1]:] if ends.size else data
-        if carried.size:
-            yield carried, np.array([carried.size], np.int64)
 
 
 def file_blocks(files: list[Path], block_bytes: int = DEFAULT_BLOCK_BYTES

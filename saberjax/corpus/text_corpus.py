@@ -1,19 +1,23 @@
 """Blocks of documents -> a Corpus: tokens counted on every core, the vocabulary chosen, ids
 mapped, written out of core.
 
-`build_corpus` cuts the blocks into pieces of about PIECE_BYTES (whole documents) and
-tokenises the pieces on a thread per core (saberjax.corpus.tokenizing: numpy and pyarrow
-release the GIL), at most a few pieces ahead of the one being collected, so memory holds the
-pieces in flight and, per piece, its tokens as int32 ids into the piece's own dictionary of
-words with each word's count and document frequency.  Those ids (4 bytes a token, as the
-corpus itself) stay in memory while they fit `memory_bytes`, and go to a temporary file
-beside the output after that.  Every GROUP_PIECES pieces, their dictionaries are merged into
-their group's (pyarrow's dictionary_encode over their concatenation), a piece keeping only
-its words' indices in it; when every piece is read, the groups' dictionaries are merged the
-same way, the vocabulary is chosen from the summed counts (text.VocabularyRules), and each
-piece's ids are mapped to vocabulary ids on the threads, in order, straight into a
-NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.  The corpus depends only on the documents and the rules, never on how the
-input was cut into blocks or on the number of threads.
+`build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
+threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
+tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected; a
+block of records (JSON Lines) is parsed by the thread that tokenises it, so one pool parses
+and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
+(int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
+output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
+dictionaries, with the words' counts and document frequencies, to the corpus's words (a
+key_tables.KeyTable of word keys, long words numbered by a StringTable of their bytes), a
+piece keeping only its words' numbers there: a few whole-array passes a group, so that the
+tokenising threads share no lock and the collecting thread takes little of the GIL.  When
+every piece is read, the vocabulary is chosen from the summed counts (text.VocabularyRules)
+and each piece's tokens are mapped to vocabulary ids on the threads, in order, straight into
+a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.
+The vocabulary is sorted and chosen by counts, never by the words' numbers, so the corpus
+depends only on the documents and the rules, never on how the input was cut into blocks or
+on the number of threads.
 
 A document's frequency per piece is counted from the piece's tokens transposed into word
 order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
@@ -35,11 +39,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
+from saberjax.corpus.key_tables import (
+    KeyTable,
+    Strings,
+    StringTable,
+    number_keys,
+    number_strings,
+)
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.tokenizing import (
@@ -51,9 +60,11 @@ from saberjax.corpus.tokenizing import (
 )
 from saberjax.errors import CorpusFormatError
 
-PIECE_BYTES = 1 << 22  # bytes of text tokenised as one task
+PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
+MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
+PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
+GROUP_PIECES = 8  # pieces whose words are added to the corpus's at once
 PROGRESS_SECONDS = 10.0  # between progress lines
-GROUP_PIECES = 32  # pieces whose dictionaries are merged into one as soon as they are read
 
 
 class TextCorpus(NamedTuple):
@@ -66,28 +77,83 @@ class TextCorpus(NamedTuple):
 
 
 class _Dictionary(NamedTuple):
-    """Words with their tokens and documents: keys as block_words keys them, a key LONG_KEY + n
-    standing for strings[n]."""
+    """A piece's words with their tokens and documents: keys as block_words keys them, a key
+    LONG_KEY + n standing for strings[n]."""
 
     keys: np.ndarray
-    strings: pa.Array
+    strings: Strings
     counts: np.ndarray
     doc_freq: np.ndarray
 
 
 @dataclasses.dataclass
 class _Piece:
-    """What is kept of a tokenised piece until its ids are mapped (see the module): its
-    dictionary until its group's is made, then `entries`, its words' indices in the group's."""
+    """What is kept of a tokenised piece until its ids are mapped: where its documents' tokens
+    start, its tokens (ids into its dictionary, or None while they wait in the spill file at
+    spill_offset), its documents' ids, and its dictionary until its group's words are added
+    to the corpus's, then `entries`, the corpus's numbers of its words (int32)."""
 
-    dictionary: _Dictionary | None
     doc_tokens: np.ndarray
-    token_ids: np.ndarray | None  # None: in the spill file at spill_offset
+    token_ids: np.ndarray | None
     spill_offset: int
     ids: np.ndarray | None
-    group: int = -1
+    dictionary: _Dictionary | None
     entries: np.ndarray | None = None
-    entry_counts: np.ndarray | None = None  # int32 tokens of each of its words
+
+
+class _Words:
+    """The distinct words of a corpus, numbered as groups of pieces add them, with their
+    tokens and documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its
+    number among the long words, by its bytes)."""
+
+    def __init__(self):
+        self.keys = KeyTable()
+        self.long_words = StringTable()
+        self.counts = np.zeros(0, np.int64)
+        self.doc_freq = np.zeros(0, np.int64)
+
+    def add(self, dictionaries: list[_Dictionary]) -> list[np.ndarray]:
+        """The corpus's numbers of each dictionary's words (int32), their counts added: the
+        group's words numbered among themselves first (key_tables.number_keys), so that the
+        corpus's table sees each distinct word once."""
+        keys = np.concatenate([part.keys for part in dictionaries])
+        long = np.flatnonzero(is_long_key(keys))
+        if long.size:
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
+        distinct, index = number_keys(keys)
+        numbers = self.keys.numbers(distinct)
+        if self.keys.size > self.counts.size:
+            size = max(2 * self.counts.size, self.keys.size)
+            self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
+                                                                np.int64)])
+            self.doc_freq = np.concatenate([self.doc_freq,
+                                            np.zeros(size - self.doc_freq.size, np.int64)])
+        for name in ("counts", "doc_freq"):  # float64 sums: exact below 2**53
+            summed = np.bincount(index, np.concatenate([getattr(part, name)
+                                                        for part in dictionaries]),
+                                 minlength=distinct.size)
+            getattr(self, name)[numbers] += summed.astype(np.int64)
+        entries = numbers.astype(np.int32)[index]
+        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
+
+    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
+        """The long words' numbers of the dictionaries' long keys, in order."""
+        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
+                                                         - LONG_KEY)
+                                       for part in dictionaries])
+        firsts, index = number_strings(strings)
+        return self.long_words.numbers(strings.take(firsts))[index]
+
+    def strings(self) -> list[str]:
+        """Every word, in the order of their numbers."""
+        keys = self.keys.keys()
+        long = is_long_key(keys)
+        words = np.empty(keys.size, object)
+        words[~long] = word_strings(keys[~long])
+        long_words = self.long_words.strings().tolist()
+        words[long] = [long_words[number].decode("utf-8", "surrogateescape")
+                       for number in (keys[long] - LONG_KEY).tolist()]
+        return words.tolist()
 
 
 def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.DEFAULT_RULES,
@@ -110,14 +176,12 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     progress = _Progress(source, total_bytes, log)
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
         store = _TokenStore(spill, float("inf") if memory_bytes is None else memory_bytes)
-        pieces, groups, invalid = _read_pieces(blocks, rules, threads, store, progress)
+        corpus_words = _Words()
+        pieces, invalid = _read_pieces(blocks, rules, threads, store, corpus_words, progress)
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
-        merged, group_words = _union(groups)
-        long = is_long_key(merged.keys)
-        words = word_strings(merged.keys[~long]) + [
-            word.decode("utf-8", "surrogateescape") for word in merged.strings.to_pylist()]
-        counts, doc_freq = merged.counts, merged.doc_freq
-        piece_words = [group_words[piece.group][piece.entries] for piece in pieces]
+        words = corpus_words.strings()
+        counts = corpus_words.counts[:len(words)]
+        doc_freq = corpus_words.doc_freq[:len(words)]
         vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
         if vocab_index.size == 0:
             raise CorpusFormatError(
@@ -127,19 +191,15 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
         vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
-        kept = [int(piece.entry_counts[new_id[entries] >= 0].sum())
-                for piece, entries in zip(pieces, piece_words)]
-        word_ids = None if directory is not None else np.empty(sum(kept), np.int32)
-        ends = np.cumsum(kept)
-        items = ((piece, entries, new_id, store,
-                  None if word_ids is None else word_ids[end - size:end])
-                 for piece, entries, size, end in zip(pieces, piece_words, kept, ends))
+        num_tokens = int(counts[vocab_index].sum())
+        del words, corpus_words, counts, doc_freq
+        items = ((piece, new_id, store) for piece in pieces)
         with ThreadPoolExecutor(threads) as pool:
             mapped = _in_order(pool, _mapped, items, 2 * threads)
             if directory is not None:
                 corpus, dropped = _written(mapped, vocab, name, directory)
             else:
-                corpus, dropped = _in_memory(mapped, vocab, name, word_ids)
+                corpus, dropped = _in_memory(mapped, vocab, name, num_tokens)
     if dropped:
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
@@ -148,16 +208,21 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
 
 def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,
                       num_docs: int, rules: text.VocabularyRules) -> np.ndarray:
-    """Indices (into `words`) of the vocabulary `rules` choose, in alphabetical order."""
-    names = np.array(words, dtype=str) if words else np.zeros(0, "U1")
-    candidates = (doc_freq >= rules.min_df) & (doc_freq <= rules.max_df * num_docs)
+    """Indices (into `words`) of the vocabulary `rules` choose, in alphabetical order.  The
+    words' strings are compared only once the document frequencies have ruled words out, so
+    that a long run of letters seen in a few documents does not widen an array of every
+    word."""
+    candidates = np.flatnonzero((doc_freq >= rules.min_df)
+                                & (doc_freq <= rules.max_df * num_docs))
+    names = (np.array([words[i] for i in candidates.tolist()], dtype=str) if candidates.size
+             else np.zeros(0, "U1"))
     if rules.stop_words:
-        candidates &= ~np.isin(names, list(rules.stop_words))
-    candidates = np.flatnonzero(candidates)
+        kept = ~np.isin(names, list(rules.stop_words))
+        candidates, names = candidates[kept], names[kept]
     if candidates.size > rules.max_features:  # the most frequent, ties alphabetical
-        order = np.lexsort((names[candidates], -counts[candidates]))
-        candidates = candidates[order[:rules.max_features]]
-    return candidates[np.argsort(names[candidates], kind="stable")]
+        order = np.lexsort((names, -counts[candidates]))[:rules.max_features]
+        candidates, names = candidates[order], names[order]
+    return candidates[np.argsort(names, kind="stable")]
 
 
 class _TokenStore:
@@ -190,46 +255,54 @@ class _TokenStore:
         return ids
 
 
-def _read_pieces(blocks, rules, threads, store, progress):
-    """(the _Pieces of `blocks` in order, their token ids in `store`; the dictionaries of
-    their groups of GROUP_PIECES; documents not valid UTF-8).  A group's dictionary is made
-    as soon as its pieces are read, so that memory holds a piece's dictionary only as an
-    index into its group's."""
-    pieces, groups, invalid = [], [], 0
-    parts = ((part, rules, store) for block in blocks for part in _parts(block))
+def _read_pieces(blocks, rules, threads, store, words, progress):
+    """(the _Pieces of `blocks` in order, their tokens in `store`, their words added to
+    `words` a group of GROUP_PIECES at a time as they are read, so that memory holds a
+    piece's dictionary only until then; documents not valid UTF-8)."""
+    pieces, invalid, first_pending = [], 0, 0
+    parts = ((part, rules, store) for block in blocks
+             for part in _parts(block, _piece_bytes(threads)))
 
-    def close_group():
-        members = [piece for piece in pieces if piece.dictionary is not None]
-        if members:
-            dictionary, entries = _union([piece.dictionary for piece in members])
-            for piece, piece_entries in zip(members, entries):
-                piece.entry_counts = piece.dictionary.counts.astype(np.int32)
-                piece.dictionary, piece.group, piece.entries = None, len(groups), piece_entries
-            groups.append(dictionary)
+    def add_group():
+        group = pieces[first_pending:]
+        for piece, entries in zip(group, words.add([piece.dictionary for piece in group])):
+            piece.dictionary, piece.entries = None, entries
 
     with ThreadPoolExecutor(threads) as pool:
-        for piece, words, size in _in_order(pool, _tokenised, parts, 2 * threads):
-            invalid += words.invalid_utf8_docs
+        for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
+                                                           2 * threads):
+            invalid += invalid_docs
             pieces.append(piece)
-            progress.add(words, size)
-            if len(pieces) % GROUP_PIECES == 0:
-                close_group()
-    close_group()
-    return pieces, groups, invalid
+            progress.add(piece.doc_tokens.size - 1, tokens, size)
+            if len(pieces) - first_pending == GROUP_PIECES:
+                add_group()
+                first_pending = len(pieces)
+    if len(pieces) > first_pending:
+        add_group()
+    return pieces, invalid
 
 
-def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
-    """`block` cut into pieces of whole documents of about PIECE_BYTES (a block of lines, its
-    offsets None, is cut after a line break, its pieces' offsets left to the tokenising
-    threads)."""
+def _piece_bytes(threads: int) -> int:
+    """The size of pieces: PIECE_BYTES_PER_THREAD times the threads, within MIN_PIECE_BYTES
+    and PIECE_BYTES.  Every numpy call of a piece's takes the GIL back, which waits longer the
+    more threads share it, so many threads tokenise larger pieces; a few keep them small, so
+    that the pieces in flight (a few per thread) hold little memory."""
+    return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
+               min(MIN_PIECE_BYTES, PIECE_BYTES))
+
+
+def _parts(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
+    """`block` cut into pieces of whole documents of about piece_bytes (a block of lines or of
+    records, its offsets None, is cut after a line break, its pieces' offsets, or records,
+    left to the tokenising threads)."""
     if block.offsets is None:
-        yield from _line_parts(block.data)
+        yield from _line_parts(block.data, piece_bytes, block.parse)
         return
     offsets = np.asarray(block.offsets, np.int64)
     num_docs = offsets.size - 1
     start = 0
     while start < num_docs:
-        end = int(np.searchsorted(offsets, offsets[start] + PIECE_BYTES, "right")) - 1
+        end = int(np.searchsorted(offsets, offsets[start] + piece_bytes, "right")) - 1
         end = min(max(end, start + 1), num_docs)
         base = offsets[start]
         yield DocumentBlock(block.data[base:offsets[end]], offsets[start:end + 1] - base,
@@ -237,10 +310,10 @@ def _parts(block: DocumentBlock) -> Iterator[DocumentBlock]:
         start = end
 
 
-def _line_parts(data: np.ndarray) -> Iterator[DocumentBlock]:
+def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentBlock]:
     start = 0
     while start < data.size:
-        end = start + PIECE_BYTES
+        end = start + piece_bytes
         while end < data.size:
             breaks = np.flatnonzero(data[end:end + (1 << 16)] == ord("\n"))
             if breaks.size:
@@ -248,18 +321,22 @@ def _line_parts(data: np.ndarray) -> Iterator[DocumentBlock]:
                 break
             end += 1 << 16
         end = min(end, data.size)
-        yield DocumentBlock(data[start:end], None)
+        yield DocumentBlock(data[start:end], None, None, parse)
         start = end
 
 
 def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
-               ) -> tuple[_Piece, BlockWords, int]:
+               ) -> tuple[_Piece, int, int, int]:
+    """(the piece of `block` (parsed here, when it holds records); its documents not valid
+    UTF-8, its tokens, its bytes)."""
+    size = len(block.data)
+    block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
-    piece = _Piece(_Dictionary(words.keys, words.strings, counts, doc_freq), words.doc_tokens,
-                   words.token_ids, 0, block.ids)
+    piece = _Piece(words.doc_tokens, words.token_ids, 0, block.ids,
+                   _Dictionary(words.keys, words.strings, counts, doc_freq))
     store.keep(piece)
-    return piece, words, len(block.data)
+    return piece, words.invalid_utf8_docs, words.token_ids.size, size
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
@@ -283,58 +360,20 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
                                                              dtype=np.int64)
 
 
-def _union(parts: list[_Dictionary]) -> tuple[_Dictionary, list[np.ndarray]]:
-    """(the dictionary of every word of `parts`, tokens and documents summed; per part, the
-    index of each of its words in it, int32).  Keys are numbered by pyarrow's
-    dictionary_encode over their concatenation, long words likewise."""
-    longs = [is_long_key(part.keys) for part in parts]
-    keys = np.concatenate([part.keys[~long] for part, long in zip(parts, longs)] +
-                          [np.zeros(0, np.uint64)])
-    strings = pa.concat_arrays(
-        [part.strings.cast(pa.large_binary()).take(pa.array(part.keys[long] - LONG_KEY))
-         for part, long in zip(parts, longs)] + [pa.array([], pa.large_binary())])
-    key_codes = pc.dictionary_encode(pa.array(keys, pa.uint64()))
-    string_codes = pc.dictionary_encode(strings)
-    distinct_keys = key_codes.dictionary.to_numpy()
-    distinct_strings = len(string_codes.dictionary)
-    key_index = key_codes.indices.to_numpy()
-    string_index = string_codes.indices.to_numpy() + distinct_keys.size
-    entries, key_at, string_at = [], 0, 0
-    for part, long in zip(parts, longs):
-        part_entries = np.empty(part.keys.size, np.int32)
-        keyed = part.keys.size - int(np.count_nonzero(long))
-        part_entries[~long] = key_index[key_at:key_at + keyed]
-        part_entries[long] = string_index[string_at:string_at + part.keys.size - keyed]
-        key_at, string_at = key_at + keyed, string_at + part.keys.size - keyed
-        entries.append(part_entries)
-    every = np.concatenate(entries + [np.zeros(0, np.int32)])
-    size = distinct_keys.size + distinct_strings
-    counts, doc_freq = (np.bincount(every, np.concatenate([getattr(part, name) for part in parts]
-                                                          + [np.zeros(0)]),
-                                    minlength=size).astype(np.int64)
-                        for name in ("counts", "doc_freq"))
-    merged_keys = np.concatenate([distinct_keys.astype(np.uint64),
-                                  LONG_KEY + np.arange(distinct_strings, dtype=np.uint64)])
-    return _Dictionary(merged_keys, string_codes.dictionary, counts, doc_freq), entries
-
-
-def _mapped(piece: _Piece, entries: np.ndarray, new_id: np.ndarray, store: _TokenStore,
-            out: np.ndarray | None):
-    """(tokens of each document kept, their vocabulary ids (None when written into `out`),
-    which documents are kept, the kept documents' ids or None) of a piece, releasing its
-    token ids; documents without a vocabulary word are left out."""
-    ids = new_id[entries][store.token_ids(piece)]
+def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
+    """(tokens of each document kept, their vocabulary ids, which documents are kept, the kept
+    documents' ids or None) of a piece, releasing its tokens; documents without a vocabulary
+    word are left out."""
+    ids = new_id[piece.entries][store.token_ids(piece)]
     kept = ids >= 0
     lengths = np.diff(piece.doc_tokens)
     if not kept.all():
         ends = np.zeros(kept.size + 1, np.int64)
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[piece.doc_tokens])
-        ids = np.compress(kept, ids, out=out)
-    elif out is not None:
-        out[:] = ids
+        ids = ids[kept]
     nonempty = lengths > 0
-    return (lengths[nonempty], None if out is not None else ids, nonempty,
+    return (lengths[nonempty], ids, nonempty,
             None if piece.ids is None else piece.ids[nonempty])
 
 
@@ -349,11 +388,13 @@ def _written(mapped, vocab, name, directory):
     return load_native(directory), dropped
 
 
-def _in_memory(mapped, vocab, name, word_ids):
-    """The mapped pieces, their ids written into word_ids, as one in-memory corpus (see
-    _written)."""
+def _in_memory(mapped, vocab, name, num_tokens):
+    """The mapped pieces, `num_tokens` in all, as one in-memory corpus (see _written)."""
     lengths_all, doc_ids, dropped = [], [], 0
-    for lengths, _, nonempty, kept_ids in mapped:
+    word_ids, at = np.empty(num_tokens, np.int32), 0
+    for lengths, ids, nonempty, kept_ids in mapped:
+        word_ids[at:at + ids.size] = ids
+        at += ids.size
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
@@ -391,9 +432,9 @@ class _Progress:
         self.start = self.last = time.perf_counter()
         self.bytes = self.docs = self.tokens = 0
 
-    def add(self, words: BlockWords, size: int) -> None:
-        self.docs += words.doc_tokens.size - 1
-        self.tokens += words.token_ids.size
+    def add(self, docs: int, tokens: int, size: int) -> None:
+        self.docs += docs
+        self.tokens += tokens
         self.bytes += size
         now = time.perf_counter()
         if self.log is not None and now - self.last >= PROGRESS_SECONDS:

@@ -77,13 +77,14 @@ DETECTION_RULE = ("text (a .txt file of one document a line, or a folder or glob
 
 def document_blocks(source, *, format: str = "auto", block_bytes: int | None = None,
                     text_field: str | None = None, id_field: str | None = None,
-                    text_column: str | None = None, id_column: str | None = None
-                    ) -> Iterator[DocumentBlock]:
+                    text_column: str | None = None, id_column: str | None = None,
+                    parsed: bool = True) -> Iterator[DocumentBlock]:
     """The documents of `source` (a path or glob, or a Python object: see the module) in
     order, in blocks of about `block_bytes` (default DEFAULT_BLOCK_BYTES; from half to twice as much; a document larger
     than that is a block of its own).  `format` ("auto" or one of FORMATS) applies to paths.
     A text file of one document a line gives blocks of lines (offsets None: DocumentBlock),
-    of block_bytes.  CorpusFormatError when the source cannot be read, lacks the fields named
+    of block_bytes; JSON Lines, when not `parsed`, blocks of lines of records left for the
+    tokenising threads to parse (DocumentBlock.parse).  CorpusFormatError when the source cannot be read, lacks the fields named
     or holds no document; TypeError for an object that is not a source of documents."""
     block_bytes = DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes
     if block_bytes < 1:
@@ -91,13 +92,13 @@ def document_blocks(source, *, format: str = "auto", block_bytes: int | None = N
     fields = reading_fields(text_field, id_field, text_column, id_column)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        blocks, name = _path_blocks(path, format, fields, block_bytes), str(path)
+        blocks, name = _path_blocks(path, format, fields, block_bytes, parsed), str(path)
     else:
         blocks, name = object_blocks(source, fields, block_bytes), type(source).__name__
     yield from _nonempty(_rechunked(blocks, block_bytes), name)
 
 
-def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int
+def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, parsed: bool
                  ) -> Iterator[DocumentBlock]:
     chosen = detect_text_format(path) if format == "auto" else format
     if chosen not in FORMATS:
@@ -112,8 +113,8 @@ def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int
         else:
             yield from line_blocks(files[0], block_bytes)
         return
-    read = dict(jsonl=jsonl_blocks, csv=csv_blocks, tsv=tsv_blocks,
-                parquet=parquet_blocks)[chosen]
+    read = dict(jsonl=functools.partial(jsonl_blocks, parsed=parsed), csv=csv_blocks,
+                tsv=tsv_blocks, parquet=parquet_blocks)[chosen]
     yield from _read_ahead([functools.partial(read, file, fields, block_bytes)
                             for file in files], SHARDS_AHEAD)
 

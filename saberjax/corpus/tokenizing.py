@@ -24,12 +24,13 @@ document:
    one of 9 to 12 letters by its first 8 letters' low 5 bits with the last 4 letters' 5 bits
    in the 3 bits above them, and the top bit set.  Either key is exact.  Longer words (about
    2% of English tokens) are copied out as bytes.
-4. pyarrow's hash-table dictionary_encode numbers the distinct long words (each then keyed
-   LONG_KEY + its number), then every token's key, in order of first appearance: the
-   block's dictionary.
+4. The distinct long words are numbered by their bytes (key_tables.number_strings), each then
+   keyed LONG_KEY + its number, then every token's key (key_tables.number_keys): the block's
+   dictionary.
 
 Other rules take the general path: each document decoded and tokenised by TextRules.tokenize (a
-Python list per document), the block's tokens numbered by the same dictionary_encode.
+Python list per document), the block's words numbered by a Python dictionary, each keyed as a
+long word.
 """
 
 from __future__ import annotations
@@ -37,10 +38,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from saberjax import text
+from saberjax.corpus.key_tables import Strings, byte_ranges, number_keys, number_strings
 from saberjax.corpus.text_blocks import DocumentBlock, line_offsets
 
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
@@ -69,7 +69,7 @@ class BlockWords(NamedTuple):
     text order."""
 
     keys: np.ndarray
-    strings: pa.Array
+    strings: Strings
     token_ids: np.ndarray
     doc_tokens: np.ndarray
     invalid_utf8_docs: int
@@ -108,13 +108,15 @@ def is_long_key(keys: np.ndarray) -> np.ndarray:
     return (keys & LONG_KEY) == LONG_KEY
 
 
-def dictionary_words(words: BlockWords) -> pa.Array:
-    """Every word of a block's dictionary, in order, as UTF-8 bytes (pyarrow large_binary)."""
+def dictionary_words(words: BlockWords) -> list[str]:
+    """Every word of a block's dictionary, in order (long words decoded from UTF-8, bytes that
+    are not as surrogate escapes)."""
     long = is_long_key(words.keys)
     entries = np.zeros(words.keys.size, object)
-    entries[~long] = [word.encode("ascii") for word in word_strings(words.keys[~long])]
-    entries[long] = words.strings.take(pa.array(words.keys[long] - LONG_KEY)).to_pylist()
-    return pa.array(entries, pa.large_binary())
+    entries[~long] = word_strings(words.keys[~long])
+    entries[long] = [word.decode("utf-8", "surrogateescape") for word in
+                     words.strings.take(words.keys[long] - LONG_KEY).tolist()]
+    return entries.tolist()
 
 
 def _windows(buffer: np.ndarray) -> np.ndarray:
@@ -134,12 +136,6 @@ def _word_keys(windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
         keys[longer] = ((keys[longer] & _LOW5) | ((rest & np.uint64(0x07070707)) << np.uint64(5))
                         | ((rest & np.uint64(0x18181818)) << np.uint64(34)) | PACKED_FLAG)
     return keys
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated index ranges [starts[i], starts[i] + lengths[i])."""
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if ends.size else 0)
 
 
 def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +219,7 @@ def _folded(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, run_docs: np
     strict decoder: no overlong forms, surrogates or code points above U+10FFFF); the runs of
     other documents are read as Latin-1, a character a byte."""
     lengths = ends - starts
-    run_bytes = np.concatenate([data[_ranges(starts, lengths)], np.zeros(4, np.uint8)])
+    run_bytes = np.concatenate([data[byte_ranges(starts, lengths)], np.zeros(4, np.uint8)])
     size = int(lengths.sum())
     run_offsets = np.zeros(starts.size + 1, np.int64)
     np.cumsum(lengths, out=run_offsets[1:])
@@ -288,31 +284,24 @@ def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     number, so that one dictionary_encode numbers every token."""
     keys = _word_keys(_windows(buffer), starts, np.minimum(lengths, MAX_KEY_LETTERS))
     long = np.flatnonzero(lengths > MAX_KEY_LETTERS)
-    strings = pa.array([], pa.large_binary())
+    strings = Strings.empty()
     if long.size:
-        encoded_long = pc.dictionary_encode(_binary_array(
-            buffer[_ranges(starts[long], lengths[long])], lengths[long]))
-        keys[long] = LONG_KEY + encoded_long.indices.to_numpy().astype(np.uint64)
-        strings = encoded_long.dictionary
-    encoded = pc.dictionary_encode(pa.array(keys))
-    token_ids = encoded.indices.to_numpy().astype(np.int32, copy=False)
+        offsets_long = np.zeros(long.size + 1, np.int64)
+        np.cumsum(lengths[long], out=offsets_long[1:])
+        long_words = Strings(buffer[byte_ranges(starts[long], lengths[long])], offsets_long)
+        firsts, numbers = number_strings(long_words)
+        keys[long] = LONG_KEY + numbers.astype(np.uint64)
+        strings = long_words.take(firsts)
+    distinct, token_ids = number_keys(keys)
     doc_tokens = np.searchsorted(positions, offsets)
-    return BlockWords(encoded.dictionary.to_numpy(), strings, token_ids, doc_tokens,
-                      invalid_docs)
-
-
-def _binary_array(values: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """A pyarrow binary array of the concatenated `values` cut into `lengths`."""
-    offsets = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.Array.from_buffers(pa.large_binary(), lengths.size,
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    return BlockWords(distinct, strings, token_ids, doc_tokens, invalid_docs)
 
 
 def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules) -> BlockWords:
     """block_words under rules other than the default: a document at a time (rules.tokenize)."""
     raw = data.tobytes()
-    tokens, counts, invalid = [], np.zeros(offsets.size, np.int64), 0
+    token_ids, counts, invalid = [], np.zeros(offsets.size, np.int64), 0
+    numbers: dict[str, int] = {}
     for i in range(offsets.size - 1):
         document = raw[offsets[i]:offsets[i + 1]]
         try:
@@ -321,8 +310,7 @@ def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules)
             decoded, invalid = document.decode("latin-1"), invalid + 1
         words = rules.tokenize(decoded)
         counts[i + 1] = len(words)
-        tokens.extend(words)
-    encoded = pc.dictionary_encode(pa.array(tokens, pa.large_string()).cast(pa.large_binary()))
-    return BlockWords(LONG_KEY + np.arange(len(encoded.dictionary), dtype=np.uint64),
-                      encoded.dictionary, encoded.indices.to_numpy().astype(np.int32, copy=False),
-                      np.cumsum(counts), invalid)
+        token_ids.extend(numbers.setdefault(word, len(numbers)) for word in words)
+    strings = Strings.of([word.encode("utf-8", "surrogateescape") for word in numbers])
+    return BlockWords(LONG_KEY + np.arange(len(numbers), dtype=np.uint64), strings,
+                      np.array(token_ids, np.int32), np.cumsum(counts), invalid)

@@ -1,6 +1,7 @@
 """Where and how ESCA runs: the only package that knows about devices.
 
-    mesh        the one-axis mesh, shard specs, arrays between host and mesh
+    mesh        the one-axis and the two-axis (hosts x gpus) mesh, the roles of their axes,
+                shard specs, arrays between host and mesh
     memory      the memory plan: device and host bytes a run needs
     plan        the run's plan from the settings: partition, chunking, resident, streamed
                 or stored

@@ -123,13 +123,15 @@ def device_bytes_per_token(corpus: Corpus, hyper: Hyperparams) -> float:
 
 
 def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partition: str,
-                   per_token: float) -> int:
+                   per_token: float, hosts: int = 1) -> int:
     """Planned device bytes a device needs with every chunk resident: the model and its update
     (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
-    by words every document's A and the E-step's doc-major topics."""
+    by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
+    `hosts`, those of its host's documents)."""
     share = -(-corpus.num_tokens // num_devices)
-    extra = WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens if partition == "words" else 0
-    rows = model_rows(corpus.num_words, num_devices, partition)
+    extra = (WORD_PARTITION_BYTES_PER_TOKEN * -(-corpus.num_tokens // hosts)
+             if partition in ("words", "hybrid") else 0)
+    rows = model_rows(corpus.num_words, num_devices, partition, hosts)
     return int(model_bytes(rows, hyper.padded_topics) + share * per_token + extra)
 
 

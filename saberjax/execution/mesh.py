@@ -1,10 +1,19 @@
-"""The mesh and where arrays live on it: one axis, "data", over every device of every process.
+"""The mesh and where arrays live on it.
 
-    slot arrays     a leading device axis sharded over "data" (BY_DEVICE): device i holds
-                    row i, its own chunk of the slot
+A one-axis mesh ("data") spans every device of every process, partitioned by documents or by
+words.  The two-axis mesh (partition "hybrid") is hosts x gpus: documents are split across
+"hosts" and words within a host's "gpus", so the collectives a host's devices share (A
+gathered, topics sent back) stay on the inner axis and only B's word shares cross the outer
+one.  Axes names the roles: the axis over which B's rows are reduced (documents) and the one
+over which A is gathered (words).
+
+    slot arrays     a leading device axis sharded over every axis of the mesh (by_device):
+                    device i (row-major over the mesh) holds row i, its own chunk of the slot
     the model       B sharded by word rows; B-hat, the trees and alpha whole on every device
                     (MODEL_SPEC), or, partitioned by word, every row-wise array with its
-                    device's words (WORD_MODEL_SPEC)
+                    device's words (WORD_MODEL_SPEC); on the two-axis mesh B-hat's rows are
+                    those of the device's word share and B's rows a 1 / hosts part of them
+                    (HYBRID_MODEL_SPEC)
 
 Helpers here move pytrees between host and mesh: by-device arrays built from each process's
 own parts (by_device_array), a global array fetched whole (to_host), and a device's part of
@@ -14,6 +23,7 @@ by-device arrays inside shard_map (local, stacked).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 
 import jax
 import numpy as np
@@ -24,6 +34,7 @@ from saberjax.background import in_background
 from saberjax.state import Model
 
 AXIS = "data"
+HOSTS, GPUS = "hosts", "gpus"  # the two-axis mesh: documents across hosts, words within one
 # Shard specs: a slot's arrays and states by device; the model's B by word rows, the rest whole.
 BY_DEVICE = P(AXIS)
 MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tree_total=P(),
@@ -31,6 +42,34 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
+# The two-axis mesh: B-hat and the trees by word share over the gpus, B's rows of a share
+# further split over the hosts (row block gpu * hosts + host).
+HYBRID_MODEL_SPEC = Model(word_topic=P((GPUS, HOSTS)), topic_totals=P(), bhat=P(GPUS),
+                          tree=P(GPUS), tree_total=P(GPUS), alpha=P(), bhat_denominator=P())
+
+
+@dataclasses.dataclass(frozen=True)
+class Axes:
+    """The roles of a mesh's axes for a partition: B's rows are reduce-scattered and B-hat
+    gathered over `documents` (None: B never moves), A gathered and the E-step's topics sent
+    back over `words` (None: each device samples its own documents)."""
+
+    documents: str | None
+    words: str | None
+
+    @staticmethod
+    def of(partition: str) -> "Axes":
+        return {"documents": Axes(AXIS, None), "words": Axes(None, AXIS),
+                "hybrid": Axes(HOSTS, GPUS)}[partition]
+
+    def model_spec(self) -> Model:
+        return {AXIS: MODEL_SPEC, None: WORD_MODEL_SPEC, HOSTS: HYBRID_MODEL_SPEC}[
+            self.documents]
+
+
+def by_device(mesh: Mesh) -> P:
+    """The spec of by-device arrays on a mesh: the leading axis over every axis of it."""
+    return BY_DEVICE if mesh.axis_names == (AXIS,) else P(mesh.axis_names)
 
 
 def start_devices() -> concurrent.futures.Future:
@@ -60,9 +99,25 @@ def make_mesh(num_devices: int = 0) -> Mesh:
     return Mesh(np.array(devices[: num_devices or None]), (AXIS,))
 
 
-def model_rows(num_words: int, num_devices: int, partition: str) -> int:
-    """Rows of the model on each device: V padded to a multiple of the device count by
-    documents (B-hat is whole everywhere), a V / N share by words."""
+def make_grid(hosts: int, gpus: int) -> Mesh:
+    """A two-axis mesh (hosts, gpus) of the first hosts x gpus devices of every process, row
+    h the devices h * gpus ... (with one process a host, each process's devices)."""
+    devices = sorted(jax.devices(), key=lambda device: (device.process_index, device.id))
+    if hosts * gpus > len(devices) or (jax.process_count() > 1
+                                       and hosts * gpus != len(devices)):
+        raise ValueError(f"mesh={hosts}x{gpus} needs {hosts * gpus} devices, but there are "
+                         f"{len(devices)} {jax.default_backend()} device(s) in "
+                         f"{jax.process_count()} process(es)")
+    return Mesh(np.array(devices[: hosts * gpus]).reshape(hosts, gpus), (HOSTS, GPUS))
+
+
+def model_rows(num_words: int, num_devices: int, partition: str, hosts: int = 1) -> int:
+    """Rows of B-hat on each device: V padded to a multiple of the device count by documents
+    (B-hat is whole everywhere), a V / N share by words, and on the two-axis mesh of `hosts`
+    rows a V / gpus share padded to a multiple of hosts (B's rows are split over them)."""
+    if partition == "hybrid":
+        share = -(-num_words // (num_devices // hosts))
+        return -(-share // hosts) * hosts
     rows = -(-num_words // num_devices)
     return rows if partition == "words" else rows * num_devices
 

@@ -22,15 +22,15 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, streaming, timing
+from saberjax import chunk_store, esca, processes, streaming, timing
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
-from saberjax.execution.mesh import (AXIS, BY_DEVICE, by_device_array, model_rows,
+from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices, to_host)
 from saberjax.execution.plan import Plan, plan
-from saberjax.execution.programs import Programs
-from saberjax.layout import Chunk, plan_layout, word_shares
+from saberjax.execution.programs import FLOAT16_EXACT, Programs
+from saberjax.layout import Chunk, bucket_size, largest_word_share, plan_layout, word_shares
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
 from saberjax.state import ChunkState, Model, TrainState
@@ -51,28 +51,40 @@ class Placement:
     chunking: tuple[tuple[int, int], ...]  # [first token id, tokens] of every chunk
     num_words: int
     hyper: Hyperparams
-    # partition by word: each device's share of the vocabulary's tokens (layout.word_shares,
-    # by device) and the words by rank (rank r is device r % N's row r // N); else None
+    # partition by word: each device's share of its group's vocabulary tokens
+    # (layout.word_shares, by device) and the words by rank (rank r is the row r // W of
+    # share r % W, W the devices of the words axis); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
+    int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
 
     @property
     def partition(self) -> str:
+        """"documents", "words" or, on the two-axis mesh, "hybrid"."""
+        if HOSTS in self.mesh.axis_names:
+            return "hybrid"
         return "documents" if self.word_shares is None else "words"
 
     @functools.cached_property
     def programs(self) -> Programs:
         """The jitted programs of an iteration on this mesh and partition (the seed words'
-        prior on the rows that hold its words)."""
-        hyper = self.hyper
-        if hyper.seeds is not None:
-            hyper = dataclasses.replace(hyper, seeds=hyper.seeds.on_rows(self._row_of_word()))
-        return Programs(self.mesh, hyper, self.num_words, self.word_shares is not None)
+        prior on the rows of the model's arrays that hold its words)."""
+        programs = Programs(self.mesh, self.hyper, self.num_words, self.partition,
+                            self.int32_rows)
+        if self.hyper.seeds is None:
+            return programs
+        seeds = self.hyper.seeds.on_rows(self._row_of_word(programs.first_float16_row))
+        return dataclasses.replace(programs, hyper=dataclasses.replace(self.hyper, seeds=seeds))
 
     @property
     def model_rows(self) -> int:
-        """Rows of the model on each device (mesh.model_rows)."""
-        return model_rows(self.num_words, self.num_devices, self.partition)
+        """Rows of B-hat on each device (mesh.model_rows)."""
+        return self.programs.model_rows
+
+    @property
+    def word_parts(self) -> int:
+        """Devices of the words axis (the shares of the vocabulary; 1 by document)."""
+        return self.programs.size(self.programs.axes.words)
 
     @property
     def num_devices(self) -> int:
@@ -88,9 +100,8 @@ class Placement:
 
     @property
     def padded_words(self) -> int:
-        """V rounded up to a multiple of the device count: the rows of the model's global
-        arrays, N equal shares."""
-        return model_rows(self.num_words, self.num_devices, "documents")
+        """V padded to equal shares of the mesh: the rows of the model's global arrays."""
+        return self.programs.padded_words
 
     @property
     def streamed(self) -> bool:
@@ -105,8 +116,10 @@ class Placement:
         """The same chunks for other settings (another K or backend)."""
         return dataclasses.replace(self, hyper=hyper)
 
-    def sharding(self, spec: P = BY_DEVICE, memory_kind: str | None = None) -> NamedSharding:
-        return NamedSharding(self.mesh, spec, memory_kind=memory_kind)
+    def sharding(self, spec: P | None = None, memory_kind: str | None = None) -> NamedSharding:
+        """The sharding of spec on the mesh (None: by device)."""
+        return NamedSharding(self.mesh, by_device(self.mesh) if spec is None else spec,
+                             memory_kind=memory_kind)
 
     def replicated(self, value) -> jax.Array:
         """A host value (the same on every process) as an array on every device."""
@@ -179,14 +192,28 @@ class Placement:
              for device in own_devices(self.mesh)}, self.sharding(memory_kind=kind))
             for slot in range(self.num_slots))
 
-    def _row_of_word(self) -> np.ndarray:
+    def _row_of_word(self, first_float16_row: int | None = None) -> np.ndarray:
         """Row of the model's global arrays holding each word (by id): the word itself by
-        document; by word, device r % N's row r // N for the word of rank r."""
+        document; by word, share r % W's row r // W for the word of rank r (W the devices of
+        the words axis).  On the two-axis mesh of H hosts each share's rows are split
+        among its H devices by block: the int32 rows' H parts, then the float16 rows'
+        (Programs._model_of_partial_counts), host h holding part h of each.
+        first_float16_row: the programs' (None: self.programs')."""
         if self.word_shares is None:
             return np.arange(self.num_words)
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
-        return rank % self.num_devices * self.model_rows + rank // self.num_devices
+        share, row = rank % self.word_parts, rank // self.word_parts
+        hosts = self.num_devices // self.word_parts
+        first = (self.programs.first_float16_row if first_float16_row is None
+                 else first_float16_row)
+        int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
+        in_float16 = row >= first
+        host = np.where(in_float16, (row - first) // max(float16_part, 1),
+                        row // max(int32_part, 1))
+        position = np.where(in_float16, int32_part + (row - first) % max(float16_part, 1),
+                            row % max(int32_part, 1))
+        return (share * hosts + host) * (self.model_rows // hosts) + position
 
     def word_topic(self, state: TrainState) -> np.ndarray:
         """B [V, K_pad] on the host, rows by word id (every process takes part)."""
@@ -201,8 +228,9 @@ class Placement:
         the mesh."""
         rows = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
         rows[self._row_of_word()] = word_topic
-        placed = jax.make_array_from_callback(rows.shape, self.sharding(P(AXIS)),
-                                              lambda index: rows[index])
+        placed = jax.make_array_from_callback(
+            rows.shape, self.sharding(self.programs.model_spec.word_topic),
+            lambda index: rows[index])
         return self.programs.model(placed, self.replicated(np.asarray(alpha, np.float32)))
 
     def topic_word(self, state: TrainState) -> jax.Array:
@@ -212,20 +240,59 @@ class Placement:
                            self.hyper.beta, self.num_words, self.hyper.seeds,
                            self.sharding(P()))
 
+    def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
+        """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
+        the host, by layout chunk index: the part of the state that depends on no mesh (A is
+        a function of them).  By word, every process takes part (each device's topics come
+        from every device's share)."""
+        if self.word_shares is None:
+            chunks, states = self.host_chunks(), self.chunk_states(state)
+            return {index: esca.chunk_corpus_topics(chunks[index], states[index])
+                    for index in chunks}
+        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.word_shares,
+                                                               state.chunks),))
+        return {index: topics[:self.chunking[index][1]] for index, topics in doc_major.items()}
+
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
-        chunks, states = self.host_chunks(), self.chunk_states(state)
-        if self.word_shares is None:
-            return esca.corpus_order_topics([chunks[i] for i in sorted(chunks)],
-                                            [states[i] for i in sorted(chunks)])
-        shares = self._by_chunk((self.word_shares,))
-        padded_tokens = chunks[0].padded_tokens
-        doc_major = np.zeros(self.num_chunks * padded_tokens + 1, np.int32)
-        for device, share in shares.items():  # padding tokens land in the spare last slot
-            positions = np.minimum(share.doc_major_pos, len(doc_major) - 1)
-            doc_major[positions] = states[device].topics
-        return np.concatenate([doc_major[index * padded_tokens:][:tokens]
-                               for index, (_, tokens) in enumerate(self.chunking)])
+        topics = self.chunk_topics(state)
+        return np.concatenate([topics[index] for index in sorted(topics)])
+
+    def place_topics(self, corpus_topics) -> tuple:
+        """Slot states (as place_chunk_states places them) of the topics in corpus order that
+        corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
+        chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
+        device) where the state holds A.  By word, a device's z is its share's tokens from
+        every chunk of its group (all chunks on one axis, its host's on two)."""
+        chunks = self.host_chunks()
+        rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
+        states = {}
+        for index, chunk in chunks.items():
+            doc_major = self._doc_major(corpus_topics, index, chunk.padded_tokens)
+            topics = doc_major[np.asarray(chunk.doc_major_pos)]
+            states[index] = (ChunkState(topics, None, None) if self.stored else
+                             jax.tree.map(np.asarray, rebuild(chunk, topics, hyper=self.hyper)))
+        if self.word_shares is not None:
+            padded_tokens, parts = chunks[min(chunks)].padded_tokens, self.word_parts
+
+            @functools.cache
+            def group_doc_major(group: int) -> np.ndarray:  # and a spare 0 for padding
+                return np.concatenate([self._doc_major(corpus_topics, index, padded_tokens)
+                                       for index in range(group * parts, (group + 1) * parts)]
+                                      + [[0]])
+
+            for device, share in self._by_chunk((self.word_shares,)).items():
+                every = group_doc_major(device // parts)
+                positions = np.minimum(share.doc_major_pos, len(every) - 1)
+                states[device] = states[device]._replace(topics=every[positions])
+        return self.place_chunk_states(states)
+
+    def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
+        """Chunk `index`'s doc-major topics (corpus_topics: as place_topics), 0 in padding."""
+        first, tokens = self.chunking[index]
+        doc_major = np.zeros(padded_tokens, self.hyper.topic_dtype)
+        doc_major[:tokens] = corpus_topics(first, tokens)
+        return doc_major
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its
@@ -262,7 +329,8 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     workers = max(1, min(os.cpu_count() or 1, room // (layout_plan.padded_tokens
                                                        * chunk_store.BUILD_BYTES_PER_TOKEN)))
     slots = chunk_store.StoredChunks(corpus, layout_plan, hyper, run_plan.store_directory,
-                                     NamedSharding(mesh, BY_DEVICE), run_plan.prefetch, workers)
+                                     NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
+                                     workers)
     return Placement(mesh, slots, layout_plan.chunk_docs,
                      _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
@@ -284,18 +352,34 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                            parts=own)
     num_slots = len(layout.chunks) // size
     chunking = _chunking(corpus, layout.chunk_docs)
-    sharding = NamedSharding(mesh, BY_DEVICE, memory_kind="pinned_host" if streamed else None)
+    sharding = NamedSharding(mesh, by_device(mesh),
+                             memory_kind="pinned_host" if streamed else None)
     with timing.phase("transfer"):
         slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
                                        for device in own}, sharding)
                       for slot in range(num_slots))
         if streamed:
-            slots = streaming.HostChunks(slots, NamedSharding(mesh, BY_DEVICE),
+            slots = streaming.HostChunks(slots, NamedSharding(mesh, by_device(mesh)),
                                          run_plan.prefetch)
-    if run_plan.partition != "words":
+    if run_plan.partition == "documents":
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
-    shares = word_shares(corpus, layout, size, own)
+    parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
+    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
+    shares = word_shares(corpus, layout, parts, own,
+                         bucket_size(processes.largest(largest)))
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, layout.word_order)
+                     shares, layout.word_order, _int32_rows(corpus, mesh))
+
+
+def _int32_rows(corpus: Corpus, mesh) -> int:
+    """Programs.int32_rows of the two-axis mesh (0 on one axis): the rows of every word
+    share holding a word of more than FLOAT16_EXACT tokens (the words of the highest ranks,
+    rows the first of every share), rounded up to a multiple of the hosts."""
+    if HOSTS not in mesh.axis_names:
+        return 0
+    hosts, gpus = mesh.shape[HOSTS], mesh.shape[GPUS]
+    frequent = int(np.count_nonzero(corpus.word_counts() > FLOAT16_EXACT))
+    rows = model_rows(corpus.num_words, hosts * gpus, "hybrid", hosts)
+    return min(-(-(-(-frequent // gpus)) // hosts) * hosts, rows)

@@ -11,8 +11,11 @@ the mesh, the partition, the chunking and where the chunks live.
 
 Partition by word (each device samples its words' tokens against every document's A, no B
 moves) is chosen on several devices when every share stays resident and the model outweighs
-the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  Errors name the settings
-(num_topics, device_memory_gb, host_memory_gb, partition, chunk_tokens).
+the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  The two-axis mesh
+(partition "hybrid", mesh HOSTSxGPUS) is chosen when several processes each drive several
+devices and every share stays resident: by word within a process, by document across
+processes, so that between hosts only each device's word share of B moves.  Errors name the
+settings (num_topics, device_memory_gb, host_memory_gb, partition, mesh, chunk_tokens).
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ import jax
 from jax.sharding import Mesh
 
 from saberjax import chunk_store
-from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams
+from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams, parse_mesh_shape
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.mesh import make_mesh, model_rows
+from saberjax.execution.mesh import make_grid, make_mesh, model_rows
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -41,8 +44,8 @@ WORD_PARTITION_CELLS_PER_TOKEN = 1.5
 class Plan:
     """How a corpus runs on a mesh (plan): what execution.placement.place builds."""
 
-    mesh: Mesh
-    partition: str  # "documents" or "words"
+    mesh: Mesh  # one axis "data", or ("hosts", "gpus") for "hybrid"
+    partition: str  # "documents", "words" or "hybrid"
     chunk_tokens: int | None  # tokens per chunk (None: one chunk a device's share)
     streamed: bool  # the chunks stream through the devices every iteration
     prefetch: int  # chunks in flight to each device when streaming
@@ -55,12 +58,18 @@ class Plan:
     def stored(self) -> bool:
         return self.store_directory is not None
 
+    @property
+    def mesh_shape(self) -> dict[str, int]:
+        """Devices along each axis of the mesh, by name ({"data": N}, or {"hosts": H,
+        "gpus": G} for "hybrid")."""
+        return dict(self.mesh.shape)
+
 
 def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
-         chunk_store_dir=None, scoring: bool = False) -> Plan:
+         chunk_store_dir=None, scoring: bool = False, mesh: str | None = None) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -74,24 +83,44 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
     and each device holds only its words' rows of the model) or "auto".  scoring: held-out
-    documents are scored during the run (their memory counts on CPU devices).  Errors:
-    MemoryError when the model does not fit the devices or the host (memory.host_bytes,
-    against the memory available), ValueError for a partition that cannot hold the settings.
+    documents are scored during the run (their memory counts on CPU devices).  "hybrid": the
+    two-axis mesh `mesh` ("HOSTSxGPUS"; None: the processes x the devices of each), by word
+    within a host's devices and by document across hosts; mesh given, partition is "hybrid"
+    (or "auto").  Errors: MemoryError when the model does not fit the devices or the host
+    (memory.host_bytes, against the memory available), ValueError for a partition or mesh
+    that cannot hold the settings.
     """
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
                          f"got {partition!r}")
-    mesh = make_mesh(num_devices)
+    if mesh is not None and partition not in ("auto", "hybrid"):
+        raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
+                         f"partition={partition!r}")
+    hosts, gpus = (parse_mesh_shape(mesh) if mesh is not None
+                   else (jax.process_count(), jax.local_device_count()))
+    if mesh is not None or partition == "hybrid":
+        if num_devices not in (0, hosts * gpus):
+            raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
+                             f"takes {hosts * gpus} devices; leave num_devices out")
+        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
+    one_axis = make_mesh(num_devices)
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
-    fits = _ResidentFit(corpus, hyper, mesh.size, budget)
-    _check_host_room(corpus, hyper, mesh, scoring, fits)
+    fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
+    _check_host_room(corpus, hyper, one_axis, scoring, fits)
     if partition == "auto":
-        partition = _auto_partition(corpus, hyper, mesh.size, fits, stream, chunk_tokens)
-    if partition == "words" and (stream or chunk_tokens is not None):
-        raise ValueError("partition 'words' keeps each device's share resident in one "
-                         "chunk: leave out chunk_tokens and streaming, or partition by "
-                         "documents")
+        partition = ("hybrid" if mesh is not None
+                     or _hybrid_by_default(hosts, gpus, fits, stream, chunk_tokens)
+                     else _auto_partition(corpus, hyper, one_axis.size, fits, stream,
+                                          chunk_tokens))
+    if partition in ("words", "hybrid") and (stream or chunk_tokens is not None):
+        raise ValueError(f"partition {partition!r} keeps each device's share resident in one "
+                         f"chunk: leave out chunk_tokens and streaming, or partition by "
+                         f"documents")
+    if partition == "hybrid":
+        fits.check(partition)
+        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch)
+    mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
         return Plan(mesh, partition, chunk_tokens, False, prefetch)
@@ -116,14 +145,15 @@ class _ResidentFit:
     first, else the measured bytes per token (probe chunks compiled only then, once)."""
 
     def __init__(self, corpus: Corpus, hyper: Hyperparams, num_devices: int,
-                 budget: int | None):
+                 budget: int | None, hosts: int = 1):
         self.corpus, self.hyper, self.num_devices, self.budget = (corpus, hyper, num_devices,
                                                                   budget)
+        self.hosts = hosts  # of the two-axis mesh
         self.measured = functools.cache(lambda: memory.device_bytes_per_token(corpus, hyper))
 
     def needed(self, partition: str, per_token: float) -> int:
         return memory.resident_bytes(self.corpus, self.hyper, self.num_devices, partition,
-                                     per_token)
+                                     per_token, self.hosts if partition == "hybrid" else 1)
 
     def __call__(self, partition: str) -> bool:
         return self.budget is None or any(
@@ -134,7 +164,8 @@ class _ResidentFit:
         """MemoryError, with the GB needed, when a resident placement does not fit."""
         if self(partition):
             return
-        rows = model_rows(self.corpus.num_words, self.num_devices, partition)
+        rows = model_rows(self.corpus.num_words, self.num_devices, partition,
+                          self.hosts if partition == "hybrid" else 1)
         model = memory.model_bytes(rows, self.hyper.padded_topics)
         raise MemoryError(
             f"resident by {partition}, num_topics={self.hyper.num_topics} over "
@@ -170,6 +201,14 @@ def _auto_partition(corpus: Corpus, hyper: Hyperparams, num_devices: int, fits: 
         corpus.num_words * hyper.padded_topics
         > WORD_PARTITION_CELLS_PER_TOKEN * corpus.num_tokens or not fits("documents")))
     return "words" if by_word else "documents"
+
+
+def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool | None,
+                       chunk_tokens: int | None) -> bool:
+    """The two-axis mesh when several processes drive several devices each and every share
+    stays resident in one chunk."""
+    return (hosts > 1 and gpus > 1 and not stream and chunk_tokens is None
+            and fits("hybrid"))
 
 
 def _coarse(tokens: int) -> int:

@@ -18,6 +18,12 @@ Partition by word: each device samples its words' tokens (its word share) agains
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.
 
+The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
+by word over the host's documents as above (A gathered and topics sent back over "gpus"
+only); each device's counts of its word share are then reduce-scattered over "hosts", its
+rows' B-hat and trees computed and gathered over "hosts" again, so the collectives between
+hosts move only the device's word share of B and B-hat, and the topic totals.
+
 The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
 program sums them over the mesh and runs the fixed point of esca.update_alpha.
 
@@ -36,44 +42,66 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior
+from saberjax import esca, prior, segmented_count
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.execution.mesh import (AXIS, BY_DEVICE, MODEL_SPEC, WORD_MODEL_SPEC, local,
-                                     model_rows, stacked)
+from saberjax.execution.mesh import HOSTS, Axes, by_device, local, model_rows, stacked
 from saberjax.state import ChunkState, Model
+
+# Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
+# the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
+FLOAT16_EXACT = 2048
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Programs:
     """The jitted programs of an iteration on `mesh` for a model of num_words words, each
-    compiled on its first call (or lowered ahead by execution.compiled).  by_word: partition
-    by word (each device holds its words' rows of the model), else by document."""
+    compiled on its first call (or lowered ahead by execution.compiled).  partition:
+    "documents", "words" (one-axis mesh) or "hybrid" (two-axis mesh: by word within the
+    gpus axis, by document across the hosts axis); mesh.Axes says which axis does what."""
 
     mesh: Mesh
     hyper: Hyperparams
     num_words: int
-    by_word: bool
+    partition: str
+    # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
+    # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
+    int32_rows: int = 0
 
     @property
     def num_devices(self) -> int:
         return self.mesh.size
 
     @property
+    def axes(self) -> Axes:
+        return Axes.of(self.partition)
+
+    @property
+    def by_word(self) -> bool:
+        return self.axes.words is not None
+
+    def size(self, axis: str | None) -> int:
+        """Devices along an axis of the mesh (1 for None)."""
+        return 1 if axis is None else self.mesh.shape[axis]
+
+    @property
+    def by_device(self) -> P:
+        return by_device(self.mesh)
+
+    @property
     def model_spec(self) -> Model:
-        return WORD_MODEL_SPEC if self.by_word else MODEL_SPEC
+        return self.axes.model_spec()
 
     @property
     def model_rows(self) -> int:
-        """Rows of the model on each device (mesh.model_rows)."""
-        return model_rows(self.num_words, self.num_devices,
-                          "words" if self.by_word else "documents")
+        """Rows of B-hat on each device (mesh.model_rows)."""
+        return model_rows(self.num_words, self.num_devices, self.partition,
+                          self.mesh.shape.get(HOSTS, 1))
 
     @property
     def padded_words(self) -> int:
-        """V rounded up to a multiple of the device count: the rows of the model's global
-        arrays, N equal shares."""
-        return model_rows(self.num_words, self.num_devices, "documents")
+        """Rows of the model's global arrays: V padded to equal shares of the mesh."""
+        return self.model_rows * self.size(self.axes.words)
 
     def _shard_map(self, body, in_specs, out_specs):
         """body on every device of the mesh (check_vma off: Pallas calls declare no vma)."""
@@ -86,44 +114,56 @@ class Programs:
     def _summed_totals(self, rows):
         """The topic totals of every device's rows of B, summed over the mesh."""
         totals = backend_ops(self.hyper.backend).topic_totals(rows)
-        return lax.psum(totals, AXIS) if self.num_devices > 1 else totals
+        return lax.psum(totals, self.mesh.axis_names) if self.num_devices > 1 else totals
 
     def _first_row(self, rows):
-        """The row of the model's global arrays where this device's `rows` of them start
-        (each device holds as many)."""
-        return lax.axis_index(AXIS) * rows.shape[0] if self.num_devices > 1 else 0
+        """The row of the model's global arrays where this device's `rows` of B start: its
+        block of B's row sharding (the axes of model_spec.word_topic) times the rows a block
+        holds."""
+        if self.num_devices == 1:
+            return 0
+        return lax.axis_index(self.model_spec.word_topic[0]) * rows.shape[0]
 
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
-        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees gathered
-        whole on every device."""
+        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees
+        gathered over the documents axis (whole on every device by document, the device's
+        word share on the two-axis mesh; by word they stay with their rows)."""
         totals = self._summed_totals(rows) if totals is None else totals
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
                                      self._first_row(rows))
-        if self.num_devices == 1:
+        if self.size(self.axes.documents) == 1:
             return own
-        gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
-        return own._replace(bhat=gather(own.bhat), tree=tuple(map(gather, own.tree)),
-                            tree_total=gather(own.tree_total))
-
-    def _model_of_own_rows(self, rows, alpha, totals=None) -> Model:
-        """Partition by word: the model of this device's rows of B and prior alpha, with the
-        topic totals summed over the mesh (None: _summed_totals); B-hat and the trees stay
-        with their rows."""
-        totals = self._summed_totals(rows) if totals is None else totals
-        return esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
-                                      self._first_row(rows))
+        return own._replace(bhat=self._gathered(own.bhat), tree=tuple(map(self._gathered,
+                                                                          own.tree)),
+                            tree_total=self._gathered(own.tree_total))
 
     @property
-    def _rebuild(self):
-        """(rows, alpha, totals=None) -> the model, for this partition."""
-        return self._model_of_own_rows if self.by_word else self._model_of_rows
+    def first_float16_row(self) -> int:
+        """The first row of a device's counts that crosses the documents axis as float16:
+        int32_rows on the two-axis mesh, none (model_rows) by document."""
+        return self.int32_rows if self.partition == "hybrid" else self.model_rows
+
+    def _gathered(self, rows):
+        """Every device's rows along the documents axis, in row order: the rows of the int32
+        block and of the float16 block (_model_of_partial_counts) gathered apart."""
+        first = self.first_float16_row // self.size(self.axes.documents)
+        return jnp.concatenate([
+            lax.all_gather(block, self.axes.documents, axis=0, tiled=True)
+            for block in (rows[:first], rows[first:]) if block.shape[0]])
 
     def _model_of_partial_counts(self, counts, alpha) -> Model:
-        """The model of every device's partial counts B_d (reduce-scattered by word rows) and
-        prior alpha."""
-        if self.num_devices > 1:
-            counts = lax.psum_scatter(counts, AXIS, scatter_dimension=0, tiled=True)
+        """The model of every device's partial counts (reduce-scattered by word rows over the
+        documents axis) and prior alpha.  On the two-axis mesh the rows from int32_rows on
+        travel as float16, exactly: none of their words has more than FLOAT16_EXACT tokens,
+        so no sum of their counts does either."""
+        if self.size(self.axes.documents) > 1:
+            first = self.first_float16_row
+            counts = jnp.concatenate([
+                lax.psum_scatter(block.astype(dtype), self.axes.documents,
+                                 scatter_dimension=0, tiled=True).astype(jnp.int32)
+                for block, dtype in ((counts[:first], jnp.int32),
+                                     (counts[first:], jnp.float16)) if block.shape[0]])
         return self._model_of_rows(counts, alpha)
 
     @staticmethod
@@ -150,16 +190,37 @@ class Programs:
 
     def _word_finish(self, slots, share, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
-        from the topics every device drew for the chunk's tokens, its words' B counted, and
-        the model of its rows and prior alpha (totals summed over the mesh; B-hat is never
-        gathered)."""
-        if self.num_devices > 1:  # the segments of the other devices' chunks go to them
-            parts = doc_major.reshape(self.num_devices, -1)
-            doc_major = lax.all_to_all(parts, AXIS, 0, 0, tiled=True).sum(
-                axis=0, dtype=doc_major.dtype)
-        state = esca.chunk_state_from_topics(local(slots[0]), topics, doc_major, self.hyper)
+        from the topics every device of the words axis drew for the chunk's tokens, its
+        words' B counted, and the model of its rows and prior alpha (totals summed over the
+        mesh; on the two-axis mesh the share's counts reduced over the hosts)."""
+        state = esca.chunk_state_from_topics(local(slots[0]), topics,
+                                             self._own_chunk_topics(doc_major), self.hyper)
         counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
-        return (stacked(state),), self._model_of_own_rows(counts, alpha)
+        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+
+    def _own_chunk_topics(self, doc_major):
+        """Partition by word: the doc-major topics of this device's chunk, from the topics
+        every device of the words axis drew for it (doc_major: this device's share's topics
+        at their places in the doc-major space of its group's chunks, 0 elsewhere)."""
+        words = self.size(self.axes.words)
+        if words == 1:
+            return doc_major
+        parts = doc_major.reshape(words, -1)  # the other devices' segments go to them
+        return lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True).sum(
+            axis=0, dtype=doc_major.dtype)
+
+    @functools.cached_property
+    def chunk_topics(self):
+        """Partition by word: (slots, word shares, states) -> the doc-major topics of each
+        device's chunk [N, T_pad], from every device's share (what a checkpoint keeps)."""
+        def body(slots, shares, slot_states):
+            share = local(shares)
+            doc_major = segmented_count.shuffle_to_doc_major(
+                local(slot_states[0]).topics, share.doc_major_pos,
+                self.size(self.axes.words) * slots[0].word.shape[1])
+            return self._own_chunk_topics(doc_major)[None]
+
+        return jax.jit(self._shard_map(body, (self.by_device,) * 3, self.by_device))
 
     # -- resident slots: a whole iteration in one program --
 
@@ -175,12 +236,12 @@ class Programs:
             share = local(shares)
             return self._word_finish(slots, share, self.hyper.initial_alpha(),
                                      *esca.initial_topics(share, seed, self.hyper,
-                                                          self.num_devices
+                                                          self.size(self.axes.words)
                                                           * slots[0].word.shape[1]))
 
         return jax.jit(self._shard_map(by_word if self.by_word else by_document,
-                                       (BY_DEVICE, BY_DEVICE, P()),
-                                       (BY_DEVICE, self.model_spec)))
+                                       (self.by_device, self.by_device, P()),
+                                       (self.by_device, self.model_spec)))
 
     @functools.cached_property
     def iteration(self):
@@ -192,15 +253,16 @@ class Programs:
 
         def by_word(slots, shares, slot_states, model, key):
             share, state = local(shares), local(slot_states[0])
-            if self.num_devices > 1:  # every document's A, for the tokens of this share
-                gather = functools.partial(lax.all_gather, axis_name=AXIS, axis=0, tiled=True)
+            if self.size(self.axes.words) > 1:  # A of the axis's documents, for this share
+                gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
+                                           tiled=True)
                 state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
             return self._word_finish(slots, share, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
         return jax.jit(self._shard_map(by_word if self.by_word else by_document,
-                                       (BY_DEVICE,) * 3 + (self.model_spec, P()),
-                                       (BY_DEVICE, self.model_spec)))
+                                       (self.by_device,) * 3 + (self.model_spec, P()),
+                                       (self.by_device, self.model_spec)))
 
     # -- streamed slots: one program a slot, then the reduction --
 
@@ -210,8 +272,8 @@ class Programs:
         def body(chunk, seed, counts):
             states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None, counts[0])
             return states[0], counts[None]
-        return jax.jit(self._shard_map(body, (BY_DEVICE, P(), BY_DEVICE),
-                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=2)
+        return jax.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
+                                       (self.by_device, self.by_device)), donate_argnums=2)
 
     @functools.cached_property
     def slot_step(self):
@@ -221,27 +283,29 @@ class Programs:
             states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
                                               counts[0])
             return states[0], counts[None]
-        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, MODEL_SPEC, P(), BY_DEVICE),
-                                       (BY_DEVICE, BY_DEVICE)), donate_argnums=4)
+        device = self.by_device
+        return jax.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
+                                       (device, device)), donate_argnums=4)
 
     @functools.cached_property
     def zero_partial_counts(self):
         """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device."""
         return jax.jit(lambda: jnp.zeros((self.num_devices, self.padded_words,
                                           self.hyper.padded_topics), jnp.int32),
-                       out_shardings=NamedSharding(self.mesh, BY_DEVICE))
+                       out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def reduce(self):
         """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
         return jax.jit(self._shard_map(
             lambda counts, alpha: self._model_of_partial_counts(counts[0], alpha),
-            (BY_DEVICE, P()), MODEL_SPEC), donate_argnums=0)
+            (self.by_device, P()), self.model_spec), donate_argnums=0)
 
     @functools.cached_property
     def model(self):
         """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
-        return jax.jit(self._shard_map(self._rebuild, (P(AXIS), P()), self.model_spec))
+        return jax.jit(self._shard_map(self._model_of_rows, (self.model_spec.word_topic, P()),
+                                       self.model_spec))
 
     # -- the learned prior --
 
@@ -250,7 +314,7 @@ class Programs:
         """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
         return jax.jit(lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics,
                                                 width), jnp.int32),
-                       static_argnums=0, out_shardings=NamedSharding(self.mesh, BY_DEVICE))
+                       static_argnums=0, out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def count_histogram(self):
@@ -260,7 +324,8 @@ class Programs:
         def body(chunk, chunk_state, histogram):
             return esca.count_topic_histogram(local(chunk), local(chunk_state), histogram[0],
                                               self.hyper)[None]
-        return jax.jit(self._shard_map(body, (BY_DEVICE, BY_DEVICE, BY_DEVICE), BY_DEVICE),
+        device = self.by_device
+        return jax.jit(self._shard_map(body, (device, device, device), device),
                        donate_argnums=2)
 
     @functools.cached_property
@@ -271,8 +336,8 @@ class Programs:
         def body(histogram, model, lengths):
             histogram = histogram[0]
             if self.num_devices > 1:
-                histogram = lax.psum(histogram, AXIS)
+                histogram = lax.psum(histogram, self.mesh.axis_names)
             alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
-            return self._rebuild(model.word_topic, alpha, model.topic_totals)
-        return jax.jit(self._shard_map(body, (BY_DEVICE, self.model_spec, P()),
+            return self._model_of_rows(model.word_topic, alpha, model.topic_totals)
+        return jax.jit(self._shard_map(body, (self.by_device, self.model_spec, P()),
                                        self.model_spec))
