@@ -69,22 +69,28 @@ class Placement:
     def programs(self) -> Programs:
         """The jitted programs of an iteration on this mesh and partition (the seed words'
         prior on the rows of the model's arrays that hold its words)."""
-        programs = Programs(self.mesh, self.hyper, self.num_words, self.partition,
-                            self.int32_rows)
         if self.hyper.seeds is None:
-            return programs
-        seeds = self.hyper.seeds.on_rows(self._row_of_word(programs.first_float16_row))
-        return dataclasses.replace(programs, hyper=dataclasses.replace(self.hyper, seeds=seeds))
+            return self._unseeded_programs
+        seeds = self.hyper.seeds.on_rows(self._row_of_word())
+        return dataclasses.replace(self._unseeded_programs,
+                                   hyper=dataclasses.replace(self.hyper, seeds=seeds))
+
+    @functools.cached_property
+    def _unseeded_programs(self) -> Programs:
+        """The programs without the seed words' prior: the same rows and word shares, which
+        the model's layout reads."""
+        return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
+                        self.partition, self.int32_rows)
 
     @property
     def model_rows(self) -> int:
         """Rows of B-hat on each device (mesh.model_rows)."""
-        return self.programs.model_rows
+        return self._unseeded_programs.model_rows
 
     @property
     def word_parts(self) -> int:
         """Devices of the words axis (the shares of the vocabulary; 1 by document)."""
-        return self.programs.size(self.programs.axes.words)
+        return self._unseeded_programs.size(self._unseeded_programs.axes.words)
 
     @property
     def num_devices(self) -> int:
@@ -192,21 +198,19 @@ class Placement:
              for device in own_devices(self.mesh)}, self.sharding(memory_kind=kind))
             for slot in range(self.num_slots))
 
-    def _row_of_word(self, first_float16_row: int | None = None) -> np.ndarray:
+    def _row_of_word(self) -> np.ndarray:
         """Row of the model's global arrays holding each word (by id): the word itself by
         document; by word, share r % W's row r // W for the word of rank r (W the devices of
         the words axis).  On the two-axis mesh of H hosts each share's rows are split
         among its H devices by block: the int32 rows' H parts, then the float16 rows'
-        (Programs._model_of_partial_counts), host h holding part h of each.
-        first_float16_row: the programs' (None: self.programs')."""
+        (Programs._model_of_partial_counts), host h holding part h of each."""
         if self.word_shares is None:
             return np.arange(self.num_words)
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
         share, row = rank % self.word_parts, rank // self.word_parts
-        hosts = self.num_devices // self.word_parts
-        first = (self.programs.first_float16_row if first_float16_row is None
-                 else first_float16_row)
+        hosts, first = (self.num_devices // self.word_parts,
+                        self._unseeded_programs.first_float16_row)
         int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
         in_float16 = row >= first
         host = np.where(in_float16, (row - first) // max(float16_part, 1),
