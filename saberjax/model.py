@@ -191,7 +191,7 @@ class TopicModel:
         seeded_rows = np.asarray(self.seed_prior.rows, np.int64)
         at = np.minimum(np.searchsorted(seeded_rows, words), len(seeded_rows) - 1)
         which = np.flatnonzero(seeded_rows[at] == words)
-        extra = self.seed_prior.row_weights(self.num_topics)[at[which]]
+        extra = self.seed_prior.row_weights(self.num_topics)[at[which]].astype(np.float64)
         seed_row, seed_topic = np.nonzero(extra)
         seed_weight, seed_row = extra[seed_row, seed_topic], which[seed_row]
         keys = np.asarray(row, np.int64) * self.num_topics + topics

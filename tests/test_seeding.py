@@ -211,3 +211,29 @@ def test_cli_seed_words(tmp_path):
     assert min(theme_hits(model)) >= 0.9
     with np.load(tmp_path / "model" / "model.npz") as arrays:
         np.testing.assert_array_equal(arrays["topic_word"], model.topic_word)
+
+
+def test_seeded_views_of_either_form_of_b():
+    """A seeded model's topic_word holds beta_kv, and bhat_rows, topic_word_rows and the top
+    words' weights read the same values from dense and from sparse B (the seeded cells whose
+    count is 0 included)."""
+    from saberjax import sparse_word_topic
+
+    rng = np.random.default_rng(5)
+    counts = (rng.geometric(0.5, (12, 4)) - 1).astype(np.int32)
+    counts[3, 2] = 0  # a seeded cell of no count
+    vocab = tuple(f"v{i}" for i in range(12))
+    config = dict(seed_words=json.dumps({"2": ["v3", "v7"], "0": ["v7"]}), seed_weight=9.0)
+    dense = TopicModel(counts, 0.5, 0.1, vocab, config)
+    sparse = TopicModel(sparse_word_topic.from_dense(counts), 0.5, 0.1, vocab, config)
+    beta_kv = np.full((12, 4), 0.1)
+    beta_kv[3, 2] += 9.0
+    beta_kv[7, [0, 2]] += 9.0
+    expected = ((counts + beta_kv) / (counts.sum(0) + beta_kv.sum(0))).T
+    for model in (dense, sparse):
+        np.testing.assert_allclose(model.topic_word, expected, rtol=1e-6)
+        np.testing.assert_array_equal(model.bhat_rows([7, 3, 1]), model.topic_word[:, [7, 3, 1]].T)
+        np.testing.assert_array_equal(model.topic_word_rows([2, 0]), model.topic_word[[2, 0]])
+        for row, words in zip(model.topic_word, model.top_words(4, with_weights=True)):
+            assert [weight for _, weight in words] == [float(row[vocab.index(w)])
+                                                       for w, _ in words]
