@@ -57,13 +57,16 @@ def test_seeded_topics_land_on_their_themes():
 
 
 def test_seeded_model_is_the_same_on_every_partition():
-    """Two devices by documents and by words train the one-device model: each device finds
-    the seeded rows among its own (by word, rows reordered)."""
+    """Two devices by documents, by words and on the two-axis mesh (hosts x gpus 2 x 1 and
+    1 x 2) train the one-device model: each device finds the seeded rows among its own (by
+    word, rows reordered)."""
     corpus = themed_corpus(docs=120)
     settings = dict(seed_words=json.dumps(SEEDS), iterations=3)
     one = train(corpus, config(**settings)).model
-    for partition in ("documents", "words"):
-        other = train(corpus, config(**settings, num_devices=2, partition=partition)).model
+    for mesh in (dict(num_devices=2, partition="documents"),
+                 dict(num_devices=2, partition="words"),
+                 dict(num_devices=0, mesh="2x1"), dict(num_devices=0, mesh="1x2")):
+        other = train(corpus, config(**settings, **mesh)).model
         np.testing.assert_array_equal(one.word_topic_counts, other.word_topic_counts)
 
 
