@@ -17,9 +17,9 @@ of its own chunks, whatever pieces they span.  Nothing else of the state is stor
 function of z (rebuilt as every iteration ends, esca.state_of_topics), B-hat, the topic totals
 and the sampling trees of B and alpha (Placement.model_from_word_topic), so the restored state
 is the saved one bit for bit, and a checkpoint depends on no mesh: one written by N processes
-and devices, by documents or by words, resumes on M, by either.  Since every random draw is
-keyed by (seed, iteration, token id), a run resumed from a checkpoint ends with the same model
-as an uninterrupted one.
+and devices, by documents, by words or on the two-axis mesh, resumes on M, by any of them.
+Since every random draw is keyed by (seed, iteration, token id), a run resumed from a
+checkpoint ends with the same model as an uninterrupted one.
 
 Each file is written to a temporary name, fsynced and renamed into place (files.atomic_write),
 the .npz files first (every process its own, then all wait for each other): process 0's
@@ -160,7 +160,7 @@ def read_manifest(path) -> dict:
 def load_checkpoint(path, placement: Placement, corpus: Corpus, config
                     ) -> tuple[TrainState, list[dict]]:
     """(state, metrics so far) of a checkpoint of training on `corpus`, placed like
-    `placement`'s chunks: on any mesh, by either partition.
+    `placement`'s chunks: on any mesh, by any partition.
 
     Raises CheckpointError when the checkpoint is damaged or was made for another corpus
     (Corpus.has_fingerprint: a checkpoint written before fingerprints were hashed in blocks

@@ -216,19 +216,10 @@ def _build(corpus: Corpus, plan: LayoutPlan, directory: Path, records: Records,
 
 def device_slot_builder(num_runs: int, sharding: jax.sharding.NamedSharding):
     """build(inputs, word_rank) -> a slot's CompactChunk [devices, ...] laid out by
-    `sharding`, each device building its own chunk (layout_device.build_chunk, then
-    compact_on_device): one compiled program for every slot of a plan, whose shapes the
-    arguments carry.  inputs: layout_device.ChunkInputs [devices, ...] on the devices;
-    word_rank [V] replicated.  A shard_map, so each device's program is the unbatched
-    build (its sort a key sort with an iota payload, which XLA gives to CUB on a GPU)."""
-
-    def one_device(inputs: layout_device.ChunkInputs, word_rank: jax.Array) -> CompactChunk:
-        chunk = layout_device.build_chunk(jax.tree.map(lambda x: x[0], inputs), word_rank)
-        return jax.tree.map(lambda x: x[None], compact_on_device(chunk, num_runs))
-
-    return jax.jit(jax.shard_map(one_device, mesh=sharding.mesh,
-                                 in_specs=(sharding.spec, jax.sharding.PartitionSpec()),
-                                 out_specs=sharding.spec))
+    `sharding`: layout_device.slot_builder, each device's chunk compacted on the device
+    (compact_on_device), so the host receives only what the store writes."""
+    return layout_device.slot_builder(sharding, lambda chunk: compact_on_device(chunk,
+                                                                                num_runs))
 
 
 def _build_on_devices(corpus: Corpus, plan: LayoutPlan, fd: int, records: Records,

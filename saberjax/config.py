@@ -107,9 +107,10 @@ class TrainConfig:
     prefetch: int = _setting(DEFAULT_PREFETCH, "Chunks in flight to each device when "
                              "streaming.", at_least=1)
     host_memory_gb: float | None = _setting(
-        None, "Host memory budget in GB; streamed chunks whose states do not fit it stream from "
-        "a chunk store on local disk (--chunk_store) in chunks small enough for both budgets "
-        f"(default: {HOST_MEMORY_FRACTION:.0%} of the memory available).", above=0)
+        None, "Host memory budget in GB; chunks the host holds (streamed from its memory, or "
+        "resident on CPU devices) whose states do not fit it stream from a chunk store on local "
+        "disk (--chunk_store) in chunks small enough for both budgets (default: "
+        f"{HOST_MEMORY_FRACTION:.0%} of the memory available).", above=0)
     chunk_store: str | None = _setting(
         None, "Folder of the chunk store on local disk, used when the corpus does not fit "
         "--host_memory_gb; built once, reused while the corpus and chunking are the same "

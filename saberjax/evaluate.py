@@ -13,25 +13,28 @@ batch's words' B-hat rows (inference.BatchWordRows) instead of the whole topic_w
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from saberjax import timing
 from saberjax.background import in_background
 from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus, plain_text
-from saberjax.inference import (BatchWordRows, DocumentWords, ModelTopics, fold_in,
+from saberjax.inference import (Batch, BatchWordRows, DocumentWords, ModelTopics, fold_in,
                                 load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
                                 plan_batches, row_width)
 
 # Upper bound on word slots x topics held at once in a batch (floats); smaller than inference's
 # because evaluation runs beside the training state.
 BATCH_ELEMENTS = 1 << 24
+# Slots of the batches padded at once on the host (their temporaries: about 40 bytes a slot).
+PADDING_SLOTS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +45,6 @@ class HeldOutScore:
     documents: int
 
 
-@functools.partial(jax.jit, static_argnames="em_iterations")
 def _batch_loglik(topic_word, observed_words, observed_counts, heldout_words, heldout_counts,
                   row_start, row_end, alpha, em_iterations: int):
     """Sum of held-out log-likelihoods of one batch of rows (padding has count 0) under topics
@@ -64,15 +66,87 @@ def check_scorable(observed: Corpus, heldout: Corpus) -> None:
                          f"({heldout.num_docs} documents, none with 2 tokens or more)")
 
 
+def _scoring_mesh(sharding) -> Mesh:
+    """The devices that score: the mesh of a one-axis NamedSharding (the trainer's), else the
+    sharding's devices (None: the default device) as a mesh of their own."""
+    if isinstance(sharding, NamedSharding) and len(sharding.mesh.axis_names) == 1:
+        return sharding.mesh
+    devices = [jax.devices()[0]] if sharding is None else sorted(sharding.device_set,
+                                                                key=lambda device: device.id)
+    return Mesh(np.array(devices), ("batches",))
+
+
+class _Batches(NamedTuple):
+    """Every batch of a scorer's documents, stacked: [batches, rows, width] slots of both
+    halves and [batches, rows] of the rows' documents (inference.Batch); `count` real
+    batches, then empty ones up to a multiple of the scoring devices."""
+
+    observed_words: np.ndarray
+    observed_counts: np.ndarray
+    heldout_words: np.ndarray
+    heldout_counts: np.ndarray
+    row_start: np.ndarray
+    row_end: np.ndarray
+    count: int
+
+
+def _stacked_batches(observed: DocumentWords, heldout: DocumentWords, batch_slots: int,
+                     multiple: int) -> _Batches:
+    """The batches of plan_batches over both halves' slots, padded a group of batches at a
+    time (laid end to end as the rows of one batch, about PADDING_SLOTS slots: one pass each,
+    temporaries of a group's size)."""
+    lengths = np.maximum(observed.lengths(), heldout.lengths())
+    batches = list(plan_batches(lengths, batch_slots, row_width(lengths)))
+    rows, width = batches[0].shape
+    count = -(-len(batches) // multiple) * multiple
+    stacked = [np.zeros((count, rows, width), dtype) for _ in (observed, heldout)
+               for dtype in (np.int32, np.float32)]  # empty batches: no slots
+    row_start = np.ones((count, rows), bool)  # and every row a document of its own
+    row_end = np.tile(np.arange(rows, dtype=np.int32), (count, 1))
+    group = max(1, PADDING_SLOTS // (rows * width))
+    for first in range(0, len(batches), group):
+        part = batches[first:first + group]
+        whole = Batch(np.concatenate([batch.docs for batch in part]),
+                      np.concatenate([batch.first_row + index * rows
+                                      for index, batch in enumerate(part)]),
+                      None, None, (len(part) * rows, width))
+        padded = [array for words in (observed, heldout) for array in words.padded(whole)]
+        for target, array in zip(stacked, padded):
+            target[first:first + len(part)] = array.reshape(len(part), rows, width)
+        for index, batch in enumerate(part, first):
+            row_start[index], row_end[index] = batch.row_start, batch.row_end
+    return _Batches(*stacked, row_start, row_end, len(batches))
+
+
+def _scoring_program(mesh: Mesh, em_iterations: int):
+    """score(topic_word, alpha, *batches) -> the held-out log-likelihood of every batch
+    (float32 [batches], whole on every device): each device of the mesh scores its
+    consecutive share of the batches one after the other (_batch_loglik each), so that all
+    batches are one call, with no wait on the host between them."""
+    axis = mesh.axis_names[0]
+
+    def one_device(topic_word, alpha, *batches):
+        sums = jax.lax.map(lambda batch: _batch_loglik(topic_word, *batch, alpha,
+                                                       em_iterations), batches)
+        return jax.lax.all_gather(sums, axis, tiled=True)
+
+    spec = PartitionSpec(axis)
+    return jax.jit(jax.shard_map(one_device, mesh=mesh,
+                                 in_specs=(PartitionSpec(), PartitionSpec(), *[spec] * 6),
+                                 out_specs=PartitionSpec(), check_vma=False))
+
+
 class HeldoutScorer:
     """Document completion of fixed (observed, held-out) halves, for topics of one shape and
     layout scored any number of times.
 
-    The batches' rows are padded on the host and the program is compiled once, in a thread
-    started by the constructor: a trainer makes its scorer before it trains, and both are
-    ready by the first evaluation.  topic_word_sharding: where the topics scored will live
-    (a jax.sharding.Sharding; None: the default device).  num_words None: the scorer of a
-    sparse model (score_model), whose program reads each batch's words' columns alone.
+    A thread started by the constructor pads the batches' rows on the host and compiles the
+    program: a trainer makes its scorer before it trains, and both are ready by the first
+    evaluation.  topic_word_sharding: where the topics scored will live (a
+    jax.sharding.Sharding; None: the default device).  The batches go onto the devices of its
+    mesh, each device its consecutive share, and one call scores them all
+    (_scoring_program).  num_words None: the scorer of a sparse model (score_model), whose
+    program scores a batch a call over that batch's words' columns alone.
     """
 
     def __init__(self, observed: Corpus, heldout: Corpus, num_topics: int,
@@ -80,49 +154,60 @@ class HeldoutScorer:
                  topic_word_sharding=None):
         check_scorable(observed, heldout)
         self.tokens, self.documents = heldout.num_tokens, heldout.num_docs
+        mesh = _scoring_mesh(topic_word_sharding)
+        self._whole = NamedSharding(mesh, PartitionSpec())
         self._prepared = in_background(self._prepare, observed, heldout, num_topics, num_words,
-                                       topic_word_sharding, em_iterations,
-                                       name="saberjax-scorer")
+                                       mesh, em_iterations, name="saberjax-scorer")
 
-    @staticmethod
-    def _prepare(observed: Corpus, heldout: Corpus, num_topics: int, num_words: int | None,
-                 topic_word_sharding, em_iterations: int):
-        """(the batches' padded arrays, the compiled program scoring one batch)."""
-        observed_words = DocumentWords.from_corpus(observed)
-        heldout_words = DocumentWords.from_corpus(heldout)
-        lengths = np.maximum(observed_words.lengths(), heldout_words.lengths())
-        batches = [(*observed_words.padded(batch), *heldout_words.padded(batch),
-                    batch.row_start, batch.row_end)
-                   for batch in plan_batches(lengths, max(1, BATCH_ELEMENTS // num_topics),
-                                             row_width(lengths))]
-        columns = num_words or 2 * batches[0][0].size  # a batch's observed and held-out slots
-        topic_word = jax.ShapeDtypeStruct((num_topics, columns), jnp.float32,
-                                          sharding=topic_word_sharding)
-        alpha = jax.ShapeDtypeStruct((num_topics,), jnp.float32)
-        program = _batch_loglik.lower(topic_word, *batches[0], alpha,
-                                      em_iterations=em_iterations).compile()
-        return batches, program
+    def _prepare(self, observed: Corpus, heldout: Corpus, num_topics: int,
+                 num_words: int | None, mesh: Mesh, em_iterations: int):
+        """(the batches: on the devices, or on the host for a sparse model; how many are
+        real; the compiled program)."""
+        batches = _stacked_batches(DocumentWords.from_corpus(observed),
+                                   DocumentWords.from_corpus(heldout),
+                                   max(1, BATCH_ELEMENTS // num_topics),
+                                   1 if num_words is None else mesh.size)
+        alpha = jax.ShapeDtypeStruct((num_topics,), jnp.float32, sharding=self._whole)
+        if num_words is None:  # a batch's observed and held-out slots are its columns
+            topic_word = jax.ShapeDtypeStruct((num_topics, 2 * batches.observed_words[0].size),
+                                              jnp.float32, sharding=self._whole)
+            program = jax.jit(_batch_loglik, static_argnames="em_iterations").lower(
+                topic_word, *(array[0] for array in batches[:-1]), alpha,
+                em_iterations=em_iterations).compile()
+            return batches[:-1], batches.count, program
+        by_batch = NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))
+        placed = [jax.make_array_from_callback(array.shape, by_batch,
+                                               lambda index, array=array: array[index])
+                  for array in batches[:-1]]
+        topic_word = jax.ShapeDtypeStruct((num_topics, num_words), jnp.float32,
+                                          sharding=self._whole)
+        program = _scoring_program(mesh, em_iterations).lower(topic_word, alpha,
+                                                              *placed).compile()
+        return placed, batches.count, program
 
     @timing.in_phase("evaluation")
     def score(self, topic_word: jax.Array, alpha) -> HeldOutScore:
         """The score of topics `topic_word` [K, V] (float32, rows sum to 1, laid out as the
         scorer was told) under the document-topic prior alpha ([K], or one number)."""
-        batches, program = self._prepared.result()
+        placed, count, program = self._prepared.result()
         alpha = np.broadcast_to(np.asarray(alpha, np.float32), (topic_word.shape[0],))
-        total = sum(float(program(topic_word, *batch, alpha)) for batch in batches)
-        return self._score(total)
+        sums = program(jax.device_put(topic_word, self._whole),
+                       jax.device_put(alpha, self._whole), *placed)
+        return self._score(sum(float(value)
+                               for value in np.asarray(sums.addressable_data(0))[:count]))
 
     @timing.in_phase("evaluation")
     def score_model(self, model: ModelTopics) -> HeldOutScore:
         """The score of a sparse model's topics under its prior (a scorer made with num_words
         None): each batch over the B-hat rows of its words (BatchWordRows), transposed to the
         columns the program reads; the values, and so the score, are score(topic_word)'s."""
-        batches, program = self._prepared.result()
+        batches, count, program = self._prepared.result()
         device = jax.devices()[0]
         alpha = np.asarray(model.alpha, np.float32)
         floor = jax.device_put(model.bhat_floor, device)
         total = 0.0
-        for observed_words, observed_counts, heldout_words, heldout_counts, *rows in batches:
+        for observed_words, observed_counts, heldout_words, heldout_counts, *rows in zip(
+                *(array[:count] for array in batches)):
             gathered = BatchWordRows.of(model, 2 * observed_words.size, observed_words,
                                         heldout_words)
             observed_local, heldout_local = gathered.words

@@ -34,6 +34,7 @@ less than the training step needs for the same chunk
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -136,3 +137,21 @@ def build_chunk(inputs: ChunkInputs, word_rank: jax.Array,
         tile_tokens=tile_tokens,
         block_tokens=padded_tokens,
     )
+
+
+def slot_builder(sharding: jax.sharding.NamedSharding,
+                 finish: Callable[[Chunk], object] = lambda chunk: chunk):
+    """build(inputs, word_rank) -> finish(chunk) of every device's chunk of a slot, [devices,
+    ...] laid out by `sharding`, each device building its own (build_chunk): one compiled
+    program for every slot of a plan, whose shapes the arguments carry.  inputs: ChunkInputs
+    [devices, ...] laid out by `sharding`; word_rank [V] replicated.  A shard_map, so each
+    device's program is the unbatched build (its sort a key sort with an iota payload, which
+    XLA gives to CUB on a GPU), not a vmapped one."""
+
+    def one_device(inputs: ChunkInputs, word_rank: jax.Array):
+        chunk = build_chunk(jax.tree.map(lambda x: x[0], inputs), word_rank)
+        return jax.tree.map(lambda x: x[None], finish(chunk))
+
+    return jax.jit(jax.shard_map(one_device, mesh=sharding.mesh,
+                                 in_specs=(sharding.spec, jax.sharding.PartitionSpec()),
+                                 out_specs=sharding.spec))

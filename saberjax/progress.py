@@ -80,6 +80,18 @@ def time_line(phases: dict[str, float], init: float, compile: float, iterations:
     return f"time: {shown} (total {total:.2f} s)"
 
 
+def memory_line(peak_rss: dict[str, int], total: int) -> str:
+    """The training log's line of where host memory went: the process's peak resident memory
+    at the end of each phase of a run (timing.Phases.peak_rss, bytes) and at the end of it
+    all (`total`), in GB:
+
+        peak RSS after load 5.10 GB, layout 5.31 GB, training 6.02 GB, save 6.02 GB (run 6.02 GB)
+    """
+    shown = ", ".join(f"{name} {peak_rss[name] / 1e9:.2f} GB" for name in TIME_PHASES
+                      if name in peak_rss)
+    return f"peak RSS after {shown} (run {total / 1e9:.2f} GB)"
+
+
 def chain(*callbacks: Callback | None) -> Callback:
     """One callback calling each given one in turn; it stops training when any of them asks."""
     present = [callback for callback in callbacks if callback is not None]

@@ -15,6 +15,7 @@ import collections
 import contextlib
 import contextvars
 import functools
+import resource
 import time
 
 import jax
@@ -42,13 +43,20 @@ _RECORDER: contextvars.ContextVar[Phases | None] = contextvars.ContextVar("saber
                                                                          default=None)
 
 
+def peak_rss_bytes() -> int:
+    """The process's peak resident memory so far (getrusage's ru_maxrss, kB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class Phases:
     """Wall-clock seconds of the named phases of a run, each phase's own: time in a phase
     entered inside another counts for the inner one only, so the phases add up to the time
-    spent in any of them."""
+    spent in any of them.  peak_rss: the process's peak resident memory when each phase last
+    ended (peak_rss_bytes), so a phase that raised the peak shows where memory went."""
 
     def __init__(self):
         self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.peak_rss: dict[str, int] = {}
         self._nested: list[float] = []  # seconds of inner phases, per open phase
 
     @contextlib.contextmanager
@@ -77,6 +85,7 @@ class Phases:
         finally:
             elapsed, nested = time.perf_counter() - start, self._nested.pop()
             self.seconds[name] += elapsed - nested
+            self.peak_rss[name] = peak_rss_bytes()
             if self._nested:
                 self._nested[-1] += elapsed
 

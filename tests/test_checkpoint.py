@@ -229,12 +229,14 @@ def test_a_streamed_checkpoint_loads_its_states_into_pinned_host_memory(tmp_path
     (dict(chunk_tokens=None, partition="words"), dict(chunk_tokens=300, partition="documents")),
     (dict(chunk_tokens=None, partition="words"),
      dict(num_devices=1, chunk_tokens=None, partition="words")),
+    (dict(partition="documents"), dict(chunk_tokens=None, partition="hybrid", mesh="1x2")),
 ])
 def test_a_checkpoint_resumes_on_any_mesh_chunking_and_partition(checkpointed_run, tmp_path,
                                                                  written_on, resumed_on):
-    """z is stored in corpus order: a checkpoint of 2 chunks on 2 devices (or by words)
-    resumes on one device, on 6 chunks, by words or by documents, to the uninterrupted
-    model (checkpointed_run's, 4 iterations)."""
+    """z is stored in corpus order: a checkpoint of 2 chunks on 2 devices (by documents or by
+    words) resumes on one device, on 6 chunks, by words, by documents or on the two-axis mesh,
+    to the uninterrupted model (checkpointed_run's, 4 iterations; from the two-axis mesh:
+    test_execution)."""
     corpus, directory = checkpointed_run
     first = trainer.train(corpus, dataclasses.replace(CONFIG, iterations=2, **written_on),
                           checkpoint_dir=tmp_path)

@@ -281,3 +281,19 @@ def test_a_checkpoint_of_a_store_resumes_into_a_store_and_into_memory(tmp_path):
     expected = run(from_memory, 2)
     for mine, theirs in zip(in_memory.chunks, expected.chunks):
         np.testing.assert_array_equal(np.asarray(mine.a_pairs), np.asarray(theirs.a_pairs))
+
+
+def test_cpu_devices_stream_from_a_store_when_the_host_budget_cannot_hold_the_layout(tmp_path):
+    """On CPU devices the host holds a resident layout: a host budget too small for it sends
+    the chunks to a chunk store (no device budget needed), and the model is the resident one's;
+    devices that build their own layout hold it in their memory, so they stay resident."""
+    corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=31)
+    hyper = Hyperparams.create(10)
+    resident = place(corpus, hyper, 1)
+    small = dict(host_memory_gb=TINY_HOST_GB, chunk_store_dir=tmp_path / "store")
+    stored = place(corpus, hyper, 1, **small)
+    assert not resident.streamed and stored.stored and stored.num_slots > 1
+    np.testing.assert_array_equal(stored.word_topic(run(stored, 2)),
+                                  resident.word_topic(run(resident, 2)))
+    assert not place(corpus, hyper, 1, layout_on_devices=True, **small).streamed
+    assert not place(corpus, hyper, 1, stream=False, **small).streamed

@@ -4,11 +4,15 @@ import json
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
-from helpers import ROOT, launch, random_corpus, run_launcher
+from helpers import ROOT, launch, needs_local_devices, random_corpus, run_launcher
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from saberjax import evaluate
+from saberjax.execution.mesh import make_mesh
 from saberjax.corpus import Corpus, split_document_halves
 
 
@@ -142,3 +146,26 @@ def test_text_sharing_no_word_with_the_model_gets_the_vocabulary_message(text_mo
         f"error: {folder / 'foreign.txt'}: shares no word with the model's vocabulary of 20 "
         f"words (none of the 4 tokens of its 2 document(s) is one); is the text in the model's "
         f"language?")
+
+
+def test_the_devices_of_the_mesh_score_their_own_share_of_the_batches(monkeypatch):
+    """A scorer for topics whole on every device of a mesh puts each device's consecutive
+    share of the batches on it alone (padded with empty batches to an equal share) and scores
+    them all in one call: the score of one device, however many batches are padded at once."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=43, num_words=30, seed=8)
+    observed, heldout = split_document_halves(corpus, seed=4)
+    topic_word = np.random.default_rng(2).dirichlet(np.full(30, 0.5), size=5).astype(np.float32)
+    monkeypatch.setattr(evaluate, "BATCH_ELEMENTS", 5 * 48)  # many batches, an odd number
+    one = evaluate.heldout_loglik(topic_word, observed, heldout, 0.1, em_iterations=10)
+    monkeypatch.setattr(evaluate, "PADDING_SLOTS", 100)  # padded a few batches at a time
+    mesh = make_mesh(2)
+    scorer = evaluate.HeldoutScorer(observed, heldout, 5, 30, 10, NamedSharding(mesh, P()))
+    placed, count, _ = scorer._prepared.result()
+    assert count > 2 and count % 2 == 1 and placed[0].shape[0] == count + 1
+    shards = placed[0].addressable_shards
+    assert sorted(shard.device.id for shard in shards) == sorted(d.id for d in mesh.devices.flat)
+    assert all(shard.data.shape[0] == (count + 1) // 2 for shard in shards)
+    two = scorer.score(jax.device_put(topic_word, NamedSharding(mesh, P())), 0.1)
+    assert two.loglik_per_token == pytest.approx(one.loglik_per_token, rel=1e-6)
+    assert (two.tokens, two.documents) == (one.tokens, one.documents)

@@ -15,7 +15,7 @@ from helpers import ROOT, needs_local_devices, random_corpus
 
 from saberjax import checkpoint, esca, trainer
 from saberjax.config import Hyperparams, TrainConfig
-from saberjax.execution import memory
+from saberjax.execution import memory, placement
 from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, MODEL_SPEC, WORD_MODEL_SPEC,
                                      make_mesh)
 from saberjax.execution.placement import place
@@ -41,20 +41,26 @@ def run_on_mesh(corpus, hyper, iterations, seed, **placement):
     return placed, state
 
 
-@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition,mesh", [
-    (1, None, False, "documents", None), (2, None, False, "documents", None),
-    (2, 300, False, "documents", None), (2, 500, True, "documents", None),
-    (1, None, False, "words", None), (2, None, False, "words", None),
-    (2, None, False, "hybrid", "2x1"), (2, None, False, "hybrid", "1x2")])
+@pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition,mesh,layout_on_devices", [
+    (1, None, False, "documents", None, False), (2, None, False, "documents", None, False),
+    (2, 300, False, "documents", None, False), (2, 500, True, "documents", None, False),
+    (1, None, False, "words", None, False), (2, None, False, "words", None, False),
+    (2, None, False, "hybrid", "2x1", False), (2, None, False, "hybrid", "1x2", False),
+    (1, None, False, "documents", None, True), (2, 300, False, "documents", None, True),
+    (2, 500, True, "documents", None, True), (2, None, False, "words", None, True)])
 def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, stream, partition,
-                                                 mesh):
+                                                mesh, layout_on_devices, monkeypatch):
+    """The same model on any mesh, chunking, streaming and partition, whether the host or
+    the devices build the layout (the host's builder then never runs)."""
     needs_local_devices(num_devices)
+    if layout_on_devices:
+        monkeypatch.setattr(placement, "cached_layout", None)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
     hyper = Hyperparams.create(40)
     topics, word_topic, bhat = reference(corpus, hyper, 3, seed=5)
     placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices,
                                 chunk_tokens=chunk_tokens, stream=stream, partition=partition,
-                                mesh=mesh)
+                                mesh=mesh, layout_on_devices=layout_on_devices)
     assert placed.num_devices == num_devices and placed.streamed == stream
     assert placed.num_chunks == num_devices * placed.num_slots
     assert placed.partition == partition

@@ -1,6 +1,7 @@
 """Several processes (jax.distributed over CPU collectives) train the one-process model, and a
 process that dies stops the others with an error within a bounded time."""
 
+import json
 import os
 import shutil
 import signal
@@ -179,14 +180,15 @@ def one_device_model(iterations: int) -> np.ndarray:
 
 
 def test_a_checkpoint_of_2_processes_x_2_devices_resumes_on_1_x_3_and_on_4_x_1(tmp_path):
-    """The checkpoint is the same whatever the mesh: written by 2 processes of 2 devices (4
-    chunks), it resumes on 1 process of 3 devices (3 chunks) and on 4 processes of 1 (by
-    words), each to the model one device trains uninterrupted."""
+    """The checkpoint is the same whatever the mesh: written by 2 processes of 2 devices (the
+    two-axis mesh, 4 chunks), it resumes on 1 process of 3 devices (by documents, 3 chunks)
+    and on 4 processes of 1 (by words), each to the model one device trains uninterrupted."""
     from saberjax.corpus import save_native
 
     save_native(random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9),
                 tmp_path / "corpus")
     train_processes(2, tmp_path / "corpus", tmp_path / "a", "--iterations=4", devices=2)
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["partition"] == "hybrid"
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     train_processes(1, tmp_path / "corpus", tmp_path / "a", "--iterations=8", "--resume",
                     devices=3)

@@ -17,7 +17,7 @@ from saberjax.corpus import split_document_halves, train_test_split
 from saberjax.evaluate import heldout_loglik
 from saberjax.layout import build_layout
 from saberjax.model import TopicModel
-from saberjax.progress import time_line
+from saberjax.progress import memory_line, time_line
 
 
 def test_phases_count_each_second_once_and_only_when_recorded():
@@ -190,3 +190,16 @@ def test_compiling_beside_initialisation_trains_and_scores_the_same_model(monkey
     scores = [[record["heldout_loglik_per_token"] for record in result.metrics]
               for result in (apart, beside)]
     assert len(scores[0]) == 3 and scores[0] == scores[1]
+
+
+def test_phases_record_the_peak_memory_at_their_end_for_the_memory_line():
+    phases = timing.Phases()
+    with phases.recording():
+        with timing.phase("load"):
+            pass
+        with timing.phase("layout"):
+            held = np.ones(1 << 20)  # touched: resident
+    assert 0 < phases.peak_rss["load"] <= phases.peak_rss["layout"] <= timing.peak_rss_bytes()
+    assert held.nbytes <= phases.peak_rss["layout"]
+    line = memory_line(dict(save=6.02e9, load=5.1e9, layout=5.314e9), 6.5e9)
+    assert line == "peak RSS after load 5.10 GB, layout 5.31 GB, save 6.02 GB (run 6.50 GB)"

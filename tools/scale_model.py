@@ -144,8 +144,10 @@ def predict(setting: Setting, hosts: int, gpus: int, partition: str) -> Predicti
 @dataclasses.dataclass(frozen=True)
 class Measured:
     """A configuration of docs/measurements/multi_gpu.md: where, K, partition, processes x
-    GPUs a process (all on one host), corpus tokens, its one-GPU and its measured Mtoken/s,
-    and the NCCL bus bandwidth of that many GPUs of the host (GB/s)."""
+    GPUs a process (all on one host; the two-axis mesh takes the processes as its hosts),
+    corpus tokens, its one-GPU and its measured Mtoken/s, and the bandwidths (GB/s, within and
+    between the "hosts") measured in its call, where they were (None: NCCL's bus bandwidth of
+    that many GPUs of the host, BUS_GBPS)."""
 
     source: str
     num_topics: int
@@ -155,6 +157,7 @@ class Measured:
     tokens: float
     one_gpu: float
     measured: float
+    gbps: tuple[float, float] | None = None
 
     @property
     def devices(self) -> int:
@@ -186,6 +189,19 @@ MEASURED = (
     Measured("4 H200, 2026-11-27", 10000, "documents", 1, 2, NYT, 1847, 2666),
     Measured("4 H200, 2026-11-27", 10000, "documents", 1, 4, NYT, 1847, 3683),
     Measured("4 H200, 2026-11-27", 10000, "words", 1, 4, NYT, 1850, 6269),
+    # the two-axis calls (mesh2d's section): bandwidths as their collectives ran in the call
+    # (bytes over the seconds of the collectives alone)
+    Measured("4 H100, 2026-11-27, 0078a9e", 1000, "documents", 1, 4, NYT, 2068, 8023,
+             (215, 215)),
+    Measured("4 H100, 2026-11-27, 0078a9e", 1000, "words", 1, 4, NYT, 2068, 6750, (293, 293)),
+    Measured("4 H100, 2026-11-27, 0078a9e", 10000, "documents", 1, 4, NYT, 1595, 3447,
+             (310, 310)),
+    Measured("4 H100, 2026-11-27, 0078a9e", 10000, "words", 1, 4, NYT, 1595, 5487,
+             (293, 293)),
+    Measured("4 H100, 2026-11-27, 38a91d8", 1000, "two-axis f16", 2, 2, NYT, 2068, 7406,
+             (174, 98)),
+    Measured("4 H100, 2026-11-27, 38a91d8", 10000, "two-axis f16", 2, 2, NYT, 1597, 4122,
+             (174, 179)),
 )
 
 
@@ -195,11 +211,12 @@ def check_table(measured=MEASURED) -> list[str]:
     rows = ["| machine | K | partition | processes x GPUs | 1 GPU | measured | predicted "
             "| predicted / measured |", "|---|---|---|---|---|---|---|---|"]
     for case in measured:
-        bandwidth = BUS_GBPS[case.devices] * 1e9
+        within, between = case.gbps or (BUS_GBPS[case.devices],) * 2
         setting = Setting(case.tokens, case.tokens * NYTIMES_DOCS / NYTIMES_TOKENS,
-                          NYTIMES_WORDS, case.num_topics, case.one_gpu * 1e6, bandwidth,
-                          bandwidth)
-        predicted = predict(setting, 1, case.devices, case.partition).mtoken_s
+                          NYTIMES_WORDS, case.num_topics, case.one_gpu * 1e6, within * 1e9,
+                          between * 1e9)
+        hosts = case.processes if case.partition.startswith("two-axis") else 1
+        predicted = predict(setting, hosts, case.devices // hosts, case.partition).mtoken_s
         rows.append(f"| {case.source} | {case.num_topics:,} | {case.partition} | "
                     f"{case.processes} x {case.gpus} | {case.one_gpu:,.0f} | "
                     f"{case.measured:,.0f} | {predicted:,.0f} | {predicted / case.measured:.2f} |")

@@ -43,7 +43,7 @@ from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
 from saberjax.model import model_file_bytes
 from saberjax.outputs import hidden_sibling
-from saberjax.progress import Progress, time_line
+from saberjax.progress import Progress, memory_line, time_line
 from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
 
 FLAGS = flags.FLAGS
@@ -206,6 +206,7 @@ def main(argv):
         summary.update(heldout_loglik_per_token=final["heldout_loglik_per_token"],
                        perplexity=final["perplexity"])
     print(json.dumps(summary))
+    logging.info(memory_line(phases.peak_rss, timing.peak_rss_bytes()))
     logging.info(time_line(phases.seconds, result.init_seconds, result.compile_seconds,
                            sum(record["seconds"] for record in result.metrics
                                if record["iteration"] > resumed_at),

@@ -16,13 +16,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, processes, streaming, timing
+from saberjax import chunk_store, esca, layout_device, processes, streaming, timing
+from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
@@ -30,7 +32,8 @@ from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, mo
                                      own_devices, to_host)
 from saberjax.execution.plan import Plan, plan
 from saberjax.execution.programs import FLOAT16_EXACT, Programs
-from saberjax.layout import Chunk, bucket_size, largest_word_share, plan_layout, word_shares
+from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
+                             word_shares)
 from saberjax.layout_cache import cached_layout
 from saberjax.mstep import float32_bhat
 from saberjax.state import ChunkState, Model, TrainState
@@ -334,7 +337,7 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                                        * chunk_store.BUILD_BYTES_PER_TOKEN)))
     slots = chunk_store.StoredChunks(corpus, layout_plan, hyper, run_plan.store_directory,
                                      NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
-                                     workers)
+                                     workers, run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
                      _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
@@ -347,24 +350,30 @@ def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
 
 
 def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
-    """The layout built (this process's chunks; layout_cache.cached_layout) and put on the
-    mesh, resident or in pinned host memory."""
+    """The layout built (this process's chunks) and put on the mesh, resident or in pinned
+    host memory: by the devices (_built_on_devices) where the plan says so, else by the host
+    (layout_cache.cached_layout) and copied to them."""
     mesh, streamed = run_plan.mesh, run_plan.streamed
     size = mesh.size
     own = own_devices(mesh)
-    layout = cached_layout(corpus, run_plan.chunk_tokens or -(-corpus.num_tokens // size), size,
-                           parts=own)
-    num_slots = len(layout.chunks) // size
-    chunking = _chunking(corpus, layout.chunk_docs)
+    chunk_tokens = run_plan.chunk_tokens or -(-corpus.num_tokens // size)
     sharding = NamedSharding(mesh, by_device(mesh),
                              memory_kind="pinned_host" if streamed else None)
-    with timing.phase("transfer"):
-        slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
-                                       for device in own}, sharding)
-                      for slot in range(num_slots))
-        if streamed:
-            slots = streaming.HostChunks(slots, NamedSharding(mesh, by_device(mesh)),
-                                         run_plan.prefetch)
+    slots = None
+    if run_plan.layout_on_devices:
+        layout = plan_layout(corpus, chunk_tokens, size)
+        slots = _built_on_devices(corpus, layout, mesh, streamed)
+    if slots is None:
+        layout = cached_layout(corpus, chunk_tokens, size, parts=own)
+        num_slots = len(layout.chunks) // size
+        with timing.phase("transfer"):
+            slots = tuple(by_device_array({device: layout.chunks[device * num_slots + slot]
+                                           for device in own}, sharding)
+                          for slot in range(num_slots))
+    if streamed:
+        slots = streaming.HostChunks(slots, NamedSharding(mesh, by_device(mesh)),
+                                     run_plan.prefetch)
+    chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition == "documents":
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
@@ -387,3 +396,42 @@ def _int32_rows(corpus: Corpus, mesh) -> int:
     frequent = int(np.count_nonzero(corpus.word_counts() > FLOAT16_EXACT))
     rows = model_rows(corpus.num_words, hosts * gpus, "hybrid", hosts)
     return min(-(-(-(-frequent // gpus)) // hosts) * hosts, rows)
+
+
+@timing.in_phase("layout")
+def _built_on_devices(corpus: Corpus, layout: LayoutPlan, mesh: Mesh,
+                      streamed: bool) -> tuple[Chunk, ...] | None:
+    """The slots of a layout plan, each device building its chunks from their word ids
+    (layout_device.slot_builder; the same arrays as the host's builder), then moved to
+    pinned host memory when `streamed`.  The host copies only the word ids and document
+    lengths (4 bytes a token) and holds no chunk.  Two slots are built at a time, so a
+    device holds at most two builds' inputs and temporaries beside the slots it keeps.
+    None, with a warning, when a device runs out of memory (the host builds them then)."""
+    num_slots = len(layout.chunk_docs) // mesh.size
+    sharding = NamedSharding(mesh, by_device(mesh))
+    build = layout_device.slot_builder(sharding)
+    word_rank = jax.device_put(layout.word_rank, NamedSharding(mesh, P()))
+    own = own_devices(mesh)
+    slots: list[Chunk] = []
+
+    def inputs(slot: int, device: int) -> layout_device.ChunkInputs:
+        return layout_device.chunk_inputs(corpus, *layout.chunk_docs[device * num_slots + slot],
+                                          layout.padded_tokens, layout.padded_docs)
+
+    try:
+        for slot in range(num_slots):
+            # each device's word ids copied on a thread of its own (np.copyto releases the GIL)
+            chunk = build(by_device_array(dict(zip(own, on_threads(
+                functools.partial(inputs, slot), own, len(own)))), sharding), word_rank)
+            if streamed:
+                chunk = jax.device_put(chunk, sharding.with_memory_kind("pinned_host"))
+            if slot >= 1:
+                jax.block_until_ready(slots[-1])
+            slots.append(chunk)
+        return tuple(jax.block_until_ready(slots))
+    except jax.errors.JaxRuntimeError as error:
+        if "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        warnings.warn(f"building the layout on the host: the devices ran out of memory "
+                      f"({str(error).splitlines()[0]})", stacklevel=3)
+        return None

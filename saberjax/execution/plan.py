@@ -5,9 +5,10 @@ the mesh, the partition, the chunking and where the chunks live.
                chunks of chunk_tokens)
     streamed   a share does not fit its device's memory budget: the fewest chunks that fit
                stay in pinned host memory and flow through the devices every iteration
-    stored     the streamed chunks and their states do not fit the host memory budget
-               either: they stream from a chunk store on local disk, in chunks small enough
-               for both budgets
+    stored     the chunks and their states do not fit the host memory budget where the
+               host holds them (streamed from its memory, or laid out by the host: on CPU
+               devices, whose memory is the host's): they stream from a chunk store on
+               local disk, in chunks small enough for both budgets
 
 Partition by word (each device samples its words' tokens against every document's A, no B
 moves) is chosen on several devices when every share stays resident and the model outweighs
@@ -53,6 +54,9 @@ class Plan:
     # host memory budget its builders share
     store_directory: str | os.PathLike | None = None
     host_budget: int = 0
+    # the devices build the chunks they hold from the corpus's word ids
+    # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
+    layout_on_devices: bool = False
 
     @property
     def stored(self) -> bool:
@@ -69,16 +73,19 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          chunk_tokens: int | None = None, device_memory_gb: float | None = None,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
-         chunk_store_dir=None, scoring: bool = False, mesh: str | None = None) -> Plan:
+         chunk_store_dir=None, scoring: bool = False, mesh: str | None = None,
+         layout_on_devices: bool | None = None) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
     of about that many tokens) when its share fits device_memory_gb (None: what the device
     has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
     fit, streamed from pinned host memory.  stream: True or False overrides that choice.
-    Streamed chunks whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of
-    the memory available) stream from a chunk store in chunk_store_dir (None:
-    chunk_store.default_directory()), in chunks small enough for both budgets.
+    Chunks the host holds (streamed from its memory, or a resident layout it builds: on CPU
+    devices) whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of the
+    memory available) stream from a chunk store in chunk_store_dir (None:
+    chunk_store.default_directory()), in chunks small enough for both budgets; stream=False
+    keeps them resident whatever the host budget.
     partition: "documents" (each device samples its documents' tokens against the whole
     B-hat, which is reduced and gathered every iteration), "words" (each device samples its
     words' tokens against every document's A, which is gathered every iteration: no B moves,
@@ -86,7 +93,10 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     documents are scored during the run (their memory counts on CPU devices).  "hybrid": the
     two-axis mesh `mesh` ("HOSTSxGPUS"; None: the processes x the devices of each), by word
     within a host's devices and by document across hosts; mesh given, partition is "hybrid"
-    (or "auto").  Errors: MemoryError when the model does not fit the devices or the host
+    (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
+    or in pinned host memory (None: where they are accelerators; on CPU devices, which share
+    the host's cores, the host's builder is the faster one and its layouts are cached).
+    Errors: MemoryError when the model does not fit the devices or the host
     (memory.host_bytes, against the memory available), ValueError for a partition or mesh
     that cannot hold the settings.
     """
@@ -104,13 +114,24 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                              f"takes {hosts * gpus} devices; leave num_devices out")
         num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
     one_axis = make_mesh(num_devices)
+    if layout_on_devices is None:
+        layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
-    _check_host_room(corpus, hyper, one_axis, scoring, fits)
+    host_budget = memory.host_memory_budget(host_memory_gb)
+    # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
+    # chunks and states do not fit the host budget beside the model go to a chunk store (one
+    # process's)
+    host_layout_stored = (not layout_on_devices and stream is not False and mesh is None
+                          and partition in ("auto", "documents") and jax.process_count() == 1
+                          and _only_a_store_fits(corpus, hyper, host_budget))
+    _check_host_room(corpus, hyper, one_axis, scoring, fits,
+                     0 if host_layout_stored else corpus.num_tokens)
     if partition == "auto":
         partition = ("hybrid" if mesh is not None
                      or _hybrid_by_default(hosts, gpus, fits, stream, chunk_tokens)
+                     else "documents" if host_layout_stored
                      else _auto_partition(corpus, hyper, one_axis.size, fits, stream,
                                           chunk_tokens))
     if partition in ("words", "hybrid") and (stream or chunk_tokens is not None):
@@ -123,7 +144,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
-        return Plan(mesh, partition, chunk_tokens, False, prefetch)
+        return Plan(mesh, partition, chunk_tokens, False, prefetch,
+                    layout_on_devices=layout_on_devices)
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(
@@ -132,12 +154,14 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
             hyper.num_topics, hyper.padded_topics, budget, fits.measured(), prefetch)
     streamed = planned is not None if stream is None else stream
     chunk_tokens = chunk_tokens or (planned if streamed else None)
-    host_budget = memory.host_memory_budget(host_memory_gb)
-    store_tokens = streamed and plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch)
+    store_tokens = (streamed or host_layout_stored) and plan_store_chunk_tokens(
+        corpus, hyper, host_budget, prefetch)
     if not store_tokens:
-        return Plan(mesh, "documents", chunk_tokens, streamed, prefetch)
+        return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
+                    layout_on_devices=layout_on_devices)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
-                prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget)
+                prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
+                layout_on_devices)
 
 
 class _ResidentFit:
@@ -176,15 +200,16 @@ class _ResidentFit:
 
 
 def _check_host_room(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, scoring: bool,
-                     fits: _ResidentFit) -> None:
-    """MemoryError naming the GB needed when the run's host memory (memory.host_bytes) does
-    not fit what the host has available: the cheap per-token bound first, else the measured
-    bytes per token."""
+                     fits: _ResidentFit, tokens: int) -> None:
+    """MemoryError naming the GB needed when the run's host memory (memory.host_bytes, with
+    `tokens` of the corpus in the host's memory on CPU devices: none when they go to a chunk
+    store) does not fit what the host has available: the cheap per-token bound first, else
+    the measured bytes per token."""
     on_cpu = mesh.devices.flat[0].platform == "cpu"
 
     def needed(per_token: float) -> int:
         return memory.host_bytes(corpus.num_words, hyper.padded_topics, mesh.size, on_cpu,
-                                 scoring, corpus.num_tokens, per_token)
+                                 scoring, tokens, per_token)
 
     if needed(memory.BYTES_PER_TOKEN_BOUND) <= memory.available_host_memory():
         return
@@ -219,6 +244,22 @@ def _coarse(tokens: int) -> int:
     return tokens >> drop << drop
 
 
+def _host_room(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> tuple[int, int, int]:
+    """(room, model, chunks): bytes a host memory budget leaves beside what the process holds
+    already (memory.anonymous_host_memory), and host bytes of the model and of the corpus's
+    chunks and states (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)."""
+    return (host_budget - memory.anonymous_host_memory(),
+            memory.host_model_bytes(corpus.num_words, hyper.padded_topics),
+            corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)
+
+
+def _only_a_store_fits(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> bool:
+    """Whether the model fits a host memory budget but the chunks and states beside it do not
+    (a chunk store holds them then)."""
+    room, model, chunks = _host_room(corpus, hyper, host_budget)
+    return model <= room < model + chunks
+
+
 def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
                             prefetch: int) -> int | None:
     """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
@@ -228,9 +269,8 @@ def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int
     where the room allows, else for one.  The chunks of a store are gone when the model is
     fetched, so either fits the room on its own.
     ValueError, naming host_memory_gb, when the room cannot hold the model or one chunk."""
-    room = host_budget - memory.anonymous_host_memory()
-    model = memory.host_model_bytes(corpus.num_words, hyper.padded_topics)
-    if corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN + model <= room:
+    room, model, chunks = _host_room(corpus, hyper, host_budget)
+    if model + chunks <= room:
         return None
     needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
     workers = min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
