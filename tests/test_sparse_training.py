@@ -11,7 +11,7 @@ from helpers import needs_local_devices, random_corpus
 
 from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
 from saberjax import corpus as corpus_io
-from saberjax.config import Hyperparams
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
 from saberjax.execution.placement import place
@@ -121,6 +121,15 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
     for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
         with pytest.raises(ValueError, match="model_format 'sparse'"):
             plan(corpus, hyper, 1, **settings)
+
+
+def test_a_sparse_plan_refuses_seed_words():
+    corpus = random_corpus(num_docs=30, seed=7)
+    config = TrainConfig(num_topics=8, model_format="sparse",
+                         seed_words={0: [corpus.vocab[0]]})
+    hyper = Hyperparams.from_config(config, corpus.vocab)
+    with pytest.raises(ValueError, match="seed_words train on the dense model"):
+        plan(corpus, hyper, 1)
 
 
 def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
