@@ -3,6 +3,7 @@ its topics, one seed gives the bit-identical model on any number of devices, it 
 the dense model does, and the plan picks and sizes it."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -126,7 +127,7 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
 def test_a_sparse_plan_refuses_seed_words():
     corpus = random_corpus(num_docs=30, seed=7)
     config = TrainConfig(num_topics=8, model_format="sparse",
-                         seed_words={0: [corpus.vocab[0]]})
+                         seed_words=json.dumps({0: [corpus.vocab[0]]}))
     hyper = Hyperparams.from_config(config, corpus.vocab)
     with pytest.raises(ValueError, match="seed_words train on the dense model"):
         plan(corpus, hyper, 1)
