@@ -410,7 +410,7 @@ def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
                            num_devices * device_rows)
     dense = jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32).at[
         global_row.ravel(), rows.topics].set(rows.counts, mode="drop")
-    return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, sharding)
+    return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, None, sharding)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:

@@ -127,8 +127,8 @@ class Programs:
     def _first_row(self, rows):
         """The row of the model's global arrays where this device's `rows` of B start: its
         block of B's row sharding (the axes of model_spec.word_topic) times the rows a block
-        holds."""
-        if self.num_devices == 1:
+        holds; 0 where no seed prior reads it (the sparse model takes no seeds)."""
+        if self.num_devices == 1 or self.hyper.seeds is None:
             return 0
         return lax.axis_index(self.model_spec.word_topic[0]) * rows.shape[0]
 
