@@ -8,7 +8,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from helpers import needs_local_devices, random_corpus
+from helpers import needs_local_devices, random_corpus, run_on_mesh
 
 from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
 from saberjax import corpus as corpus_io
@@ -17,15 +17,6 @@ from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
 from saberjax.execution.placement import place
 from saberjax.execution.plan import plan
-
-
-def run(corpus, hyper, iterations, seed, **settings):
-    placed = place(corpus, hyper, **settings)
-    state = placed.init(seed)
-    step = placed.compile(state)
-    for _ in range(iterations):
-        state = step(state)
-    return placed, state
 
 
 def recount(corpus, topics, num_topics):
@@ -40,7 +31,7 @@ def test_sparse_training_is_bit_identical_on_one_and_two_devices():
     hyper = Hyperparams.create(40, model_format="sparse")
     results = []
     for num_devices in (1, 2):
-        placed, state = run(corpus, hyper, 3, 5, num_devices=num_devices)
+        placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices)
         assert placed.partition == "words" and placed.hyper.sparse
         if num_devices > 1:  # each device holds its words' rows
             assert (state.model.word_topic.topics.sharding.spec
@@ -66,7 +57,7 @@ def test_sparse_model_learns_as_the_dense_model_does():
     scores = {}
     for model_format in ("dense", "sparse"):
         hyper = Hyperparams.create(12, model_format=model_format)
-        placed, state = run(corpus, hyper, 30, 2, num_devices=1, partition="words")
+        placed, state = run_on_mesh(corpus, hyper, 30, 2, num_devices=1, partition="words")
         topic_word = np.asarray(placed.topic_word(state))  # B-hat [K, V]
         topics = placed.corpus_order_topics(state)
         theta = np.zeros((corpus.num_docs, 12))
@@ -83,7 +74,7 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
     needs_local_devices(2)
     corpus = random_corpus(num_docs=60, num_words=41, mean_length=20, seed=4)
     hyper = Hyperparams.create(33, model_format="sparse")
-    placed, state = run(corpus, hyper, 2, 9, num_devices=2)
+    placed, state = run_on_mesh(corpus, hyper, 2, 9, num_devices=2)
     rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
                                            np.asarray(state.model.alpha))
     for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
