@@ -14,9 +14,13 @@ of the model has V x K cells: the rows hold at most as many nonzeros as the devi
 tokens, so the model's size follows the corpus, not K.
 
 The hybrid part: the rows of the most frequent words (a device's first rows: its words by
-decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds (`dense_counts`),
-so that term 1's lookups of the tokens of those words, most of the corpus, are one load
-instead of a search; a rare word's row is short, and its search takes few steps.
+decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds: their B-hat row
+in float32 (`dense_bhat`) and a W-ary tree over alpha_k B-hat_vk each (`dense_tree`), the
+dense model's structures (saberjax.state.Model) for those rows.  A token of such a word draws
+as the dense sampler does: term 1's lookups are one load of its B-hat row, and terms 2 and 3
+together, alpha_k (B_vk + beta) / D_k = alpha_k B-hat_vk, are one descent of its tree, so the
+tokens of those words, most of the corpus, never search a sparse row.  A rare word's row is
+short, and its searches take few steps.
 
 The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
 pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
@@ -36,7 +40,7 @@ from saberjax.mstep import bhat_denominator
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
 
 
-# Bytes of a device's dense rows of B (int32, K_pad each) for the most frequent words.
+# Bytes of a device's dense B-hat rows (float32, K_pad each) for the most frequent words.
 DENSE_ROW_BYTES = 1 << 32
 
 
@@ -45,6 +49,12 @@ def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DE
     """Rows of B kept dense: as many of the first rows as dense_row_bytes holds, at least one
     (so the array has a shape every kernel takes)."""
     return max(1, min(num_rows, dense_row_bytes // (4 * padded_topics)))
+
+
+def dense_rows_bytes(num_rows: int, padded_topics: int) -> int:
+    """Device bytes of the dense part of a model of num_rows rows: B-hat rows (float32) and
+    their trees' levels (float32, about 1/31 of the rows' cells)."""
+    return int(dense_row_count(num_rows, padded_topics) * padded_topics * 4 * (1 + 1 / 31))
 
 
 class SparseRows(NamedTuple):
@@ -77,7 +87,12 @@ class SparseModel(NamedTuple):
     prior_leaves: jax.Array  # float32 [1, K_pad] beta / D_k, 0 in padding columns
     prior_tree: tuple[jax.Array, ...]  # float32 [1, width] levels over alpha_k beta / D_k
     prior_total: jax.Array  # float32 [1] the tree's total mass
-    dense_counts: jax.Array  # int32 [dense rows, K_pad] B's first rows, dense (the hybrid part)
+    # the hybrid part, B's first rows dense: B-hat [dense rows, K_pad] (0 in padding columns),
+    # the levels of each row's tree over alpha_k B-hat_vk (top first, tree.build_tree) and
+    # each tree's total
+    dense_bhat: jax.Array  # float32 [dense rows, K_pad]
+    dense_tree: tuple[jax.Array, ...]  # float32 [dense rows, width] each
+    dense_tree_total: jax.Array  # float32 [dense rows]
 
 
 def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: int) -> SparseRows:
@@ -157,10 +172,9 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                        / denominator[topic], 0.0)
     row_of_entry = nonzero_rows(rows)
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
-    num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes)
-    dense_counts = jnp.zeros((num_dense, padded_topics), jnp.int32).at[
-        jnp.where(filled & (row_of_entry < num_dense), row_of_entry, num_dense),
-        rows.topics].set(rows.counts, mode="drop")
+    dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics,
+                                        beta, dense_row_count(rows.num_rows, padded_topics,
+                                                              dense_row_bytes))
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
@@ -168,7 +182,26 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
     prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
     return SparseModel(rows, totals, alpha, denominator, jnp.float32(beta), row_prefix,
                        row_mass, prior_leaves, prior_tree,
-                       tree_totals(prior_tree, prior_leaves, alpha), dense_counts)
+                       tree_totals(prior_tree, prior_leaves, alpha), dense_bhat, dense_tree,
+                       tree_totals(dense_tree, dense_bhat, alpha))
+
+
+def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
+               alpha: jax.Array, num_topics: int, beta: float, num_dense: int
+               ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """(B-hat of the first num_dense rows, float32 [num_dense, K_pad], the levels of their
+    trees over alpha_k B-hat_vk): beta / D_k everywhere, (B_vk + beta) / D_k at the rows'
+    nonzeros (the values of mstep.float32_bhat), 0 in padding columns."""
+    padded_topics = denominator.shape[0]
+    real_topic = jnp.arange(padded_topics) < num_topics
+    empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)
+    in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
+                                                                           < num_dense)
+    topic = jnp.where(in_dense, rows.topics, 0)
+    bhat = jnp.broadcast_to(empty, (num_dense, padded_topics)).at[
+        jnp.where(in_dense, row_of_entry, num_dense), topic].set(
+        (rows.counts + beta) / denominator[topic], mode="drop")
+    return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 
 def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array, steps=None

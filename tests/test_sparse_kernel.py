@@ -44,7 +44,7 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1):
 def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows):
     share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
                                                          dense_rows=dense_rows)
-    assert model.dense_counts.shape[0] == dense_rows
+    assert model.dense_bhat.shape[0] == dense_rows
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
     got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
@@ -62,12 +62,18 @@ def kernel_sampler(monkeypatch):
         sample_chunk=lambda *args: kernel.sample_and_shuffle(*args)[0]))
 
 
+@pytest.mark.parametrize("word", [0, 2])  # a dense row, a sparse row
 @pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
     (2000, 40, 100, 0.05, True)])
 def test_sparse_kernel_matches_the_dense_distribution(kernel_sampler, num_topics, nonzeros,
-                                                      word_nonzeros, alpha, asymmetric):
+                                                      word_nonzeros, alpha, asymmetric, word):
     test_sparse_sampler.test_sparse_sampler_matches_the_dense_distribution(
-        num_topics, nonzeros, word_nonzeros, alpha, asymmetric)
+        num_topics, nonzeros, word_nonzeros, alpha, asymmetric, word)
+
+
+@pytest.mark.parametrize("word", [0, 2])
+def test_sparse_kernel_draws_the_word_row_term_alone(kernel_sampler, word):
+    test_sparse_sampler.test_sparse_sampler_draws_the_word_row_term_alone(word)
 
 
 def test_sparse_kernel_lowers_to_triton_for_h100():

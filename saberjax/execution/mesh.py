@@ -48,7 +48,8 @@ WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree
 SPARSE_MODEL_SPEC = SparseModel(
     word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
     bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
-    prior_tree=P(), prior_total=P(), dense_counts=P(AXIS))
+    prior_tree=P(), prior_total=P(), dense_bhat=P(AXIS), dense_tree=P(AXIS),
+    dense_tree_total=P(AXIS))
 
 
 # The two-axis mesh: B-hat and the trees by word share over the gpus, B's rows of a share
