@@ -14,7 +14,7 @@ nonzeros, the own topic joining lane 0), each product looking B_vk up in the wor
 word with a dense row (SparseModel.dense_bhat: the most frequent words) draws as the dense
 sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one part, alpha_k
 B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3).  Any other word looks B_vk up
-by a binary search of its sparse row; its term 2 searches the row's prefix sums (the own
+by a binary search of its topic's bucket of its sparse row (sparse_rows.RowBuckets); its term 2 searches the row's prefix sums (the own
 topic's entry skipped by moving the draw past it) and its term 3 walks the global tree with
 z's leaf skipped (tree.descend_excluding).  A first uniform picks the part with probability
 (S1 + own) : S2 : S3; a second locates the draw in it.  Every sum runs in a fixed order per
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from saberjax import rng, sampler, segmented_count
 from saberjax.layout import Chunk
 from saberjax.sampler import _map_in_order, token_hash_state
-from saberjax.sparse_rows import SparseModel, find_in_rows, search_steps, upper_bound
+from saberjax.sparse_rows import SparseModel, find_in_bucket, search_steps, upper_bound
 from saberjax.state import ChunkState, unpack_pairs
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
 
@@ -102,9 +102,11 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
             is_own = topics == own[:, None]
             own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
             searched = inside & ~dense_word[:, None]
-            _, word_counts = find_in_rows(rows, jnp.broadcast_to(word[:, None], topics.shape),
-                                          jnp.where(searched, topics, padded_topics), steps)
-            bhat = jnp.where(dense_word[:, None], model.dense_bhat[dense_row[:, None], topics],
+            _, word_counts = find_in_bucket(rows, model.buckets,
+                                            jnp.broadcast_to(word[:, None], topics.shape),
+                                            jnp.where(searched, topics, padded_topics))
+            bhat = jnp.where(dense_word[:, None],
+                             model.dense_bhat[dense_row[:, None], topics].astype(jnp.float32),
                              (word_counts.astype(jnp.float32) + beta) / denominator[topics])
             products = jnp.where(inside & ~is_own, counts * bhat, 0.0)
             lane_mass = lane_mass + products
@@ -117,9 +119,10 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
              jnp.zeros((*batch.shape, WIDTH), jnp.int32),
              jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
         own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
-        own_position, own_word_count = find_in_rows(rows, word, jnp.where(
-            dense_word, padded_topics, own), steps)
-        own_alpha, own_bhat = model.alpha[own], model.dense_bhat[dense_row, own]
+        own_position, own_word_count = find_in_bucket(rows, model.buckets, word, jnp.where(
+            dense_word, padded_topics, own))
+        own_alpha = model.alpha[own]
+        own_bhat = model.dense_bhat[dense_row, own].astype(jnp.float32)
         own_mass = jnp.where(
             dense_word, sampler.own_topic_mass(own_count, own_alpha, own_bhat, denominator[own]),
             own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,

@@ -185,3 +185,32 @@ def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics)
     order = np.lexsort((topics, rows))
     np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
     np.testing.assert_array_equal(np.asarray(got[1]), topics[order])
+
+
+@pytest.mark.parametrize("padded_topics", [64, 96, 1 << 10])
+def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
+    """find_in_bucket gives B_row,topic for every row and topic (K_pad: none), rows empty,
+    short, full and with their topics crowded into one bucket, and each found position is the
+    topic's in its row."""
+    rng_np = np.random.default_rng(padded_topics)
+    num_topics = padded_topics - 3
+    counts = np.zeros((9, padded_topics), np.int32)
+    for row, length in enumerate([0, 1, 2, 3, 5, 17, num_topics // 2, num_topics]):
+        columns = rng_np.choice(num_topics, length, replace=False)
+        counts[row, columns] = rng_np.integers(1, 9, length)
+    counts[8, :12] = 1  # twelve topics in the lowest bucket of a row of twelve
+    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
+    np.testing.assert_array_equal(
+        np.asarray(sparse_rows.nonzero_rows(rows)),
+        np.searchsorted(np.asarray(rows.row_start), np.arange(rows.topics.shape[0]),
+                        side="right") - 1)
+    buckets = sparse_rows.row_buckets(rows, sparse_rows.nonzero_rows(rows), padded_topics)
+    row, topic = np.meshgrid(np.arange(9), np.arange(padded_topics + 1), indexing="ij")
+    position, found = sparse_rows.find_in_bucket(rows, buckets, jnp.asarray(row),
+                                                 jnp.asarray(topic))
+    expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
+    np.testing.assert_array_equal(np.asarray(found), expected)
+    present = expected > 0
+    np.testing.assert_array_equal(np.asarray(rows.topics)[np.asarray(position)[present]],
+                                  topic[present])
+    assert int(buckets.steps[8]) == 4  # the crowded bucket: 12 entries, 4 halvings

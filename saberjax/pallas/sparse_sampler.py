@@ -6,12 +6,13 @@ one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its ti
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
 nonzero of A_d, terms 2 and 3 one descent of the row's tree).  Any other word's tile searches
-its sparse row (topics, counts and term 2's prefix sums), with as many halvings as the row's
-length needs (a rare word's row is short).  Token t of the tile is row t of [tile, 32] arrays:
+its sparse row (topics, counts and term 2's prefix sums): term 1's lookups search one bucket
+of the row (sparse_rows.RowBuckets: about two entries), term 2's draw the whole row, with as
+many halvings as the row's length needs (a rare word's row is short).  Token t of the tile is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
               reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a binary
-              search of the word's row; the own topic z's mass joins lane 0
+              search of its bucket of the word's row; the own topic z's mass joins lane 0
     term 2    a search of the row's prefix sums of alpha_k B_vk / D_k, z's entry skipped
               (only when a token of the tile draws from it)
     term 3    a descent of the global W-ary tree over alpha_k beta / D_k, z's leaf skipped
@@ -45,6 +46,7 @@ from saberjax.tree import WIDTH, descend_excluding, search_block
 def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior_total_ref,
             tile_start_ref, word_ref, doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref,
             a_pairs_ref, old_topics_ref, row_start_ref, row_topics_ref, row_counts_ref,
+            bucket_base_ref, bucket_shift_ref, bucket_steps_ref, bucket_start_ref,
             row_prefix_ref, row_mass_ref, dense_tree_total_ref, *refs, tile_tokens: int,
             block_tokens: int, level_widths: tuple[int, ...], dense_level_widths: tuple[int, ...],
             padded_topics: int):
@@ -65,6 +67,8 @@ def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior
         low, high = row_start_ref[word], row_start_ref[word + 1]
         # halvings for a range of the row's length (one spare: log2 of a float)
         steps = jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2
+        bucket_base, bucket_shift = bucket_base_ref[word], bucket_shift_ref[word]
+        bucket_steps = bucket_steps_ref[word]
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
         start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
@@ -73,23 +77,33 @@ def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior
         state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
         beta = beta_ref[0]
 
-        def search(values_ref, target, mask, strict: bool):
-            """First position of the word's row whose value is >= target (> with strict),
-            elementwise; the row's end where none."""
+        def search_prefix(target, mask):
+            """First position of the word's row whose prefix sum exceeds target, elementwise;
+            the row's end where none."""
             def load(position, searching):
-                return plgpu.load(values_ref.at[position], mask=searching & mask, other=0,
+                return plgpu.load(row_prefix_ref.at[position], mask=searching & mask, other=0,
                                   eviction_policy="evict_last")
-            before = (lambda value: value <= target) if strict else (lambda value: value < target)
             zeros = jnp.zeros(target.shape, jnp.int32)
-            return bisect(load, zeros + low, zeros + high, before, steps)
+            return bisect(load, zeros + low, zeros + high, lambda value: value <= target, steps)
 
         def word_count(topics, mask):
-            """(position of each topic in the word's row, B_v,topic: 0 where absent)."""
-            position = search(row_topics_ref, topics, mask, strict=False)
-            inside = mask & (position < high)
+            """(position of each topic in the word's row, B_v,topic: 0 where absent): a
+            search of the topic's bucket (sparse_rows.RowBuckets)."""
+            slot = bucket_base + (topics >> bucket_shift)
+            bucket_low = plgpu.load(bucket_start_ref.at[slot], mask=mask, other=0)
+            bucket_high = plgpu.load(bucket_start_ref.at[slot + 1], mask=mask, other=0)
+
+            def load(position, searching):
+                return plgpu.load(row_topics_ref.at[position], mask=searching & mask, other=0,
+                                  eviction_policy="evict_last")
+            position = bisect(load, bucket_low, bucket_high, lambda value: value < topics,
+                              bucket_steps)
+            inside = mask & (position < bucket_high)
+            # the topic and the count load side by side
             found = inside & (plgpu.load(row_topics_ref.at[position], mask=inside,
                                          other=-1) == topics)
-            return position, plgpu.load(row_counts_ref.at[position], mask=found, other=0)
+            count = plgpu.load(row_counts_ref.at[position], mask=inside, other=0)
+            return position, jnp.where(found, count, 0)
 
         def load_block(block):
             offsets = block * WIDTH + lanes[None, :]
@@ -154,7 +168,7 @@ def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior
             def row_topic():
                 x = u_position * row_mass
                 x = jnp.where(x >= before_own, x + own_weight, x)
-                position = search(row_prefix_ref, x, take_row, strict=True)
+                position = search_prefix(x, take_row)
                 last = high - 1
                 position = jnp.where(position >= high,
                                      jnp.where(last == own_position, last - 1, last), position)
@@ -205,7 +219,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
               model.bhat_denominator, jnp.reshape(model.beta, (1,)).astype(jnp.float32),
               jnp.reshape(model.prior_total, (1,)), chunk.tile_start, chunk.word, chunk.doc,
               chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
-              chunk_state.topics, rows.row_start, rows.topics, rows.counts, model.row_prefix,
+              chunk_state.topics, rows.row_start, rows.topics, rows.counts, *model.buckets,
+              model.row_prefix,
               model.row_mass, model.dense_tree_total, *levels, *dense_levels)
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
