@@ -37,12 +37,13 @@ import jax.numpy as jnp
 
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
-from saberjax.tree import build_tree, tree_totals, weighted_leaves
+from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 
 
 # Bytes of a device's dense B-hat rows (K_pad each) for the most frequent words, and their
-# type: float32 keeps the draws those of the float32 reference; bfloat16 (the dense model's
-# B-hat) holds twice the rows.
+# type: float32 keeps the draws those of the float32 formula; bfloat16 (the dense model's
+# B-hat) holds twice the rows and halves each lookup's bytes, but the own topic's mass, from
+# B-hat_vz D_z - 1, then loses up to a fifth of itself where B_vz = 1 (beta = 0.01).
 DENSE_ROW_BYTES = 1 << 32
 DENSE_ROW_DTYPE = jnp.float32
 
@@ -173,15 +174,29 @@ def row_buckets(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int) -
                             jnp.cumsum((1 << bucket_bits) + 1, dtype=jnp.int32)])
     size = capacity + 2 * num_rows + 1  # sum of (buckets + 1) <= nonzeros + 2 rows
     filled = jnp.arange(capacity) < rows.row_start[-1]
-    row = jnp.where(filled, row_of_entry, 0)
-    slot = jnp.where(filled, base[row] + (rows.topics >> shift[row]), size)
+    row = jnp.where(filled, row_of_entry, num_rows)  # the empty entries: no row
+    slot = jnp.where(filled, base[jnp.minimum(row, num_rows - 1)]
+                     + (rows.topics >> shift[jnp.minimum(row, num_rows - 1)]), size)
     occupancy = jnp.zeros(size, jnp.int32).at[slot].add(1, mode="drop")
     # entries sort by slot, so the first entry at slot j or later is the count of those before
     start = jnp.cumsum(occupancy, dtype=jnp.int32) - occupancy
-    fullest = jax.ops.segment_max(jnp.where(filled, occupancy[jnp.minimum(slot, size - 1)], 0),
-                                  row, num_segments=num_rows)
-    steps = 32 - jax.lax.clz(jnp.maximum(fullest, 0))  # bit length
+    fullest = row_max(occupancy[jnp.minimum(slot, size - 1)], row, num_rows)
+    steps = 32 - jax.lax.clz(fullest)  # bit length
     return RowBuckets(base, shift, steps.astype(jnp.int32), start)
+
+
+def row_max(values: jax.Array, row: jax.Array, num_rows: int) -> jax.Array:
+    """Each row's largest value (0 for a row without entries) of non-negative int32 values of
+    entries sorted by row (row >= num_rows: no row).  Every 32 consecutive entries of one row
+    are reduced before the scatter, so a long row's entries do not all wait on the atomic
+    maximum of one address (a row's entries are consecutive)."""
+    pad = -values.shape[0] % WIDTH
+    values = jnp.pad(values, (0, pad)).reshape(-1, WIDTH)
+    row = jnp.pad(row, (0, pad), constant_values=num_rows).reshape(-1, WIDTH)
+    one_row = row[:, 0] == row[:, -1]  # sorted: the whole block is that row's
+    block_max = jnp.zeros(num_rows, jnp.int32).at[jnp.where(one_row, row[:, 0], num_rows)].max(
+        jnp.max(values, axis=1), mode="drop")
+    return block_max.at[jnp.where(one_row[:, None], num_rows, row)].max(values, mode="drop")
 
 
 def find_in_bucket(rows: SparseRows, buckets: RowBuckets, row: jax.Array, topic: jax.Array
@@ -257,9 +272,9 @@ def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array
     in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
                                                                            < num_dense)
     topic = jnp.where(in_dense, rows.topics, 0)
-    bhat = jnp.broadcast_to(empty, (num_dense, padded_topics)).at[
+    bhat = jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)).at[
         jnp.where(in_dense, row_of_entry, num_dense), topic].set(
-        (rows.counts + beta) / denominator[topic], mode="drop").astype(dtype)
+        ((rows.counts + beta) / denominator[topic]).astype(dtype), mode="drop")
     return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 

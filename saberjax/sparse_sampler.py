@@ -14,10 +14,11 @@ nonzeros, the own topic joining lane 0), each product looking B_vk up in the wor
 word with a dense row (SparseModel.dense_bhat: the most frequent words) draws as the dense
 sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one part, alpha_k
 B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3).  Any other word looks B_vk up
-by a binary search of its topic's bucket of its sparse row (sparse_rows.RowBuckets); its term 2 searches the row's prefix sums (the own
-topic's entry skipped by moving the draw past it) and its term 3 walks the global tree with
-z's leaf skipped (tree.descend_excluding).  A first uniform picks the part with probability
-(S1 + own) : S2 : S3; a second locates the draw in it.  Every sum runs in a fixed order per
+by a binary search of the topic's bucket of its sparse row (sparse_rows.RowBuckets); its
+term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
+it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
+A first uniform picks the part with probability (S1 + own) : S2 : S3; a second locates the
+draw in it.  Every sum runs in a fixed order per
 token, so a draw depends on nothing but the token and the model.
 """
 

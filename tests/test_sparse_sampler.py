@@ -59,7 +59,9 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     totals = sparse_rows.topic_totals(rows, hyper.padded_topics)
     model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(padded_alpha), num_topics,
                                           hyper.beta, num_words,
-                                          dense_row_bytes=4 * hyper.padded_topics)
+                                          dense_row_bytes=np.dtype(
+                                              sparse_rows.DENSE_ROW_DTYPE).itemsize
+                                          * hyper.padded_topics)
     assert model.dense_bhat.shape[0] == 1
 
     doc_counts = rng_np.integers(1, 8, nonzeros)
@@ -155,11 +157,12 @@ def test_model_prefix_sums_and_prior_tree():
     rows = rows_of_dense(counts, 300)
     totals = sparse_rows.topic_totals(rows, 64)
     model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6,
-                                          dense_row_bytes=4 * 64 * 4)
+                                          dense_row_bytes=2 * 64 * 4, dense_dtype=jnp.bfloat16)
     denominator = counts.sum(axis=0) + 6 * 0.1
     bhat = np.where(np.arange(64) < 40, (counts + 0.1) / denominator, 0.0)
-    np.testing.assert_allclose(np.asarray(model.dense_bhat), bhat[:4], rtol=1e-6)  # 4 dense rows
-    np.testing.assert_allclose(np.asarray(model.dense_tree_total), (bhat[:4] * alpha).sum(axis=1),
+    held = np.asarray(model.dense_bhat, np.float32)
+    np.testing.assert_allclose(held, bhat[:4], rtol=2**-8)  # 4 dense rows, bfloat16
+    np.testing.assert_allclose(np.asarray(model.dense_tree_total), (held * alpha).sum(axis=1),
                                rtol=1e-5)
     weights = alpha * counts / denominator
     np.testing.assert_allclose(np.asarray(model.row_mass), weights.sum(axis=1), rtol=1e-5)
@@ -214,3 +217,15 @@ def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
     np.testing.assert_array_equal(np.asarray(rows.topics)[np.asarray(position)[present]],
                                   topic[present])
     assert int(buckets.steps[8]) == 4  # the crowded bucket: 12 entries, 4 halvings
+
+
+def test_row_max_over_blocks_and_single_entries():
+    rng_np = np.random.default_rng(4)
+    lengths = np.array([0, 1, 31, 32, 33, 100, 0, 5, 64])
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    row = np.concatenate([row, np.full(7, len(lengths))])  # entries of no row
+    values = rng_np.integers(0, 50, row.shape[0]).astype(np.int32)
+    expected = np.zeros(len(lengths), np.int32)
+    np.maximum.at(expected, row[row < len(lengths)], values[row < len(lengths)])
+    got = sparse_rows.row_max(jnp.asarray(values), jnp.asarray(row, jnp.int32), len(lengths))
+    np.testing.assert_array_equal(np.asarray(got), expected)
