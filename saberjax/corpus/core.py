@@ -184,6 +184,12 @@ class Corpus:
         return self._blocked_fingerprint(FINGERPRINT_FORMAT, block_bytes, block_digests(
             self.word_ids, 0, _blocks(self.num_tokens, 4, block_bytes), block_bytes))
 
+    def outline(self) -> str:
+        """SHA-256 hex of fingerprint()'s definition without the word ids' blocks: the sizes,
+        the document offsets and the vocabulary, which every process of a run holds whole and
+        can compare before any reads its tokens."""
+        return self._blocked_fingerprint(FINGERPRINT_FORMAT, FINGERPRINT_BLOCK_BYTES, ())
+
     def _blocked_fingerprint(self, format: bytes, block_bytes: int,
                              word_digests: Sequence[bytes]) -> str:
         """fingerprint()'s definition with another format and block size, of the word ids'
