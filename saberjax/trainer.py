@@ -306,6 +306,8 @@ def train(corpus: Corpus, config: TrainConfig,
                               repr(dataclasses.asdict(config)))
     run_plan = plan_run(corpus, hyper, config, scoring=heldout is not None)
     processes.combine_corpus_parts(corpus, *run_plan.own_tokens(corpus))
+    if run_plan.partition == "words":  # each process reads its words' tokens of every document
+        corpus.check()
     placement = placed(corpus, hyper, run_plan)
     # the seed words found in the vocabulary (as JSON) and their weight, which the model's
     # topic_word reads

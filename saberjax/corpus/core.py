@@ -139,9 +139,8 @@ class Corpus:
         if tokens is None and "combined_word_counts" in self.__dict__:
             return self.__dict__["combined_word_counts"].copy()
         first, last = (0, self.num_tokens) if tokens is None else tokens
+        self.check(first, last, workers)
         word_ids = self.word_ids[first:last]
-        if not self.checked:
-            check_word_ids(word_ids, self.num_words, workers, first)
         threads = workers or os.cpu_count() or 1
         sparse = threads > 1 and word_ids.size >= SPARSE_COUNT_TOKENS
         block = max(SPARSE_COUNT_BLOCK if sparse else WORD_COUNT_BLOCK, self.num_words, 1)
@@ -160,6 +159,14 @@ class Corpus:
             return counts
 
         return functools.reduce(np.add, on_threads(count, range(pieces), pieces))
+
+    def check(self, first: int = 0, last: int | None = None,
+              workers: int | None = None) -> None:
+        """Validate the word ids of tokens [first, last) (None: to the end) of an unchecked
+        corpus (check_word_ids; nothing for a checked one): what a reader of tokens counts
+        first."""
+        if not self.checked:
+            check_word_ids(self.word_ids[first:last], self.num_words, workers, first)
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the token layout and vocabulary (not the name), stable across processes

@@ -71,14 +71,13 @@ class Plan:
         return self.store_directory is not None
 
     def own_tokens(self, corpus: Corpus) -> tuple[int, int]:
-        """The tokens [first, last) this process reads: the documents of its devices' chunks
+        """The tokens [first, last) of this process's documents: those of its devices' chunks
         (on the two-axis mesh its hosts' rows', whose word shares it builds; a process's
-        devices hold consecutive mesh positions), every token by word on one axis (each
-        device samples its words' tokens of every document).  From the document offsets
-        alone, as placement.placed cuts the chunks."""
+        devices hold consecutive mesh positions), from the document offsets alone, as
+        placement.placed cuts the chunks.  By documents and on the two-axis mesh the only
+        tokens it reads; by words on one axis it reads every document for its words' tokens,
+        but counts and hashes only its own towards the corpus's (Corpus.part)."""
         size = self.mesh.size
-        if self.partition == "words":
-            return 0, corpus.num_tokens
         spans = chunk_spans(corpus, self.chunk_tokens or -(-corpus.num_tokens // size), size)
         devices = own_devices(self.mesh)
         if self.partition == "hybrid":
