@@ -234,6 +234,13 @@ class Corpus:
                                               FINGERPRINT_BLOCK_BYTES, workers)),
                           tuple(edges))
 
+    def largest_part_bytes(self) -> int:
+        """The most bytes CorpusPart.to_bytes takes for a part of this corpus: its header,
+        the counts, a digest for each block of the corpus and two edges of a block each."""
+        return (8 * (6 + 2 * 2) + 8 * self.num_words
+                + 32 * _blocks(self.num_tokens, 4, FINGERPRINT_BLOCK_BYTES)
+                + 2 * FINGERPRINT_BLOCK_BYTES)
+
     def combine_parts(self, parts: Sequence[CorpusPart]) -> None:
         """Take the corpus's fingerprint and word counts from parts (part) covering its tokens,
         one after another, instead of reading the tokens: the processes of a run each read
