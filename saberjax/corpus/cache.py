@@ -56,8 +56,9 @@ from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 
 # 2: corpus fingerprints hashed in blocks (Corpus.fingerprint); 3: source contents hashed in
-# blocks on threads (_content_key), text options of the block engine
-CACHE_VERSION = 3
+# blocks on threads (_content_key), text options of the block engine; 4: fingerprints of
+# blocks of 256 KiB (format saberjax-corpus-v3)
+CACHE_VERSION = 4
 MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
 SOURCE_RECORD = "source.json"

@@ -136,8 +136,8 @@ class Corpus:
         stretches).  A block holds at least V tokens; the buffers are allocated by the
         calling thread, so the counting threads allocate only counts of V words.
         """
-        if tokens is None and "combined_word_counts" in self.__dict__:
-            return self.__dict__["combined_word_counts"].copy()
+        if tokens is None and "_combined_word_counts" in self.__dict__:
+            return self.__dict__["_combined_word_counts"].copy()
         first, last = (0, self.num_tokens) if tokens is None else tokens
         self.check(first, last, workers)
         word_ids = self.word_ids[first:last]
@@ -267,7 +267,7 @@ class Corpus:
         self.__dict__["_fingerprint"] = self._blocked_fingerprint(
             FINGERPRINT_FORMAT, FINGERPRINT_BLOCK_BYTES,
             [digests[block] for block in range(num_blocks)])
-        self.__dict__["combined_word_counts"] = _read_only(functools.reduce(
+        self.__dict__["_combined_word_counts"] = _read_only(functools.reduce(
             np.add, (part.word_counts for part in parts), np.zeros(self.num_words, np.int64)))
 
     def legacy_fingerprint(self) -> str:
