@@ -58,7 +58,8 @@ BITS = 32  # topics per bitmap word
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
                             bitmap_in_ref, zero_pairs_ref, counts_ref,
                             bitmap_ref, snapshot_ref, a_pairs_ref, a_nnz_ref, *,
-                            block: int, word_block: int, semantic: str, interpret: bool):
+                            block: int, word_block: int, semantic: str, interpret: bool,
+                            aggregate: bool, swap_pairs: bool):
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
     del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
@@ -79,9 +80,10 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
             _over_tokens(doc_major_ref, start, length, offsets, visit)
 
         def count(valid, topics):
-            before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
-                                semantic=semantic)
-            first = valid & (before == 0)
+            leader, copies = _leaders(valid, topics) if aggregate else (valid, 1)
+            before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics) * copies,
+                                mask=leader, semantic=semantic)
+            first = leader & (before == 0)
             atomic_add(bitmap_ref, (program, topics // BITS), jnp.left_shift(1, topics % BITS),
                        mask=first, semantic=semantic)
 
@@ -92,30 +94,46 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         barrier()
 
         def write_pairs(valid, topics):
+            leader = _leaders(valid, topics)[0] if aggregate else valid
             word = topics // BITS
-            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=valid, other=0)
+            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=leader, other=0)
             below = bits & (jnp.left_shift(1, topics % BITS) - 1)  # wraps to 0x7fffffff at 31
-            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=valid, other=0)
+            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=leader, other=0)
                     + jax.lax.population_count(below))
-            counts = plgpu.load(counts_ref.at[program, topics], mask=valid, other=0,
-                                volatile=True)
-            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics), valid)
+            if swap_pairs:  # the first copy of a topic takes its count and clears it
+                counts = atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics),
+                                     mask=leader, semantic=semantic)
+                leader = leader & (counts > 0)
+            else:
+                counts = plgpu.load(counts_ref.at[program, topics], mask=leader, other=0,
+                                    volatile=True)
+            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics), leader)
 
         over_tokens(write_pairs)
         barrier()
 
         def clear(valid, topics):
-            atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics), mask=valid,
+            leader = _leaders(valid, topics)[0] if aggregate else valid
+            atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics), mask=leader,
                         semantic=semantic)
 
-        over_tokens(clear)
-        barrier()
+        if not swap_pairs:
+            over_tokens(clear)
+            barrier()
         a_nnz_ref[doc] = nnz
         return carry
 
     num_docs = a_nnz_ref.shape[0]
     jax.lax.fori_loop(0, (num_docs - program + num_programs - 1) // num_programs,
                       count_document, None)
+
+
+def _leaders(valid, topics):
+    """(the first valid token of each topic in the block, the valid tokens of its topic)."""
+    order = jnp.arange(topics.shape[0], dtype=jnp.int32)
+    same = (topics[:, None] == topics[None, :]) & valid[None, :]  # [token, other token]
+    earlier = jnp.sum((same & (order[None, :] < order[:, None])).astype(jnp.int32), axis=1)
+    return valid & (earlier == 0), jnp.sum(same.astype(jnp.int32), axis=1)
 
 
 def _over_tokens(doc_major_ref, start, length, offsets, visit) -> None:
@@ -155,12 +173,13 @@ def _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic: str):
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
                                              "scratch_bytes", "min_programs", "num_warps",
-                                             "semantic", "interpret"))
+                                             "semantic", "aggregate", "swap_pairs",
+                                             "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
                       block_tokens: int = 128, num_programs: int = 2048,
                       scratch_bytes: int = 24 << 20, min_programs: int = 512,
-                      num_warps: int = 4, semantic: str = "relaxed",
-                      interpret: bool | None = None):
+                      num_warps: int = 4, semantic: str = "relaxed", aggregate: bool = False,
+                      swap_pairs: bool = False, interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
@@ -180,7 +199,8 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     word_block = min(pl.next_power_of_2(num_words), 1024)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,
-                               interpret=interpret)
+                               interpret=interpret, aggregate=aggregate,
+                               swap_pairs=swap_pairs)
     *_, a_pairs, a_nnz = pl.pallas_call(
         kernel,
         out_shape=(jax.ShapeDtypeStruct((num_programs, num_topics), jnp.int32),
