@@ -82,20 +82,6 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
 
-@pytest.mark.parametrize("num_topics,knobs", [
-    (2, dict(own_in_kept=True)), (1000, dict(early_own=True, blocks_per_step=2)),
-    (37, dict(own_in_kept=True, blocks_per_step=3))])
-def test_sampler_kernel_knobs_draw_the_same_topics(num_topics, knobs):
-    """Every E-step kernel knob only reorders loads or repacks the carried lanes: the same
-    topics as the defaults, bit for bit."""
-    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics + 1),
-                                                         num_topics, seed=num_topics + 1)
-    expected = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
-    got = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key, **knobs)
-    np.testing.assert_array_equal(got[0], expected[0])
-    np.testing.assert_array_equal(got[1], expected[1])
-
-
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
     """The E-step's work list for any tile size (the layout's Chunk.tile_start at TILE_TOKENS)."""
@@ -140,22 +126,16 @@ def test_sampler_kernel_uses_both_parts_in_the_right_proportion(kernel_sampler):
     test_sampler.test_sampler_uses_both_parts_in_the_right_proportion()
 
 
-@pytest.mark.parametrize("num_topics,block_tokens,num_programs,knobs", [
-    (2, 32, 7, {}), (37, 16, 64, {}), (1000, 32, 5, {}), (65_536, 64, 3, {}),
-    (2, 32, 7, dict(aggregate=True)), (37, 16, 5, dict(swap_pairs=True)),
-    (3, 16, 5, dict(aggregate=True, swap_pairs=True)),
-    (1000, 32, 5, dict(aggregate=True, swap_pairs=True))])
+@pytest.mark.parametrize("num_topics,block_tokens,num_programs", [
+    (2, 32, 7), (37, 16, 64), (1000, 32, 5), (65_536, 64, 3)])
 def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, block_tokens,
-                                                                 num_programs, knobs):
-    """Programs reuse their scratch rows over several documents (num_programs < documents);
-    at 2 or 3 topics most tokens of a block repeat a topic, which aggregate adds up before
-    its atomics."""
+                                                                 num_programs):
+    """Programs reuse their scratch rows over several documents (num_programs < documents)."""
     corpus = ragged_corpus(seed=num_topics)
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
     topics = doc_major(chunk, chunk_state.topics)
     got = pallas_ssc.rebuild_doc_topic(chunk, topics, num_topics,
-                                       block_tokens=block_tokens, num_programs=num_programs,
-                                       **knobs)
+                                       block_tokens=block_tokens, num_programs=num_programs)
     expected = pallas_ssc.rebuild_doc_topic_reference(chunk, topics, num_topics)
     assert got[0].dtype == expected[0].dtype == np.uint32
     np.testing.assert_array_equal(got[0], expected[0])

@@ -59,7 +59,7 @@ from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, scatter, warp
 from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
-from saberjax.state import ChunkState, Model, pair_topic_bits, unpack_pairs
+from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH, descend_excluding, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
@@ -68,8 +68,7 @@ __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_start_ref, word_ref,
                    doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
                    old_topics_ref, tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
-                   level_widths: tuple[int, ...], block_reduction: str, early_own: bool,
-                   own_in_kept: bool, blocks_per_step: int):
+                   level_widths: tuple[int, ...], block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
@@ -88,21 +87,13 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
         own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
         state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
-
-        def own_values():
-            own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real,
-                                  other=0.0).astype(jnp.float32)
-            return (own_bhat, plgpu.load(alpha_ref.at[own], mask=real, other=0.0),
-                    plgpu.load(denominator_ref.at[own], mask=real, other=1.0),
-                    tree_total_ref[word])
-
-        early = own_values() if early_own else None
         lane_mass, kept_topics, own_count = _sparse_lanes(
-            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens,
-            own_in_kept, blocks_per_step)
-        own_bhat, own_alpha, own_denominator, tree_total = early or own_values()
+            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
         # the own topic's whole mass joins lane 0's reservoir as one more product
-        own_mass = own_topic_mass(own_count, own_alpha, own_bhat, own_denominator)
+        own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
+        own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
+        own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
+                                  plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
         first_lane = lanes[None, :] == 0
         lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
         keep_own = (rng.uniform(state, rng.STREAM_OWN)
@@ -110,7 +101,7 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
         total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
                  else jnp.sum(lane_mass, axis=1))
-        dense_total = dense_mass(tree_total, own_alpha, own_bhat)
+        dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
         take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
                        * (total + dense_total) < total)
         u_position = rng.uniform(state, rng.STREAM_POSITION)
@@ -138,70 +129,44 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
 
 
 def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
-                  tile_tokens: int, own_in_kept: bool, blocks_per_step: int):
+                  tile_tokens: int):
     """The sparse part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes)."""
-    num_topics = bhat_ref.shape[1]
-    topic_bits = jnp.uint32((1 << pair_topic_bits(num_topics)) - 1)
 
     def load_block(block):
-        """The packed pairs of block (nonzeros 32*block .. 32*block + 31; 0 outside the row)."""
+        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
         offsets = block * WIDTH + lanes[None, :]
-        return plgpu.load(a_pairs_ref.at[start[:, None] + offsets],
-                          mask=offsets < nnz[:, None], other=0)
+        inside = offsets < nnz[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
+        topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
+        return inside, topics, counts.astype(jnp.float32)
 
-    def gather_block(block, pairs):
-        """(pairs, topics, counts, B-hat weights) of block: the weights 0 outside the row and
-        for the own topic."""
-        inside = block * WIDTH + lanes[None, :] < nnz[:, None]
-        topics, counts = unpack_pairs(pairs, num_topics)
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & (topics != own[:, None]),
-                             other=0.0, eviction_policy="evict_last")
-        return pairs, topics, counts.astype(jnp.float32), weights.astype(jnp.float32)
-
-    def add_block(block, gathered, lane_mass, kept, own_counts):
+    def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
-        w.p. product / lane mass (one uniform per token and block, shared by its lanes)."""
-        pairs, topics, counts, weights = gathered
+        w.p. product / lane mass (one uniform per token and block, shared by its lanes).
+
+        The next block's A entries are loaded first (they do not depend on this block), so
+        their latency overlaps this block's gathers.
+        """
+        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
+        following = load_block(block + 1)
         is_own = topics == own[:, None]
-        products = counts * weights  # 0 outside the row and for own
+        own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
+                             eviction_policy="evict_last")
+        products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
         lane_mass = lane_mass + products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < products)
-        if own_in_kept:  # the own pair's count above the kept topic's bits (set once)
-            kept = (jnp.where(keep, (kept & ~topic_bits) | topics.astype(jnp.uint32), kept)
-                    | jnp.where(is_own, pairs & ~topic_bits, jnp.uint32(0)))
-        else:
-            kept = jnp.where(keep, topics, kept)
-            own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-        return lane_mass, kept, own_counts
+        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
 
-    def visit_step(step, carry):
-        """Blocks step*blocks_per_step ...: the following step's A pairs are loaded first,
-        then this step's B-hat gathers, all before any product (none depends on another), so
-        their latencies overlap."""
-        lane_mass, kept, own_counts, pairs = carry
-        first = step * blocks_per_step
-        following = tuple(load_block(first + blocks_per_step + i) for i in range(blocks_per_step))
-        gathered = [gather_block(first + i, pairs[i]) for i in range(blocks_per_step)]
-        for i in range(blocks_per_step):
-            lane_mass, kept, own_counts = add_block(first + i, gathered[i], lane_mass, kept,
-                                                    own_counts)
-        return lane_mass, kept, own_counts, following
-
-    shape = (tile_tokens, WIDTH)
-    steps = (jnp.max((nnz + WIDTH - 1) // WIDTH) + blocks_per_step - 1) // blocks_per_step
-    lane_mass, kept, own_counts, _ = jax.lax.fori_loop(
-        0, steps, visit_step,
-        (jnp.zeros(shape, jnp.float32),
-         jnp.zeros(shape, jnp.uint32 if own_in_kept else jnp.int32),
-         None if own_in_kept else jnp.zeros(shape, jnp.float32),
-         tuple(load_block(i) for i in range(blocks_per_step))))
-    if own_in_kept:
-        own_count = jnp.sum((kept >> pair_topic_bits(num_topics)).astype(jnp.int32), axis=1)
-        return lane_mass, (kept & topic_bits).astype(jnp.int32), own_count.astype(jnp.float32)
-    return lane_mass, kept, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
+    lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
+        0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
+        (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
+         jnp.zeros((tile_tokens, WIDTH), jnp.int32),
+         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
 
 
 def _dense_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], word, dense, position,
@@ -230,12 +195,10 @@ def _dense_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], word, den
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
-                                             "early_own", "own_in_kept", "blocks_per_step",
                                              "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        num_warps: int = 1, num_stages: int = 1, block_reduction: str = "sum",
-                       early_own: bool = False, own_in_kept: bool = False,
-                       blocks_per_step: int = 1, interpret: bool | None = None):
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -253,8 +216,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction, early_own=early_own,
-                               own_in_kept=own_in_kept, blocks_per_step=blocks_per_step)
+                               block_reduction=block_reduction)
     inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
               jnp.reshape(key, (1,)).astype(jnp.uint32),
               model.alpha.astype(jnp.float32), model.bhat_denominator, chunk.tile_start,

@@ -13,26 +13,27 @@ row, with no sort at all:
     ranks     swap the bitmap's K/32 words for zeros (clearing it for the next document):
               population counts and their exclusive prefix sum give each word's first pair
               slot; the total is nnz.  The words and prefixes go to a snapshot
-    pairs     per token, rank = prefix[word] + population count of the word's bits below its
-              topic; write the packed (topic, counts[topic]) at pair slot rank (every copy of a
-              topic writes the same pair), so pairs come out in increasing topic order
-    clear     swap counts[topic] for 0 per token, for the program's next document
+    pairs     per token, swap counts[topic] for 0 (clearing it for the program's next
+              document): the one copy of the topic that gets its count back, not 0, writes
+              the packed (topic, count) at pair slot rank = prefix[word] + population count of
+              the word's bits below its topic, so pairs come out in increasing topic order
 
 Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
 while the programs' rows together stay under `scratch_bytes`) and phases are separated by a CTA
 barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
 store of the clearing zeros would be made visible to the CTA by the barrier but may reach L2
 after the next document's atomics, losing topics once the rows outgrow L2 (NOTES.md).  With
-every access to them strong (atomics, and the one plain read, counts in the pairs phase,
-volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg" does not
-lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice, and they
-are as fast as acquire-release ones or faster (NOTES.md).  Interpret mode runs programs one after
-another, so there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with
-repeated indices.
+every access to them an atomic, the barrier orders them, so relaxed atomics suffice, and they
+are as fast as acquire-release ones or faster (NOTES.md).  Reading each count by the swap that
+clears it saves the separate clear pass over the tokens of a plain (volatile) read followed by
+a swap (docs/measurements/roofline.md).  Interpret mode runs programs one after another, so
+there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with repeated
+indices.
 
-Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
-snapshot and one from counts, one store, plus K/32 words scanned per document.  Tokens past
-chunk.num_tokens are not counted (the padding document's A row is empty), as in the reference.
+Per token: three atomics (two when its topic's bit is already set), two loads of its topic (L1
+after the first), two gathers from the snapshot, at most one store, plus K/32 words scanned
+per document.  Tokens past chunk.num_tokens are not counted (the padding document's A row is
+empty), as in the reference.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ BITS = 32  # topics per bitmap word
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
                             bitmap_in_ref, zero_pairs_ref, counts_ref,
                             bitmap_ref, snapshot_ref, a_pairs_ref, a_nnz_ref, *,
-                            block: int, word_block: int, semantic: str, interpret: bool,
-                            aggregate: bool, swap_pairs: bool):
+                            block: int, word_block: int, semantic: str, interpret: bool):
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
     del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
@@ -80,10 +80,9 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
             _over_tokens(doc_major_ref, start, length, offsets, visit)
 
         def count(valid, topics):
-            leader, copies = _leaders(valid, topics) if aggregate else (valid, 1)
-            before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics) * copies,
-                                mask=leader, semantic=semantic)
-            first = leader & (before == 0)
+            before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
+                                semantic=semantic)
+            first = valid & (before == 0)
             atomic_add(bitmap_ref, (program, topics // BITS), jnp.left_shift(1, topics % BITS),
                        mask=first, semantic=semantic)
 
@@ -94,46 +93,24 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         barrier()
 
         def write_pairs(valid, topics):
-            leader = _leaders(valid, topics)[0] if aggregate else valid
+            counts = atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics),
+                                 mask=valid, semantic=semantic)
             word = topics // BITS
-            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=leader, other=0)
+            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=valid, other=0)
             below = bits & (jnp.left_shift(1, topics % BITS) - 1)  # wraps to 0x7fffffff at 31
-            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=leader, other=0)
+            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=valid, other=0)
                     + jax.lax.population_count(below))
-            if swap_pairs:  # the first copy of a topic takes its count and clears it
-                counts = atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics),
-                                     mask=leader, semantic=semantic)
-                leader = leader & (counts > 0)
-            else:
-                counts = plgpu.load(counts_ref.at[program, topics], mask=leader, other=0,
-                                    volatile=True)
-            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics), leader)
+            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics),
+                    valid & (counts > 0))
 
         over_tokens(write_pairs)
         barrier()
-
-        def clear(valid, topics):
-            leader = _leaders(valid, topics)[0] if aggregate else valid
-            atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics), mask=leader,
-                        semantic=semantic)
-
-        if not swap_pairs:
-            over_tokens(clear)
-            barrier()
         a_nnz_ref[doc] = nnz
         return carry
 
     num_docs = a_nnz_ref.shape[0]
     jax.lax.fori_loop(0, (num_docs - program + num_programs - 1) // num_programs,
                       count_document, None)
-
-
-def _leaders(valid, topics):
-    """(the first valid token of each topic in the block, the valid tokens of its topic)."""
-    order = jnp.arange(topics.shape[0], dtype=jnp.int32)
-    same = (topics[:, None] == topics[None, :]) & valid[None, :]  # [token, other token]
-    earlier = jnp.sum((same & (order[None, :] < order[:, None])).astype(jnp.int32), axis=1)
-    return valid & (earlier == 0), jnp.sum(same.astype(jnp.int32), axis=1)
 
 
 def _over_tokens(doc_major_ref, start, length, offsets, visit) -> None:
@@ -173,13 +150,12 @@ def _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic: str):
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
                                              "scratch_bytes", "min_programs", "num_warps",
-                                             "semantic", "aggregate", "swap_pairs",
-                                             "interpret"))
+                                             "semantic", "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
                       block_tokens: int = 128, num_programs: int = 2048,
                       scratch_bytes: int = 24 << 20, min_programs: int = 512,
-                      num_warps: int = 4, semantic: str = "relaxed", aggregate: bool = False,
-                      swap_pairs: bool = False, interpret: bool | None = None):
+                      num_warps: int = 4, semantic: str = "relaxed",
+                      interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
@@ -199,8 +175,7 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     word_block = min(pl.next_power_of_2(num_words), 1024)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, semantic=semantic,
-                               interpret=interpret, aggregate=aggregate,
-                               swap_pairs=swap_pairs)
+                               interpret=interpret)
     *_, a_pairs, a_nnz = pl.pallas_call(
         kernel,
         out_shape=(jax.ShapeDtypeStruct((num_programs, num_topics), jnp.int32),
