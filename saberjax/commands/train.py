@@ -41,7 +41,7 @@ from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
-from saberjax.model import model_file_bytes
+from saberjax.model_files import model_file_bytes
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, memory_line, time_line
 from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
