@@ -123,14 +123,16 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:
-        record["heldout_loglik_per_token"] = significant(run.metrics[-1]["heldout_loglik_per_token"])
+        record["heldout_loglik_per_token"] = significant(
+            run.metrics[-1]["heldout_loglik_per_token"])
     record.update(measure_reduction(placement, phase_repeats, bandwidth_bytes))
     record["reduction_share"] = significant(record["reduction_seconds"] / steady_seconds, 3)
     if phases and jax.process_count() == 1:
         record["phases"] = measure_phases(placement, state, phase_repeats, card)
         for entry in record["phases"].values():
             entry["share_of_iteration"] = significant(entry["seconds"] / steady_seconds, 3)
-        record["phases_sum_seconds"] = significant(sum(p["seconds"] for p in record["phases"].values()))
+        record["phases_sum_seconds"] = significant(
+            sum(p["seconds"] for p in record["phases"].values()))
     return record
 
 

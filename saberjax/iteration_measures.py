@@ -79,9 +79,9 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
     Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per
     axis: bytes each device receives an iteration, the collectives' seconds alone, and their
-    floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
-    reduction program (collectives, totals, B-hat and trees of each device's rows;
-    Programs.reduce), else the collectives.
+    floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).
+    reduction_seconds: by document the whole reduction program (collectives, totals, B-hat
+    and trees of each device's rows; Programs.reduce), else the collectives.
     cross_host_share_of_by_documents: on the two-axis mesh, the bytes over the hosts axis
     against those the one-axis partition by document moves on as many devices."""
     programs, hyper = placement.programs, placement.hyper
@@ -125,7 +125,8 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
         alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
         reduction = _median_seconds(lambda partial: programs.reduce(partial, alpha), counts,
                                     repeats)
-    record = dict(reduction_seconds=significant(reduction), collective_seconds=significant(total_seconds),
+    record = dict(reduction_seconds=significant(reduction),
+                  collective_seconds=significant(total_seconds),
                   collective_bytes_per_device=total_bytes,
                   collective_GB_per_s=significant(total_bytes / total_seconds / 1e9)
                   if total_seconds else None,
@@ -197,7 +198,8 @@ def measure_phases(placement: Placement, state: TrainState, repeats: int,
     _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (state.model.word_topic,))
     firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
                   bhat_trees=first_bhat)
-    phases = {name: dict(seconds=significant(seconds), Mtoken_per_s=significant(num_tokens / seconds / 1e6),
+    phases = {name: dict(seconds=significant(seconds),
+                         Mtoken_per_s=significant(num_tokens / seconds / 1e6),
                          compile_seconds=significant(max(firsts[name] - seconds, 0.0)))
               for name, seconds in out.items()}
     if card is not None:
