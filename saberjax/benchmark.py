@@ -192,8 +192,9 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 result.update(**bandwidth, **_bandwidth_bound(result, copy_bps,
                                                               corpus.num_tokens),
                               placement=placed)
-                baselines.compare(result, (count, partition, chunk_size, k, every),
-                                  placement.num_devices, backend)
+                baselines.compare(result, run=(count, partition, chunk_size, k, every),
+                                  devices=placement.num_devices, k=k, backend=backend,
+                                  every=every)
                 put(dict({**head, **result}, **env))
     summary = dict(type="summary", **corpus_info, **env, **bandwidth, iterations=iterations,
                    warmup=warmup, seed=seed, **summary_lists(records),
@@ -224,11 +225,11 @@ class _Baselines:
         self.one_device = {}  # (K, backend, optimize_alpha_every) -> steady Mtoken/s
         self.fixed_alpha = {}  # (devices, K, backend) -> mean Mtoken/s with alpha fixed
 
-    def compare(self, result: dict, run: tuple, devices: int, backend: str) -> None:
-        """Add the ratios to the baselines to `result`, of run (devices setting, partition,
-        chunk size, K, optimize_alpha_every) on `devices` devices with `backend`, and
-        record it as a baseline where it is one."""
-        k, every = run[3], run[4]
+    def compare(self, result: dict, *, run: tuple, devices: int, k: int, backend: str,
+                every: int) -> None:
+        """Add the ratios to the baselines to `result`, the result of `run` (the settings
+        that share xla's: devices setting, partition, chunk size, K, optimize_alpha_every)
+        on `devices` devices with `backend`, and record it as a baseline where it is one."""
         steady = result["Mtoken_per_s_steady"]
         if backend == "xla":
             self.xla[run] = steady
