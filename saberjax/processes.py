@@ -117,9 +117,10 @@ def combine_corpus_parts(corpus: Corpus, first: int, last: int) -> None:
     """Give the corpus, on every process, the fingerprint and word counts of all its tokens
     while each process reads only its own tokens [first, last) (its documents'): each one's
     part (Corpus.part) is gathered from every process (one all-gather of bytes, padded to the
-    most any part takes: Corpus.largest_part_bytes) and combined (Corpus.combine_parts), as one process reading the whole corpus
-    computes them.  The processes' ranges must cover the corpus once (ValueError naming
-    them).  Nothing when alone: the corpus computes them itself when asked."""
+    most any part takes: Corpus.largest_part_bytes) and combined (Corpus.combine_parts), as
+    one process reading the whole corpus computes them.  The processes' ranges must cover the
+    corpus once (ValueError naming them).  Nothing when alone: the corpus computes them itself
+    when asked."""
     if jax.process_count() == 1:
         return
     from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
