@@ -16,8 +16,8 @@
 # checks A against B after every iteration.  As each run ends it prints its model.npz's MD5,
 # whether that matches the fresh run's, and the first iteration whose B or alpha differs from
 # the fresh run's (tools/determinism_trace.py compare; so a run cut short keeps what ended);
-# exits 1 when any run differs or breaks an invariant.  Logs, traces and models stay in
-# LOG_DIR when given.
+# exits 1 when any run differs or breaks an invariant.  The logs and traces stay in LOG_DIR
+# when given (the models, 20 MB each, are removed with the corpus).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
@@ -44,18 +44,21 @@ for run in "${runs[@]}"; do
     declare -n extra="extra_$run"
     begin=$(date +%s)
     "$PYTHON" tools/determinism_trace.py run "$LOGS/$run.jsonl" -- "${TRAIN[@]}" "${extra[@]}" \
-        --output="$LOGS/$run" > "$LOGS/$run.log" 2>&1 \
-        || { echo "$run: training failed, last lines of $LOGS/$run.log:"; tail -20 "$LOGS/$run.log"; exit 2; }
+        --output="$WORK/$run" > "$LOGS/$run.log" 2>&1 \
+        || { echo "$run: training failed, the end of $LOGS/$run.log:"
+             tail -20 "$LOGS/$run.log"; exit 2; }
     unset -n extra
-    sum=$(md5sum < "$LOGS/$run/model.npz" | cut -d' ' -f1)
+    sum=$(md5sum < "$WORK/$run/model.npz" | cut -d' ' -f1)
     echo "$run: $(( $(date +%s) - begin )) s, model.npz md5 $sum"
     if [ "$run" = fresh ]; then
         reference=$sum
         "$PYTHON" tools/determinism_trace.py compare "$LOGS/fresh.jsonl" || status=1
         continue
     fi
-    echo "$run: model.npz $([ "$sum" = "$reference" ] && echo matches || echo DIFFERS FROM) the fresh run's"
+    verdict=$([ "$sum" = "$reference" ] && echo matches || echo DIFFERS FROM)
+    echo "$run: model.npz $verdict the fresh run's"
     "$PYTHON" tools/determinism_trace.py compare "$LOGS/fresh.jsonl" "$LOGS/$run.jsonl" || status=1
 done
-echo "total $(( $(date +%s) - started )) s: $([ $status = 0 ] && echo deterministic || echo NOT deterministic)"
+verdict=$([ $status = 0 ] && echo deterministic || echo NOT deterministic)
+echo "total $(( $(date +%s) - started )) s: $verdict"
 exit $status
