@@ -5,12 +5,12 @@
 
 `run` runs `saberjax train` with those flags in this process (the launcher's whole path: its
 caches, layout, compiled programs and model.npz) with its trainer's callback chained to one
-that writes a JSON line per iteration to TRACE: the MD5 of B (the word-topic counts of the real
-topics, rows by word id: the same whatever the chunking, streaming or device count) and of
-alpha's float32 bits, and two checks of integer invariants that a lost or doubled atomic in the
-A rebuild or the B count would break: B's total is the corpus's token count, and every topic's
-total over the documents' A equals its total in B (`a_matches_b`; null for a chunk store's
-states, which hold z alone).
+that writes a JSON line per iteration to TRACE: the run's chunks and devices, the MD5 of B (the
+word-topic counts of the real topics, rows by word id: the same whatever the chunking,
+streaming or device count) and of alpha's float32 bits, and two checks of integer invariants
+that a lost or doubled atomic in the A rebuild or the B count would break: B's total is the
+corpus's token count, and every topic's total over the documents' A equals its total in B
+(`a_matches_b`; null for a chunk store's states, which hold z alone).
 
 `compare` prints a JSON line for each trace with an iteration that breaks an invariant and,
 for each later trace against the first, one with the first iteration whose B or alpha differs
@@ -58,7 +58,7 @@ def iteration_record(iteration: int, placement, state, num_tokens: int) -> dict:
         a_totals = sum(a_topic_totals(chunk.a_pairs, hyper.padded_topics)
                        for chunk in chunk_states)
         a_matches_b = bool(np.array_equal(a_totals, b_totals))
-    return dict(iteration=iteration,
+    return dict(iteration=iteration, chunks=placement.num_chunks, devices=placement.num_devices,
                 b=digest(word_topic[:, :hyper.num_topics].astype(np.int32)),
                 alpha=digest(placement.alpha(state).astype(np.float32)),
                 b_total_is_tokens=int(b_totals.sum()) == num_tokens,

@@ -49,7 +49,8 @@ for run in "${runs[@]}"; do
              tail -20 "$LOGS/$run.log"; exit 2; }
     unset -n extra
     sum=$(md5sum < "$WORK/$run/model.npz" | cut -d' ' -f1)
-    echo "$run: $(( $(date +%s) - begin )) s, model.npz md5 $sum"
+    shape=$(head -1 "$LOGS/$run.jsonl" | grep -o '"chunks": [0-9]*, "devices": [0-9]*')
+    echo "$run: $(( $(date +%s) - begin )) s, $shape, model.npz md5 $sum"
     if [ "$run" = fresh ]; then
         reference=$sum
         "$PYTHON" tools/determinism_trace.py compare "$LOGS/fresh.jsonl" || status=1
