@@ -19,9 +19,8 @@ The vocabulary is sorted and chosen by counts, never by the words' numbers, so t
 depends only on the documents and the rules, never on how the input was cut into blocks or
 on the number of threads.
 
-A document's frequency per piece is counted from the piece's tokens transposed into word
-order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
-new document begins a new count.
+A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
+radix sort: each word's tokens in text order), where a new document begins a new count.
 """
 
 from __future__ import annotations
@@ -340,24 +339,34 @@ def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, documents) of each word of a piece's dictionary."""
-    import scipy.sparse  # here, not with the module: importing saberjax.corpus loads no scipy
-
+    """(tokens, documents) of each word of a piece's dictionary: the tokens in word order
+    (_word_order: each word's tokens in text order), where a token in another document than
+    its word's previous token begins a new document of that word."""
     num_words = words.num_words
-    tokens = words.token_ids.size
-    if tokens == 0:
-        return np.zeros(num_words, np.int64), np.zeros(num_words, np.int64)
-    by_doc = scipy.sparse.csr_array(
-        (np.ones(tokens, np.int8), words.token_ids, words.doc_tokens),
-        shape=(words.doc_tokens.size - 1, num_words))
-    by_word = by_doc.tocsc()  # each word's tokens, their documents in order
-    docs, starts = by_word.indices, by_word.indptr
-    new_doc = np.empty(tokens, bool)  # a word's token in another document than its previous
+    counts = np.bincount(words.token_ids, minlength=num_words)
+    if words.token_ids.size == 0:
+        return counts.astype(np.int64), np.zeros(num_words, np.int64)
+    num_docs = words.doc_tokens.size - 1
+    docs = np.repeat(np.arange(num_docs, dtype=np.int32), np.diff(words.doc_tokens))
+    docs = docs[_word_order(words.token_ids, num_words)]
+    word_starts = np.zeros(num_words, np.int64)
+    np.cumsum(counts[:-1], out=word_starts[1:])
+    new_doc = np.empty(docs.size, bool)
     new_doc[0] = True
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
-    new_doc[starts[:-1]] = True  # every word of the dictionary has a token: starts increase
-    return np.diff(starts).astype(np.int64), np.add.reduceat(new_doc, starts[:-1],
-                                                             dtype=np.int64)
+    new_doc[word_starts] = True  # every word of the dictionary has a token
+    return counts.astype(np.int64), np.add.reduceat(new_doc, word_starts, dtype=np.int64)
+
+
+def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
+    """The positions of `token_ids` (in [0, num_words)) sorted by id, stably: a radix sort by
+    16-bit digits, each a stable argsort of uint16 (numpy's radix sort)."""
+    order = None
+    for shift in range(0, max(num_words - 1, 1).bit_length(), 16):
+        digit = (token_ids >> shift).astype(np.uint16)  # the low 16 bits of the shifted ids
+        order = (np.argsort(digit, kind="stable") if order is None
+                 else order[np.argsort(digit[order], kind="stable")])
+    return order
 
 
 def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
