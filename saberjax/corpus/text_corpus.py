@@ -340,22 +340,23 @@ def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
     """(tokens, documents) of each word of a piece's dictionary: the tokens in word order
-    (_word_order: each word's tokens in text order), where a token in another document than
-    its word's previous token begins a new document of that word."""
+    (_word_order: each word's tokens in text order), where a word's first token and a token
+    in another document than its word's previous token begin a new document of that word."""
     num_words = words.num_words
     counts = np.bincount(words.token_ids, minlength=num_words)
     if words.token_ids.size == 0:
         return counts.astype(np.int64), np.zeros(num_words, np.int64)
     num_docs = words.doc_tokens.size - 1
     docs = np.repeat(np.arange(num_docs, dtype=np.int32), np.diff(words.doc_tokens))
-    docs = docs[_word_order(words.token_ids, num_words)]
-    word_starts = np.zeros(num_words, np.int64)
-    np.cumsum(counts[:-1], out=word_starts[1:])
+    docs = docs.take(_word_order(words.token_ids, num_words))
     new_doc = np.empty(docs.size, bool)
-    new_doc[0] = True
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
-    new_doc[word_starts] = True  # every word of the dictionary has a token
-    return counts.astype(np.int64), np.add.reduceat(new_doc, word_starts, dtype=np.int64)
+    word_ends = np.zeros(num_words + 1, np.int64)
+    np.cumsum(counts, out=word_ends[1:])
+    new_doc[word_ends[:-1]] = True  # every word of the dictionary has a token
+    new_docs = np.zeros(docs.size + 1, np.int64)  # new documents before each token
+    np.cumsum(new_doc, out=new_docs[1:])
+    return counts.astype(np.int64), np.diff(new_docs.take(word_ends))
 
 
 def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:

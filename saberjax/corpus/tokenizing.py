@@ -49,6 +49,7 @@ PACKED_FLAG = np.uint64(1 << 63)  # set on keys of 9 to 12 packed letters, never
 # LONG_KEY + n keys the block's n-th long word: bit 55 is clear in every other key
 LONG_KEY = np.uint64((1 << 63) | (1 << 55))
 _LOW5 = np.uint64(0x1F1F1F1F1F1F1F1F)
+_U3, _U63, _U64 = np.uint64(3), np.uint64(63), np.uint64(64)
 _PAD_WORDS = 2  # zero uint64 after the one holding a buffer's last byte (see _padded)
 # _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
@@ -131,24 +132,37 @@ def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     a _padded buffer: the word's bytes for at most 8 letters; for 9 to 12, the first 8
     letters' low 5 bits with the last 4 letters' 5 bits (never 0 for a letter) in the 3 bits
     above them, and PACKED_FLAG.  The 8 bytes from a position are read as the two aligned
-    uint64 holding them, shifted together."""
+    uint64 holding them, shifted together (unsigned arithmetic and `take` throughout: numpy's
+    fastest paths)."""
     words = buffer.view(np.uint64)
-    index = starts >> 3
-    shift = starts.astype(np.uint64)
-    shift <<= np.uint64(3)
-    shift &= np.uint64(63)
-    back = np.uint64(64) - shift  # a shift by 64 gives 0 in numpy
-    keys = words[index] >> shift
+    positions = starts.view(np.uint64)  # starts are never negative
+    index = (positions >> _U3).view(np.int64)
+    shift = positions << _U3
+    shift &= _U63
+    back = _U64 - shift  # a shift by 64 gives 0 in numpy
+    keys = words.take(index)
+    keys >>= shift
     index += 1
-    keys |= words[index] << back
-    keys &= _BYTE_MASKS[lengths]
+    high = words.take(index)
+    high <<= back
+    keys |= high
+    keys &= _BYTE_MASKS.take(lengths)
     longer = np.flatnonzero(lengths > _RAW_KEY_LETTERS)
     if longer.size:
-        after = index[longer]
-        rest = (words[after] >> shift[longer]) | (words[after + 1] << back[longer])
-        rest &= _BYTE_MASKS[lengths[longer] - 8]
-        keys[longer] = ((keys[longer] & _LOW5) | ((rest & np.uint64(0x07070707)) << np.uint64(5))
-                        | ((rest & np.uint64(0x18181818)) << np.uint64(34)) | PACKED_FLAG)
+        after = index.take(longer)
+        rest = words.take(after)
+        rest >>= shift.take(longer)
+        after += 1
+        high = words.take(after)
+        high <<= back.take(longer)
+        rest |= high
+        rest &= _BYTE_MASKS.take(lengths.take(longer) - 8)
+        packed = keys.take(longer)
+        packed &= _LOW5
+        packed |= (rest & np.uint64(0x07070707)) << np.uint64(5)
+        packed |= (rest & np.uint64(0x18181818)) << np.uint64(34)
+        packed |= PACKED_FLAG
+        keys[longer] = packed
     return keys
 
 
