@@ -51,8 +51,8 @@ def test_number_strings_gives_equal_strings_one_number_and_points_at_the_first()
 @pytest.fixture
 def one_hash(monkeypatch):
     """Every string hashes alike, so that only the byte comparison tells them apart."""
-    monkeypatch.setattr(key_tables, "string_hashes",
-                        lambda strings: np.full(len(strings), 12345, np.uint64))
+    monkeypatch.setattr(key_tables, "chunk_hashes",
+                        lambda chunks: np.full(chunks.lengths.size, 12345, np.uint64))
 
 
 def test_strings_of_one_hash_are_told_apart(one_hash):
@@ -64,8 +64,8 @@ def test_strings_of_one_hash_are_told_apart(one_hash):
 @pytest.mark.parametrize("collide", [False, True])
 def test_a_string_table_numbers_strings_across_batches(collide, monkeypatch):
     if collide:
-        monkeypatch.setattr(key_tables, "string_hashes",
-                            lambda strings: np.full(len(strings), 7, np.uint64))
+        monkeypatch.setattr(key_tables, "chunk_hashes",
+                            lambda chunks: np.full(chunks.lengths.size, 7, np.uint64))
     table, expected = StringTable(), {}
     for batch in ([b"a", b"bb", b""], [b"bb", b"ccc", b"a"], [b"dddd", b"", b"ccc", b"e" * 40]):
         numbers = table.numbers(Strings.of(batch))

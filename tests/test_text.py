@@ -179,8 +179,8 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary).corpus
     assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
-    monkeypatch.setattr(key_tables, "string_hashes",
-                        lambda strings: np.full(len(strings), 99, np.uint64))
+    monkeypatch.setattr(key_tables, "chunk_hashes",
+                        lambda chunks: np.full(chunks.lengths.size, 99, np.uint64))
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
     monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
     with pytest.warns(UserWarning, match="dropped"):

@@ -24,7 +24,7 @@ document:
    holding them, shifted together); one of 9 to 12 letters by its first 8 letters' low 5
    bits with the last 4 letters' 5 bits in the 3 bits above them, and the top bit set.
    Either key is exact.  Longer words (about 2% of English tokens) are copied out as bytes.
-4. The distinct long words are numbered by their bytes (key_tables.number_strings), each then
+4. The distinct long words are numbered by their bytes (key_tables.number_runs), each then
    keyed LONG_KEY + its number, then every token's key (key_tables.number_keys): the block's
    dictionary.
 
@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from saberjax import text
-from saberjax.corpus.key_tables import Strings, byte_ranges, number_keys, number_strings
+from saberjax.corpus.key_tables import Runs, Strings, byte_ranges, number_keys, number_runs
 from saberjax.corpus.text_blocks import DocumentBlock, line_offsets
 
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
@@ -51,8 +51,8 @@ LONG_KEY = np.uint64((1 << 63) | (1 << 55))
 _LOW5 = np.uint64(0x1F1F1F1F1F1F1F1F)
 _U3, _U63, _U64 = np.uint64(3), np.uint64(63), np.uint64(64)
 _PAD_WORDS = 2  # zero uint64 after the one holding a buffer's last byte (see _padded)
-# _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
-_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
+# _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them, by take's mode "clip")
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], np.uint64)
 # UTF-8: bytes in a character after its lead byte (-1: not a lead byte; continuation bytes
 # 0x80-0xBF, and 0xC0, 0xC1, 0xF5-0xFF, which no valid UTF-8 holds)
 _CONTINUATIONS = np.full(256, -1, np.int8)
@@ -127,13 +127,15 @@ def _padded(size: int) -> np.ndarray:
     return np.zeros((size // 8 + 1 + _PAD_WORDS) * 8, np.uint8)
 
 
-def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Exact uint64 keys of lowercase words of 1 to MAX_KEY_LETTERS letters at `starts` of
-    a _padded buffer: the word's bytes for at most 8 letters; for 9 to 12, the first 8
-    letters' low 5 bits with the last 4 letters' 5 bits (never 0 for a letter) in the 3 bits
-    above them, and PACKED_FLAG.  The 8 bytes from a position are read as the two aligned
-    uint64 holding them, shifted together (unsigned arithmetic and `take` throughout: numpy's
-    fastest paths)."""
+def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(exact uint64 keys of the lowercase words at `starts` of a _padded buffer, where of
+    them are longer than 8 letters).  A key is the word's bytes for at most 8 letters; for 9
+    to 12, the first 8 letters' low 5 bits with the last 4 letters' 5 bits (never 0 for a
+    letter) in the 3 bits above them, and PACKED_FLAG; longer words get their first 12
+    letters' key (for the caller to replace).  The 8 bytes from a position are read as the
+    two aligned uint64 holding them, shifted together (unsigned arithmetic and `take`
+    throughout: numpy's fastest paths)."""
     words = buffer.view(np.uint64)
     positions = starts.view(np.uint64)  # starts are never negative
     index = (positions >> _U3).view(np.int64)
@@ -146,7 +148,7 @@ def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     high = words.take(index)
     high <<= back
     keys |= high
-    keys &= _BYTE_MASKS.take(lengths)
+    keys &= _BYTE_MASKS.take(lengths, mode="clip")
     longer = np.flatnonzero(lengths > _RAW_KEY_LETTERS)
     if longer.size:
         after = index.take(longer)
@@ -156,14 +158,14 @@ def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
         high = words.take(after)
         high <<= back.take(longer)
         rest |= high
-        rest &= _BYTE_MASKS.take(lengths.take(longer) - 8)
+        rest &= _BYTE_MASKS.take(lengths.take(longer) - 8, mode="clip")
         packed = keys.take(longer)
         packed &= _LOW5
         packed |= (rest & np.uint64(0x07070707)) << np.uint64(5)
         packed |= (rest & np.uint64(0x18181818)) << np.uint64(34)
         packed |= PACKED_FLAG
         keys[longer] = packed
-    return keys
+    return keys, longer
 
 
 def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,16 +315,14 @@ def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     order, their text beginning at data position positions[i]).  A word longer than
     MAX_KEY_LETTERS is numbered among the long words first and keyed by LONG_KEY + its
     number, so that one dictionary_encode numbers every token."""
-    keys = _word_keys(buffer, starts, np.minimum(lengths, MAX_KEY_LETTERS))
-    long = np.flatnonzero(lengths > MAX_KEY_LETTERS)
+    keys, longer = _word_keys(buffer, starts, lengths)
+    long = longer[lengths.take(longer) > MAX_KEY_LETTERS]
     strings = Strings.empty()
     if long.size:
-        offsets_long = np.zeros(long.size + 1, np.int64)
-        np.cumsum(lengths[long], out=offsets_long[1:])
-        long_words = Strings(buffer[byte_ranges(starts[long], lengths[long])], offsets_long)
-        firsts, numbers = number_strings(long_words)
+        long_words = Runs(buffer, starts.take(long), lengths.take(long))
+        firsts, numbers = number_runs(long_words)
         keys[long] = LONG_KEY + numbers.astype(np.uint64)
-        strings = long_words.take(firsts)
+        strings = long_words.strings(firsts)
     distinct, token_ids = number_keys(keys)
     doc_tokens = np.searchsorted(positions, offsets)
     return BlockWords(distinct, strings, token_ids, doc_tokens, invalid_docs)
