@@ -374,7 +374,7 @@ def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
     """(tokens of each document kept, their vocabulary ids, which documents are kept, the kept
     documents' ids or None) of a piece, releasing its tokens; documents without a vocabulary
     word are left out."""
-    ids = new_id[piece.entries][store.token_ids(piece)]
+    ids = new_id.take(piece.entries).take(store.token_ids(piece))
     kept = ids >= 0
     lengths = np.diff(piece.doc_tokens)
     if not kept.all():

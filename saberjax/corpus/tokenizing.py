@@ -194,7 +194,7 @@ def _letter_mask(low: np.ndarray, size: int, data: np.ndarray | None = None) -> 
     byte of data at or above 0x80), False at both ends."""
     mask = np.zeros(size + 2, bool)
     shifted = np.subtract(low[:size], np.uint8(0x61))
-    np.less(shifted, 26, out=mask[1:-1])
+    np.less(shifted, np.uint8(26), out=mask[1:-1])
     if data is not None:
         mask[1:-1] |= data >= 0x80
     return mask
