@@ -52,7 +52,7 @@ def _numbered(keys: np.ndarray, bits: int, round_: int) -> tuple[np.ndarray, np.
     table = np.zeros(1 << bits, np.uint64)
     table[slot] = keys
     missed = np.flatnonzero(table.take(slot) != keys)
-    occupied = np.flatnonzero(table)
+    occupied = np.flatnonzero(table != 0)  # bool: numpy's fast nonzero
     number = np.zeros(1 << bits, np.int32)
     number[occupied] = np.arange(occupied.size, dtype=np.int32)
     numbers = number.take(slot)
@@ -84,13 +84,13 @@ class KeyTable:
 
     def keys(self) -> np.ndarray:
         """Every key, in the order of their numbers."""
-        occupied = np.flatnonzero(self._keys)
+        occupied = np.flatnonzero(self._keys != 0)
         ordered = np.empty(self.size, np.uint64)
         ordered[self._numbers[occupied]] = self._keys[occupied]
         return ordered
 
     def _grow(self, size: int) -> None:
-        occupied = np.flatnonzero(self._keys)
+        occupied = np.flatnonzero(self._keys != 0)
         keys, numbers = self._keys[occupied], self._numbers[occupied]
         capacity = 1 << max(int(4 * size - 1).bit_length(), MIN_BITS)
         self._keys = np.zeros(capacity, np.uint64)
@@ -255,7 +255,7 @@ def chunk_hashes(chunks: Chunks) -> np.ndarray:
     places *= _BYTE_MIX
     values = _mixed(places ^ chunks.values)
     hashes = np.zeros(counts.size, np.uint64)
-    nonempty = np.flatnonzero(counts)
+    nonempty = np.flatnonzero(counts != 0)
     if nonempty.size:
         hashes[nonempty] = np.add.reduceat(values, chunks.first[nonempty])
     hashes ^= chunks.lengths.astype(np.uint64) * _LENGTH_MIX
