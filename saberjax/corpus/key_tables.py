@@ -13,9 +13,9 @@ released and the text path needs no other library.
 - `Strings`: byte strings as one buffer with offsets; `Runs`: byte strings where they lie in
   a buffer (a text's words); `chunk_hashes` a 64-bit hash of each (its bytes read 8 at a time,
   `Chunks`, each uint64 mixed with its place, summed over the string, mixed with its length);
-  `number_runs`, `number_strings` and `StringTable` number strings by their hashes and then
-  compare every string with the one its number stands for, byte for byte, so that two
-  strings of one hash are told apart (by a Python dictionary of their bytes, the rare path).
+  `number_runs` and `StringTable` number strings by their hashes and then compare every
+  string with the one its number stands for, byte for byte, so that two strings of one hash
+  are told apart (by a Python dictionary of their bytes, the rare path).
 
 Key 0 marks an empty slot: keys are never 0 (hashes are made odd).
 """
@@ -300,11 +300,6 @@ def number_runs(runs: Runs) -> tuple[np.ndarray, np.ndarray]:
     values = runs.strings(np.arange(len(runs))).tolist()
     numbers = np.array([index.setdefault(value, len(index)) for value in values], np.int32)
     return _firsts(numbers, len(index)), numbers
-
-
-def number_strings(strings: Strings) -> tuple[np.ndarray, np.ndarray]:
-    """number_runs of strings."""
-    return number_runs(Runs.of(strings))
 
 
 def _firsts(numbers: np.ndarray, count: int) -> np.ndarray:

@@ -41,13 +41,7 @@ import numpy as np
 
 from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
-from saberjax.corpus.key_tables import (
-    KeyTable,
-    Strings,
-    StringTable,
-    number_keys,
-    number_strings,
-)
+from saberjax.corpus.key_tables import KeyTable, Strings, StringTable, number_keys
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.tokenizing import (
@@ -118,7 +112,7 @@ class _Words:
         keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
-            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries, keys, long)
         distinct, index = number_keys(keys)
         numbers = self.keys.numbers(distinct)
         if self.keys.size > self.counts.size:
@@ -135,13 +129,17 @@ class _Words:
         entries = numbers.astype(np.int32)[index]
         return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
 
-    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
-        """The long words' numbers of the dictionaries' long keys, in order."""
-        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
-                                                         - LONG_KEY)
-                                       for part in dictionaries])
-        firsts, index = number_strings(strings)
-        return self.long_words.numbers(strings.take(firsts))[index]
+    def _long_numbers(self, dictionaries: list[_Dictionary], keys: np.ndarray,
+                      long: np.ndarray) -> np.ndarray:
+        """The long words' numbers (uint64) of keys[long], the long keys of the dictionaries'
+        keys concatenated: every dictionary's strings numbered in the corpus's long words at
+        once (the StringTable tells repeated strings of the group apart by their bytes)."""
+        numbers = self.long_words.numbers(Strings.concatenate([part.strings
+                                                               for part in dictionaries]))
+        sizes = [part.keys.size for part in dictionaries]
+        string_bases = np.cumsum([0] + [len(part.strings) for part in dictionaries[:-1]])
+        base = np.repeat(string_bases, sizes).take(long)  # the strings before the key's part
+        return numbers.take((keys.take(long) - LONG_KEY).view(np.int64) + base).astype(np.uint64)
 
     def strings(self) -> list[str]:
         """Every word, in the order of their numbers."""
