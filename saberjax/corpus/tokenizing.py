@@ -121,10 +121,12 @@ def dictionary_words(words: BlockWords) -> list[str]:
 
 
 def _padded(size: int) -> np.ndarray:
-    """Zero bytes for a buffer of `size` bytes: a whole number of uint64, _PAD_WORDS of them
-    after the one holding byte size - 1, so that 16 bytes can be read from any of the first
-    `size` positions as two aligned uint64 each (_word_keys)."""
-    return np.zeros((size // 8 + 1 + _PAD_WORDS) * 8, np.uint8)
+    """A buffer for `size` bytes, for the caller to fill, then zero bytes: a whole number of
+    uint64, _PAD_WORDS of them after the one holding byte size - 1, so that 16 bytes can be
+    read from any of the first `size` positions as two aligned uint64 each (_word_keys)."""
+    buffer = np.empty((size // 8 + 1 + _PAD_WORDS) * 8, np.uint8)
+    buffer[size:] = 0
+    return buffer
 
 
 def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray
@@ -192,7 +194,8 @@ def _lowered(data: np.ndarray) -> np.ndarray:
 def _letter_mask(low: np.ndarray, size: int, data: np.ndarray | None = None) -> np.ndarray:
     """[size + 2] bool, entry i + 1 true where byte i is an ASCII letter (or, given data, any
     byte of data at or above 0x80), False at both ends."""
-    mask = np.zeros(size + 2, bool)
+    mask = np.empty(size + 2, bool)
+    mask[0] = mask[-1] = False
     shifted = np.subtract(low[:size], np.uint8(0x61))
     np.less(shifted, np.uint8(26), out=mask[1:-1])
     if data is not None:
