@@ -211,11 +211,10 @@ def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray
     word."""
     candidates = np.flatnonzero((doc_freq >= rules.min_df)
                                 & (doc_freq <= rules.max_df * num_docs))
-    names = (np.array([words[i] for i in candidates.tolist()], dtype=str) if candidates.size
+    chosen = [i for i in candidates.tolist() if words[i] not in rules.stop_words]
+    candidates = np.array(chosen, np.int64)
+    names = (np.array([words[i] for i in chosen], dtype=str) if chosen
              else np.zeros(0, "U1"))
-    if rules.stop_words:
-        kept = ~np.isin(names, list(rules.stop_words))
-        candidates, names = candidates[kept], names[kept]
     if candidates.size > rules.max_features:  # the most frequent, ties alphabetical
         order = np.lexsort((names, -counts[candidates]))[:rules.max_features]
         candidates, names = candidates[order], names[order]
