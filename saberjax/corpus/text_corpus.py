@@ -3,9 +3,10 @@ mapped, written out of core.
 
 `build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
 threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
-tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected; a
-block of records (JSON Lines) is parsed by the thread that tokenises it, so one pool parses
-and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
+tokenizing: numpy releases the GIL), at most two pieces a thread and a group (below) ahead of
+the one being collected, so that the threads have work while the collecting thread adds a
+group's words; a block of records (JSON Lines) is parsed by the thread that tokenises it, so
+one pool parses and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
 (int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
 output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
 dictionaries, with the words' counts and document frequencies, to the corpus's words (a
@@ -266,7 +267,7 @@ def _read_pieces(blocks, rules, threads, store, words, progress):
 
     with ThreadPoolExecutor(threads) as pool:
         for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
-                                                           2 * threads):
+                                                           2 * threads + GROUP_PIECES):
             invalid += invalid_docs
             pieces.append(piece)
             progress.add(piece.doc_tokens.size - 1, tokens, size)
