@@ -6,6 +6,7 @@
     plan        the run's plan from the settings: partition, chunking, resident, streamed
                 or stored
     placement   Placement, a corpus laid out on the mesh as planned, and its host views
+    model_placement  the model's rows on the mesh: the row of each word, B to and from the host
     programs    the shard_map programs of an iteration, the reduction and the learned prior
     compiled    initialisation, the streamed loop, and the iteration and alpha update
                 compiled ahead of time
