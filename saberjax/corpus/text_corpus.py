@@ -345,7 +345,8 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
     if words.token_ids.size == 0:
         return counts.astype(np.int64), np.zeros(num_words, np.int64)
     num_docs = words.doc_tokens.size - 1
-    docs = np.repeat(np.arange(num_docs, dtype=np.int32), np.diff(words.doc_tokens))
+    docs = np.repeat(np.arange(num_docs, dtype=np.min_scalar_type(num_docs)),  # fewest bytes
+                     np.diff(words.doc_tokens))
     docs = docs.take(_word_order(words.token_ids, num_words))
     new_doc = np.empty(docs.size, bool)
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
