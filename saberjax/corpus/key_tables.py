@@ -36,7 +36,8 @@ MIN_BITS, MAX_FIRST_BITS = 10, 16  # a batch's first table: 2**10 to 2**16 slots
 def _slots(keys: np.ndarray, bits: int, round_: int = 0) -> np.ndarray:
     """Each key's slot in a table of 2**bits (int64, for indexing)."""
     product = keys * _MULTIPLIERS[round_ % _MULTIPLIERS.size]
-    return (product >> np.uint64(64 - bits)).view(np.int64)
+    product >>= np.uint64(64 - bits)
+    return product.view(np.int64)
 
 
 def number_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,13 +54,13 @@ def _numbered(keys: np.ndarray, bits: int, round_: int) -> tuple[np.ndarray, np.
     table[slot] = keys
     missed = np.flatnonzero(table.take(slot) != keys)
     occupied = np.flatnonzero(table != 0)  # bool: numpy's fast nonzero
-    number = np.zeros(1 << bits, np.int32)
+    number = np.empty(1 << bits, np.int32)  # read at every key's slot, each one occupied
     number[occupied] = np.arange(occupied.size, dtype=np.int32)
     numbers = number.take(slot)
-    distinct = table[occupied]
+    distinct = table.take(occupied)
     if missed.size:
         rest_bits = max(int(missed.size).bit_length() + 1, MIN_BITS)
-        rest, rest_numbers = _numbered(keys[missed], rest_bits, round_ + 1)
+        rest, rest_numbers = _numbered(keys.take(missed), rest_bits, round_ + 1)
         numbers[missed] = rest_numbers + occupied.size
         distinct = np.concatenate([distinct, rest])
     return distinct, numbers
