@@ -36,7 +36,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from saberjax import command_line, layout_cache, text
-from saberjax.corpus import Corpus, load_corpus
+from saberjax.corpus import FORMATS, Corpus, load_corpus
 from saberjax.corpus import cache as corpus_cache
 from saberjax.corpus import plain_text
 from saberjax.outputs import OutputConflictError
@@ -274,6 +274,22 @@ def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
                            if field.name not in given and field.name in flag_values}, **given)
 
 
+# The flags of what the commands read: the documents and the trained model.
+def define_corpus_flags(what: str, default: str | None = None) -> None:
+    """--corpus (`what` the command reads, in any format; `default`: what it reads without
+    the flag) and --format."""
+    flags.DEFINE_string("corpus", None, f"{what}: UCI, LDA-C, native, or raw text (a folder of "
+                        ".txt files, a file with one document per line, JSON Lines, CSV, TSV "
+                        "or Parquet, each also .gz or .zst, or a folder or glob of shards)"
+                        + (f"; default: {default}." if default else "."))
+    flags.DEFINE_enum("format", "auto", ["auto", *FORMATS], "Corpus format.")
+
+
+def define_model_flag() -> None:
+    """--model, the directory of the trained model the command reads."""
+    flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+
+
 # The caches' flags, --cache_dir and --[no]cache, of the launchers that read corpora.
 def define_cache_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """The launchers' --cache_dir and --[no]cache flags."""
@@ -304,14 +320,16 @@ def use_caches_as_flagged() -> None:
     layout_cache.use(None if root is None else root / "layouts")
 
 
-def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
+def load_corpus_as_flagged(path, format: str = "auto", checked: bool = True,
+                           **text_options) -> Corpus:
     """corpus.cache.load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus
-    under --nocache; reading raw text into the cache logs progress lines to stderr."""
+    under --nocache; reading raw text into the cache logs progress lines to stderr.
+    checked=False: a native corpus's word ids are left to whoever counts them (load_native)."""
     root = flagged_cache_root()
     if root is None:
-        return load_corpus(path, format, **text_options)
+        return load_corpus(path, format, checked, **text_options)
     return corpus_cache.load_corpus(path, format, root / "corpora", log=_stderr_line,
-                                    **text_options)
+                                    checked=checked, **text_options)
 
 
 def _stderr_line(line: str) -> None:

@@ -28,6 +28,7 @@ import pathlib
 import shutil
 import time
 
+import jax
 import numpy as np
 from absl import flags, logging
 
@@ -41,7 +42,7 @@ from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
-from saberjax.model import model_file_bytes
+from saberjax.model_files import model_file_bytes
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, memory_line, time_line
 from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
@@ -81,11 +82,7 @@ def define_flags() -> None:
 
 def define_data_flags() -> None:
     """The flags of the documents: the corpus, its reading, the held-out ones, the cache."""
-    flags.DEFINE_string("corpus", None, "Corpus folder, file or glob (UCI, LDA-C, native, or "
-                        "raw text: a folder of .txt files, a file with one document per line, "
-                        "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a folder or "
-                        "glob of shards); default: the bundled KOS corpus.")
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+    cli.define_corpus_flags("Corpus folder, file or glob", "the bundled KOS corpus")
     cli.define_text_flags()
     flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary "
                         "words); overrides --test_fraction.")
@@ -123,12 +120,22 @@ def text_options() -> dict:
     return {**cli.flagged_text_options(), **cli.flagged_fields()}
 
 
+def reads_own_documents_only() -> bool:
+    """Whether each process of the run reads only its own documents' tokens: with several
+    processes, no test split to cut from the corpus and nothing written from every document
+    (--save_doc_topics, --report).  A native corpus's word ids are then validated by each
+    process as it counts its own (trainer.train) instead of whole on loading."""
+    return (jax.process_count() > 1 and not (FLAGS.save_doc_topics or FLAGS.report)
+            and (FLAGS.test_corpus is not None or FLAGS.test_fraction == 0))
+
+
 def load_data():
     """(every document of the corpus, the training corpus, held-out halves or None) as the
     flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
         documents = cli.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
-                                                        **text_options())
+                                               checked=not reads_own_documents_only(),
+                                               **text_options())
     else:
         documents = corpus_io.load_bundled("kos")
     corpus = documents
