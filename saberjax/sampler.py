@@ -29,6 +29,8 @@ or batched.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -83,6 +85,74 @@ def dense_mass(tree_total, alpha, bhat):
     return jnp.maximum(tree_total - bhat * alpha, 0.0)
 
 
+class _Tokens(NamedTuple):
+    """A chunk's word-major tokens: positions, their documents' nonzeros and 32-blocks of
+    them, random states, the branch and position uniforms, and own (current) topics."""
+    positions: jax.Array
+    doc_nnz: jax.Array
+    blocks: jax.Array
+    state: jax.Array
+    u_branch: jax.Array
+    u_position: jax.Array
+    own: jax.Array
+
+
+def _chunk_tokens(chunk: Chunk, chunk_state: ChunkState, key) -> _Tokens:
+    """The per-token inputs of a chunk's draws."""
+    positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)
+    doc_nnz = chunk_state.a_nnz[chunk.doc]
+    state = token_hash_state(chunk, key, positions)
+    return _Tokens(positions, doc_nnz, (doc_nnz + WIDTH - 1) // WIDTH, state,
+                   rng.uniform(state, rng.STREAM_BRANCH), rng.uniform(state, rng.STREAM_POSITION),
+                   chunk_state.topics.astype(jnp.int32))
+
+
+def _doc_block_reader(chunk_state: ChunkState, padded_topics: int):
+    """read(starts): the topics and float counts of the 32 nonzeros of A from each start (one
+    spare block of padding, so that a 32-wide slice never runs off the end)."""
+    a_topics, a_counts = unpack_pairs(jnp.pad(chunk_state.a_pairs, (0, WIDTH)), padded_topics)
+    a_counts = a_counts.astype(jnp.float32)
+    slice_block = jax.vmap(lambda array, start: jax.lax.dynamic_slice(array, (start,), (WIDTH,)),
+                           in_axes=(None, 0))
+    return lambda starts: (slice_block(a_topics, starts), slice_block(a_counts, starts))
+
+
+def _doc_lanes(read_block, start, nnz, own, state, num_blocks, products):
+    """The 32 lanes' weighted reservoirs over the documents' nonzeros but the own topic:
+    (lane masses, kept topics, A_dz).  products(topics, counts, inside): a block's products
+    (kept only inside the row and off the own topic)."""
+    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
+
+    def visit_block(block, carry):
+        lane_mass, kept_topics, own_counts = carry
+        offset = block * WIDTH
+        topics, counts = read_block(start + offset)
+        inside = offset + lanes < nnz[:, None]
+        is_own = topics == own[:, None]
+        own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
+        block_products = jnp.where(inside & ~is_own, products(topics, counts, inside), 0.0)
+        lane_mass = lane_mass + block_products
+        keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < block_products
+        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts
+
+    lane_mass, kept_topics, own_counts = jax.lax.fori_loop(
+        0, num_blocks, visit_block,
+        (jnp.zeros((*own.shape, WIDTH), jnp.float32), jnp.zeros((*own.shape, WIDTH), jnp.int32),
+         jnp.zeros((*own.shape, WIDTH), jnp.float32)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds A_dz: exact
+
+
+def _lanes_draw(lane_mass, kept_topics, own, own_mass, state, u_position):
+    """The own topic's whole mass joined to lane 0's reservoir as one more product, then the
+    lane masses' total S and the topic drawn at u_position * S: (S, topic)."""
+    lane_mass = lane_mass.at[:, 0].add(own_mass)
+    keep_own = rng.uniform(state, rng.STREAM_OWN) * lane_mass[:, 0] < own_mass
+    kept_topics = kept_topics.at[:, 0].set(jnp.where(keep_own, own, kept_topics[:, 0]))
+    total = lane_sums(lane_mass)[-1][:, 0]
+    lane, _ = search_block(lane_mass, u_position * total)
+    return total, jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
+
+
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
     """New topic of every word-major token of a chunk (padding tokens get topic 0).
 
@@ -90,64 +160,25 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
     mass S, flips the branch coin and, for sparse-branch tokens, finds the topic; pass two runs
     the tree search for the dense-branch tokens only.
     """
-    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
-    # One spare block of padding so that a 32-wide slice never runs off the end.
-    a_topics, a_counts = unpack_pairs(jnp.pad(chunk_state.a_pairs, (0, WIDTH)),
-                                      model.bhat.shape[1])
-    a_counts = a_counts.astype(jnp.float32)
-    slice_block = jax.vmap(lambda array, start: jax.lax.dynamic_slice(array, (start,), (WIDTH,)),
-                           in_axes=(None, 0))
-    positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)
-    doc_nnz = chunk_state.a_nnz[chunk.doc]
-    token_blocks = (doc_nnz + WIDTH - 1) // WIDTH
-    token_state = token_hash_state(chunk, key, positions)
-    u_branch = rng.uniform(token_state, rng.STREAM_BRANCH)
-    u_position = rng.uniform(token_state, rng.STREAM_POSITION)
-    old_topics = chunk_state.topics.astype(jnp.int32)
+    read_block = _doc_block_reader(chunk_state, model.bhat.shape[1])
+    tokens = _chunk_tokens(chunk, chunk_state, key)
 
     def sparse_pass(batch):
-        word = chunk.word[batch]
-        start = chunk.doc_start[chunk.doc[batch]]
-        nnz = doc_nnz[batch]
-        state = token_state[batch]
-
-        own = old_topics[batch]
-
-        def visit_block(block, carry):
-            lane_mass, kept_topics, own_counts = carry
-            offset = block * WIDTH
-            topics = slice_block(a_topics, start + offset)
-            counts = slice_block(a_counts, start + offset)
-            inside = offset + lanes < nnz[:, None]
-            is_own = topics == own[:, None]
-            own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
-            # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
-            products = counts * model.bhat[word[:, None], topics].astype(jnp.float32)
-            products = jnp.where(inside & ~is_own, products, 0.0)
-            lane_mass = lane_mass + products
-            keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts
-
-        lane_mass, kept_topics, own_counts = jax.lax.fori_loop(
-            0, jnp.max(token_blocks[batch]), visit_block,
-            (jnp.zeros((*batch.shape, WIDTH), jnp.float32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.int32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
-        own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
+        word, own, state = chunk.word[batch], tokens.own[batch], tokens.state[batch]
+        # (row, column) indexing: a flat int32 offset would overflow once V x K >= 2**31
+        lane_mass, kept_topics, own_count = _doc_lanes(
+            read_block, chunk.doc_start[chunk.doc[batch]], tokens.doc_nnz[batch], own, state,
+            jnp.max(tokens.blocks[batch]), lambda topics, counts, inside: counts * model.bhat[
+                word[:, None], topics].astype(jnp.float32))
         own_bhat = model.bhat[word, own].astype(jnp.float32)
         own_mass = own_topic_mass(own_count, model.alpha[own], own_bhat,
                                   model.bhat_denominator[own])
-        # the own topic's whole mass joins lane 0's reservoir as one more product
-        lane_mass = lane_mass.at[:, 0].add(own_mass)
-        keep_own = rng.uniform(state, rng.STREAM_OWN) * lane_mass[:, 0] < own_mass
-        kept_topics = kept_topics.at[:, 0].set(jnp.where(keep_own, own, kept_topics[:, 0]))
-        total = lane_sums(lane_mass)[-1][:, 0]
+        total, sparse_topic = _lanes_draw(lane_mass, kept_topics, own, own_mass, state,
+                                          tokens.u_position[batch])
         dense = dense_mass(model.tree_total[word], model.alpha[own], own_bhat)
-        take_sparse = u_branch[batch] * (total + dense) < total
-        lane, _ = search_block(lane_mass, u_position[batch] * total)
-        return take_sparse, jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
+        return tokens.u_branch[batch] * (total + dense) < total, sparse_topic
 
-    take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(token_blocks), BATCH)
+    take_sparse, sparse_topics = _map_in_order(sparse_pass, jnp.argsort(tokens.blocks), BATCH)
     # The dense-branch tokens, gathered to the front; batches past them are skipped.
     num_dense = jnp.sum(~take_sparse)
     dense_order = jnp.nonzero(~take_sparse, size=chunk.padded_tokens,
@@ -157,12 +188,13 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
         return jax.lax.cond(
             batch_index * BATCH < num_dense,
             lambda: tree_sample(model.tree, model.bhat, model.alpha, chunk.word[batch],
-                                u_position[batch], excluded=old_topics[batch]),
+                                tokens.u_position[batch], excluded=tokens.own[batch]),
             lambda: jnp.zeros(batch.shape, jnp.int32))
 
     dense_topics = _map_in_order(dense_pass, dense_order, BATCH, with_index=True)
     topics = jnp.where(take_sparse, sparse_topics, dense_topics)
-    return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)
+    return jnp.where(tokens.positions < chunk.num_tokens, topics, 0).astype(
+        chunk_state.topics.dtype)
 
 
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key):

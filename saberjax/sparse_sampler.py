@@ -24,15 +24,14 @@ token, so a draw depends on nothing but the token and the model.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from saberjax import rng, sampler, segmented_count
+from saberjax import sampler, segmented_count
 from saberjax.layout import Chunk
-from saberjax.sampler import _map_in_order, token_hash_state
+from saberjax.sampler import _map_in_order
 from saberjax.sparse_rows import SparseModel, find_in_bucket, search_steps, upper_bound
-from saberjax.state import ChunkState, unpack_pairs
-from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
+from saberjax.state import ChunkState
+from saberjax.tree import tree_sample
 
 # Tokens drawn per vectorised batch: a token's lookups are a chain of dependent gathers, so
 # wide batches keep a GPU's memory system busy (and on a CPU their [batch, 32] blocks stay
@@ -65,61 +64,54 @@ def row_draw(model: SparseModel, row, own_position, own_weight, x, steps=None):
     return rows.topics[jnp.clip(position, 0, rows.topics.shape[0] - 1)]
 
 
+def _sparse_row_parts(model: SparseModel, word, own, own_position, own_word_count, own_alpha,
+                      u_position, steps):
+    """Terms 2 and 3 of a sparse row without the own topic: (S2, S3, term 2's topic, term 3's
+    topic), each topic drawn at u_position times its part's mass."""
+    # term 2 without the own topic's entry (B_vz >= 1: the token is counted in it)
+    own_entry = model.row_prefix[own_position]
+    before_own = jnp.where(own_position > model.word_topic.row_start[word],
+                           model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
+    own_weight = jnp.where(own_word_count > 0, own_entry - before_own, 0.0)
+    row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)
+    # term 3 without the own topic's leaf
+    prior_mass = jnp.maximum(model.prior_total[0] - own_alpha * model.prior_leaves[0, own], 0.0)
+    from_row = row_draw(model, word, own_position, own_weight, u_position * row_mass, steps)
+    from_prior = tree_sample(model.prior_tree, model.prior_leaves, model.alpha,
+                             jnp.zeros_like(word), u_position, excluded=own)
+    return row_mass, prior_mass, from_row, from_prior
+
+
 def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key):
     """New topic of every word-major token of a chunk (padding tokens get topic 0); chunk.word
     holds rows of model.word_topic."""
     padded_topics = model.topic_totals.shape[0]
     num_dense = model.dense_bhat.shape[0]
-    lanes = jnp.arange(WIDTH, dtype=jnp.int32)
-    a_topics, a_counts = unpack_pairs(jnp.pad(chunk_state.a_pairs, (0, WIDTH)), padded_topics)
-    a_counts = a_counts.astype(jnp.float32)
-    slice_block = jax.vmap(lambda array, start: jax.lax.dynamic_slice(array, (start,), (WIDTH,)),
-                           in_axes=(None, 0))
-    positions = jnp.arange(chunk.padded_tokens, dtype=jnp.int32)
-    doc_nnz = chunk_state.a_nnz[chunk.doc]
-    token_blocks = (doc_nnz + WIDTH - 1) // WIDTH
-    token_state = token_hash_state(chunk, key, positions)
-    u_branch = rng.uniform(token_state, rng.STREAM_BRANCH)
-    u_position = rng.uniform(token_state, rng.STREAM_POSITION)
-    old_topics = chunk_state.topics.astype(jnp.int32)
+    read_block = sampler._doc_block_reader(chunk_state, padded_topics)
+    tokens = sampler._chunk_tokens(chunk, chunk_state, key)
     rows, beta, denominator = model.word_topic, model.beta, model.bhat_denominator
     steps = search_steps(rows)
 
     def draw(batch):
-        word = chunk.word[batch]
+        word, own, state = chunk.word[batch], tokens.own[batch], tokens.state[batch]
+        u_position = tokens.u_position[batch]
         dense_word = word < num_dense
         dense_row = jnp.minimum(word, num_dense - 1)
-        start = chunk.doc_start[chunk.doc[batch]]
-        nnz = doc_nnz[batch]
-        state = token_state[batch]
-        own = old_topics[batch]
 
-        def visit_block(block, carry):
-            lane_mass, kept_topics, own_counts = carry
-            offset = block * WIDTH
-            topics = slice_block(a_topics, start + offset)
-            counts = slice_block(a_counts, start + offset)
-            inside = offset + lanes < nnz[:, None]
-            is_own = topics == own[:, None]
-            own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
+        def products(topics, counts, inside):
+            """Term 1's products: B-hat_vk from the dense row, else B_vk from the sparse
+            row's bucket."""
             searched = inside & ~dense_word[:, None]
             _, word_counts = find_in_bucket(rows, model.buckets,
                                             jnp.broadcast_to(word[:, None], topics.shape),
                                             jnp.where(searched, topics, padded_topics))
-            bhat = jnp.where(dense_word[:, None],
-                             model.dense_bhat[dense_row[:, None], topics].astype(jnp.float32),
-                             (word_counts.astype(jnp.float32) + beta) / denominator[topics])
-            products = jnp.where(inside & ~is_own, counts * bhat, 0.0)
-            lane_mass = lane_mass + products
-            keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts
+            return counts * jnp.where(
+                dense_word[:, None], model.dense_bhat[dense_row[:, None], topics].astype(
+                    jnp.float32), (word_counts.astype(jnp.float32) + beta) / denominator[topics])
 
-        lane_mass, kept_topics, own_counts = jax.lax.fori_loop(
-            0, jnp.max(token_blocks[batch]), visit_block,
-            (jnp.zeros((*batch.shape, WIDTH), jnp.float32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.int32),
-             jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
-        own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
+        lane_mass, kept_topics, own_count = sampler._doc_lanes(
+            read_block, chunk.doc_start[chunk.doc[batch]], tokens.doc_nnz[batch], own, state,
+            jnp.max(tokens.blocks[batch]), products)
         own_position, own_word_count = find_in_bucket(rows, model.buckets, word, jnp.where(
             dense_word, padded_topics, own))
         own_alpha = model.alpha[own]
@@ -128,40 +120,24 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
             dense_word, sampler.own_topic_mass(own_count, own_alpha, own_bhat, denominator[own]),
             own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
                            denominator[own]))
-        lane_mass = lane_mass.at[:, 0].add(own_mass)
-        keep_own = rng.uniform(state, rng.STREAM_OWN) * lane_mass[:, 0] < own_mass
-        kept_topics = kept_topics.at[:, 0].set(jnp.where(keep_own, own, kept_topics[:, 0]))
-        doc_mass = lane_sums(lane_mass)[-1][:, 0]
-        lane, _ = search_block(lane_mass, u_position[batch] * doc_mass)
-        from_doc = jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
-
+        doc_mass, from_doc = sampler._lanes_draw(lane_mass, kept_topics, own, own_mass, state,
+                                                 u_position)
         # a dense row: terms 2 and 3 as one, the row's tree without the own topic's leaf
         tree_mass = sampler.dense_mass(model.dense_tree_total[dense_row], own_alpha, own_bhat)
         from_tree = tree_sample(model.dense_tree, model.dense_bhat, model.alpha, dense_row,
-                                u_position[batch], excluded=own)
-        # a sparse row: term 2 without the own topic's entry (B_vz >= 1: the token is counted
-        # in it), term 3 without the own topic's leaf
-        own_entry = model.row_prefix[own_position]
-        before_own = jnp.where(own_position > rows.row_start[word],
-                               model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
-        own_weight = jnp.where(own_word_count > 0, own_entry - before_own, 0.0)
-        row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)
-        prior_mass = jnp.maximum(model.prior_total[0] - own_alpha
-                                 * model.prior_leaves[0, own], 0.0)
-        from_row = row_draw(model, word, own_position, own_weight, u_position[batch] * row_mass,
-                            steps)
-        from_prior = tree_sample(model.prior_tree, model.prior_leaves, model.alpha,
-                                 jnp.zeros_like(word), u_position[batch], excluded=own)
-
-        branch = u_branch[batch] * jnp.where(dense_word, doc_mass + tree_mass,
-                                             doc_mass + row_mass + prior_mass)
+                                u_position, excluded=own)
+        row_mass, prior_mass, from_row, from_prior = _sparse_row_parts(
+            model, word, own, own_position, own_word_count, own_alpha, u_position, steps)
+        branch = tokens.u_branch[batch] * jnp.where(dense_word, doc_mass + tree_mass,
+                                                    doc_mass + row_mass + prior_mass)
         return jnp.where(branch < doc_mass, from_doc,
                          jnp.where(dense_word, from_tree,
                                    jnp.where(branch < doc_mass + row_mass, from_row,
                                              from_prior)))
 
-    topics = _map_in_order(draw, jnp.argsort(token_blocks), BATCH)
-    return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)
+    topics = _map_in_order(draw, jnp.argsort(tokens.blocks), BATCH)
+    return jnp.where(tokens.positions < chunk.num_tokens, topics, 0).astype(
+        chunk_state.topics.dtype)
 
 
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key):

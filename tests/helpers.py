@@ -27,6 +27,25 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
                   name=f"random{seed}")
 
 
+
+def one_document_state(chunk, topics: np.ndarray, doc_counts: np.ndarray, own: int,
+                       num_topics: int, topic_dtype):
+    """A ChunkState whose first document's row of A holds doc_counts at `topics` (sorted), the
+    other documents empty, every token of the chunk in topic `own`."""
+    import jax.numpy as jnp
+
+    from saberjax.state import ChunkState, pack_pairs
+
+    nonzeros = len(topics)
+    a_topics = np.zeros(chunk.padded_tokens, np.int32)
+    a_counts = np.zeros(chunk.padded_tokens, np.int32)
+    a_topics[:nonzeros], a_counts[:nonzeros] = topics, doc_counts
+    a_nnz = np.zeros(chunk.padded_docs, np.int32)
+    a_nnz[0] = nonzeros
+    return ChunkState(jnp.full(chunk.padded_tokens, own, topic_dtype),
+                      pack_pairs(jnp.asarray(a_topics), jnp.asarray(a_counts), num_topics),
+                      jnp.asarray(a_nnz))
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

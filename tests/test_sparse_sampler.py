@@ -6,13 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import goodness_of_fit_pvalue
+from helpers import goodness_of_fit_pvalue, one_document_state
 
 from saberjax import rng, sparse_rows, sparse_sampler
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import ChunkState, pack_pairs
 
 DRAWS = 100_000
 
@@ -65,14 +64,7 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     assert model.dense_bhat.shape[0] == 1
 
     doc_counts = rng_np.integers(1, 8, nonzeros)
-    a_topics = np.zeros(chunk.padded_tokens, np.int32)
-    a_counts = np.zeros(chunk.padded_tokens, np.int32)
-    a_topics[:nonzeros], a_counts[:nonzeros] = topics, doc_counts
-    a_nnz = np.zeros(chunk.padded_docs, np.int32)
-    a_nnz[0] = nonzeros
-    state = ChunkState(jnp.full(chunk.padded_tokens, own, hyper.topic_dtype),
-                       pack_pairs(jnp.asarray(a_topics), jnp.asarray(a_counts), num_topics),
-                       jnp.asarray(a_nnz))
+    state = one_document_state(chunk, topics, doc_counts, own, num_topics, hyper.topic_dtype)
     samples = jax.jit(sparse_sampler.sample_chunk)(chunk, state, model, rng.iteration_key(seed, 1))
     a_row = np.zeros(num_topics)
     a_row[topics] = doc_counts

@@ -48,6 +48,7 @@ the kernel (docs/measurements/roofline.md, NOTES.md).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -65,66 +66,112 @@ from saberjax.tree import WIDTH, descend_excluding, search_block
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
 
-def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_start_ref, word_ref,
-                   doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref, a_pairs_ref,
-                   old_topics_ref, tree_total_ref, *refs, tile_tokens: int, block_tokens: int,
-                   level_widths: tuple[int, ...], block_reduction: str):
-    """Sample the tokens of tile program_id (see the module docstring)."""
-    # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
-    level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
-    lanes = warp.lane_offsets()
+TILE_INPUTS = 9  # _tile_inputs' arrays, the first refs of every sampling kernel
+
+
+class _Tile(NamedTuple):
+    """A tile's tokens (row t of each array is token t): their word (one per tile), own
+    (current) topics, document rows of A (`start`, `nnz` nonzeros long), random states, and
+    which are real tokens."""
+    word: jax.Array
+    own: jax.Array
+    start: jax.Array
+    nnz: jax.Array
+    state: jax.Array
+    real: jax.Array
+
+
+def _tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
+    """The arrays _sample_tile reads, in its refs' order."""
+    return (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
+            jnp.reshape(key, (1,)).astype(jnp.uint32), chunk.tile_start, chunk.word, chunk.doc,
+            chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
+
+
+def _sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
+    """Draw the new topics of tile program_id's tokens (draw: _Tile -> topics) and store each
+    at its word-major and its doc-major position; tiles past the last are empty."""
+    (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
+     doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
+    topics_ref, doc_major_topics_ref = output_refs
     first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
-    @pl.when(first < end)  # tiles past the last are empty
+    @pl.when(first < end)
     def _():
         positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
         real = positions < end
-        word = word_ref[first]
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
-        start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
-        nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
-        own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
-        state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
-        topic = _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
-                            level_widths, block_reduction, lanes, word, own, start, nnz, state,
-                            real)
+        topic = draw(_Tile(
+            word=word_ref[first],
+            own=plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32),
+            start=plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
+            nnz=plgpu.load(a_nnz_ref.at[doc], mask=real, other=0),
+            state=_token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens),
+            real=real))
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
 
+def _call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
+                  num_warps: int, num_stages: int, interpret: bool | None):
+    """kernel (its refs: inputs, two zeroed arrays aliased to the outputs, the outputs) run
+    over the chunk's tiles: (word-major topics, doc-major topics), padding 0."""
+    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
+    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
+    return pl.pallas_call(
+        kernel,
+        out_shape=(topics, doc_major),
+        grid=(chunk.tile_start.shape[0] - 1,),
+        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
+        name=name,
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
+        interpret=default_interpret() if interpret is None else interpret,
+    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
+
+
+def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
+                   block_reduction: str):
+    """Sample the tokens of tile program_id (see the module docstring)."""
+    # refs: _tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
+    # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
+    alpha_ref, denominator_ref, a_pairs_ref, tree_total_ref = refs[TILE_INPUTS:TILE_INPUTS + 4]
+    level_refs = refs[TILE_INPUTS + 4:-4]
+    _sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: _row_topics(
+        a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
+        block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens)
+
+
 def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
-                level_widths: tuple[int, ...], block_reduction: str, lanes, word, own, start,
-                nnz, state, real):
-    """New topics of a tile's tokens of `word` (own topics `own`, document rows of A at
-    `start`, `nnz` nonzeros long; `real`: the tile's tokens) drawn over the word's dense B-hat
-    row level_refs[-1][word] and its tree (the levels above it): the module docstring's
-    steps, from the sparse part to the topic."""
-    bhat_ref = level_refs[-1]
-    tile_tokens = own.shape[0]
-    lane_mass, kept_topics, own_count = _sparse_lanes(
-        a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
-    # the own topic's whole mass joins lane 0's reservoir as one more product
+                level_widths: tuple[int, ...], block_reduction: str, tile: _Tile):
+    """New topics of a tile's tokens drawn over the tile word's dense B-hat row
+    level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
+    from the sparse part to the topic."""
+    bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
+
+    def products(topics, counts, inside, is_own):
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
+                             eviction_policy="evict_last")
+        return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
+
+    lane_mass, kept_topics, own_count = _sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
+                                                      products)
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
                               plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
-    first_lane = lanes[None, :] == 0
-    lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
-    keep_own = (rng.uniform(state, rng.STREAM_OWN)
-                * warp.pick_lane(lane_mass, jnp.zeros_like(own)) < own_mass)
-    kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
+    lane_mass, kept_topics = _join_own_topic(lane_mass, kept_topics, own_mass, tile)
     total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
              else jnp.sum(lane_mass, axis=1))
     dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
     take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
                    * (total + dense_total) < total)
     u_position = rng.uniform(state, rng.STREAM_POSITION)
-    lane, _ = search_block(lane_mass, u_position * total)
-    sparse_topic = warp.pick_lane(kept_topics, lane)
-    dense_topic = _dense_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
-                               (u_position, dense_total), own, (own_bhat, own_alpha),
-                               tile_tokens)
+    sparse_topic = _lane_topic(lane_mass, kept_topics, u_position * total)
+    # the tree's products formed in the branch that descends
+    dense_topic = _tree_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
+                              lambda: u_position * dense_total, own,
+                              lambda: own_bhat * own_alpha, eviction_policy="evict_last")
     return jnp.where(take_sparse, sparse_topic, dense_topic)
 
 
@@ -141,18 +188,19 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
-                  tile_tokens: int):
-    """The sparse part of each token's distribution over its document's nonzeros, 32 a block:
+def _sparse_lanes(a_pairs_ref, padded_topics: int, tile: _Tile, products):
+    """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes)."""
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
+    a block's products, 0 outside the row (not inside) and for the own topic."""
+    lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
 
     def load_block(block):
         """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
         offsets = block * WIDTH + lanes[None, :]
-        inside = offsets < nnz[:, None]
-        pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
-        topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
+        inside = offsets < tile.nnz[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[tile.start[:, None] + offsets], mask=inside, other=0)
+        topics, counts = unpack_pairs(pairs, padded_topics)
         return inside, topics, counts.astype(jnp.float32)
 
     def visit_block(block, carry):
@@ -166,45 +214,57 @@ def _sparse_lanes(a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state,
         following = load_block(block + 1)
         is_own = topics == own[:, None]
         own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
-                             eviction_policy="evict_last")
-        products = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
-        lane_mass = lane_mass + products
+        block_products = products(topics, counts, inside, is_own)
+        lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
-                < products)
+                < block_products)
         return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
-        0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
+        0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32),
          jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
     return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
 
 
-def _dense_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], word, dense, position,
-                 own, own_weight, tile_tokens: int):
-    """The topic each `dense` token draws from the word's tree over alpha_k B-hat_vk at the
-    product of `position` (a uniform, the dense total), its own topic's weight (the product
-    of `own_weight`: B-hat, alpha) left out (tree.descend_excluding); 0 for the others.  The
-    products are formed in the branch that descends, which runs only when the tile has a
-    dense token."""
+def _join_own_topic(lane_mass, kept_topics, own_mass, tile: _Tile):
+    """The lanes with the own topic's whole mass joined to lane 0's reservoir as one more
+    product: (lane masses, kept topics)."""
+    first_lane = warp.lane_offsets()[None, :] == 0
+    lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
+    keep_own = (rng.uniform(tile.state, rng.STREAM_OWN)
+                * warp.pick_lane(lane_mass, jnp.zeros_like(tile.own)) < own_mass)
+    return lane_mass, jnp.where(first_lane & keep_own[:, None], tile.own[:, None], kept_topics)
+
+
+def _lane_topic(lane_mass, kept_topics, target):
+    """The kept topic of the lane whose mass holds target (a search of the 32 lane masses)."""
+    lane, _ = search_block(lane_mass, target)
+    return warp.pick_lane(kept_topics, lane)
+
+
+def _tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, target, own,
+                own_weight, *, eviction_policy: str | None = None):
+    """The topic each `take` token draws at target() from row `row` of the W-ary tree over
+    alpha_k times the leaves level_refs[-1], its own topic's leaf (weight own_weight()) left
+    out (tree.descend_excluding); 0 for the others.  The branch that descends, where target
+    and own_weight are formed, runs only when the tile has a `take` token."""
 
     def load_children(level, children, inside):
-        """Children of word's tree nodes (leaves: B-hat times alpha); only dense tokens'
-        rows touch memory."""
-        mask = dense[:, None] & inside
-        values = plgpu.load(level_refs[level].at[word, children], mask=mask, other=0.0,
-                            eviction_policy="evict_last").astype(jnp.float32)
+        """Children of the row's tree nodes (leaves: times alpha); only `take` tokens' rows
+        touch memory."""
+        mask = take[:, None] & inside
+        values = plgpu.load(level_refs[level].at[row, children], mask=mask, other=0.0,
+                            eviction_policy=eviction_policy).astype(jnp.float32)
         if level == len(level_widths) - 1:
             values = values * plgpu.load(alpha_ref.at[children], mask=mask, other=0.0)
         return values
 
     return jax.lax.cond(
-        jnp.max(dense.astype(jnp.int32)) > 0,
-        lambda: descend_excluding(level_widths, load_children, position[0] * position[1], own,
-                                  own_weight[0] * own_weight[1]),
-        lambda: jnp.zeros((tile_tokens,), jnp.int32))
+        jnp.max(take.astype(jnp.int32)) > 0,
+        lambda: descend_excluding(level_widths, load_children, target(), own, own_weight()),
+        lambda: jnp.zeros(own.shape, jnp.int32))
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
@@ -230,19 +290,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction)
-    inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
-              jnp.reshape(key, (1,)).astype(jnp.uint32),
-              model.alpha.astype(jnp.float32), model.bhat_denominator, chunk.tile_start,
-              chunk.word, chunk.doc, chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz,
-              chunk_state.a_pairs, chunk_state.topics, model.tree_total, *levels)
-    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
-    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    return pl.pallas_call(
-        kernel,
-        out_shape=(topics, doc_major),
-        grid=(chunk.tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
-        name="saber_sample",
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
-        interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
+    inputs = (*_tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
+              model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
+    return _call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
+                         num_warps=num_warps, num_stages=num_stages, interpret=interpret)

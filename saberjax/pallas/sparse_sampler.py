@@ -28,176 +28,168 @@ position and at its doc-major position (the shuffle folded in), as the dense ker
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.pallas import default_interpret, scatter, warp
-from saberjax.pallas.sampler import _row_topics, _token_state
+from saberjax.pallas.sampler import (TILE_INPUTS, _call_sampler, _join_own_topic, _lane_topic,
+                                     _row_topics, _sample_tile, _sparse_lanes, _Tile,
+                                     _tile_inputs, _tree_topic)
 from saberjax.sparse_rows import SparseModel, bisect
 from saberjax.sparse_sampler import own_topic_mass
-from saberjax.state import ChunkState, unpack_pairs
-from saberjax.tree import WIDTH, descend_excluding, search_block
+from saberjax.state import ChunkState
 
 
-def _kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, beta_ref, prior_total_ref,
-            tile_start_ref, word_ref, doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref,
-            a_pairs_ref, old_topics_ref, row_start_ref, row_topics_ref, row_counts_ref,
-            bucket_base_ref, bucket_shift_ref, bucket_steps_ref, bucket_start_ref,
-            row_prefix_ref, row_mass_ref, dense_tree_total_ref, *refs, tile_tokens: int,
-            block_tokens: int, level_widths: tuple[int, ...], dense_level_widths: tuple[int, ...],
-            padded_topics: int):
+class _ModelRefs(NamedTuple):
+    """The kernel's refs of the model and the document rows, after _tile_inputs' (the order of
+    sample_and_shuffle's inputs)."""
+    alpha: object
+    denominator: object
+    beta: object
+    prior_total: object
+    a_pairs: object
+    row_start: object
+    row_topics: object
+    row_counts: object
+    bucket_base: object
+    bucket_shift: object
+    bucket_steps: object
+    bucket_start: object
+    row_prefix: object
+    row_mass: object
+    dense_tree_total: object
+
+
+class _Row(NamedTuple):
+    """A word's sparse row: its entries low .. high - 1 of the model's rows, the halvings a
+    search of the whole row needs, and its buckets (sparse_rows.RowBuckets)."""
+    low: jax.Array
+    high: jax.Array
+    steps: jax.Array
+    bucket_base: jax.Array
+    bucket_shift: jax.Array
+    bucket_steps: jax.Array
+
+
+def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
+            dense_level_widths: tuple[int, ...], padded_topics: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
-    # refs: the prior tree's levels and leaves, the dense rows' tree levels and B-hat rows,
-    # two zeroed arrays aliased to the outputs, the outputs
-    level_refs = refs[:len(level_widths)]
-    dense_level_refs = refs[len(level_widths):-4]
-    topics_ref, doc_major_topics_ref = refs[-2:]
-    lanes = warp.lane_offsets()
-    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
+    # refs: _tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
+    # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
+    model_end = TILE_INPUTS + len(_ModelRefs._fields)
+    model = _ModelRefs(*refs[TILE_INPUTS:model_end])
+    level_refs = refs[model_end:model_end + len(level_widths)]
+    dense_level_refs = refs[model_end + len(level_widths):-4]
 
-    @pl.when(first < end)  # tiles past the last are empty
-    def _():
-        positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
-        real = positions < end
-        word = word_ref[first]
-        low, high = row_start_ref[word], row_start_ref[word + 1]
-        # halvings for a range of the row's length (one spare: log2 of a float)
-        steps = jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2
-        bucket_base, bucket_shift = bucket_base_ref[word], bucket_shift_ref[word]
-        bucket_steps = bucket_steps_ref[word]
-        doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
-        doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
-        start = plgpu.load(doc_start_ref.at[doc], mask=real, other=0)
-        nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
-        own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
-        state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
-        beta = beta_ref[0]
+    def draw(tile):
+        return jax.lax.cond(
+            tile.word < model.dense_tree_total.shape[0],
+            lambda: _row_topics(model.a_pairs, model.alpha, model.denominator,
+                                model.dense_tree_total, dense_level_refs, dense_level_widths,
+                                "sum", tile),
+            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
 
-        def search_prefix(target, mask):
-            """First position of the word's row whose prefix sum exceeds target, elementwise;
-            the row's end where none."""
-            def load(position, searching):
-                return plgpu.load(row_prefix_ref.at[position], mask=searching & mask, other=0,
-                                  eviction_policy="evict_last")
-            zeros = jnp.zeros(target.shape, jnp.int32)
-            return bisect(load, zeros + low, zeros + high, lambda value: value <= target, steps)
+    _sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
+                 block_tokens=block_tokens)
 
-        def word_count(topics, mask):
-            """(position of each topic in the word's row, B_v,topic: 0 where absent): a
-            search of the topic's bucket (sparse_rows.RowBuckets)."""
-            slot = bucket_base + (topics >> bucket_shift)
-            bucket_low = plgpu.load(bucket_start_ref.at[slot], mask=mask, other=0)
-            bucket_high = plgpu.load(bucket_start_ref.at[slot + 1], mask=mask, other=0)
 
-            def load(position, searching):
-                return plgpu.load(row_topics_ref.at[position], mask=searching & mask, other=0,
-                                  eviction_policy="evict_last")
-            position = bisect(load, bucket_low, bucket_high, lambda value: value < topics,
-                              bucket_steps)
-            inside = mask & (position < bucket_high)
-            # the topic and the count load side by side
-            found = inside & (plgpu.load(row_topics_ref.at[position], mask=inside,
-                                         other=-1) == topics)
-            count = plgpu.load(row_counts_ref.at[position], mask=inside, other=0)
-            return position, jnp.where(found, count, 0)
+def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
+                       padded_topics: int, tile: _Tile):
+    """New topics of a tile's tokens drawn over the tile word's sparse row and the global
+    tree (the module docstring's three terms)."""
+    word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
+    low, high = model.row_start[word], model.row_start[word + 1]
+    row = _Row(low, high,
+               # halvings for a range of the row's length (one spare: log2 of a float)
+               jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
+               model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
 
-        def load_block(block):
-            offsets = block * WIDTH + lanes[None, :]
-            inside = offsets < nnz[:, None]
-            pairs = plgpu.load(a_pairs_ref.at[start[:, None] + offsets], mask=inside, other=0)
-            topics, counts = unpack_pairs(pairs, padded_topics)
-            return inside, topics, counts.astype(jnp.float32)
+    def products(topics, counts, inside, is_own):
+        """Term 1's products A_dk (B_vk + beta) / D_k."""
+        other = inside & ~is_own
+        _, counts_in_word = _word_count(model, row, topics, other)
+        denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
+        return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
+                         / denominators, 0.0)
 
-        def visit_block(block, carry):
-            lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
-            following = load_block(block + 1)
-            is_own = topics == own[:, None]
-            own_counts = own_counts + jnp.where(is_own, counts, 0.0)
-            other = inside & ~is_own
-            _, counts_in_word = word_count(topics, other)
-            denominators = plgpu.load(denominator_ref.at[topics], mask=other, other=1.0)
-            products = jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
-                                 / denominators, 0.0)
-            lane_mass = lane_mass + products
-            keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
-                    < products)
-            return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
+    lane_mass, kept_topics, own_count = _sparse_lanes(model.a_pairs, padded_topics, tile,
+                                                      products)
+    own_position, own_word_count = _word_count(model, row, own, real)
+    own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
+    own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
+    own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
+                              own_denominator)
+    lane_mass, kept_topics = _join_own_topic(lane_mass, kept_topics, own_mass, tile)
+    doc_mass = jnp.sum(lane_mass, axis=1)
+    before_own, own_weight = _own_entry(model, row, own_position, real & (own_word_count > 0))
+    row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)  # term 2 without z's entry
+    own_prior = own_alpha * plgpu.load(level_refs[-1].at[0, own], mask=real, other=0.0)
+    prior_mass = jnp.maximum(model.prior_total[0] - own_prior, 0.0)  # term 3 without z's leaf
 
-        def sparse_row_topics():
-            """The tile's topics drawn over the word's sparse row (the module docstring)."""
-            lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
-                0, jnp.max((nnz + WIDTH - 1) // WIDTH), visit_block,
-                (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-                 jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-                 jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
-            own_count = jnp.sum(own_counts, axis=1)  # one lane holds it: exact
-            own_position, own_word_count = word_count(own, real)
-            own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
-            own_denominator = plgpu.load(denominator_ref.at[own], mask=real, other=1.0)
-            own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
-                                      beta, own_denominator)
-            first_lane = lanes[None, :] == 0
-            lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
-            keep_own = (rng.uniform(state, rng.STREAM_OWN)
-                        * warp.pick_lane(lane_mass, jnp.zeros_like(own)) < own_mass)
-            kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
-            doc_mass = jnp.sum(lane_mass, axis=1)
+    branch = rng.uniform(state, rng.STREAM_BRANCH) * (doc_mass + row_mass + prior_mass)
+    u_position = rng.uniform(state, rng.STREAM_POSITION)
+    from_doc = _lane_topic(lane_mass, kept_topics, u_position * doc_mass)
+    take_row = real & (branch >= doc_mass) & (branch < doc_mass + row_mass)
+    take_prior = real & (branch >= doc_mass + row_mass)
+    from_row = jax.lax.cond(
+        jnp.max(take_row.astype(jnp.int32)) > 0,
+        lambda: _row_topic(model, row, u_position * row_mass, own_position, before_own,
+                           own_weight, take_row),
+        lambda: jnp.zeros(own.shape, jnp.int32))
+    from_prior = _tree_topic(level_refs, model.alpha, level_widths, 0, take_prior,
+                             lambda: u_position * prior_mass, own, lambda: own_prior)
+    return jnp.where(take_prior, from_prior, jnp.where(take_row, from_row, from_doc))
 
-            # term 2 without the own topic's entry
-            counted = real & (own_word_count > 0)
-            own_entry = plgpu.load(row_prefix_ref.at[own_position], mask=counted, other=0.0)
-            before_own = plgpu.load(row_prefix_ref.at[own_position - 1],
-                                    mask=counted & (own_position > low), other=0.0)
-            own_weight = jnp.where(counted, own_entry - before_own, 0.0)
-            row_mass = jnp.maximum(row_mass_ref[word] - own_weight, 0.0)
-            # term 3 without the own topic's leaf
-            own_prior = own_alpha * plgpu.load(level_refs[-1].at[0, own], mask=real, other=0.0)
-            prior_mass = jnp.maximum(prior_total_ref[0] - own_prior, 0.0)
 
-            branch = rng.uniform(state, rng.STREAM_BRANCH) * (doc_mass + row_mass + prior_mass)
-            u_position = rng.uniform(state, rng.STREAM_POSITION)
-            lane, _ = search_block(lane_mass, u_position * doc_mass)
-            from_doc = warp.pick_lane(kept_topics, lane)
-            take_row = real & (branch >= doc_mass) & (branch < doc_mass + row_mass)
-            take_prior = real & (branch >= doc_mass + row_mass)
+def _word_count(model: _ModelRefs, row: _Row, topics, mask):
+    """(position of each topic in the word's row, B_v,topic: 0 where absent), elementwise: a
+    search of the topic's bucket (sparse_rows.RowBuckets)."""
+    slot = row.bucket_base + (topics >> row.bucket_shift)
+    bucket_low = plgpu.load(model.bucket_start.at[slot], mask=mask, other=0)
+    bucket_high = plgpu.load(model.bucket_start.at[slot + 1], mask=mask, other=0)
 
-            def row_topic():
-                x = u_position * row_mass
-                x = jnp.where(x >= before_own, x + own_weight, x)
-                position = search_prefix(x, take_row)
-                last = high - 1
-                position = jnp.where(position >= high,
-                                     jnp.where(last == own_position, last - 1, last), position)
-                return plgpu.load(row_topics_ref.at[position], mask=take_row, other=0)
+    def load(position, searching):
+        return plgpu.load(model.row_topics.at[position], mask=searching & mask, other=0,
+                          eviction_policy="evict_last")
+    position = bisect(load, bucket_low, bucket_high, lambda value: value < topics,
+                      row.bucket_steps)
+    inside = mask & (position < bucket_high)
+    # the topic and the count load side by side
+    found = inside & (plgpu.load(model.row_topics.at[position], mask=inside,
+                                 other=-1) == topics)
+    count = plgpu.load(model.row_counts.at[position], mask=inside, other=0)
+    return position, jnp.where(found, count, 0)
 
-            def load_children(level, children, inside):
-                mask = take_prior[:, None] & inside
-                values = plgpu.load(level_refs[level].at[0, children], mask=mask, other=0.0)
-                if level == len(level_widths) - 1:
-                    values = values * plgpu.load(alpha_ref.at[children], mask=mask, other=0.0)
-                return values
 
-            none = lambda: jnp.zeros((tile_tokens,), jnp.int32)  # noqa: E731
-            from_row = jax.lax.cond(jnp.max(take_row.astype(jnp.int32)) > 0, row_topic, none)
-            from_prior = jax.lax.cond(
-                jnp.max(take_prior.astype(jnp.int32)) > 0,
-                lambda: descend_excluding(level_widths, load_children, u_position * prior_mass,
-                                          own, own_prior), none)
-            return jnp.where(take_prior, from_prior, jnp.where(take_row, from_row, from_doc))
+def _own_entry(model: _ModelRefs, row: _Row, own_position, counted):
+    """(the row's prefix sum before the own topic's entry, that entry's weight alpha_z B_vz /
+    D_z: 0 where not `counted`, the own topic absent from the row)."""
+    own_entry = plgpu.load(model.row_prefix.at[own_position], mask=counted, other=0.0)
+    before_own = plgpu.load(model.row_prefix.at[own_position - 1],
+                            mask=counted & (own_position > row.low), other=0.0)
+    return before_own, jnp.where(counted, own_entry - before_own, 0.0)
 
-        topic = jax.lax.cond(
-            word < dense_tree_total_ref.shape[0],
-            lambda: _row_topics(a_pairs_ref, alpha_ref, denominator_ref, dense_tree_total_ref,
-                                dense_level_refs, dense_level_widths, "sum", lanes, word, own,
-                                start, nnz, state, real),
-            sparse_row_topics)
-        plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
-        scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
+
+def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_weight, take):
+    """Term 2's topic for mass x of the row without the own topic's entry (skipped by moving x
+    past it): a search of the row's prefix sums for the `take` tokens."""
+    x = jnp.where(x >= before_own, x + own_weight, x)
+
+    def load(position, searching):
+        return plgpu.load(model.row_prefix.at[position], mask=searching & take, other=0,
+                          eviction_policy="evict_last")
+    zeros = jnp.zeros(x.shape, jnp.int32)
+    position = bisect(load, zeros + row.low, zeros + row.high, lambda value: value <= x,
+                      row.steps)
+    # rounding can leave x at the row's end: the last entry that is not the own topic
+    last = row.high - 1
+    position = jnp.where(position >= row.high,
+                         jnp.where(last == own_position, last - 1, last), position)
+    return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "interpret"))
@@ -215,22 +207,12 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
         padded_topics=model.topic_totals.shape[0])
-    inputs = (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
-              jnp.reshape(key, (1,)).astype(jnp.uint32), model.alpha.astype(jnp.float32),
-              model.bhat_denominator, jnp.reshape(model.beta, (1,)).astype(jnp.float32),
-              jnp.reshape(model.prior_total, (1,)), chunk.tile_start, chunk.word, chunk.doc,
-              chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.a_pairs,
-              chunk_state.topics, rows.row_start, rows.topics, rows.counts, *model.buckets,
-              model.row_prefix,
-              model.row_mass, model.dense_tree_total, *levels, *dense_levels)
-    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
-    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    return pl.pallas_call(
-        kernel,
-        out_shape=(topics, doc_major),
-        grid=(chunk.tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
-        name="saber_sparse_sample",
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
-        interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
+    inputs = (*_tile_inputs(chunk, chunk_state, key),
+              *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
+                          jnp.reshape(model.beta, (1,)).astype(jnp.float32),
+                          jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
+                          rows.row_start, rows.topics, rows.counts, *model.buckets,
+                          model.row_prefix, model.row_mass, model.dense_tree_total),
+              *levels, *dense_levels)
+    return _call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
+                         num_warps=num_warps, num_stages=num_stages, interpret=interpret)
