@@ -14,7 +14,8 @@ import numpy as np
 
 from saberjax import outputs
 from saberjax.corpus.reading import read_bytes, read_vocab
-from saberjax.corpus.core import Corpus, check_word_ids, int_vector
+from saberjax.corpus.core import Corpus, int_vector
+from saberjax.corpus.word_ids import check_word_ids
 from saberjax.errors import CorpusFormatError
 
 _NATIVE_FORMAT = "saberjax-native"
