@@ -45,12 +45,12 @@ run this-jsonl-64 "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
 run base-jsonl-64 "$BASE" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
 run this-text-64 "$PWD" "$all" "$WORK/all.txt" --format=text --workers="$cores"
 run base-text-64 "$BASE" "$all" "$WORK/all.txt" --format=text --workers="$cores"
-run this-jsonl-64-1MB "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores" \
-    --piece_bytes=1048576
+run this-jsonl-64-16MB "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores" \
+    --piece_bytes=16777216
+run this-text-64-16MB "$PWD" "$all" "$WORK/all.txt" --format=text --workers="$cores" \
+    --piece_bytes=16777216
 run this-jsonl-16 "$PWD" 0-15 "$WORK/shards" --format=jsonl --workers=16
 run base-jsonl-16 "$BASE" 0-15 "$WORK/shards" --format=jsonl --workers=16
 run this-text-16 "$PWD" 0-15 "$WORK/all.txt" --format=text --workers=16
 run base-text-16 "$BASE" 0-15 "$WORK/all.txt" --format=text --workers=16
-run this-text-64-1MB "$PWD" "$all" "$WORK/all.txt" --format=text --workers="$cores" \
-    --piece_bytes=1048576
 echo "done in $(( $(date +%s) - begin )) s"

@@ -3,8 +3,9 @@ mapped, written out of core.
 
 `build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
 threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
-tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected; a
-block of records (JSON Lines) is parsed by the thread that tokenises it, so one pool parses
+tokenizing: numpy releases the GIL), or, with many cores and a large input, on a worker
+process per core (_uses_processes), at most a few pieces ahead of the one being collected; a
+block of records (JSON Lines) is parsed by the worker that tokenises it, so one pool parses
 and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
 (int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
 output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
@@ -29,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-import threading
 import time
 import warnings
 from collections import deque
@@ -51,6 +51,7 @@ from saberjax.corpus.key_tables import (
 )
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
+from saberjax.corpus.worker_processes import WorkerProcesses
 from saberjax.corpus.tokenizing import (
     LONG_KEY,
     BlockWords,
@@ -64,6 +65,8 @@ PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
 GROUP_PIECES = 8  # pieces whose words are added to the corpus's at once
+PROCESS_MIN_WORKERS = 16  # fewest workers that tokenise in processes rather than threads
+PROCESS_MIN_BYTES = 1 << 28  # and the least input (total_bytes) that does
 PROGRESS_SECONDS = 10.0  # between progress lines
 
 
@@ -160,7 +163,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                  vocabulary: text.VocabularyRules = text.VocabularyRules(), *, name: str = "",
                  source: str = "text", directory=None, workers: int | None = None,
                  memory_bytes: int | None = None, total_bytes: int | None = None,
-                 log: Callable[[str], None] | None = None) -> TextCorpus:
+                 log: Callable[[str], None] | None = None,
+                 processes: bool | None = None) -> TextCorpus:
     """The corpus of the documents of `blocks` (see the module).
 
     directory: write the corpus there as a native folder (atomically) and return it
@@ -168,6 +172,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     memory_bytes: token ids kept in memory before they spill to a temporary file (default:
     unlimited).  total_bytes: the input's size, for the ETA of the progress lines that `log`
     gets every PROGRESS_SECONDS (none when None).  `source` names the input in errors.
+    processes: tokenise in worker processes (True) or threads (False); None: processes from
+    PROCESS_MIN_WORKERS workers and PROCESS_MIN_BYTES of input on (_uses_processes).
     Documents left without a vocabulary word are dropped and counted (Corpus.
     dropped_empty_docs, and a warning naming `source`).
     """
@@ -177,7 +183,11 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     with tempfile.TemporaryFile(dir=spill_dir) as spill:
         store = _TokenStore(spill, float("inf") if memory_bytes is None else memory_bytes)
         corpus_words = _Words()
-        pieces, invalid = _read_pieces(blocks, rules, threads, store, corpus_words, progress)
+        if processes is None:
+            processes = _uses_processes(threads, total_bytes)
+        with _tokenising_pool(threads, processes) as pool:
+            pieces, invalid = _read_pieces(blocks, rules, threads, pool, store, corpus_words,
+                                           progress)
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
         words = corpus_words.strings()
         counts = corpus_words.counts[:len(words)]
@@ -227,22 +237,19 @@ def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray
 
 class _TokenStore:
     """Where pieces' token ids wait for the vocabulary: in memory while `limit` bytes hold
-    them, then in `file` (each piece written by the thread that tokenised it, at a place
-    reserved for it)."""
+    them, then in `file`, one piece after another as the collecting thread keeps them."""
 
     def __init__(self, file, limit: float):
         self.fd, self.limit = file.fileno(), limit
         self.held = self.end = 0
-        self.lock = threading.Lock()
 
     def keep(self, piece: _Piece) -> None:
         """Keeps the piece's ids in memory, or writes them out (piece.token_ids None)."""
         size = piece.token_ids.nbytes
-        with self.lock:
-            if self.held + size <= self.limit:
-                self.held += size
-                return
-            piece.spill_offset, self.end = self.end, self.end + size
+        if self.held + size <= self.limit:
+            self.held += size
+            return
+        piece.spill_offset, self.end = self.end, self.end + size
         files.write_at(self.fd, piece.token_ids, piece.spill_offset)
         piece.token_ids = None
 
@@ -255,12 +262,26 @@ class _TokenStore:
         return ids
 
 
-def _read_pieces(blocks, rules, threads, store, words, progress):
-    """(the _Pieces of `blocks` in order, their tokens in `store`, their words added to
-    `words` a group of GROUP_PIECES at a time as they are read, so that memory holds a
-    piece's dictionary only until then; documents not valid UTF-8)."""
+def _uses_processes(workers: int, total_bytes: int | None) -> bool:
+    """Whether to tokenise in processes: with many workers, threads wait for the GIL that
+    every numpy call of a piece's takes back, so that 64 threads use a few cores; a process
+    costs a start (importing numpy and the tokeniser) and copies each piece in and its
+    tokens out, repaid only on a large input."""
+    return workers >= PROCESS_MIN_WORKERS and (total_bytes or 0) >= PROCESS_MIN_BYTES
+
+
+def _tokenising_pool(workers: int, processes: bool) -> ThreadPoolExecutor | WorkerProcesses:
+    """The pool that tokenises pieces: `workers` threads, or worker processes (which import
+    the tokeniser and numpy, not jax)."""
+    return WorkerProcesses(workers) if processes else ThreadPoolExecutor(workers)
+
+
+def _read_pieces(blocks, rules, threads, pool, store, words, progress):
+    """(the _Pieces of `blocks` in order, tokenised on `pool`, their tokens in `store`, their
+    words added to `words` a group of GROUP_PIECES at a time as they are read, so that memory
+    holds a piece's dictionary only until then; documents not valid UTF-8)."""
     pieces, invalid, first_pending = [], 0, 0
-    parts = ((part, rules, store) for block in blocks
+    parts = ((part, rules) for block in blocks
              for part in _parts(block, _piece_bytes(threads)))
 
     def add_group():
@@ -268,15 +289,14 @@ def _read_pieces(blocks, rules, threads, store, words, progress):
         for piece, entries in zip(group, words.add([piece.dictionary for piece in group])):
             piece.dictionary, piece.entries = None, entries
 
-    with ThreadPoolExecutor(threads) as pool:
-        for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
-                                                           2 * threads):
-            invalid += invalid_docs
-            pieces.append(piece)
-            progress.add(piece.doc_tokens.size - 1, tokens, size)
-            if len(pieces) - first_pending == GROUP_PIECES:
-                add_group()
-                first_pending = len(pieces)
+    for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts, 2 * threads):
+        store.keep(piece)
+        invalid += invalid_docs
+        pieces.append(piece)
+        progress.add(piece.doc_tokens.size - 1, tokens, size)
+        if len(pieces) - first_pending == GROUP_PIECES:
+            add_group()
+            first_pending = len(pieces)
     if len(pieces) > first_pending:
         add_group()
     return pieces, invalid
@@ -325,17 +345,15 @@ def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentB
         start = end
 
 
-def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
-               ) -> tuple[_Piece, int, int, int]:
-    """(the piece of `block` (parsed here, when it holds records); its documents not valid
-    UTF-8, its tokens, its bytes)."""
+def _tokenised(block: DocumentBlock, rules: text.TextRules) -> tuple[_Piece, int, int, int]:
+    """(the piece of `block` (parsed here, when it holds records), its tokens not yet in a
+    _TokenStore; its documents not valid UTF-8, its tokens, its bytes)."""
     size = len(block.data)
     block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
     piece = _Piece(words.doc_tokens, words.token_ids, 0, block.ids,
                    _Dictionary(words.keys, words.strings, counts, doc_freq))
-    store.keep(piece)
     return piece, words.invalid_utf8_docs, words.token_ids.size, size
 
 
@@ -405,7 +423,7 @@ def _in_memory(mapped, vocab, name, num_tokens):
                   doc_names=doc_names), dropped
 
 
-def _in_order(pool: ThreadPoolExecutor, function: Callable, items: Iterable, ahead: int
+def _in_order(pool: ThreadPoolExecutor | WorkerProcesses, function: Callable, items: Iterable, ahead: int
               ) -> Iterator:
     """function(item) of each item, computed on the pool at most `ahead` items ahead of the
     one yielded, in order."""
