@@ -1,7 +1,7 @@
 """The reading rate of raw text: one load_text into a temporary native folder, as the
 launchers read text into a cache entry.  Prints one JSON line: tokens read (every token the
-rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds and
-peak RSS.  Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
+rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds (of
+this process, and of the worker processes it waited for) and peak RSS (of this process).  Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
 
     PYTHONPATH=CHECKOUT python tools/text_read_rate.py PATH --format=jsonl --workers=16
 """
@@ -40,18 +40,22 @@ def main() -> None:
 
     text_corpus._Progress.__init__ = kept
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
         start = time.perf_counter()
         corpus = load_text(args.path, directory=f"{folder}/native", workers=args.workers,
                            format=args.format)
         seconds = time.perf_counter() - start
     end = resource.getrusage(resource.RUSAGE_SELF)
+    children_end = resource.getrusage(resource.RUSAGE_CHILDREN)
     read = progress[0].tokens
     print(json.dumps(dict(
         path=args.path, format=args.format, workers=args.workers, tokens_read=read,
         corpus_tokens=corpus.num_tokens, seconds=round(seconds, 2),
         mtoken_per_s=round(read / seconds / 1e6, 1),
         cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 1),
+        worker_cpu_seconds=round(children_end.ru_utime + children_end.ru_stime
+                                 - children.ru_utime - children.ru_stime, 1),
         peak_rss_mb=round(end.ru_maxrss / 1024))), flush=True)
 
 
