@@ -1,7 +1,8 @@
 """The reading rate of raw text: one load_text into a temporary native folder, as the
 launchers read text into a cache entry.  Prints one JSON line: tokens read (every token the
 rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds (of
-this process, and of the worker processes it waited for) and peak RSS (of this process).  Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
+this process, and of the worker processes it waited for) and peak RSS (of this process).
+Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
 
     PYTHONPATH=CHECKOUT python tools/text_read_rate.py PATH --format=jsonl --workers=16
 """
