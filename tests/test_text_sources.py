@@ -518,6 +518,7 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # several pieces for the workers
+    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 2)  # several groups added in turn
     built = {}
     for processes, memory in ((False, None), (True, 0)):
         blocks = document_blocks(path, block_bytes=200, parsed=False, **options)

@@ -279,26 +279,34 @@ def _tokenising_pool(workers: int, processes: bool) -> ThreadPoolExecutor | Work
 def _read_pieces(blocks, rules, threads, pool, store, words, progress):
     """(the _Pieces of `blocks` in order, tokenised on `pool`, their tokens in `store`, their
     words added to `words` a group of GROUP_PIECES at a time as they are read, so that memory
-    holds a piece's dictionary only until then; documents not valid UTF-8)."""
+    holds a piece's dictionary only until then; documents not valid UTF-8).  The groups are
+    added on a thread of their own, one at a time and in order, while the next group is
+    collected: the collecting thread's work is then the larger of the two, not their sum."""
     pieces, invalid, first_pending = [], 0, 0
     parts = ((part, rules) for block in blocks
              for part in _parts(block, _piece_bytes(threads)))
+    adding = None
 
-    def add_group():
-        group = pieces[first_pending:]
+    def add_group(group):
         for piece, entries in zip(group, words.add([piece.dictionary for piece in group])):
             piece.dictionary, piece.entries = None, entries
 
-    for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts, 2 * threads):
-        store.keep(piece)
-        invalid += invalid_docs
-        pieces.append(piece)
-        progress.add(piece.doc_tokens.size - 1, tokens, size)
-        if len(pieces) - first_pending == GROUP_PIECES:
-            add_group()
-            first_pending = len(pieces)
-    if len(pieces) > first_pending:
-        add_group()
+    with ThreadPoolExecutor(1) as adder:
+        for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
+                                                           2 * threads):
+            store.keep(piece)
+            invalid += invalid_docs
+            pieces.append(piece)
+            progress.add(piece.doc_tokens.size - 1, tokens, size)
+            if len(pieces) - first_pending == GROUP_PIECES:
+                if adding is not None:
+                    adding.result()  # one group waits at most: its dictionaries in memory
+                adding = adder.submit(add_group, pieces[first_pending:])
+                first_pending = len(pieces)
+        if adding is not None:
+            adding.result()
+        if len(pieces) > first_pending:
+            add_group(pieces[first_pending:])
     return pieces, invalid
 
 
