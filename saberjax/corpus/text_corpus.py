@@ -8,11 +8,11 @@ process per core (_uses_processes), at most a few pieces ahead of the one being 
 block of records (JSON Lines) is parsed by the worker that tokenises it, so one pool parses
 and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
 (int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
-output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
+output after that.  Every GROUP_PIECES pieces collected, a thread of its own adds their
 dictionaries, with the words' counts and document frequencies, to the corpus's words (a
 key_tables.KeyTable of word keys, long words numbered by a StringTable of their bytes), a
 piece keeping only its words' numbers there: a few whole-array passes a group, so that the
-tokenising threads share no lock and the collecting thread takes little of the GIL.  When
+tokenising workers share no lock and the collecting thread does little.  When
 every piece is read, the vocabulary is chosen from the summed counts (text.VocabularyRules)
 and each piece's tokens are mapped to vocabulary ids on the threads, in order, straight into
 a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.
