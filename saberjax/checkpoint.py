@@ -3,8 +3,10 @@ on any mesh.
 
 The checkpoint of iteration N is a set of files in the checkpoint folder::
 
-    checkpoint-0000000N.npz     the word-topic counts B (word_topic, rows by word id), the
-                                prior alpha, iteration and seed, and process 0's pieces of z
+    checkpoint-0000000N.npz     the word-topic counts B (word_topic, rows by word id; from a
+                                sparse model its nonzeros by word, word_topic.indptr, .topics
+                                and .counts), the prior alpha, iteration and seed, and
+                                process 0's pieces of z
     checkpoint-0000000N.pP.npz  in a run of several processes, process P's pieces of z (P > 0)
     checkpoint-0000000N.json    the manifest: format version, iteration, seed, training config,
                                 corpus fingerprint, the pieces of z ([first token, tokens,
@@ -43,10 +45,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from saberjax import processes
+from saberjax import processes, sparse_word_topic
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
+from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import TrainState
 
 FORMAT_VERSION = 5  # 2: A as packed pairs (state.pack_pairs); 3: alpha stored; 4: z alone
@@ -171,11 +174,9 @@ def load_checkpoint(path, placement: Placement, corpus: Corpus, config
                       config.model_settings())
     hyper = placement.hyper
     with np.load(_verified_arrays_path(path, manifest), allow_pickle=False) as npz:
-        arrays = {name: npz[name] for name in ("word_topic", "alpha", "iteration", "seed")}
-    word_topic = arrays["word_topic"]
-    if word_topic.shape != (placement.num_words, hyper.padded_topics):
-        raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run needs "
-                              f"{[placement.num_words, hyper.padded_topics]}")
+        arrays = {name: npz[name] for name in npz.files
+                  if name.startswith("word_topic") or name in ("alpha", "iteration", "seed")}
+    word_topic = _saved_word_topic(path, arrays, placement)
     alpha = arrays["alpha"]
     if alpha.shape != (hyper.padded_topics,):
         raise CheckpointError(f"{path}: alpha is {list(alpha.shape)}, this run needs "
@@ -259,13 +260,42 @@ def _state_arrays(state: TrainState, placement: Placement) -> dict[str, np.ndarr
     iteration and the seed."""
     arrays = {f"topics.{placement.chunking[index][0]}": topics
               for index, topics in placement.chunk_topics(state).items()}
-    word_topic = placement.word_topic(state)  # a collective: every process gathers B
+    if placement.hyper.sparse:  # a collective: every process gathers B
+        word_topic = {f"word_topic.{field}": value for field, value
+                      in placement.sparse_word_topic(state)._asdict().items()
+                      if field != "num_topics"}
+    else:
+        word_topic = dict(word_topic=placement.word_topic(state))
     if not processes.is_writer():
         return arrays
-    return dict(arrays, word_topic=word_topic,
+    return dict(arrays, **word_topic,
                 alpha=np.asarray(state.model.alpha.addressable_data(0)),
                 iteration=np.asarray(state.iteration),
                 seed=np.asarray(state.seed))
+
+
+def _saved_word_topic(path: Path, arrays: dict, placement: Placement):
+    """B as the checkpoint holds it: dense [V, K_pad] (word_topic) or its nonzeros by word
+    (word_topic.indptr, .topics, .counts, from a sparse model), checked against the run."""
+    hyper = placement.hyper
+    if "word_topic" in arrays:
+        word_topic = arrays["word_topic"]
+        if word_topic.shape != (placement.num_words, hyper.padded_topics):
+            raise CheckpointError(f"{path}: word_topic is {list(word_topic.shape)}, this run "
+                                  f"needs {[placement.num_words, hyper.padded_topics]}")
+        return word_topic
+    fields = [f"word_topic.{field}" for field in ("indptr", "topics", "counts")]
+    if not all(field in arrays for field in fields):
+        raise CheckpointError(f"{path}: holds no word_topic")
+    if arrays["word_topic.indptr"].shape != (placement.num_words + 1,):
+        raise CheckpointError(f"{path}: word_topic.indptr has "
+                              f"{arrays['word_topic.indptr'].shape} entries, this run needs "
+                              f"{placement.num_words + 1}")
+    try:
+        return sparse_word_topic.validated(SparseWordTopic(
+            *(arrays[field] for field in fields), hyper.num_topics))
+    except ValueError as error:
+        raise CheckpointError(f"{path}: word_topic: {error}") from None
 
 
 def _check_compatible(path: Path, manifest: dict, corpus: Corpus, config: dict,

@@ -23,6 +23,7 @@ from saberjax.tree import padded_width
 
 # how several devices share the work (TrainConfig.partition); "hybrid": the two-axis mesh
 PARTITIONS = ("documents", "words", "hybrid")
+MODEL_FORMATS = ("dense", "sparse")  # how the device holds B (TrainConfig.model_format)
 HOST_MEMORY_FRACTION = 0.75  # the host memory budget by default: this fraction of what is free
 DEFAULT_PREFETCH = 2  # chunks in flight to each device when streaming
 DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and inference)
@@ -71,6 +72,11 @@ class TrainConfig:
                          "split too).", at_least=0, model=True)
     backend: str = _setting("auto", "auto: the Pallas kernels on a GPU, else the XLA path.",
                             choices=("auto", "xla", "pallas"))
+    model_format: str = _setting(
+        "auto", "How the devices hold the word-topic counts B: dense (V x K arrays), sparse "
+        "(each word's nonzero topics: the model grows with the corpus, not with K; partitioned "
+        "by words, resident) or auto (dense where its model fits the devices, else sparse).",
+        choices=("auto", *MODEL_FORMATS))
     chunk_tokens: int | None = _setting(
         None, "Tokens per PDOW chunk (default: one chunk per device, or, when the corpus does "
         "not fit the devices, the fewest chunks that do).", at_least=1)
@@ -168,26 +174,35 @@ class Hyperparams:
 
     alpha is the document-topic prior every topic starts with (initial_alpha); a run that
     learns alpha carries its current values in the model (Model.alpha).  backend is resolved:
-    "xla" or "pallas"."""
+    "xla" or "pallas".  model_format is "dense" or "sparse" (saberjax.sparse_rows): the
+    run's plan resolves the setting's "auto" (execution.plan), from_config keeps "dense" for
+    it until then."""
 
     num_topics: int
     alpha: float
     beta: float
     backend: str
+    model_format: str
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> "Hyperparams":
         """The config's num_topics, alpha (50 / K where it is None, the paper's default), beta
         and backend, resolved (backend.resolve_backend: "auto" is "pallas" on a GPU)."""
         alpha = 50.0 / config.num_topics if config.alpha is None else float(config.alpha)
+        model_format = "sparse" if config.model_format == "sparse" else "dense"
         return cls(int(config.num_topics), alpha, float(config.beta),
-                   resolve_backend(config.backend))
+                   resolve_backend(config.backend), model_format)
 
     @classmethod
     def create(cls, num_topics: int, **settings) -> "Hyperparams":
         """from_config(TrainConfig(num_topics=num_topics, **settings)): TrainConfig's defaults
         and checks (a ValueError naming the setting) for what is not given."""
         return cls.from_config(TrainConfig(num_topics=num_topics, **settings))
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the devices hold B as sparse rows (saberjax.sparse_rows)."""
+        return self.model_format == "sparse"
 
     @property
     def padded_topics(self) -> int:

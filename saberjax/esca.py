@@ -10,7 +10,10 @@ rebuild, adding its tokens into B) and `model_from_counts` / `model_from_totals`
 trees) are the pieces saberjax.execution composes to run the same iteration on a mesh of
 devices or streamed through one.  Where a computation runs is not decided here.
 
-`hyper.backend` chooses the implementation of the hot operations (saberjax.backend).
+`hyper.backend` chooses the implementation of the hot operations (saberjax.backend);
+`hyper.model_format` the form of the model: dense V x K arrays, or B's sparse rows
+(saberjax.sparse_rows, sampled by saberjax.sparse_sampler; made by execution.programs, which
+counts a word share's rows).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import prior, rng, segmented_count
+from saberjax import prior, rng, segmented_count, sparse_rows, sparse_sampler
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
@@ -36,7 +39,11 @@ def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array
     its trees over alpha_k B-hat_vk for those rows.
 
     num_words: the vocabulary's V when word_topic holds only some of its rows (a device's
-    share), None when it holds them all."""
+    share), None when it holds them all.  With hyper.sparse, word_topic is B's sparse rows
+    (sparse_rows.SparseRows) and the model a sparse_rows.SparseModel."""
+    if hyper.sparse:
+        return sparse_rows.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
+                                             hyper.beta, num_words or word_topic.num_rows)
     bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
                                                           hyper.num_topics, hyper.beta,
                                                           num_words)
@@ -74,6 +81,12 @@ def whole_state(chunk: Chunk, chunk_state: ChunkState, hyper: Hyperparams) -> Ch
 
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
     """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
+    if hyper.sparse and hyper.backend == "pallas":
+        from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415 (GPU kernels)
+
+        return kernel.sample_and_shuffle(chunk, chunk_state, model, key)
+    if hyper.sparse:
+        return sparse_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
     return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)
 
 

@@ -66,8 +66,8 @@ class LDA:
     """Latent Dirichlet allocation trained by saberjax's ESCA sampler.
 
     num_topics, alpha (None: 50 / num_topics; where alpha is learned, its starting value),
-    optimize_alpha_every, burn_in, beta, iterations, seed, backend, chunk_tokens, num_devices:
-    as in config.TrainConfig.  callback(iteration, metrics, state) is called
+    optimize_alpha_every, burn_in, beta, iterations, seed, backend, model_format, chunk_tokens,
+    num_devices: as in config.TrainConfig.  callback(iteration, metrics, state) is called
     after every training iteration and stops training by returning True.  verbose=N prints a
     progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
     the last (0: none).
@@ -90,6 +90,7 @@ class LDA:
                  optimize_alpha_every: int = _CONFIG.optimize_alpha_every,
                  burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta, iterations: int = _CONFIG.iterations,
                  seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
+                 model_format: str = _CONFIG.model_format,
                  chunk_tokens: int | None = _CONFIG.chunk_tokens,
                  num_devices: int = _CONFIG.num_devices, callback=None,
                  verbose: int = 0, n_components: int | None = None, max_iter: int | None = None,
@@ -103,6 +104,7 @@ class LDA:
         self.iterations = iterations
         self.seed = seed
         self.backend = backend
+        self.model_format = model_format
         self.chunk_tokens = chunk_tokens
         self.num_devices = num_devices
         self.callback = callback

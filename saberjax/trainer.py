@@ -50,7 +50,7 @@ def plan_run(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
     return plan(corpus, hyper, config.num_devices, config.chunk_tokens, config.device_memory_gb,
                 config.prefetch, partition=config.partition,
                 host_memory_gb=config.host_memory_gb, chunk_store_dir=config.chunk_store,
-                scoring=scoring, mesh=config.mesh)
+                scoring=scoring, mesh=config.mesh, model_format=config.model_format)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, config: TrainConfig,
@@ -164,10 +164,13 @@ def _prepare(corpus: Corpus, placement: Placement, config: TrainConfig, state: T
                                                corpus.doc_lengths(), name="saberjax-compile"))
 
     def preparing_scorer():
-        """The held-out scorer, preparing (padding the documents, compiling) in a thread."""
-        return heldout and HeldoutScorer(*heldout, placement.hyper.num_topics,
-                                         placement.num_words, config.em_iterations,
-                                         placement.sharding(jax.sharding.PartitionSpec()))
+        """The held-out scorer, preparing (padding the documents, compiling) in a thread: of
+        the whole topic-word matrix, or for a sparse model of each batch's words' rows."""
+        sparse = placement.hyper.sparse
+        return heldout and HeldoutScorer(
+            *heldout, placement.hyper.num_topics, None if sparse else placement.num_words,
+            config.em_iterations,
+            None if sparse else placement.sharding(jax.sharding.PartitionSpec()))
 
     beside = compiles_beside_init(placement)
     programs, scorer = (compiling(), preparing_scorer()) if beside else (None, None)
@@ -254,8 +257,13 @@ class _Loop:
             jax.block_until_ready(following[0])
         if evaluate:
             # alpha on the host: slicing the device array compiles small programs each run
-            score = self.ready.scorer.score(self.placement.topic_word(state),
-                                            self.placement.alpha(state))
+            if self.placement.hyper.sparse:  # never K x V: the batches' words' rows
+                score = self.ready.scorer.score_model(TopicModel(
+                    self.placement.sparse_word_topic(state), self.placement.alpha(state),
+                    self.placement.hyper.beta, tuple(self.corpus.vocab)))
+            else:
+                score = self.ready.scorer.score(self.placement.topic_word(state),
+                                                self.placement.alpha(state))
             record.update(heldout_loglik_per_token=score.loglik_per_token,
                           perplexity=score.perplexity)
         metrics.append(record)
@@ -296,7 +304,10 @@ def train(corpus: Corpus, config: TrainConfig,
     placement = place(corpus, hyper, config, scoring=heldout is not None)
 
     def model_arrays(state):
-        """The state's counts B (K columns) and alpha, on the host."""
+        """The state's counts B (K columns; a SparseWordTopic from the sparse model) and
+        alpha, on the host."""
+        if placement.hyper.sparse:
+            return placement.sparse_word_topic(state), placement.alpha(state)
         return placement.word_topic(state)[:, :hyper.num_topics], placement.alpha(state)
 
     def fetched(state):
@@ -323,6 +334,7 @@ def train(corpus: Corpus, config: TrainConfig,
                         processes=jax.process_count(), streamed=placement.streamed,
                         stored=placement.stored,
                         partition=placement.partition,
+                        model_format=placement.hyper.model_format,
                         iterations_run=len(run.metrics))
     model = TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab),
                        model_config, tuple(run.metrics))

@@ -90,7 +90,10 @@ def test_hyperparams_take_every_default_and_check_from_the_config():
     assert (hyper.alpha, hyper.beta, hyper.backend) == (50 / 10, default.beta,
                                                         resolve_backend(default.backend))
     assert Hyperparams.from_config(TrainConfig(num_topics=4, alpha=0.3, beta=0.2,
-                                               backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla")
+                                               backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla",
+                                                                              "dense")
+    assert Hyperparams.create(4, model_format="sparse").sparse
+    assert Hyperparams.create(4, model_format="auto").model_format == "dense"  # until planned
     with pytest.raises(ValueError, match="beta=0.0: must be positive"):
         Hyperparams.create(10, beta=0.0)
 

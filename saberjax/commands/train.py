@@ -51,10 +51,10 @@ FLAGS = flags.FLAGS
 
 # --help groups of the TrainConfig settings that do not define the model (those are "model")
 CONFIG_GROUPS = dict(iterations="run", eval_every="run", em_iterations="run",
-                     checkpoint_every="run", backend="devices", chunk_tokens="devices",
-                     num_devices="devices", partition="devices", mesh="devices",
-                     device_memory_gb="devices", prefetch="devices", host_memory_gb="devices",
-                     chunk_store="devices")
+                     checkpoint_every="run", backend="devices", model_format="devices",
+                     chunk_tokens="devices", num_devices="devices", partition="devices",
+                     mesh="devices", device_memory_gb="devices", prefetch="devices",
+                     host_memory_gb="devices", chunk_store="devices")
 INTERFACE = command_line.Interface(
     positionals=("corpus",), paths=("corpus", "test_corpus", "output", "cache_dir",
                                     "chunk_store"))

@@ -16,7 +16,7 @@ import os
 import jax
 import numpy as np
 
-from saberjax import esca
+from saberjax import esca, sparse_rows
 from saberjax.background import in_background
 from saberjax.config import HOST_MEMORY_FRACTION, Hyperparams
 from saberjax.corpus import Corpus
@@ -46,6 +46,28 @@ IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
 CPU_RUNTIME_BYTES = 400_000_000
 CPU_SCORING_BYTES_PER_CELL = 4.7
 CPU_SCORING_BYTES_PER_TOPIC = 170
+
+
+# Device bytes per token of a sparse iteration beyond its model: the chunk, the word share,
+# the states and the E-step's outputs, and the sort of the rows' count; above the peak the
+# whole process measured (docs/measurements/sparse_model.md).  The probes of
+# device_bytes_per_token compile the dense step, so the sparse model's plan takes this.
+SPARSE_BYTES_PER_TOKEN = 128
+# Device bytes per entry of the sparse model (saberjax.sparse_rows) during an iteration: B's
+# rows (topic and count, 4 bytes each) and term 2's prefix sums (4), the same again for the
+# rows being counted, and the (row, topic) sort keys and positions of the count (16).
+SPARSE_BYTES_PER_ENTRY = 40
+
+
+def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
+    """Device bytes of the sparse model during an iteration: `entries` slots of B's rows (a
+    device's share of tokens: no row holds more nonzeros than tokens), per row its start and
+    term 2's total (and their rebuild), per topic the totals, prior, denominators and term 3's
+    tree, and the dense rows of the most frequent words (sparse_rows.dense_row_count) and
+    their rebuild."""
+    dense_rows = sparse_rows.dense_row_count(num_rows, padded_topics)
+    return int(entries * SPARSE_BYTES_PER_ENTRY + num_rows * 16
+               + padded_topics * (6 * 4 + 4 / 31) + 2 * 4 * dense_rows * padded_topics)
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:
@@ -127,12 +149,15 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     """Planned device bytes a device needs with every chunk resident: the model and its update
     (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
     by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
-    `hosts`, those of its host's documents)."""
+    `hosts`, those of its host's documents).  The sparse model (hyper.sparse) counts
+    sparse_model_bytes for the device's share of tokens."""
     share = -(-corpus.num_tokens // num_devices)
     extra = (WORD_PARTITION_BYTES_PER_TOKEN * -(-corpus.num_tokens // hosts)
              if partition in ("words", "hybrid") else 0)
     rows = model_rows(corpus.num_words, num_devices, partition, hosts)
-    return int(model_bytes(rows, hyper.padded_topics) + share * per_token + extra)
+    model = (sparse_model_bytes(share, rows, hyper.padded_topics) if hyper.sparse
+             else model_bytes(rows, hyper.padded_topics))
+    return int(model + share * per_token + extra)
 
 
 def _proc_bytes(path: str, field: str) -> int | None:
@@ -163,28 +188,36 @@ def host_memory_budget(host_memory_gb: float | None) -> int:
     return int(HOST_MEMORY_FRACTION * available_host_memory())
 
 
-def host_model_bytes(num_words: int, padded_topics: int) -> int:
+def host_model_bytes(num_words: int, padded_topics: int, sparse_entries: int | None = None
+                     ) -> int:
     """Host bytes of the trained model: the counts fetched from the devices and the model's
-    topic-word matrix made from them (V x K_pad, 4 bytes each)."""
+    topic-word matrix made from them (V x K_pad, 4 bytes each; sparse: sparse_entries
+    nonzeros at most, 8 bytes each in the engine's rows and in the model's, and the rows'
+    starts)."""
+    if sparse_entries is not None:
+        return 2 * (8 * sparse_entries + 8 * (num_words + 1))
     return 2 * 4 * num_words * padded_topics
 
 
 def host_bytes(num_words: int, padded_topics: int, num_devices: int, on_cpu: bool,
-               scoring: bool, num_tokens: int = 0, bytes_per_token: float = 0) -> int:
+               scoring: bool, num_tokens: int = 0, bytes_per_token: float = 0,
+               sparse: bool = False) -> int:
     """Host bytes a run needs beyond what its process holds when it is planned: the model
     fetched from the devices (host_model_bytes) everywhere; where the devices are the host's
     CPU cores, whose memory is the host's, also the runtime's growth (CPU_RUNTIME_BYTES), the
     model and its update (model_bytes), bytes_per_token for each of num_tokens tokens, and,
     when held-out documents are scored, each device's copy of the topics with the scorer's
     temporaries (CPU_SCORING_BYTES_PER_CELL a cell of V x K_pad, CPU_SCORING_BYTES_PER_TOPIC
-    a topic)."""
-    needed = host_model_bytes(num_words, padded_topics)
+    a topic).  sparse: the model is sparse (sparse_model_bytes; at most num_tokens
+    nonzeros)."""
+    needed = host_model_bytes(num_words, padded_topics, num_tokens if sparse else None)
     if on_cpu:
         scored = (num_devices * padded_topics * (num_words * CPU_SCORING_BYTES_PER_CELL
                                                  + CPU_SCORING_BYTES_PER_TOPIC)
                   if scoring else 0)
-        needed += (CPU_RUNTIME_BYTES + model_bytes(num_words, padded_topics) + scored
-                   + num_tokens * bytes_per_token)
+        device_model = (sparse_model_bytes(num_tokens, num_words, padded_topics) if sparse
+                        else model_bytes(num_words, padded_topics))
+        needed += (CPU_RUNTIME_BYTES + device_model + scored + num_tokens * bytes_per_token)
     return int(needed)
 
 

@@ -11,9 +11,9 @@ over which A is gathered (words).
                     device i (row-major over the mesh) holds row i, its own chunk of the slot
     the model       B sharded by word rows; B-hat, the trees and alpha whole on every device
                     (MODEL_SPEC), or, partitioned by word, every row-wise array with its
-                    device's words (WORD_MODEL_SPEC); on the two-axis mesh B-hat's rows are
-                    those of the device's word share and B's rows a 1 / hosts part of them
-                    (HYBRID_MODEL_SPEC)
+                    device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC);
+                    on the two-axis mesh B-hat's rows are those of the device's word share
+                    and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC)
 
 Helpers here move pytrees between host and mesh: by-device arrays built from each process's
 own parts (by_device_array), a global array fetched whole (to_host), and a device's part of
@@ -31,6 +31,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax.background import in_background
+from saberjax.sparse_rows import SparseModel, SparseRows
 from saberjax.state import Model
 
 AXIS = "data"
@@ -42,6 +43,14 @@ MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(), tree=P(), tre
 # Partition by word: every row-wise array of the model stays with its device's words.
 WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree=P(AXIS),
                         tree_total=P(AXIS), alpha=P(), bhat_denominator=P())
+# The sparse model (partitioned by word): each device's rows of B and their prefix sums; the
+# totals, prior and the global tree of term 3 whole on every device.
+SPARSE_MODEL_SPEC = SparseModel(
+    word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
+    bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
+    prior_tree=P(), prior_total=P(), dense_counts=P(AXIS))
+
+
 # The two-axis mesh: B-hat and the trees by word share over the gpus, B's rows of a share
 # further split over the hosts (row block gpu * hosts + host).
 HYBRID_MODEL_SPEC = Model(word_topic=P((GPUS, HOSTS)), topic_totals=P(), bhat=P(GPUS),

@@ -15,8 +15,13 @@ moves) is chosen on several devices when every share stays resident and the mode
 the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  The two-axis mesh
 (partition "hybrid", mesh HOSTSxGPUS) is chosen when several processes each drive several
 devices and every share stays resident: by word within a process, by document across
-processes, so that between hosts only each device's word share of B moves.  Errors name the
-settings (num_topics, device_memory_gb, host_memory_gb, partition, mesh, chunk_tokens).
+processes, so that between hosts only each device's word share of B moves.
+
+The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
+runs partitioned by word on the one-axis mesh with every share resident.  "auto" takes dense
+wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
+where only it fits.  Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
+partition, mesh, chunk_tokens, model_format).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import jax
 from jax.sharding import Mesh
 
 from saberjax import chunk_store
-from saberjax.config import DEFAULT_PREFETCH, PARTITIONS, Hyperparams, parse_mesh_shape
+from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperparams,
+                             parse_mesh_shape)
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import make_grid, make_mesh, model_rows
@@ -57,6 +63,7 @@ class Plan:
     # the devices build the chunks they hold from the corpus's word ids
     # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
     layout_on_devices: bool = False
+    model_format: str = "dense"  # "dense" or "sparse"
 
     @property
     def stored(self) -> bool:
@@ -74,7 +81,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
          chunk_store_dir=None, scoring: bool = False, mesh: str | None = None,
-         layout_on_devices: bool | None = None) -> Plan:
+         layout_on_devices: bool | None = None, model_format: str | None = None) -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -96,9 +103,9 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
     or in pinned host memory (None: where they are accelerators; on CPU devices, which share
     the host's cores, the host's builder is the faster one and its layouts are cached).
-    Errors: MemoryError when the model does not fit the devices or the host
-    (memory.host_bytes, against the memory available), ValueError for a partition or mesh
-    that cannot hold the settings.
+    model_format: "dense", "sparse" or "auto" (None: hyper's).  Errors: MemoryError when the
+    model does not fit the devices or the host (memory.host_bytes, against the memory
+    available), ValueError for a partition or mesh that cannot hold the settings.
     """
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
@@ -118,6 +125,16 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
+    model_format = _model_format(model_format or hyper.model_format, corpus, hyper,
+                                 one_axis.size, budget)
+    hyper = dataclasses.replace(hyper, model_format=model_format)
+    if hyper.sparse:
+        if (partition in ("documents", "hybrid") or mesh is not None or stream
+                or chunk_tokens is not None):
+            raise ValueError("model_format 'sparse' runs partitioned by words with each "
+                             "device's share resident in one chunk: leave out partition, "
+                             "mesh, chunk_tokens and streaming, or use model_format 'dense'")
+        partition = "words"
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
     host_budget = memory.host_memory_budget(host_memory_gb)
     # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
@@ -145,7 +162,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if stream is False or partition == "words":
         fits.check(partition)
         return Plan(mesh, partition, chunk_tokens, False, prefetch,
-                    layout_on_devices=layout_on_devices)
+                    layout_on_devices=layout_on_devices, model_format=model_format)
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(
@@ -164,6 +181,23 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                 layout_on_devices)
 
 
+def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
+                  budget: int | None) -> str:
+    """The model's format for the setting `requested`: "auto" is sparse where the dense
+    model of a device's rows (partitioned by word, its smallest) exceeds the device budget
+    and the sparse one fits it, else dense (whose plan then says what does not fit)."""
+    if requested not in MODEL_FORMATS + ("auto",):
+        raise ValueError(f"model_format must be 'auto', {' or '.join(map(repr, MODEL_FORMATS))}"
+                         f", got {requested!r}")
+    if requested != "auto":
+        return requested
+    rows = model_rows(corpus.num_words, num_devices, "words")
+    if budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget:
+        return "dense"
+    sparse = dataclasses.replace(hyper, model_format="sparse")
+    return "sparse" if _ResidentFit(corpus, sparse, num_devices, budget)("words") else "dense"
+
+
 class _ResidentFit:
     """Whether a resident placement fits a device budget (None: no limit): the cheap bound
     first, else the measured bytes per token (probe chunks compiled only then, once)."""
@@ -173,7 +207,10 @@ class _ResidentFit:
         self.corpus, self.hyper, self.num_devices, self.budget = (corpus, hyper, num_devices,
                                                                   budget)
         self.hosts = hosts  # of the two-axis mesh
-        self.measured = functools.cache(lambda: memory.device_bytes_per_token(corpus, hyper))
+        # the probes compile the dense step: the sparse model takes its measured bound
+        self.measured = functools.cache(
+            lambda: memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse
+            else memory.device_bytes_per_token(corpus, hyper))
 
     def needed(self, partition: str, per_token: float) -> int:
         return memory.resident_bytes(self.corpus, self.hyper, self.num_devices, partition,
@@ -190,7 +227,9 @@ class _ResidentFit:
             return
         rows = model_rows(self.corpus.num_words, self.num_devices, partition,
                           self.hosts if partition == "hybrid" else 1)
-        model = memory.model_bytes(rows, self.hyper.padded_topics)
+        share = -(-self.corpus.num_tokens // self.num_devices)
+        model = (memory.sparse_model_bytes(share, rows, self.hyper.padded_topics)
+                 if self.hyper.sparse else memory.model_bytes(rows, self.hyper.padded_topics))
         raise MemoryError(
             f"resident by {partition}, num_topics={self.hyper.num_topics} over "
             f"{self.num_devices} device(s) needs "
@@ -209,7 +248,7 @@ def _check_host_room(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, scoring: bo
 
     def needed(per_token: float) -> int:
         return memory.host_bytes(corpus.num_words, hyper.padded_topics, mesh.size, on_cpu,
-                                 scoring, tokens, per_token)
+                                 scoring, tokens, per_token, hyper.sparse)
 
     if needed(memory.BYTES_PER_TOKEN_BOUND) <= memory.available_host_memory():
         return

@@ -16,7 +16,9 @@ esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
-holding their documents (all_to_all), and each device keeps its words' rows of B-hat.
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
+sparse model (hyper.sparse) runs partitioned by word: each device counts its share's sparse
+rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -42,10 +44,11 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior, segmented_count
+from saberjax import esca, prior, segmented_count, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.execution.mesh import HOSTS, Axes, by_device, local, model_rows, stacked
+from saberjax.execution.mesh import (HOSTS, SPARSE_MODEL_SPEC, Axes, by_device, local,
+                                     model_rows, stacked)
 from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
@@ -90,6 +93,8 @@ class Programs:
 
     @property
     def model_spec(self) -> Model:
+        if self.hyper.sparse:
+            return SPARSE_MODEL_SPEC
         return self.axes.model_spec()
 
     @property
@@ -113,7 +118,10 @@ class Programs:
 
     def _summed_totals(self, rows):
         """The topic totals of every device's rows of B, summed over the mesh."""
-        totals = backend_ops(self.hyper.backend).topic_totals(rows)
+        if self.hyper.sparse:
+            totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
+        else:
+            totals = backend_ops(self.hyper.backend).topic_totals(rows)
         return lax.psum(totals, self.mesh.axis_names) if self.num_devices > 1 else totals
 
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
@@ -186,7 +194,11 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts)."""
         state = esca.chunk_state_from_topics(local(slots[0]), topics,
                                              self._own_chunk_topics(doc_major), self.hyper)
-        counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+        if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
+            counts = sparse_rows.count_rows(share, topics, self.model_rows,
+                                            self.hyper.padded_topics)
+        else:
+            counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         return (stacked(state),), self._model_of_partial_counts(counts, alpha)
 
     def _own_chunk_topics(self, doc_major):

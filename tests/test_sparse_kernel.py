@@ -1,0 +1,76 @@
+"""The sparse E-step's Pallas kernel draws the reference's topics (interpret mode on a CPU,
+compiled on a GPU) and its distribution, and lowers to Triton for an H100."""
+
+import functools
+import types
+
+import jax
+import numpy as np
+import pytest
+import test_sparse_sampler
+from test_pallas import doc_major, lower_for_h100, ragged_corpus
+
+from saberjax import rng, sparse_rows, sparse_sampler
+from saberjax.config import Hyperparams
+from saberjax.execution.placement import place
+from saberjax.layout import with_tile_tokens
+from saberjax.pallas import sparse_sampler as kernel
+
+
+def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1):
+    """(chunk, chunk state, sparse model, key) with random topics and random, skewed rows of B,
+    the first dense_rows of them also dense."""
+    corpus = ragged_corpus(seed=seed)
+    hyper = Hyperparams.create(num_topics, backend="xla", model_format="sparse")
+    placed = place(corpus, hyper, 1, partition="words")
+    state = placed.init(seed)
+    rng_np = np.random.default_rng(seed)
+    counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)
+    counts[:, :num_topics] = (rng_np.geometric(0.3, (corpus.num_words, num_topics)) - 1) * (
+        rng_np.random((corpus.num_words, num_topics)) < 0.2)
+    alpha = np.zeros(hyper.padded_topics, np.float32)
+    alpha[:num_topics] = rng_np.gamma(0.5, 2 * hyper.alpha, num_topics)
+    rows = test_sparse_sampler.rows_of_dense(counts, int(np.count_nonzero(counts)) + 32)
+    model = sparse_rows.model_from_totals(rows, sparse_rows.topic_totals(
+        rows, hyper.padded_topics), jax.numpy.asarray(alpha), num_topics, hyper.beta,
+        corpus.num_words, dense_row_bytes=4 * hyper.padded_topics * dense_rows)
+    # one device's part as plain arrays (off the placement's mesh)
+    share, chunk_state = jax.tree.map(lambda x: jax.device_put(np.asarray(x)[0]),
+                                      (placed.word_shares, state.chunks[0]))
+    return share, chunk_state, model, rng.iteration_key(seed, 3)
+
+
+@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows", [(1000, 8, 10), (37, 1, 1)])
+def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows):
+    share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
+                                                         dense_rows=dense_rows)
+    assert model.dense_counts.shape[0] == dense_rows
+    expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
+    tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
+    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
+    np.testing.assert_array_equal(got_doc_major[:share.padded_tokens],
+                                  doc_major(share, got)[:share.padded_tokens])
+    assert got.dtype == expected.dtype
+    assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
+    assert np.all(np.asarray(got)[int(share.num_tokens):] == 0)
+
+
+@pytest.fixture
+def kernel_sampler(monkeypatch):
+    """Makes test_sparse_sampler draw its tokens with the kernel instead of the reference."""
+    monkeypatch.setattr(test_sparse_sampler, "sparse_sampler", types.SimpleNamespace(
+        sample_chunk=lambda *args: kernel.sample_and_shuffle(*args)[0]))
+
+
+@pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
+    (2000, 40, 100, 0.05, True)])
+def test_sparse_kernel_matches_the_dense_distribution(kernel_sampler, num_topics, nonzeros,
+                                                      word_nonzeros, alpha, asymmetric):
+    test_sparse_sampler.test_sparse_sampler_matches_the_dense_distribution(
+        num_topics, nonzeros, word_nonzeros, alpha, asymmetric)
+
+
+def test_sparse_kernel_lowers_to_triton_for_h100():
+    share, chunk_state, model, key = random_sparse_state(1000, seed=1)
+    sample = functools.partial(kernel.sample_and_shuffle, interpret=False)
+    assert "triton" in lower_for_h100(sample, share, chunk_state, model, key).lower()

@@ -1,0 +1,174 @@
+"""The sparse word-topic model's E-step draws exactly from the dense sampler's distribution,
+p(k) proportional to (A_dk + alpha_k) B-hat_vk with the token left out; its M-step counts B's
+rows as a recount of the tokens does."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import goodness_of_fit_pvalue
+
+from saberjax import rng, sparse_rows, sparse_sampler
+from saberjax.config import Hyperparams
+from saberjax.corpus import Corpus
+from saberjax.layout import build_layout
+from saberjax.state import ChunkState, pack_pairs
+
+DRAWS = 100_000
+
+
+def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
+    """SparseRows of a dense B [rows, K_pad] with room for `capacity` nonzeros."""
+    row, topic = np.nonzero(counts)
+    topics = np.full(capacity, counts.shape[1], np.int32)
+    values = np.zeros(capacity, np.int32)
+    topics[:len(topic)], values[:len(topic)] = topic, counts[row, topic]
+    row_start = np.searchsorted(row, np.arange(counts.shape[0] + 1)).astype(np.int32)
+    return sparse_rows.SparseRows(jnp.asarray(row_start), jnp.asarray(topics),
+                                  jnp.asarray(values))
+
+
+def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
+                        seed: int = 0, asymmetric: bool = False, own_count: int | None = None):
+    """DRAWS tokens of word 0 in one document whose A row is fixed by hand (as
+    test_sampler.draws_for_fixed_row), B's rows holding word_nonzeros random nonzeros each.
+
+    Returns (samples, exact p from the dense formula, p counting the token, p with the prior
+    doubled: None where A's row, the token left out, is empty and doubling changes nothing)."""
+    rng_np = np.random.default_rng(seed)
+    num_words = 3
+    corpus = Corpus(np.array([0, DRAWS], np.int64), np.zeros(DRAWS, np.int32),
+                    tuple(f"w{i}" for i in range(num_words)))
+    chunk = jax.device_put(build_layout(corpus).chunks[0])
+    hyper = Hyperparams.create(num_topics, alpha=alpha)
+    counts = np.zeros((num_words, hyper.padded_topics), np.int32)
+    for word in range(num_words):
+        columns = rng_np.choice(num_topics, word_nonzeros, replace=False)
+        counts[word, columns] = rng_np.integers(1, 50, word_nonzeros)
+    topics = np.sort(rng_np.choice(num_topics, nonzeros, replace=False))
+    own = topics[nonzeros // 2]
+    counts[0, own] = max(counts[0, own], 1) if own_count is None else own_count
+    alpha = np.full(num_topics, alpha, np.float32)
+    if asymmetric:
+        alpha *= rng_np.gamma(0.5, 2.0, num_topics).astype(np.float32)
+    padded_alpha = np.zeros(hyper.padded_topics, np.float32)
+    padded_alpha[:num_topics] = alpha
+    rows = rows_of_dense(counts, num_words * num_topics + 7)
+    totals = sparse_rows.topic_totals(rows, hyper.padded_topics)
+    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(padded_alpha), num_topics,
+                                          hyper.beta, num_words)
+
+    doc_counts = rng_np.integers(1, 8, nonzeros)
+    a_topics = np.zeros(chunk.padded_tokens, np.int32)
+    a_counts = np.zeros(chunk.padded_tokens, np.int32)
+    a_topics[:nonzeros], a_counts[:nonzeros] = topics, doc_counts
+    a_nnz = np.zeros(chunk.padded_docs, np.int32)
+    a_nnz[0] = nonzeros
+    state = ChunkState(jnp.full(chunk.padded_tokens, own, hyper.topic_dtype),
+                       pack_pairs(jnp.asarray(a_topics), jnp.asarray(a_counts), num_topics),
+                       jnp.asarray(a_nnz))
+    samples = jax.jit(sparse_sampler.sample_chunk)(chunk, state, model, rng.iteration_key(seed, 1))
+    a_row = np.zeros(num_topics)
+    a_row[topics] = doc_counts
+    denominator = counts[:, :num_topics].sum(axis=0) + num_words * hyper.beta
+    bhat_row = (counts[0, :num_topics] + hyper.beta) / denominator
+    counted = (a_row + alpha) * bhat_row
+    a_row[own] -= 1
+    bhat_row[own] = (counts[0, own] - 1 + hyper.beta) / (denominator[own] - 1)
+    exact = (a_row + alpha) * bhat_row
+    doubled = (a_row + 2 * alpha) * bhat_row if a_row.any() else None
+    return np.asarray(samples[:DRAWS]), exact, counted, doubled
+
+
+@pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
+    (2, 1, 1, 0.5, False),  # one nonzero everywhere
+    (100, 70, 30, 0.5, False),  # three 32-blocks of A, a two-level prior tree
+    (1000, 300, 600, 0.05, False),  # ten blocks of A, long rows of B
+    (2000, 40, 100, 0.05, True),  # a three-level prior tree, a learned prior
+])
+def test_sparse_sampler_matches_the_dense_distribution(num_topics, nonzeros, word_nonzeros,
+                                                       alpha, asymmetric):
+    samples, exact, _, doubled_prior = draws_for_fixed_row(num_topics, nonzeros, word_nonzeros,
+                                                           alpha, asymmetric=asymmetric)
+    assert goodness_of_fit_pvalue(samples, exact) > 1e-4
+    if doubled_prior is not None:  # the test has power
+        assert goodness_of_fit_pvalue(samples, doubled_prior) < 1e-6
+
+
+def test_sparse_sampler_leaves_the_token_out_of_its_own_topics_counts():
+    samples, exact, counted, _ = draws_for_fixed_row(100, 10, 20, 0.5, seed=5, own_count=2)
+    assert goodness_of_fit_pvalue(samples, exact) > 1e-4
+    assert goodness_of_fit_pvalue(samples, counted) < 1e-6
+
+
+def test_sparse_sampler_draws_the_word_row_term_alone():
+    """A word seen in three topics, its token alone in its own, alpha large: term 2 carries
+    most of the mass, so a wrong skip of the own entry would show."""
+    samples, exact, counted, _ = draws_for_fixed_row(64, 1, 3, 20.0, seed=2, own_count=1)
+    assert goodness_of_fit_pvalue(samples, exact) > 1e-4
+    assert goodness_of_fit_pvalue(samples, counted) < 1e-6
+
+
+def test_count_rows_matches_a_recount():
+    rng_np = np.random.default_rng(0)
+    num_words, num_topics = 50, 40
+    word_ids = rng_np.zipf(1.5, 3000) % num_words
+    corpus = Corpus(np.array([0, 1000, 2200, 3000], np.int64), word_ids.astype(np.int32),
+                    tuple(f"w{i}" for i in range(num_words)))
+    chunk = build_layout(corpus).chunks[0]
+    topics = rng_np.integers(0, num_topics, chunk.padded_tokens).astype(np.int32)
+    rows = sparse_rows.count_rows(jax.device_put(chunk), jnp.asarray(topics), num_words, 64)
+    real = slice(0, int(chunk.num_tokens))
+    expected = np.zeros((num_words, 64), np.int32)
+    np.add.at(expected, (chunk.word[real], topics[real]), 1)
+    row_start, pair_topics, counts = map(np.asarray, rows)
+    got = np.zeros_like(expected)
+    for row in range(num_words):
+        entries = slice(row_start[row], row_start[row + 1])
+        assert np.all(np.diff(pair_topics[entries]) > 0)
+        got[row, pair_topics[entries]] = counts[entries]
+    np.testing.assert_array_equal(got, expected)
+    nnz = row_start[-1]
+    assert nnz == np.count_nonzero(expected)
+    assert np.all(counts[:nnz] > 0) and np.all(counts[nnz:] == 0)
+    np.testing.assert_array_equal(np.asarray(sparse_rows.topic_totals(rows, 64)),
+                                  expected.sum(axis=0))
+
+
+def test_model_prefix_sums_and_prior_tree():
+    rng_np = np.random.default_rng(1)
+    counts = np.zeros((6, 64), np.int32)
+    counts[:, :40] = rng_np.integers(0, 3, (6, 40)) * (rng_np.random((6, 40)) < 0.3)
+    counts[3] = 0  # an empty row
+    alpha = np.zeros(64, np.float32)
+    alpha[:40] = rng_np.gamma(1.0, 0.5, 40)
+    rows = rows_of_dense(counts, 300)
+    totals = sparse_rows.topic_totals(rows, 64)
+    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6,
+                                          dense_row_bytes=4 * 64 * 4)
+    np.testing.assert_array_equal(np.asarray(model.dense_counts), counts[:4])  # 4 dense rows
+    denominator = counts.sum(axis=0) + 6 * 0.1
+    weights = alpha * counts / denominator
+    np.testing.assert_allclose(np.asarray(model.row_mass), weights.sum(axis=1), rtol=1e-5)
+    prefix = np.asarray(model.row_prefix)
+    row_start = np.asarray(rows.row_start)
+    for row in range(6):
+        expected = np.cumsum(weights[row][counts[row] > 0])
+        np.testing.assert_allclose(prefix[row_start[row]:row_start[row + 1]], expected,
+                                   rtol=1e-5)
+    np.testing.assert_allclose(float(model.prior_total[0]), (alpha[:40] * 0.1
+                                                             / denominator[:40]).sum(),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
+def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics):
+    rng_np = np.random.default_rng(3)
+    rows = rng_np.integers(0, num_rows + 1, 4000)
+    topics = rng_np.integers(0, padded_topics, 4000)
+    got = sparse_rows.sort_by_row_then_topic(jnp.asarray(rows, jnp.int32),
+                                             jnp.asarray(topics, jnp.int32), num_rows,
+                                             padded_topics)
+    order = np.lexsort((topics, rows))
+    np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
+    np.testing.assert_array_equal(np.asarray(got[1]), topics[order])

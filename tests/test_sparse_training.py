@@ -1,0 +1,162 @@
+"""Training with the sparse word-topic model (model_format "sparse"): its B is a recount of
+its topics, one seed gives the bit-identical model on any number of devices, it learns as
+the dense model does, and the plan picks and sizes it."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from helpers import needs_local_devices, random_corpus
+
+from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
+from saberjax import corpus as corpus_io
+from saberjax.config import Hyperparams
+from saberjax.execution import memory
+from saberjax.execution.mesh import SPARSE_MODEL_SPEC
+from saberjax.execution.placement import place
+from saberjax.execution.plan import plan
+
+
+def run(corpus, hyper, iterations, seed, **settings):
+    placed = place(corpus, hyper, **settings)
+    state = placed.init(seed)
+    step = placed.compile(state)
+    for _ in range(iterations):
+        state = step(state)
+    return placed, state
+
+
+def recount(corpus, topics, num_topics):
+    counts = np.zeros((corpus.num_words, num_topics), np.int32)
+    np.add.at(counts, (np.asarray(corpus.word_ids), topics), 1)
+    return counts
+
+
+def test_sparse_training_is_bit_identical_on_one_and_two_devices():
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
+    hyper = Hyperparams.create(40, model_format="sparse")
+    results = []
+    for num_devices in (1, 2):
+        placed, state = run(corpus, hyper, 3, 5, num_devices=num_devices)
+        assert placed.partition == "words" and placed.hyper.sparse
+        if num_devices > 1:  # each device holds its words' rows
+            assert (state.model.word_topic.topics.sharding.spec
+                    == SPARSE_MODEL_SPEC.word_topic.topics)
+        topics = placed.corpus_order_topics(state)
+        word_topic = placed.sparse_word_topic(state)
+        np.testing.assert_array_equal(sparse_word_topic.to_dense(word_topic),
+                                      recount(corpus, topics, 40))
+        np.testing.assert_array_equal(np.asarray(state.model.topic_totals)[:40],
+                                      np.bincount(topics, minlength=40))
+        np.testing.assert_array_equal(placed.word_topic(state)[:, :40],
+                                      recount(corpus, topics, 40))
+        results.append((topics, word_topic))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    for left, right in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(left, right)
+
+
+def test_sparse_model_learns_as_the_dense_model_does():
+    """Same seed and corpus: the two formats draw from one distribution (B-hat rounded to
+    bfloat16 in the dense one), so their models' fit of the training tokens agree."""
+    corpus = random_corpus(num_docs=120, num_words=60, mean_length=40, seed=11)
+    scores = {}
+    for model_format in ("dense", "sparse"):
+        hyper = Hyperparams.create(12, model_format=model_format)
+        placed, state = run(corpus, hyper, 30, 2, num_devices=1, partition="words")
+        topic_word = np.asarray(placed.topic_word(state))  # B-hat [K, V]
+        topics = placed.corpus_order_topics(state)
+        theta = np.zeros((corpus.num_docs, 12))
+        doc_of_token = np.repeat(np.arange(corpus.num_docs), np.diff(corpus.doc_offsets))
+        np.add.at(theta, (doc_of_token, topics), 1)
+        theta = (theta + hyper.alpha) / (theta + hyper.alpha).sum(axis=1, keepdims=True)
+        likelihood = (theta[doc_of_token] * topic_word[:, corpus.word_ids].T).sum(axis=1)
+        scores[model_format] = np.log(likelihood).mean()
+    assert abs(scores["sparse"] - scores["dense"]) < 0.02, scores
+
+
+def test_placement_round_trips_the_sparse_model_through_the_host():
+    """A checkpoint's B, put back on the devices, gives the model the iteration made."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=60, num_words=41, mean_length=20, seed=4)
+    hyper = Hyperparams.create(33, model_format="sparse")
+    placed, state = run(corpus, hyper, 2, 9, num_devices=2)
+    rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
+                                           np.asarray(state.model.alpha))
+    for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
+        np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
+    dense = placed.model_from_word_topic(placed.word_topic(state), np.asarray(state.model.alpha))
+    np.testing.assert_array_equal(np.asarray(dense.row_prefix), np.asarray(state.model.row_prefix))
+
+
+def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
+    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    hyper = Hyperparams.create(20_000)
+    dense_model = memory.model_bytes(50, hyper.padded_topics)
+    roomy = plan(corpus, hyper, 1, device_memory_gb=2 * dense_model / 1e9 + 0.01,
+                 model_format="auto")
+    assert roomy.model_format == "dense"
+    sparse = dataclasses.replace(hyper, model_format="sparse")
+    sparse_needed = memory.resident_bytes(corpus, sparse, 1, "words",
+                                          memory.SPARSE_BYTES_PER_TOKEN)
+    assert sparse_needed < dense_model
+    tight = plan(corpus, hyper, 1, device_memory_gb=sparse_needed / 1e9, model_format="auto")
+    assert tight.model_format == "sparse" and tight.partition == "words"
+    assert plan(corpus, hyper, 1, model_format="auto").model_format == "dense"  # CPU: no limit
+
+
+def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
+    corpus = random_corpus(num_docs=30, seed=7)
+    hyper = Hyperparams.create(1_000_000, model_format="sparse")
+    share = corpus.num_tokens
+    needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
+              + share * memory.SPARSE_BYTES_PER_TOKEN
+              + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
+    assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > needed
+    assert plan(corpus, hyper, 1, device_memory_gb=needed / 1e9).model_format == "sparse"
+    with pytest.raises(MemoryError, match="resident by words"):
+        plan(corpus, hyper, 1, device_memory_gb=needed / 2e9)
+    for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
+        with pytest.raises(ValueError, match="model_format 'sparse'"):
+            plan(corpus, hyper, 1, **settings)
+
+
+def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
+                                 optimize_alpha_every=1, model_format="sparse")
+    first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    assert first.model.config["model_format"] == "sparse"
+    assert isinstance(first.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
+    with np.load(checkpoint.latest_checkpoint(tmp_path).with_suffix(".npz")) as arrays:
+        assert "word_topic.indptr" in arrays and "word_topic" not in arrays
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
+    uninterrupted = trainer.train(corpus, longer)
+    for left, right in zip(resumed.model.word_topic_counts[:3],
+                           uninterrupted.model.word_topic_counts[:3]):
+        np.testing.assert_array_equal(left, right)
+    np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
+    assert not np.allclose(uninterrupted.model.alpha, uninterrupted.model.alpha[0])  # learned
+
+
+def test_a_sparse_run_scores_its_held_out_documents_as_its_dense_topics_score():
+    """The trainer scores a sparse model by its words' rows (never K x V): the score of the
+    same topics made dense."""
+    corpus = random_corpus(num_docs=60, num_words=30, mean_length=20, seed=2)
+    train, test = corpus_io.train_test_split(corpus, 0.2, 0)
+    heldout = corpus_io.split_document_halves(test, 0)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla",
+                                 model_format="sparse")
+    result = trainer.train(train, config, heldout=heldout)
+    dense = evaluate.heldout_loglik(result.model.topic_word, *heldout, result.model.alpha)
+    assert np.isclose(result.metrics[-1]["heldout_loglik_per_token"], dense.loglik_per_token,
+                      rtol=1e-5)
+
+
+def test_auto_keeps_the_dense_models_error_where_neither_fits():
+    corpus = random_corpus(seed=15)
+    with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
+        plan(corpus, Hyperparams.create(8), 1, device_memory_gb=1e-6, model_format="auto")

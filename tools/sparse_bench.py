@@ -1,0 +1,198 @@
+"""Benchmark of the model formats (dense, sparse, auto) on one corpus: Mtoken/s per (K, format),
+the model's device bytes, B's nonzeros and the bytes of model per nonzero beside the dense
+model's, one JSON line per run (to stdout and --output).
+
+    PYTHONPATH=$PWD python3 tools/sparse_bench.py --preset=nytimes --scale=1 \
+        --runs=1000:dense,1000:auto,100000:sparse --iterations=3 --output=runs/sparse.jsonl
+
+A run is K:format[:backend[:iterations]] (format dense, sparse or auto; backend auto, xla or
+pallas).  Each run places the corpus as training would (trainer.plan_run: the memory plan
+resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles, runs --warmup +
+iterations iterations (trainer.train_placed) and reports the timed ones.  --quality_runs run
+after the others on a split of the corpus (--test_fraction of the documents held out) from
+the random start and report the held-out log-likelihood per token after their iterations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+
+import jax
+import numpy as np
+
+from saberjax import benchmark, esca, rng, sparse_rows, trainer
+from saberjax import corpus as corpus_io
+from saberjax.config import Hyperparams
+from saberjax.execution import memory
+from saberjax.execution.placement import placed
+from saberjax.corpus import Corpus
+from saberjax.state import check_document_lengths, max_pair_count
+
+
+def model_record(placement, state, corpus) -> dict:
+    """Device bytes of the state's model, B's nonzeros, bytes per nonzero, and the dense
+    model's bytes (B int32, B-hat, trees: memory.model_bytes less the update) per nonzero."""
+    hyper = placement.hyper
+    model_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(state.model))
+    if hyper.sparse:
+        row_start = np.asarray(state.model.word_topic.row_start).reshape(
+            placement.num_devices, -1)
+        nnz = int(row_start[:, -1].sum())
+    else:
+        nnz = int(np.count_nonzero(np.asarray(state.model.word_topic)))
+    dense_bytes = corpus.num_words * hyper.padded_topics * (4 + 2 + 4 / 31)
+    return dict(model_bytes=model_bytes, model_GB=round(model_bytes / 1e9, 3), nnz=nnz,
+                nnz_per_token=round(nnz / corpus.num_tokens, 4),
+                model_bytes_per_nnz=round(model_bytes / max(nnz, 1), 2),
+                dense_model_bytes=int(dense_bytes),
+                dense_model_bytes_per_nnz=round(dense_bytes / max(nnz, 1), 2))
+
+
+def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
+          heldout=None, phases: bool = False) -> dict:
+    """The record of run K:format[:backend[:iterations]] (placements: shared by plan)."""
+    parts = run.split(":")
+    num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
+        len(parts) - 2:]
+    backend = backend or "auto"
+    config = trainer.TrainConfig(num_topics=int(num_topics), iterations=warmup + int(iterations),
+                                 seed=seed, model_format=model_format, backend=backend,
+                                 optimize_alpha_every=0)
+    start = time.perf_counter()
+    check_document_lengths(corpus.doc_lengths(), config.num_topics)
+    hyper = Hyperparams.from_config(config)
+    run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
+    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens)
+    if key not in placements:  # one placement on the devices at a time
+        placements.clear()
+        placements[key] = placed(corpus, hyper, run_plan)
+    placement = placements[key].with_hyper(hyper)
+    place_seconds = time.perf_counter() - start
+    result = trainer.train_placed(corpus, placement, config, heldout)
+    times = [record["seconds"] for record in result.metrics[warmup:]]
+    stats = jax.local_devices()[0].memory_stats() or {}
+    record = dict(
+        K=config.num_topics, requested=model_format, model_format=hyper.model_format,
+        partition=placement.partition, backend=hyper.backend,
+        devices=placement.num_devices, T=corpus.num_tokens, V=corpus.num_words,
+        D=corpus.num_docs, iterations=len(times), warmup=warmup,
+        Mtoken_per_s_mean=round(corpus.num_tokens * len(times) / sum(times) / 1e6, 2),
+        Mtoken_per_s_best=round(corpus.num_tokens / min(times) / 1e6, 2),
+        iteration_seconds=[round(t, 4) for t in times[:10]],
+        place_seconds=round(place_seconds, 2), init_seconds=round(result.init_seconds, 2),
+        compile_seconds=round(result.compile_seconds, 2),
+        peak_device_GB=round(stats.get("peak_bytes_in_use", 0) / 1e9, 2),
+        planned_device_GB=round(memory.resident_bytes(
+            corpus, hyper, placement.num_devices, placement.partition,
+            memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse
+            else memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
+        **model_record(placement, result.state, corpus))
+    if hyper.sparse and placement.num_devices == 1 and phases:
+        record["phase_seconds"] = sparse_phases(placement, result.state)
+    if heldout is not None:
+        record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
+    return record
+
+
+def split_long_documents(corpus, limit: int):
+    """The corpus with every document longer than `limit` tokens cut into consecutive pieces
+    of at most `limit` (what the refusal of longer documents at large K advises)."""
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    cuts = [np.arange(start, end, limit) for start, end in zip(offsets[:-1], offsets[1:])
+            if end - start > limit]
+    if not cuts:
+        return corpus
+    new_offsets = np.unique(np.concatenate([offsets, *cuts]))
+    return Corpus(new_offsets, np.asarray(corpus.word_ids), tuple(corpus.vocab),
+                  name=f"{corpus.name}-split{limit}")
+
+
+def sparse_phases(placement, state, repeats: int = 3) -> dict:
+    """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
+    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built."""
+    hyper = placement.hyper
+    share, chunk, chunk_state = jax.tree.map(
+        lambda x: jax.device_put(np.asarray(x)[0]),
+        (placement.word_shares, placement.slots[0], state.chunks[0]))
+    model = jax.tree.map(lambda x: jax.device_put(np.asarray(x)), state.model)
+    key = rng.iteration_key(0, 1)
+    sample = jax.jit(lambda: esca.sample(share, chunk_state, model, key, hyper))
+    topics, doc_major = sample()
+    rebuild = jax.jit(lambda: esca.chunk_state_from_topics(chunk, topics, doc_major, hyper))
+    count = jax.jit(lambda: sparse_rows.count_rows(share, topics, placement.model_rows,
+                                                   hyper.padded_topics))
+    rows = count()
+    build = jax.jit(lambda: esca.model_from_totals(
+        rows, sparse_rows.topic_totals(rows, hyper.padded_topics), model.alpha, hyper,
+        placement.num_words))
+    phases = {}
+    for name, program in (("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
+                          ("build_model", build)):
+        jax.block_until_ready(program())
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(program())
+            seconds.append(time.perf_counter() - start)
+        phases[name] = round(sorted(seconds)[len(seconds) // 2], 4)
+    return phases
+
+
+def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
+            heldout=None, phases: bool = False) -> None:
+    """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
+    placements = {}
+    for run in runs.split(","):
+        try:
+            record = dict(type="result", **bench(corpus, run, iterations, warmup, seed,
+                                                 placements, heldout, phases))
+        except Exception as error:  # noqa: BLE001 (record it; the next run goes on)
+            record = dict(type="failed", run=run, reason=f"{type(error).__name__}: {error}"[:2000])
+        line = json.dumps(record)
+        print(line, flush=True)
+        if output:
+            with open(output, "a", encoding="utf-8") as file:
+                file.write(line + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="nytimes")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", default="", help="K:format[:backend[:iterations]],... "
+                        "(format dense, sparse or auto), in the order run")
+    parser.add_argument("--quality_runs", default="", help="runs as --runs, on the split "
+                        "corpus, scored on the held-out documents")
+    parser.add_argument("--test_fraction", type=float, default=0.1)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--phases", action="store_true", help="time each phase of a sparse "
+                        "iteration on one device (after the run)")
+    parser.add_argument("--split_documents_at_topics", type=int, default=0,
+                        help="cut documents longer than A's packed pairs hold at this K "
+                        "(state.max_pair_count) into pieces before every run (0: none)")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    corpus = benchmark.synthetic_corpus(args.preset, args.scale, args.seed)
+    if args.split_documents_at_topics:
+        corpus = split_long_documents(corpus, max_pair_count(args.split_documents_at_topics))
+    env = dict(benchmark.environment(), synth_seconds=round(time.perf_counter() - start, 1))
+    print(json.dumps(dict(type="corpus", corpus=corpus.name, T=corpus.num_tokens,
+                          V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
+    if args.runs:
+        run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
+                phases=args.phases)
+    if args.quality_runs:
+        train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)
+        heldout = corpus_io.split_document_halves(test, args.seed)
+        run_all(train, args.quality_runs, args.iterations, 0, args.seed, args.output, heldout)
+
+
+if __name__ == "__main__":
+    main()
