@@ -1,7 +1,9 @@
 """The reading rate of raw text: one load_text into a temporary native folder, as the
 launchers read text into a cache entry.  Prints one JSON line: tokens read (every token the
 rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds (of
-this process, and of the worker processes it waited for) and peak RSS (of this process).
+this process, and of the worker processes it waited for), the CPU seconds of the thread
+collecting the pieces and of the words' adding (on the collecting thread where a checkout adds
+them there: the reader's serial work, which bounds its rate) and peak RSS (of this process).
 Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
 
     PYTHONPATH=CHECKOUT python tools/text_read_rate.py PATH --format=jsonl --workers=16
@@ -23,6 +25,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--piece_bytes", type=int, default=None,
                         help="pieces of this size (text_corpus.MIN_PIECE_BYTES and PIECE_BYTES)")
+    parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
+                        help="tokenise in worker processes (yes), threads (no) or by the "
+                             "reader's rule (auto)")
     args = parser.parse_args()
     from saberjax.platform import reuse_freed_memory
 
@@ -40,6 +45,13 @@ def main() -> None:
         progress.append(self)
 
     text_corpus._Progress.__init__ = kept
+    if args.processes != "auto":  # text_corpus._uses_processes's bounds
+        yes = args.processes == "yes"
+        text_corpus.PROCESS_MIN_WORKERS = 1 if yes else 1 << 30
+        text_corpus.PROCESS_MIN_BYTES = 0
+    thread_cpu = dict(collecting=0.0, adding=0.0)
+    _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
+    _timed(text_corpus._Words, "add", thread_cpu, "adding")
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -57,7 +69,23 @@ def main() -> None:
         cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 1),
         worker_cpu_seconds=round(children_end.ru_utime + children_end.ru_stime
                                  - children.ru_utime - children.ru_stime, 1),
+        collecting_cpu_seconds=round(thread_cpu["collecting"], 2),
+        adding_cpu_seconds=round(thread_cpu["adding"], 2),
         peak_rss_mb=round(end.ru_maxrss / 1024))), flush=True)
+
+
+def _timed(owner, name: str, totals: dict, key: str) -> None:
+    """owner.name wrapped to add the CPU seconds of the thread calling it to totals[key]."""
+    function = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            totals[key] += time.thread_time() - start
+
+    setattr(owner, name, timed)
 
 
 if __name__ == "__main__":
