@@ -23,8 +23,8 @@ class Backend(NamedTuple):
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
     topic_totals: Callable  # (B) -> column sums of B
-    # (rows of B, totals, alpha, num_topics, beta, num_words) -> (B-hat, the levels of its
-    # trees over alpha_k B-hat_vk, top first)
+    # (rows of B, totals, alpha, num_topics, beta, num_words, seeds, first_row) -> (B-hat, the
+    # levels of its trees over alpha_k B-hat_vk, top first)
     bhat_and_tree: Callable
 
 

@@ -46,6 +46,7 @@ import jax
 import numpy as np
 
 from saberjax import processes, sparse_word_topic
+from saberjax.config import TrainConfig
 from saberjax.corpus import Corpus
 from saberjax.execution.placement import Placement
 from saberjax.files import atomic_write, fsync_directory
@@ -305,7 +306,8 @@ def _check_compatible(path: Path, manifest: dict, corpus: Corpus, config: dict,
             f"{path} was made for another corpus (fingerprint {manifest['corpus_fingerprint']}, "
             f"this corpus {corpus.fingerprint()}); resume with the same corpus, test split and "
             f"seed, or start afresh")
-    saved = manifest["config"]
+    # a setting the checkpoint does not record is one added since, at its default
+    saved = dict(dataclasses.asdict(TrainConfig()), **manifest["config"])
     differences = [f"{name}={saved.get(name)!r} (this run: {config[name]!r})"
                    for name in model_settings if saved.get(name) != config[name]]
     if differences:

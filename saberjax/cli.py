@@ -76,11 +76,21 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def use_log_format() -> None:
     """Log lines as `03:00:08 training on kos: ...` (warnings and errors say so after the
-    time), unless --log_prefix or a --verbosity of 1 or more asks for absl's prefix."""
+    time) with other libraries' info lines left out, unless --log_prefix or a --verbosity of
+    1 or more asks for absl's prefix and every line."""
     flag_values = flags.FLAGS
     if flag_values.verbosity >= 1 or ("log_prefix" in flag_values and flag_values.log_prefix):
         return
-    absl_logging.get_absl_handler().setFormatter(TimeAndMessage())
+    handler = absl_logging.get_absl_handler()
+    handler.setFormatter(TimeAndMessage())
+    handler.addFilter(own_info_only)
+
+
+def own_info_only(record: logging.LogRecord) -> bool:
+    """Whether a log line is shown by default: saberjax's own lines (absl's logger) and every
+    library's warnings and errors; absl sets the root level to INFO, so without this filter an
+    imported library's info lines (pandas' numexpr announcing its threads) reach the user."""
+    return record.levelno >= logging.WARNING or record.name.split(".")[0] in ("absl", "saberjax")
 
 
 class TimeAndMessage(logging.Formatter):

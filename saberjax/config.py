@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax.backend import resolve_backend
+from saberjax.seeding import SeedPrior, seed_prior
 from saberjax.tree import padded_width
 
 # how several devices share the work (TrainConfig.partition); "hybrid": the two-axis mesh
@@ -28,6 +29,7 @@ HOST_MEMORY_FRACTION = 0.75  # the host memory budget by default: this fraction 
 DEFAULT_PREFETCH = 2  # chunks in flight to each device when streaming
 DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and inference)
 MAX_INT16_TOPICS = 32_767
+SEED_WEIGHT = 100.0  # a seed word's extra pseudo-counts in its topic (seeding)
 
 
 def parse_mesh_shape(text: str) -> tuple[int, int]:
@@ -67,6 +69,12 @@ class TrainConfig:
     burn_in: int = _setting(0, "Iterations before alpha is first learned.", at_least=0,
                             model=True)
     beta: float = _setting(0.01, "Topic-word prior.", above=0, model=True)
+    seed_words: str | None = _setting(
+        None, "Seed words (guided topics): a file of lines `topic_index word word ...` or of "
+        "JSON {\"topic_index\": [words]}, or that JSON itself; each seed word gets "
+        "--seed_weight extra topic-word prior in its topics.", model=True)
+    seed_weight: float = _setting(SEED_WEIGHT, "Extra topic-word prior (pseudo-counts) of a "
+                                  "seed word in its topic (--seed_words).", above=0, model=True)
     iterations: int = _setting(100, "ESCA iterations.", at_least=1)
     seed: int = _setting(0, "Random seed (of the initial topics; the launchers' train/test "
                          "split too).", at_least=0, model=True)
@@ -176,22 +184,27 @@ class Hyperparams:
     learns alpha carries its current values in the model (Model.alpha).  backend is resolved:
     "xla" or "pallas".  model_format is "dense" or "sparse" (saberjax.sparse_rows): the
     run's plan resolves the setting's "auto" (execution.plan), from_config keeps "dense" for
-    it until then."""
+    it until then.  seeds: the seed words' prior over the rows of the model's arrays
+    (seeding.SeedPrior), None without seed words."""
 
     num_topics: int
     alpha: float
     beta: float
     backend: str
     model_format: str
+    seeds: SeedPrior | None
 
     @classmethod
-    def from_config(cls, config: TrainConfig) -> "Hyperparams":
+    def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":
         """The config's num_topics, alpha (50 / K where it is None, the paper's default), beta
-        and backend, resolved (backend.resolve_backend: "auto" is "pallas" on a GPU)."""
+        and backend, resolved (backend.resolve_backend: "auto" is "pallas" on a GPU), and its
+        seed words' prior over the words of `vocab` (seeding.seed_prior; None: no seeds)."""
         alpha = 50.0 / config.num_topics if config.alpha is None else float(config.alpha)
         model_format = "sparse" if config.model_format == "sparse" else "dense"
+        seeds = None if vocab is None else seed_prior(config.seed_words, config.seed_weight,
+                                                      vocab, config.num_topics)
         return cls(int(config.num_topics), alpha, float(config.beta),
-                   resolve_backend(config.backend), model_format)
+                   resolve_backend(config.backend), model_format, seeds)
 
     @classmethod
     def create(cls, num_topics: int, **settings) -> "Hyperparams":

@@ -34,21 +34,23 @@ from saberjax.tree import tree_totals
 
 
 def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array,
-                      hyper: Hyperparams, num_words: int | None = None) -> Model:
+                      hyper: Hyperparams, num_words: int | None = None, first_row=0) -> Model:
     """The model of rows of B given the topic totals and the prior alpha [K_pad]: B-hat and
     its trees over alpha_k B-hat_vk for those rows.
 
     num_words: the vocabulary's V when word_topic holds only some of its rows (a device's
-    share), None when it holds them all.  With hyper.sparse, word_topic is B's sparse rows
+    share, the model's rows first_row, first_row + 1, ...: where hyper.seeds finds its rows),
+    None when it holds them all.  With hyper.sparse, word_topic is B's sparse rows
     (sparse_rows.SparseRows) and the model a sparse_rows.SparseModel."""
     if hyper.sparse:
         return sparse_rows.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
                                              hyper.beta, num_words or word_topic.num_rows)
     bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
                                                           hyper.num_topics, hyper.beta,
-                                                          num_words)
+                                                          num_words, hyper.seeds, first_row)
     return Model(word_topic, totals, bhat, tree, tree_totals(tree, bhat, alpha), alpha,
-                 bhat_denominator(totals, num_words or word_topic.shape[0], hyper.beta))
+                 bhat_denominator(totals, num_words or word_topic.shape[0], hyper.beta,
+                                  hyper.seeds))
 
 
 def model_from_counts(word_topic: jax.Array, alpha: jax.Array, hyper: Hyperparams) -> Model:

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import numbers
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -66,11 +68,13 @@ class LDA:
     """Latent Dirichlet allocation trained by saberjax's ESCA sampler.
 
     num_topics, alpha (None: 50 / num_topics; where alpha is learned, its starting value),
-    optimize_alpha_every, burn_in, beta, iterations, seed, backend, model_format, chunk_tokens,
-    num_devices: as in config.TrainConfig.  callback(iteration, metrics, state) is called
-    after every training iteration and stops training by returning True.  verbose=N prints a
-    progress line (Mtoken/s, ETA, latest held-out score) to stderr every N iterations and after
-    the last (0: none).
+    optimize_alpha_every, burn_in, beta, seed_weight, iterations, seed, backend, model_format,
+    chunk_tokens, num_devices: as in config.TrainConfig.  seed_words (guided topics,
+    saberjax.seeding): a mapping topic -> its seed words, e.g. {0: ["space", "nasa"], 3:
+    ["game", "team"]}, or JSON text or the path of a seed-word file, as --seed_words takes.
+    callback(iteration, metrics, state) is called after every training iteration and stops
+    training by returning True.  verbose=N prints a progress line (Mtoken/s, ETA, latest
+    held-out score) to stderr every N iterations and after the last (0: none).
 
     scikit-learn's names are other names of saberjax's settings: n_components (num_topics),
     max_iter (iterations), doc_topic_prior (alpha), topic_word_prior (beta), random_state
@@ -88,7 +92,9 @@ class LDA:
 
     def __init__(self, num_topics: int = _CONFIG.num_topics, alpha: float | None = _CONFIG.alpha,
                  optimize_alpha_every: int = _CONFIG.optimize_alpha_every,
-                 burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta, iterations: int = _CONFIG.iterations,
+                 burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta,
+                 seed_words=_CONFIG.seed_words, seed_weight: float = _CONFIG.seed_weight,
+                 iterations: int = _CONFIG.iterations,
                  seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
                  model_format: str = _CONFIG.model_format,
                  chunk_tokens: int | None = _CONFIG.chunk_tokens,
@@ -101,6 +107,8 @@ class LDA:
         self.optimize_alpha_every = optimize_alpha_every
         self.burn_in = burn_in
         self.beta = beta
+        self.seed_words = seed_words
+        self.seed_weight = seed_weight
         self.iterations = iterations
         self.seed = seed
         self.backend = backend
@@ -175,7 +183,8 @@ class LDA:
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral) \
                 or self.verbose < 0:
             raise ValueError(f"verbose={self.verbose!r}: must be an integer, at least 0")
-        settings = dict(self.get_params(), seed=_seed_of(self.seed))
+        settings = dict(self.get_params(), seed=_seed_of(self.seed),
+                        seed_words=_seed_words_text(self.seed_words))
         return TrainConfig(**{field.name: settings[field.name]
                               for field in dataclasses.fields(TrainConfig)
                               if field.name in settings})
@@ -268,10 +277,14 @@ class LDA:
 
     @property
     def components_(self) -> np.ndarray:
-        """K x V topic-word pseudo-counts, training counts + beta, like sklearn's components_;
-        each row normalised is topic_word_."""
+        """K x V topic-word pseudo-counts, training counts + beta (beta_kv with seed words),
+        like sklearn's components_; each row normalised is topic_word_."""
         model = self._fitted_model()
-        return (model.dense_word_topic_counts().T + model.beta).astype(np.float32)
+        components = (model.dense_word_topic_counts().T + model.beta).astype(np.float32)
+        if model.seed_prior is not None:
+            rows = np.asarray(model.seed_prior.rows)
+            components[:, rows] += model.seed_prior.row_weights(model.num_topics).T
+        return components
 
     @property
     def topic_word_(self) -> np.ndarray:
@@ -325,6 +338,13 @@ class LDA:
 
 _DEFAULTS = {name: parameter.default
              for name, parameter in inspect.signature(LDA.__init__).parameters.items()}
+
+
+def _seed_words_text(seed_words):
+    """seed_words as TrainConfig holds it: a mapping as JSON text, anything else as it is."""
+    if isinstance(seed_words, Mapping):
+        return json.dumps({str(topic): list(words) for topic, words in seed_words.items()})
+    return seed_words
 
 
 def _seed_of(seed):

@@ -49,6 +49,7 @@ from saberjax.corpus.columnar_sources import is_document_column
 from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
 from saberjax.execution import memory
 from saberjax.layout import build_layout
+from saberjax.seeding import SeedPrior
 from saberjax.state import check_document_lengths, unpack_pairs
 
 
@@ -60,6 +61,7 @@ class ModelTopics(Protocol):
     is_sparse: bool  # whether B is held by its nonzeros: read it by word, never as K x V
     alpha: np.ndarray  # float [K]
     beta: float
+    seed_prior: SeedPrior | None  # the seed words' topic-word prior (saberjax.seeding)
     vocab: tuple[str, ...]
     has_words: bool  # whether vocab holds words, not the placeholders of unnamed columns
     num_topics: int
@@ -428,8 +430,9 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
               else from_count_matrix(documents, model.vocab, keep_empty=True))
     if corpus.num_tokens == 0:
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
-    hyper = Hyperparams.create(model.num_topics, alpha=float(np.mean(model.alpha)),
-                               beta=model.beta, backend=backend)
+    hyper = dataclasses.replace(
+        Hyperparams.create(model.num_topics, alpha=float(np.mean(model.alpha)), beta=model.beta,
+                           backend=backend), seeds=model.seed_prior)
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[: model.num_topics] = model.alpha
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)

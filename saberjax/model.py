@@ -29,9 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax import sparse_word_topic as swt
-from saberjax.config import DEFAULT_EM_ITERATIONS
+from saberjax.config import DEFAULT_EM_ITERATIONS, SEED_WEIGHT
 from saberjax.files import atomic_write, write_npz
 from saberjax.platform import cpu_cores
+from saberjax.relevance import relevant_ids
+from saberjax.seeding import SeedPrior, seed_prior
 from saberjax.sparse_word_topic import SparseWordTopic
 
 FORMAT_VERSION = 3  # 2: alpha one value per topic; 3: B may be stored sparse
@@ -47,8 +49,10 @@ def top_ids(weights, n: int) -> np.ndarray:
     return np.asarray(jax.lax.top_k(jnp.asarray(weights), n)[1])
 
 
-def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.ndarray:
-    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32 (C order).
+def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float,
+                           seeds: SeedPrior | None = None) -> np.ndarray:
+    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32 (C order); with
+    seed words (over word ids) (B + beta_kv) / (topic totals + sum_v beta_kv).
 
     Computed in float64 and rounded once (np.divide into the float32 result) over a thread per
     core (numpy releases the GIL), each taking ranges of words a TOPIC_WORD_TILE at a time: the
@@ -78,7 +82,13 @@ def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float) -> np.nda
         totals = sum(pool.map(lambda words: counts[words].sum(axis=0, dtype=np.int64), ranges),
                      np.zeros(num_topics, np.int64))
         denominators = totals + num_words * beta
+        if seeds is not None:
+            denominators = denominators + seeds.topic_weights(num_topics).astype(np.float64)
         list(pool.map(fill, ranges))
+    if seeds is not None:  # the seeded cells' numerators
+        rows = np.asarray(seeds.rows)
+        topic_word[:, rows] = ((counts[rows].T + beta + seeds.row_weights(num_topics).T)
+                               / denominators[:, None])
     return topic_word
 
 
@@ -167,8 +177,33 @@ class TopicModel:
             rows = self.word_topic_rows(words)
             row, topics = np.nonzero(rows)
             counts = rows[row, topics]
-        values = np.divide(counts + self.beta, self._denominators[topics], dtype=np.float64)
+        row, topics, numerators = self._seeded_cells(words, row, topics, counts + self.beta)
+        values = np.divide(numerators, self._denominators[topics], dtype=np.float64)
         return row, topics, values.astype(np.float32)
+
+    def _seeded_cells(self, words, row, topics, numerators):
+        """(row, topic, numerator) of cells of words' rows (row i: words[i]'s) with the seed
+        prior's cells added: their weight joins the numerator of a cell listed, and a seeded
+        cell not listed is appended with beta + its weight."""
+        if self.seed_prior is None:
+            return row, topics, numerators
+        words = np.asarray(words, np.int64).ravel()
+        seeded_rows = np.asarray(self.seed_prior.rows, np.int64)
+        at = np.minimum(np.searchsorted(seeded_rows, words), len(seeded_rows) - 1)
+        which = np.flatnonzero(seeded_rows[at] == words)
+        extra = self.seed_prior.row_weights(self.num_topics)[at[which]].astype(np.float64)
+        seed_row, seed_topic = np.nonzero(extra)
+        seed_weight, seed_row = extra[seed_row, seed_topic], which[seed_row]
+        keys = np.asarray(row, np.int64) * self.num_topics + topics
+        seed_keys = seed_row * self.num_topics + seed_topic
+        listed = np.isin(seed_keys, keys)
+        numerators = np.asarray(numerators, np.float64).copy()
+        position = {key: index for index, key in enumerate(keys.tolist())}
+        for key, weight in zip(seed_keys[listed].tolist(), seed_weight[listed]):
+            numerators[position[key]] += weight
+        return (np.concatenate([row, seed_row[~listed]]),
+                np.concatenate([topics, seed_topic[~listed]]),
+                np.concatenate([numerators, self.beta + seed_weight[~listed]]))
 
     def topic_word_rows(self, topics) -> np.ndarray:
         """float32 [len(topics), V]: topic_word[topics], the same values, V per topic rather
@@ -187,6 +222,13 @@ class TopicModel:
         out = np.repeat(self.bhat_floor[distinct][:, None], self.num_words, axis=1)
         out[row, words] = np.divide(counts + self.beta, self._denominators[distinct[row]],
                                     dtype=np.float64)
+        if self.seed_prior is not None:  # the seeded cells of these topics
+            rows = np.asarray(self.seed_prior.rows, np.int64)
+            weights = self.seed_prior.row_weights(self.num_topics)[:, distinct]
+            values = np.divide(self.word_topic_rows(rows)[:, distinct] + self.beta + weights,
+                               self._denominators[distinct], dtype=np.float64)
+            seeded, topic = np.nonzero(weights)
+            out[topic, rows[seeded]] = values[seeded, topic]
         return out[inverse]
 
     @functools.cached_property
@@ -204,8 +246,12 @@ class TopicModel:
 
     @functools.cached_property
     def _denominators(self) -> np.ndarray:
-        """float64 [K]: n_k + V beta, topic_word's denominators."""
-        return self.topic_totals + self.num_words * self.beta
+        """float64 [K]: n_k + V beta (plus each topic's seed prior), topic_word's
+        denominators."""
+        denominators = self.topic_totals + self.num_words * self.beta
+        if self.seed_prior is not None:
+            denominators = denominators + self.seed_prior.topic_weights(self.num_topics)
+        return denominators
 
     @property
     def has_words(self) -> bool:
@@ -219,7 +265,17 @@ class TopicModel:
         """K x V topic-word distributions, each row summing to 1. Formed whole, from either
         form of B: what works on a sparse model reads topic_word_rows (by topic) or bhat_rows
         (by word) instead."""
-        return topic_word_from_counts(self.dense_word_topic_counts(), self.beta)
+        return topic_word_from_counts(self.dense_word_topic_counts(), self.beta,
+                                      self.seed_prior)
+
+    @functools.cached_property
+    def seed_prior(self) -> SeedPrior | None:
+        """The seed words' prior the model was trained with (over word ids; config seed_words
+        and seed_weight), or None."""
+        if not self.config.get("seed_words"):
+            return None
+        return seed_prior(self.config["seed_words"], self.config.get("seed_weight", SEED_WEIGHT),
+                          self.vocab, self.num_topics, warn=False)
 
     def dense_word_topic_counts(self) -> np.ndarray:
         """int32 [V, K]: B as a dense matrix (formed from the nonzeros of a sparse model)."""
@@ -245,22 +301,43 @@ class TopicModel:
         order = top_ids(self.word_topic_counts.T, n)
         return order, self.word_topic_counts[order, np.arange(self.num_topics)[:, None]]
 
-    def top_words(self, n: int = 10, with_weights: bool = False
+    def top_words(self, n: int = 10, with_weights: bool = False,
+                  relevance: float | None = None
                   ) -> list[list[str]] | list[list[tuple[str, float]]]:
         """The n most probable words of every topic, largest first, ties to the lower word id.
 
         with_weights: each word as a (word, probability) pair instead, the probability
         p(word | topic) = topic_word[k, v] (the same float32 value, as a Python float), like
         gensim's show_topic and tomotopy's get_topic_words. Only the n entries are computed,
-        not the K x V topic_word.
+        not the K x V topic_word.  relevance: lambda in [0, 1], the n most relevant words
+        instead (saberjax.relevance; 1 ranks as without it, lower values favour words
+        particular to the topic, 0.6 as pyLDAvis suggests).
         """
-        order, counts = self._top_words_and_counts(n)
+        if relevance is None and self.seed_prior is None:
+            order, counts = self._top_words_and_counts(n)
+        else:  # ranked by topic_word (the seed prior included) or by relevance
+            dense = self.dense_word_topic_counts()
+            order = (relevant_ids(dense, self.beta, self.seed_prior, n, relevance)
+                     if relevance is not None else
+                     top_ids(self._probability_order(dense), min(n, self.num_words)))
+            counts = dense[order, np.arange(self.num_topics)[:, None]]
         if not with_weights:
             return [[self.vocab[v] for v in row] for row in order.tolist()]
-        weights = np.divide(counts + self.beta, self._denominators[:, None],
+        numerators = counts + self.beta
+        if self.seed_prior is not None:
+            numerators = numerators + self.seed_prior.cell_weights(
+                order, np.arange(self.num_topics)[:, None], self.num_topics)
+        weights = np.divide(numerators, self._denominators[:, None],
                             dtype=np.float64).astype(np.float32)
         return [[(self.vocab[v], float(weight)) for v, weight in zip(row, row_weights)]
                 for row, row_weights in zip(order.tolist(), weights.tolist())]
+
+    def _probability_order(self, dense: np.ndarray) -> np.ndarray:
+        """K x V weights in the order of topic_word's rows for dense counts B: the counts plus
+        the seed words' prior."""
+        weights = dense.T.astype(np.float32)
+        weights[:, list(self.seed_prior.rows)] += self.seed_prior.row_weights(self.num_topics).T
+        return weights
 
     def word_topics(self, word: str, minimum_probability: float = 0.0) -> list[tuple[int, float]]:
         """The topics of one vocabulary word as (topic, weight) pairs, largest weight first (ties
@@ -269,7 +346,8 @@ class TopicModel:
 
         weight = p(topic | word) = (n_wk + beta) / (n_w + K beta), with n_wk the word's training
         tokens in topic k and n_w = sum_k n_wk: the smoothed share of the word's tokens that
-        topic k holds, so the weights sum to 1 over the topics. It is Bayes' rule on topic_word
+        topic k holds, so the weights sum to 1 over the topics (with seed words, beta_kw in
+        place of beta). It is Bayes' rule on topic_word
         with each topic's prior proportional to its smoothed size, n_k + V beta, the
         denominator of topic_word. gensim's get_term_topics returns p(word | topic) instead (its
         exp(E[log beta_kw]), in topic order), which does not sum to 1 over topics and ranks a
@@ -280,6 +358,9 @@ class TopicModel:
         if index is None:
             raise KeyError(f"{word!r} is not in the model's vocabulary ({self.num_words:,} words)")
         counts = self.word_topic_rows([index])[0].astype(np.float64)
+        if self.seed_prior is not None:  # beta_kv - beta of the word's cells
+            counts += self.seed_prior.cell_weights(index, np.arange(self.num_topics),
+                                                   self.num_topics)
         weights = (counts + self.beta) / (counts.sum() + self.num_topics * self.beta)
         order = np.argsort(-weights, kind="stable")
         return [(int(k), float(weights[k])) for k in order if weights[k] >= minimum_probability]
@@ -302,6 +383,14 @@ class TopicModel:
         from saberjax import inference  # noqa: PLC0415
 
         return inference.infer_topics(self, documents, iterations, batch_slots, num_devices)
+
+    def to_pyldavis(self, documents, iterations: int = DEFAULT_EM_ITERATIONS) -> dict:
+        """What pyLDAvis.prepare takes, as keyword arguments, for these documents (as
+        transform takes them): pyLDAvis.prepare(**model.to_pyldavis(corpus)); see
+        saberjax.ldavis.  pyLDAvis itself is not needed."""
+        from saberjax import ldavis  # noqa: PLC0415 (fold-in: the engine, as transform)
+
+        return ldavis.prepare_arguments(self, documents, iterations)
 
     def save(self, directory, arrays=None) -> pathlib.Path:
         """Write model.npz, vocab.txt, config.json and metrics.jsonl into `directory` (each
@@ -356,7 +445,8 @@ class TopicModel:
             return
         counts = self.dense_word_topic_counts()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            topic_word = pool.submit(topic_word_from_counts, counts, self.beta)
+            topic_word = pool.submit(topic_word_from_counts, counts, self.beta,
+                                     self.seed_prior)
             write_npz(file.fileno(), dict(
                 word_topic_counts=lambda: np.asarray(counts, np.int32), **common,
                 topic_word=topic_word.result))

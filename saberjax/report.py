@@ -8,10 +8,18 @@
                      matplotlib, an optional dependency: pip install 'saberjax[report]')
     alpha.png        where alpha was learned (one value per topic): alpha_k of every topic,
                      largest first, beside the topic's share of the tokens (matplotlib too)
-    topics.md        a summary of the model, then every topic's share of the tokens, alpha,
-                     coherence (NPMI, UMass: means over word pairs, see saberjax.coherence)
-                     and top words, largest topics first
+    topics.md        a summary of the model (topic diversity among it), then every topic's
+                     share of the tokens, alpha, coherence (NPMI, UMass: means over word
+                     pairs; c_v where the reference keeps token order; saberjax.coherence)
+                     and top words (by relevance at a given lambda: saberjax.relevance),
+                     largest topics first
     topics.html      the same as one self-contained page (inline CSS, the plot embedded)
+
+and, when asked for:
+
+    topics_over_time.csv, topics_over_time.png
+                     each topic's share of every period's documents (saberjax.over_time)
+    pyldavis.html    the pyLDAvis page of the model (saberjax.ldavis)
 """
 
 from __future__ import annotations
@@ -27,14 +35,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from saberjax.coherence import MEASURES, CoherenceScores, cooccurrence
+from saberjax import over_time
+from saberjax.coherence import (MEASURES, CoherenceScores, cooccurrence, cv_cooccurrence,
+                                topic_diversity)
 from saberjax.corpus import Corpus
 from saberjax.files import atomic_write
 from saberjax.model import TopicModel
 
 PLOT_FILE, PRIOR_FILE = "convergence.png", "alpha.png"
 MARKDOWN_FILE, HTML_FILE = "topics.md", "topics.html"
-REPORT_FILES = (PLOT_FILE, PRIOR_FILE, MARKDOWN_FILE, HTML_FILE)
+OVER_TIME_TABLE, OVER_TIME_PLOT = "topics_over_time.csv", "topics_over_time.png"
+PYLDAVIS_FILE = "pyldavis.html"
+REPORT_FILES = (PLOT_FILE, PRIOR_FILE, MARKDOWN_FILE, HTML_FILE, OVER_TIME_TABLE,
+                OVER_TIME_PLOT, PYLDAVIS_FILE)
 MATPLOTLIB_HINT = "pip install 'saberjax[report]'"
 NPMI_COLOUR_RANGE = 0.25  # NPMI cells shade from red at -0.25 and below to green at +0.25
 
@@ -49,15 +62,18 @@ class TopicRow:
     words: list[str]
     npmi: float
     umass: float
+    cv: float  # NaN where c_v is not measured
 
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """The files written, the coherence scores shown in them, and why a plot is missing."""
+    """The files written, the coherence scores shown in them (c_v among them where measured),
+    the topic diversity, and why a plot is missing."""
 
     files: list[pathlib.Path]
     scores: dict[str, CoherenceScores]
     plot_skipped: str | None  # None when convergence.png was written
+    diversity: float = float("nan")
 
 
 def convergence_png(metrics: Sequence[dict]) -> bytes:
@@ -147,22 +163,41 @@ def _png(figure) -> bytes:
 
 
 def write_report(model: TopicModel, directory, reference: Corpus,
-                 metrics: Sequence[dict] = (), top_n: int = 10) -> Report:
+                 metrics: Sequence[dict] = (), top_n: int = 10, relevance: float | None = None,
+                 cv_unavailable: str | None = None,
+                 topics_over_time: over_time.TopicsOverTime | None = None,
+                 pyldavis_page: str | None = None) -> Report:
     """Write the convergence plot and topic pages into `directory` (see the module doc).
 
     reference: the documents coherence is measured on (the training corpus, usually).
     metrics: the training run's per-iteration records; without them or without matplotlib the
-    plot is skipped with a warning saying why.
+    plot is skipped with a warning saying why.  relevance: lambda of the top words' ranking
+    (None: by probability); coherence scores the words shown.  cv_unavailable: why the
+    reference has no token order for c_v (coherence.cv_unavailable), None to measure it.
+    topics_over_time, pyldavis_page: written beside the pages when given.
     """
     directory = pathlib.Path(directory)
-    counts = cooccurrence(model, reference, top_n)
+    counts = cooccurrence(model, reference, top_n, relevance=relevance)
     scores = {measure: counts.score(measure) for measure in MEASURES}
+    if cv_unavailable is None:
+        scores["c_v"] = cv_cooccurrence(model, reference, top_n,
+                                        relevance=relevance).score("c_v")
+    diversity = topic_diversity(model)
     shares = model.topic_shares()
+    no_score = np.full(model.num_topics, np.nan)
     rows = sorted((TopicRow(k, float(shares[k]), float(model.alpha[k]),
                             [model.vocab[v] for v in counts.top_word_ids[k]],
-                            float(scores["npmi"].per_topic[k]), float(scores["umass"].per_topic[k]))
+                            float(scores["npmi"].per_topic[k]), float(scores["umass"].per_topic[k]),
+                            float(scores.get("c_v", CoherenceScores("c_v", top_n, no_score,
+                                                                    np.nan)).per_topic[k]))
                    for k in range(model.num_topics)), key=lambda row: (-row.share, row.topic))
     summary = model_summary(model, metrics, scores, reference)
+    summary.append(("c_v", f"{scores['c_v'].mean:.3f} (mean over topics; sliding windows)"
+                    if "c_v" in scores else cv_unavailable))
+    summary.append(("topic diversity", f"{diversity:.3f} (distinct words among every topic's "
+                    f"top 25)"))
+    if relevance is not None:
+        summary.append(("top words", f"ranked by relevance, lambda = {relevance:g}"))
     title = f"Topics of {model.config.get('corpus_name') or 'a saberjax model'}"
 
     files = []
@@ -180,7 +215,26 @@ def write_report(model: TopicModel, directory, reference: Corpus,
                               topics_markdown(title, summary, rows, list(plots)).encode()))
     files.append(_write_bytes(directory / HTML_FILE,
                               topics_html(title, summary, rows, plots).encode()))
-    return Report(files, scores, plot_skipped)
+    if topics_over_time is not None:
+        files += _write_over_time(directory, topics_over_time, model)
+    if pyldavis_page is not None:
+        files.append(_write_bytes(directory / PYLDAVIS_FILE, pyldavis_page.encode()))
+    return Report(files, scores, plot_skipped, diversity)
+
+
+def _write_over_time(directory: pathlib.Path, result: over_time.TopicsOverTime,
+                     model: TopicModel) -> list[pathlib.Path]:
+    """The topics-over-time table, and its plot where matplotlib is installed (a warning
+    otherwise)."""
+    files = [_write_bytes(directory / OVER_TIME_TABLE, over_time.write_table(result).encode())]
+    labels = [f"{k}: {' '.join(words)}" for k, words in enumerate(model.top_words(3))]
+    try:
+        files.append(_write_bytes(directory / OVER_TIME_PLOT,
+                                  over_time.shares_png(result, labels)))
+    except ImportError:
+        warnings.warn(f"no topics-over-time plot: it needs matplotlib ({MATPLOTLIB_HINT})",
+                      stacklevel=3)
+    return files
 
 
 def _prior_plot(model: TopicModel) -> bytes | None:
@@ -217,6 +271,13 @@ def model_summary(model: TopicModel, metrics: Sequence[dict],
                   f"learned, {alpha.min():.4g} to {alpha.max():.4g} (sum {alpha.sum():.4g})")
     lines = [("topics", f"{model.num_topics:,}"), ("alpha", alpha_text),
              ("beta", f"{model.beta:.4g}"), ("vocabulary", f"{model.num_words:,} words")]
+    seeds = model.seed_prior
+    if seeds is not None:
+        seeded_topics = sorted({topic for topics in seeds.topics for topic in topics})
+        lines.append(("seed words", f"{len(seeds.rows):,} words seeding {len(seeded_topics):,} "
+                      f"topics ({', '.join(map(str, seeded_topics[:10]))}"
+                      f"{', ...' if len(seeded_topics) > 10 else ''}), weight "
+                      f"{seeds.weight:g}"))
     if "corpus_docs" in config:
         source = (config["corpus_path"] or "bundled") if "corpus_path" in config else \
             "path not recorded"
@@ -260,10 +321,10 @@ def topics_markdown(title: str, summary: list[tuple[str, str]], rows: list[Topic
     lines += [f"- **{label}**: {_markdown_escape(text)}" for label, text in summary]
     for name in plot_files:
         lines += ["", f"![{name.split('.')[0]}]({name})"]
-    lines += ["", "| rank | topic | share | alpha | NPMI | UMass | top words |",
-              "|---:|---:|---:|---:|---:|---:|---|"]
+    lines += ["", "| rank | topic | share | alpha | NPMI | UMass | c_v | top words |",
+              "|---:|---:|---:|---:|---:|---:|---:|---|"]
     lines += [f"| {rank} | {row.topic} | {100 * row.share:.2f}% | {row.alpha:.4g} | "
-              f"{_number(row.npmi, 3)} | {_number(row.umass, 3)} | "
+              f"{_number(row.npmi, 3)} | {_number(row.umass, 3)} | {_number(row.cv, 3)} | "
               f"{' '.join(map(_markdown_escape, row.words))} |"
               for rank, row in enumerate(rows, 1)]
     return "\n".join(lines) + "\n"
@@ -325,7 +386,8 @@ def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow]
                  f'{NPMI_COLOUR_RANGE} and above; UMass is the mean over word pairs, as '
                  "gensim's u_mass (at most about 0, higher is more coherent).</p>")
     parts.append('<table><thead><tr><th>rank</th><th>topic</th><th>share</th><th>alpha</th>'
-                 '<th>NPMI</th><th>UMass</th><th class="words">top words</th></tr></thead>'
+                 '<th>NPMI</th><th>UMass</th><th>c_v</th><th class="words">top words</th>'
+                 '</tr></thead>'
                  '<tbody>')
     for rank, row in enumerate(rows, 1):
         words = "".join(f"<span>{escape(word)}</span>" for word in row.words)
@@ -333,6 +395,7 @@ def topics_html(title: str, summary: list[tuple[str, str]], rows: list[TopicRow]
             f"<tr><td>{rank}</td><td>{row.topic}</td><td class=share>{100 * row.share:.2f}%"
             f'<span class=bar style="width:{100 * row.share / largest:.1f}%"></span></td>'
             f"<td>{row.alpha:.4g}</td>{_npmi_cell(row.npmi)}<td>{_number(row.umass, 3)}</td>"
+            f"<td>{_number(row.cv, 3)}</td>"
             f"<td class=words>{words}</td></tr>")
     parts.append("</tbody></table></body></html>")
     return "\n".join(parts) + "\n"

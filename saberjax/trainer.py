@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 
 import jax
 
-from saberjax import checkpoint, prior, processes, timing
+from saberjax import checkpoint, prior, processes, seeding, timing
 from saberjax.background import in_background
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus
@@ -287,7 +287,8 @@ def train(corpus: Corpus, config: TrainConfig,
 
     on_model(model), in a thread of its own, receives the model of the last iteration as soon
     as that iteration is done and while it is being scored: its arrays (counts, alpha, beta,
-    vocabulary) are those of the model train returns; its config and metrics are empty.  A
+    vocabulary) are those of the model train returns; its config holds only the seed words
+    (seed_words, seed_weight, when seeded) and its metrics are empty.  A
     caller can write the arrays meanwhile (TopicModel.write_arrays).  It is not called when
     training stops before the last iteration (a callback), nor in a run of several processes
     (fetching the counts is a collective there, which must not run beside the scoring's).
@@ -297,11 +298,15 @@ def train(corpus: Corpus, config: TrainConfig,
                                   lambda line: print(line, file=sys.stderr)), callback)
     if config.checkpoint_every and checkpoint_dir is None:
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
-    hyper = Hyperparams.from_config(config)
+    hyper = Hyperparams.from_config(config, corpus.vocab)
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
     processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
                               repr(dataclasses.asdict(config)))
     placement = place(corpus, hyper, config, scoring=heldout is not None)
+    # the seed words found in the vocabulary (as JSON) and their weight, which the model's
+    # topic_word reads
+    seed_config = {} if hyper.seeds is None else dict(
+        seed_words=seeding.seed_json(hyper.seeds, corpus.vocab), seed_weight=config.seed_weight)
 
     def model_arrays(state):
         """The state's counts B (K columns; a SparseWordTopic from the sparse model) and
@@ -314,7 +319,7 @@ def train(corpus: Corpus, config: TrainConfig,
         """Fetch the state's counts and alpha in a thread, then call on_model there."""
         def fetch():
             counts, alpha = model_arrays(state)
-            on_model(TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab)))
+            on_model(TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab), seed_config))
             return counts, alpha
         last.append((state, in_background(fetch, name="saberjax-model")))
 
@@ -335,7 +340,7 @@ def train(corpus: Corpus, config: TrainConfig,
                         stored=placement.stored,
                         partition=placement.partition,
                         model_format=placement.hyper.model_format,
-                        iterations_run=len(run.metrics))
+                        iterations_run=len(run.metrics), **seed_config)
     model = TopicModel(counts, alpha, hyper.beta, tuple(corpus.vocab),
                        model_config, tuple(run.metrics))
     return TrainResult(model, *run)

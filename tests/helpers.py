@@ -29,6 +29,18 @@ def random_corpus(num_docs: int = 60, num_words: int = 50, mean_length: int = 40
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def run_on_mesh(corpus, hyper, iterations: int, seed: int, **placement):
+    """(placement, state) after `iterations` compiled steps of the corpus placed with
+    `placement`'s settings (saberjax.execution.placement.place) from `seed`."""
+    from saberjax.execution.placement import place
+    placed = place(corpus, hyper, **placement)
+    state = placed.init(seed)
+    step = placed.compile(state)
+    for _ in range(iterations):
+        state = step(state)
+    return placed, state
+
+
 def needs_local_devices(count: int) -> None:
     """Skip unless this process has count local devices.  On the CPU it fails instead: the
     tests run with two host devices (conftest.py), so a skip there would hide a lost flag."""

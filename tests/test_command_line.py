@@ -6,6 +6,7 @@ saberjax` run the same commands as launch/*.py."""
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -68,6 +69,15 @@ def test_the_log_is_time_and_message_unless_the_prefix_is_asked_for(home, tmp_pa
         assert prefixed.returncode == 0, prefixed.stderr[-3000:]
         assert re.search(r"^I\d{4} [\d:.]+ +\d+ train\.py:\d+\] training on ", prefixed.stderr,
                          re.M), prefixed.stderr
+
+
+def test_the_default_log_leaves_out_other_libraries_info_lines():
+    def record(name, level):
+        return logging.LogRecord(name, level, __file__, 1, "message", None, None)
+    assert cli.own_info_only(record("absl", logging.INFO))
+    assert cli.own_info_only(record("saberjax.trainer", logging.INFO))
+    assert not cli.own_info_only(record("numexpr.utils", logging.INFO))
+    assert cli.own_info_only(record("numexpr.utils", logging.WARNING))
 
 
 def test_evaluate_takes_the_model_and_corpus_positionally(home, tmp_path):

@@ -11,7 +11,7 @@ import threading
 import jax
 import numpy as np
 import pytest
-from helpers import ROOT, needs_local_devices, random_corpus
+from helpers import ROOT, needs_local_devices, random_corpus, run_on_mesh
 
 from saberjax import checkpoint, esca, trainer
 from saberjax.config import Hyperparams, TrainConfig
@@ -30,15 +30,6 @@ def reference(corpus, hyper, iterations, seed):
         state = esca.step(state, chunks, hyper)
     return (esca.corpus_order_topics(chunks, state.chunks), np.asarray(state.model.word_topic),
             np.asarray(state.model.bhat, np.float32))
-
-
-def run_on_mesh(corpus, hyper, iterations, seed, **placement):
-    placed = place(corpus, hyper, **placement)
-    state = placed.init(seed)
-    step = placed.compile(state)
-    for _ in range(iterations):
-        state = step(state)
-    return placed, state
 
 
 @pytest.mark.parametrize("num_devices,chunk_tokens,stream,partition,mesh,layout_on_devices", [

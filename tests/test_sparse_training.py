@@ -3,28 +3,20 @@ its topics, one seed gives the bit-identical model on any number of devices, it 
 the dense model does, and the plan picks and sizes it."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
 import pytest
-from helpers import needs_local_devices, random_corpus
+from helpers import needs_local_devices, random_corpus, run_on_mesh
 
 from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
 from saberjax import corpus as corpus_io
-from saberjax.config import Hyperparams
+from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
 from saberjax.execution.placement import place
 from saberjax.execution.plan import plan
-
-
-def run(corpus, hyper, iterations, seed, **settings):
-    placed = place(corpus, hyper, **settings)
-    state = placed.init(seed)
-    step = placed.compile(state)
-    for _ in range(iterations):
-        state = step(state)
-    return placed, state
 
 
 def recount(corpus, topics, num_topics):
@@ -39,7 +31,7 @@ def test_sparse_training_is_bit_identical_on_one_and_two_devices():
     hyper = Hyperparams.create(40, model_format="sparse")
     results = []
     for num_devices in (1, 2):
-        placed, state = run(corpus, hyper, 3, 5, num_devices=num_devices)
+        placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices)
         assert placed.partition == "words" and placed.hyper.sparse
         if num_devices > 1:  # each device holds its words' rows
             assert (state.model.word_topic.topics.sharding.spec
@@ -65,7 +57,7 @@ def test_sparse_model_learns_as_the_dense_model_does():
     scores = {}
     for model_format in ("dense", "sparse"):
         hyper = Hyperparams.create(12, model_format=model_format)
-        placed, state = run(corpus, hyper, 30, 2, num_devices=1, partition="words")
+        placed, state = run_on_mesh(corpus, hyper, 30, 2, num_devices=1, partition="words")
         topic_word = np.asarray(placed.topic_word(state))  # B-hat [K, V]
         topics = placed.corpus_order_topics(state)
         theta = np.zeros((corpus.num_docs, 12))
@@ -82,7 +74,7 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
     needs_local_devices(2)
     corpus = random_corpus(num_docs=60, num_words=41, mean_length=20, seed=4)
     hyper = Hyperparams.create(33, model_format="sparse")
-    placed, state = run(corpus, hyper, 2, 9, num_devices=2)
+    placed, state = run_on_mesh(corpus, hyper, 2, 9, num_devices=2)
     rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
                                            np.asarray(state.model.alpha))
     for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
@@ -121,6 +113,15 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
     for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
         with pytest.raises(ValueError, match="model_format 'sparse'"):
             plan(corpus, hyper, 1, **settings)
+
+
+def test_a_sparse_plan_refuses_seed_words():
+    corpus = random_corpus(num_docs=30, seed=7)
+    config = TrainConfig(num_topics=8, model_format="sparse",
+                         seed_words=json.dumps({0: [corpus.vocab[0]]}))
+    hyper = Hyperparams.from_config(config, corpus.vocab)
+    with pytest.raises(ValueError, match="seed_words train on the dense model"):
+        plan(corpus, hyper, 1)
 
 
 def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import time
 
@@ -120,15 +121,21 @@ def sparse_phases(placement, state, repeats: int = 3) -> dict:
         (placement.word_shares, placement.slots[0], state.chunks[0]))
     model = jax.tree.map(lambda x: jax.device_put(np.asarray(x)), state.model)
     key = rng.iteration_key(0, 1)
-    sample = jax.jit(lambda: esca.sample(share, chunk_state, model, key, hyper))
+    # every array goes in as an argument: a closure over device arrays would embed them in the
+    # compiled program as constants (gigabytes at large K)
+    sample = functools.partial(jax.jit(lambda s, c, m, k: esca.sample(s, c, m, k, hyper)),
+                               share, chunk_state, model, key)
     topics, doc_major = sample()
-    rebuild = jax.jit(lambda: esca.chunk_state_from_topics(chunk, topics, doc_major, hyper))
-    count = jax.jit(lambda: sparse_rows.count_rows(share, topics, placement.model_rows,
-                                                   hyper.padded_topics))
+    rebuild = functools.partial(
+        jax.jit(lambda c, t, d: esca.chunk_state_from_topics(c, t, d, hyper)),
+        chunk, topics, doc_major)
+    count = functools.partial(
+        jax.jit(lambda s, t: sparse_rows.count_rows(s, t, placement.model_rows,
+                                                    hyper.padded_topics)), share, topics)
     rows = count()
-    build = jax.jit(lambda: esca.model_from_totals(
-        rows, sparse_rows.topic_totals(rows, hyper.padded_topics), model.alpha, hyper,
-        placement.num_words))
+    build = functools.partial(jax.jit(lambda r, a: esca.model_from_totals(
+        r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper, placement.num_words)),
+        rows, model.alpha)
     phases = {}
     for name, program in (("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
                           ("build_model", build)):

@@ -10,9 +10,11 @@ is read over the model's vocabulary (plain text tokenised against it, as saberja
 does).  Without --corpus, the test documents are the ones the training run held out, as
 recorded in the model's config.json: its --test_corpus, or its --test_fraction split of the
 training corpus by the same seed.  The mean topic coherence of every --coherence measure
-(saberjax.coherence) joins the output as coherence_<measure>, measured on --coherence_corpus
-(default: the model's training documents; skipped with a warning for a model saved from
-Python, which does not record them).
+(saberjax.coherence: umass, npmi, and c_v on a reference that keeps token order, plain text)
+joins the output as coherence_<measure>, measured on --coherence_corpus (default: the model's
+training documents; skipped with a warning for a model saved from Python, which does not
+record them), with the topic diversity.  --relevance scores every topic's top words ranked by
+relevance at that lambda (saberjax.relevance) and adds them to the output as top_words.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from absl import flags
 
 from saberjax import cli, command_line
 from saberjax import corpus as corpus_io
-from saberjax.coherence import MEASURES, cooccurrence, records_training_corpus, reference_corpus
+from saberjax.coherence import (MEASURES, cooccurrence, cv_cooccurrence, cv_unavailable,
+                                records_training_corpus, reference_corpus, topic_diversity)
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.evaluate import model_heldout_loglik, test_documents
 from saberjax.model import TopicModel
 
 FLAGS = flags.FLAGS
+ALL_MEASURES = (*MEASURES, "c_v")
 
 
 INTERFACE = command_line.Interface(positionals=("model", "corpus"), required=("model",),
@@ -55,11 +59,15 @@ def define_flags() -> None:
                              "theta.", lower_bound=1)
     with command_line.group("output"):
         flags.DEFINE_list("coherence", list(MEASURES), f"Coherence measures to report (of "
-                          f"{MEASURES}; empty: none).")
+                          f"{ALL_MEASURES}; empty: none).")
         flags.DEFINE_integer("top_n", 10, "Top words per topic scored by coherence.",
                              lower_bound=2)
-    flags.register_validator("coherence", lambda measures: set(measures) <= set(MEASURES),
-                             f"--coherence takes a comma list of {MEASURES}")
+        flags.DEFINE_float("relevance", None, "Rank the top words by relevance at this lambda "
+                           "in [0, 1] (1: by probability), score those and print them.")
+    flags.register_validator("coherence", lambda measures: set(measures) <= set(ALL_MEASURES),
+                             f"--coherence takes a comma list of {ALL_MEASURES}")
+    flags.register_validator("relevance", lambda value: value is None or 0 <= value <= 1,
+                             "--relevance must be in [0, 1]")
 
 
 def main(argv):
@@ -76,8 +84,20 @@ def main(argv):
                       f"Python); --coherence_corpus gives the reference documents")
     elif FLAGS.coherence:
         reference = reference_corpus(model, FLAGS.coherence_corpus, training)
-        counts = cooccurrence(model, reference, FLAGS.top_n)
-        result.update({f"coherence_{measure}": counts.score(measure).mean
-                       for measure in FLAGS.coherence})
+        measures = [measure for measure in FLAGS.coherence if measure in MEASURES]
+        if measures:
+            counts = cooccurrence(model, reference, FLAGS.top_n, relevance=FLAGS.relevance)
+            result.update({f"coherence_{measure}": counts.score(measure).mean
+                           for measure in measures})
+        if "c_v" in FLAGS.coherence:
+            no_cv = cv_unavailable(model, FLAGS.coherence_corpus)
+            if no_cv:
+                warnings.warn(no_cv)
+            else:
+                result["coherence_c_v"] = cv_cooccurrence(
+                    model, reference, FLAGS.top_n, relevance=FLAGS.relevance).score("c_v").mean
+    result["topic_diversity"] = topic_diversity(model)
+    if FLAGS.relevance is not None:
+        result["top_words"] = model.top_words(FLAGS.top_n, relevance=FLAGS.relevance)
     print(json.dumps(result))
 

@@ -31,7 +31,7 @@ import time
 import numpy as np
 from absl import flags, logging
 
-from saberjax import checkpoint, cli, command_line, processes, trainer
+from saberjax import checkpoint, cli, command_line, processes, seeding, trainer
 from saberjax.execution.mesh import start_devices
 from saberjax import corpus as corpus_io
 from saberjax import timing
@@ -57,7 +57,7 @@ CONFIG_GROUPS = dict(iterations="run", eval_every="run", em_iterations="run",
                      host_memory_gb="devices", chunk_store="devices")
 INTERFACE = command_line.Interface(
     positionals=("corpus",), paths=("corpus", "test_corpus", "output", "cache_dir",
-                                    "chunk_store"))
+                                    "chunk_store", "seed_words"))
 
 
 def define_flags() -> None:
@@ -153,11 +153,15 @@ def main(argv):
     del argv
     processes.initialize_from_flags(FLAGS)
     config = cli.config_from_flags(trainer.TrainConfig, FLAGS)
+    if config.seed_words is not None:  # the file's syntax, before the corpus is read
+        seeding.read_seed_words(config.seed_words)
     phases, started = timing.Phases().record(), time.perf_counter()
     start_devices()  # beside the corpus load
     cli.use_caches_as_flagged()
     with phases.phase("load"):
         documents, corpus, heldout = load_data()
+    seeding.seed_prior(config.seed_words, config.seed_weight, corpus.vocab, config.num_topics,
+                       warn=False)  # its words and topics, before any file is touched
     backend = resolve_backend(config.backend)
     run = RunDirectory.plan(FLAGS.output or f"runs/{corpus.name or 'corpus'}_k{FLAGS.num_topics}",
                             overwrite=FLAGS.overwrite, resume=FLAGS.resume,
@@ -283,5 +287,8 @@ def save_result(directory: pathlib.Path, model, corpus, documents,
     if FLAGS.report:
         from saberjax.report import write_report  # noqa: PLC0415 (only for --report)
 
-        write_report(model, directory / "report", corpus, model.metrics)
+        from saberjax.coherence import cv_unavailable  # noqa: PLC0415
+
+        write_report(model, directory / "report", corpus, model.metrics,
+                     cv_unavailable=cv_unavailable(model))
 

@@ -74,19 +74,30 @@ class Placement:
 
     @functools.cached_property
     def programs(self) -> Programs:
-        """The jitted programs of an iteration on this mesh and partition."""
-        return Programs(self.mesh, self.hyper, self.num_words, self.partition,
-                        self.int32_rows)
+        """The jitted programs of an iteration on this mesh and partition (the seed words'
+        prior on the rows of the model's arrays that hold its words)."""
+        if self.hyper.seeds is None:
+            return self._unseeded_programs
+        seeds = self.hyper.seeds.on_rows(self._row_of_word())
+        return dataclasses.replace(self._unseeded_programs,
+                                   hyper=dataclasses.replace(self.hyper, seeds=seeds))
+
+    @functools.cached_property
+    def _unseeded_programs(self) -> Programs:
+        """The programs without the seed words' prior: the same rows and word shares, which
+        the model's layout reads."""
+        return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
+                        self.partition, self.int32_rows)
 
     @property
     def model_rows(self) -> int:
         """Rows of B-hat on each device (mesh.model_rows)."""
-        return self.programs.model_rows
+        return self._unseeded_programs.model_rows
 
     @property
     def word_parts(self) -> int:
         """Devices of the words axis (the shares of the vocabulary; 1 by document)."""
-        return self.programs.size(self.programs.axes.words)
+        return self._unseeded_programs.size(self._unseeded_programs.axes.words)
 
     @property
     def num_devices(self) -> int:
@@ -205,7 +216,8 @@ class Placement:
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
         share, row = rank % self.word_parts, rank // self.word_parts
-        hosts, first = self.num_devices // self.word_parts, self.programs.first_float16_row
+        hosts, first = (self.num_devices // self.word_parts,
+                        self._unseeded_programs.first_float16_row)
         int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
         in_float16 = row >= first
         host = np.where(in_float16, (row - first) // max(float16_part, 1),
@@ -306,7 +318,8 @@ class Placement:
                                       self.hyper.beta, self.num_words, self.sharding(P()))
         return _topic_word(state.model.word_topic, state.model.topic_totals,
                            self.replicated(self._row_of_word()), self.hyper.num_topics,
-                           self.hyper.beta, self.num_words, self.sharding(P()))
+                           self.hyper.beta, self.num_words, self.hyper.seeds,
+                           self.sharding(P()))
 
     def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
         """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
@@ -370,11 +383,13 @@ class Placement:
         return ChunkState((tokens,), (chunk.word.shape[1],), (chunk.doc_start.shape[1] - 1,))
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "sharding"))
+@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "seeds",
+                                             "sharding"))
 def _topic_word(word_topic, totals, row_of_word, num_topics: int, beta: float,
-                num_words: int, sharding):
-    """float32 B-hat [K, V] of B's rows row_of_word (by word id), laid out by `sharding`."""
-    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words)
+                num_words: int, seeds, sharding):
+    """float32 B-hat [K, V] of B's rows row_of_word (by word id; seeds over word ids), laid
+    out by `sharding`."""
+    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words, seeds)
     return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
 
 
@@ -395,7 +410,7 @@ def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
                            num_devices * device_rows)
     dense = jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32).at[
         global_row.ravel(), rows.topics].set(rows.counts, mode="drop")
-    return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, sharding)
+    return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, None, sharding)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:

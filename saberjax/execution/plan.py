@@ -128,6 +128,9 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     model_format = _model_format(model_format or hyper.model_format, corpus, hyper,
                                  one_axis.size, budget)
     hyper = dataclasses.replace(hyper, model_format=model_format)
+    if hyper.sparse and hyper.seeds is not None:
+        raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
+                         "model_format 'auto' the dense model does not fit these devices)")
     if hyper.sparse:
         if (partition in ("documents", "hybrid") or mesh is not None or stream
                 or chunk_tokens is not None):

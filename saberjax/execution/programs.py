@@ -124,13 +124,22 @@ class Programs:
             totals = backend_ops(self.hyper.backend).topic_totals(rows)
         return lax.psum(totals, self.mesh.axis_names) if self.num_devices > 1 else totals
 
+    def _first_row(self, rows):
+        """The row of the model's global arrays where this device's `rows` of B start: its
+        block of B's row sharding (the axes of model_spec.word_topic) times the rows a block
+        holds; 0 where no seed prior reads it (the sparse model takes no seeds)."""
+        if self.num_devices == 1 or self.hyper.seeds is None:
+            return 0
+        return lax.axis_index(self.model_spec.word_topic[0]) * rows.shape[0]
+
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
         (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees
         gathered over the documents axis (whole on every device by document, the device's
         word share on the two-axis mesh; by word they stay with their rows)."""
         totals = self._summed_totals(rows) if totals is None else totals
-        own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words)
+        own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
+                                     self._first_row(rows))
         if self.size(self.axes.documents) == 1:
             return own
         return own._replace(bhat=self._gathered(own.bhat), tree=tuple(map(self._gathered,

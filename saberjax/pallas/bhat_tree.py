@@ -28,10 +28,11 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax.mstep import bhat_and_tree as bhat_and_tree_reference
-from saberjax.mstep import bhat_denominator
+from saberjax.mstep import bhat_denominator, seeded_rows
 from saberjax.mstep import model_arrays as model_arrays_reference
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
+from saberjax.seeding import SeedPrior
 from saberjax.state import BHAT_DTYPE
 from saberjax.tree import WIDTH, build_tree, padded_width
 
@@ -127,22 +128,25 @@ def topic_totals(word_topic: jax.Array, *, block_columns: int = 1024,
     )(word_topic, jnp.zeros((padded_topics,), word_topic.dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "num_words", "block_columns",
-                                             "num_warps", "interpret"))
+@functools.partial(jax.jit, static_argnames=("num_topics", "num_words", "seeds",
+                                             "block_columns", "num_warps", "interpret"))
 def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, num_topics: int,
-                  beta, num_words: int | None = None, *, block_columns: int = 1024,
-                  num_warps: int = 4, interpret: bool | None = None):
+                  beta, num_words: int | None = None, seeds: SeedPrior | None = None,
+                  first_row=0, *, block_columns: int = 1024, num_warps: int = 4,
+                  interpret: bool | None = None):
     """(B-hat, the levels of its trees over alpha_k B-hat_vk, top first) of rows of B given the
     topic totals and the prior alpha [K_pad].
 
     Same contract as saberjax.mstep.bhat_and_tree (num_words: the vocabulary's V, None: B's
-    rows are the whole vocabulary); knobs as in topic_totals.
+    rows are the whole vocabulary; seeds and first_row: the seed words' prior, whose few rows
+    mstep.seeded_rows sets after the kernel's pass); knobs as in topic_totals.
     """
     rows, padded_topics = word_topic.shape
     if padded_topics <= WIDTH:  # a one-level tree: B-hat is all there is
-        return bhat_and_tree_reference(word_topic, totals, alpha, num_topics, beta, num_words)
+        return bhat_and_tree_reference(word_topic, totals, alpha, num_topics, beta, num_words,
+                                       seeds, first_row)
     block_columns = _block_columns(padded_topics, block_columns)
-    denominator = bhat_denominator(totals, num_words or rows, beta)
+    denominator = bhat_denominator(totals, num_words or rows, beta, seeds)
     level_shape = (rows, padded_width(padded_topics // WIDTH))
     bhat, level = pl.pallas_call(
         functools.partial(_bhat_kernel, block_columns=block_columns, num_topics=num_topics),
@@ -155,15 +159,21 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, nu
         interpret=default_interpret() if interpret is None else interpret,
     )(word_topic, denominator, alpha.astype(jnp.float32), jnp.reshape(jnp.float32(beta), (1,)),
       jnp.zeros(level_shape, jnp.float32))
-    return bhat, build_tree(level) + (level,)
+    tree = build_tree(level) + (level,)
+    if seeds is None:
+        return bhat, tree
+    return seeded_rows(word_topic, bhat, tree, denominator, alpha, num_topics, beta, seeds,
+                       first_row)
 
 
-def model_arrays(word_topic: jax.Array, alpha: jax.Array, num_topics: int, beta, *,
-                 block_columns: int = 1024, rows_per_program: int | None = None,
-                 rows_per_load: int = 8, num_warps: int = 4, interpret: bool | None = None):
+def model_arrays(word_topic: jax.Array, alpha: jax.Array, num_topics: int, beta,
+                 seeds: SeedPrior | None = None, *, block_columns: int = 1024,
+                 rows_per_program: int | None = None, rows_per_load: int = 8,
+                 num_warps: int = 4, interpret: bool | None = None):
     """(topic totals, B-hat, its tree levels top first) of B and prior alpha: topic_totals,
     then bhat_and_tree (same contract as saberjax.mstep.model_arrays)."""
     knobs = dict(block_columns=block_columns, num_warps=num_warps, interpret=interpret)
     totals = topic_totals(word_topic, rows_per_program=rows_per_program,
                           rows_per_load=rows_per_load, **knobs)
-    return (totals, *bhat_and_tree(word_topic, totals, alpha, num_topics, beta, **knobs))
+    return (totals, *bhat_and_tree(word_topic, totals, alpha, num_topics, beta, seeds=seeds,
+                                   **knobs))
