@@ -155,11 +155,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    for workers, block_bytes, memory, directory, piece, group in (
-            (1, 1 << 20, None, None, 700, 32), (3, 1000, 0, None, 300, 3),
-            (2, 5000, 3000, tmp_path / "n", 90, 1)):
+    for workers, block_bytes, memory, directory, piece in (
+            (1, 1 << 20, None, None, 700), (3, 1000, 0, None, 300),
+            (2, 5000, 3000, tmp_path / "n", 90)):
         monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
-        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
@@ -182,7 +181,6 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     monkeypatch.setattr(key_tables, "string_hashes",
                         lambda strings: np.full(len(strings), 99, np.uint64))
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
-    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
     with pytest.warns(UserWarning, match="dropped"):
         collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
     assert collided.vocab == reference.vocab

@@ -517,13 +517,13 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
 
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # several pieces for the workers
-    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 2)  # several groups added in turn
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # several pieces for each worker
     built = {}
-    for processes, memory in ((False, None), (True, 0)):
+    for processes, memory, directory in ((False, None, None), (True, 0, tmp_path / "native")):
         blocks = document_blocks(path, block_bytes=200, parsed=False, **options)
         built[processes] = build_corpus(blocks, vocabulary=vocabulary, workers=2,
-                                        memory_bytes=memory, processes=processes).corpus
+                                        memory_bytes=memory, processes=processes,
+                                        directory=directory).corpus
     assert built[True].vocab == built[False].vocab
     np.testing.assert_array_equal(built[True].doc_offsets, built[False].doc_offsets)
     np.testing.assert_array_equal(built[True].word_ids, built[False].word_ids)
@@ -538,7 +538,8 @@ def test_processes_tokenise_only_many_workers_on_a_large_input():
         _uses_processes,
     )
 
-    assert _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES)
-    assert not _uses_processes(PROCESS_MIN_WORKERS - 1, PROCESS_MIN_BYTES)
-    assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES - 1)
-    assert not _uses_processes(64, None)
+    assert _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS - 1, PROCESS_MIN_BYTES, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES - 1, "corpus")
+    assert not _uses_processes(64, None, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES, None)  # in memory

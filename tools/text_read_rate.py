@@ -52,6 +52,10 @@ def main() -> None:
     thread_cpu = dict(collecting=0.0, adding=0.0)
     _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
     _timed(text_corpus._Words, "add", thread_cpu, "adding")
+    phases = {}
+    for owner, name, phase in _PHASES:
+        _phased(text_corpus if owner is None else getattr(text_corpus, owner, None), name,
+                phases, phase)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -71,7 +75,44 @@ def main() -> None:
                                  - children.ru_utime - children.ru_stime, 1),
         collecting_cpu_seconds=round(thread_cpu["collecting"], 2),
         adding_cpu_seconds=round(thread_cpu["adding"], 2),
-        peak_rss_mb=round(end.ru_maxrss / 1024))), flush=True)
+        peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
+
+
+# the reader's steps (those a checkout has): (the text_corpus class holding the function or
+# None for the module, the function, the step's name)
+_PHASES = ((None, "_read_pieces", "reading"), (None, "_merged_words", "merging"),
+           ("_Words", "strings", "words"), (None, "choose_vocabulary", "vocabulary"),
+           (None, "_written", "mapping and writing"), (None, "_in_memory", "mapping"),
+           (None, "load_native", "loading"))
+
+
+def _phased(owner, name: str, phases: dict, phase: str) -> None:
+    """owner.name (when it exists) wrapped to add to phases[phase] its wall seconds, the CPU
+    seconds of its thread, of this process and of the worker processes that ended meanwhile
+    (the CPU of the others is counted only once they end)."""
+    function = getattr(owner, name, None)
+    if function is None:
+        return
+
+    def phased(*args, **kwargs):
+        start = (time.perf_counter(), time.thread_time(), time.process_time(),
+                 _children_cpu())
+        try:
+            return function(*args, **kwargs)
+        finally:
+            end = (time.perf_counter(), time.thread_time(), time.process_time(),
+                   _children_cpu())
+            totals = phases.setdefault(phase, dict(wall_s=0.0, thread_cpu_s=0.0,
+                                                   process_cpu_s=0.0, workers_cpu_s=0.0))
+            for key, first, last in zip(totals, start, end):
+                totals[key] = round(totals[key] + last - first, 3)
+
+    setattr(owner, name, phased)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _timed(owner, name: str, totals: dict, key: str) -> None:

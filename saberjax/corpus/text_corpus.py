@@ -28,13 +28,13 @@ new document begins a new count.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tempfile
 import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -46,12 +46,10 @@ from saberjax.corpus.key_tables import (
     KeyTable,
     Strings,
     StringTable,
-    number_keys,
-    number_strings,
 )
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
-from saberjax.corpus.worker_processes import WorkerProcesses
+from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
 from saberjax.corpus.tokenizing import (
     LONG_KEY,
     BlockWords,
@@ -64,7 +62,6 @@ from saberjax.errors import CorpusFormatError
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
-GROUP_PIECES = 8  # pieces whose words are added to the corpus's at once
 PROCESS_MIN_WORKERS = 16  # fewest workers that tokenise in processes rather than threads
 PROCESS_MIN_BYTES = 1 << 28  # and the least input (total_bytes) that does
 PROGRESS_SECONDS = 10.0  # between progress lines
@@ -80,7 +77,7 @@ class TextCorpus(NamedTuple):
 
 
 class _Dictionary(NamedTuple):
-    """A piece's words with their tokens and documents: keys as block_words keys them, a key
+    """Distinct words with their tokens and documents: keys as block_words keys them, a key
     LONG_KEY + n standing for strings[n]."""
 
     keys: np.ndarray
@@ -92,22 +89,24 @@ class _Dictionary(NamedTuple):
 @dataclasses.dataclass
 class _Piece:
     """What is kept of a tokenised piece until its ids are mapped: where its documents' tokens
-    start, its tokens (ids into its dictionary, or None while they wait in the spill file at
-    spill_offset), its documents' ids, and its dictionary until its group's words are added
-    to the corpus's, then `entries`, the corpus's numbers of its words (int32)."""
+    start; its tokens, ids into its own dictionary, in memory or None while they wait in a
+    worker's spill file (`spill`: its path and the byte offset); its documents' ids; the
+    worker that numbered its words, and for each word of its dictionary, its number among
+    that worker's words (`entries`, int32) and its tokens (`counts`, int32)."""
 
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None
-    spill_offset: int
+    spill: tuple[str, int] | None
     ids: np.ndarray | None
-    dictionary: _Dictionary | None
-    entries: np.ndarray | None = None
+    worker: int
+    entries: np.ndarray
+    counts: np.ndarray
 
 
 class _Words:
-    """The distinct words of a corpus, numbered as groups of pieces add them, with their
-    tokens and documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its
-    number among the long words, by its bytes)."""
+    """Distinct words numbered as dictionaries are added, with their tokens and documents
+    summed: word keys (tokenizing's; a long word keyed LONG_KEY + its number among the long
+    words, by its bytes)."""
 
     def __init__(self):
         self.keys = KeyTable()
@@ -115,37 +114,29 @@ class _Words:
         self.counts = np.zeros(0, np.int64)
         self.doc_freq = np.zeros(0, np.int64)
 
-    def add(self, dictionaries: list[_Dictionary]) -> list[np.ndarray]:
-        """The corpus's numbers of each dictionary's words (int32), their counts added: the
-        group's words numbered among themselves first (key_tables.number_keys), so that the
-        corpus's table sees each distinct word once."""
-        keys = np.concatenate([part.keys for part in dictionaries])
+    def add(self, dictionary: _Dictionary) -> np.ndarray:
+        """The numbers (int32) of a dictionary's words, their counts added."""
+        keys = dictionary.keys
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
-            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
-        distinct, index = number_keys(keys)
-        numbers = self.keys.numbers(distinct)
+            keys = keys.copy()
+            keys[long] = LONG_KEY + self.long_words.numbers(
+                dictionary.strings.take(keys[long] - LONG_KEY)).astype(np.uint64)
+        numbers = self.keys.numbers(keys)
         if self.keys.size > self.counts.size:
             size = max(2 * self.counts.size, self.keys.size)
             self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
                                                                 np.int64)])
             self.doc_freq = np.concatenate([self.doc_freq,
                                             np.zeros(size - self.doc_freq.size, np.int64)])
-        for name in ("counts", "doc_freq"):  # float64 sums: exact below 2**53
-            summed = np.bincount(index, np.concatenate([getattr(part, name)
-                                                        for part in dictionaries]),
-                                 minlength=distinct.size)
-            getattr(self, name)[numbers] += summed.astype(np.int64)
-        entries = numbers.astype(np.int32)[index]
-        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
+        self.counts[numbers] += dictionary.counts  # the numbers are distinct
+        self.doc_freq[numbers] += dictionary.doc_freq
+        return numbers.astype(np.int32)
 
-    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
-        """The long words' numbers of the dictionaries' long keys, in order."""
-        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
-                                                         - LONG_KEY)
-                                       for part in dictionaries])
-        firsts, index = number_strings(strings)
-        return self.long_words.numbers(strings.take(firsts))[index]
+    def dictionary(self) -> _Dictionary:
+        """Every word, in the order of their numbers, as a dictionary."""
+        return _Dictionary(self.keys.keys(), self.long_words.strings(),
+                           self.counts[:self.keys.size], self.doc_freq[:self.keys.size])
 
     def strings(self) -> list[str]:
         """Every word, in the order of their numbers."""
@@ -168,26 +159,27 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     """The corpus of the documents of `blocks` (see the module).
 
     directory: write the corpus there as a native folder (atomically) and return it
-    memory-mapped; None: build it in memory.  workers: threads (default: one per core).
-    memory_bytes: token ids kept in memory before they spill to a temporary file (default:
-    unlimited).  total_bytes: the input's size, for the ETA of the progress lines that `log`
-    gets every PROGRESS_SECONDS (none when None).  `source` names the input in errors.
-    processes: tokenise in worker processes (True) or threads (False); None: processes from
-    PROCESS_MIN_WORKERS workers and PROCESS_MIN_BYTES of input on (_uses_processes).
-    Documents left without a vocabulary word are dropped and counted (Corpus.
-    dropped_empty_docs, and a warning naming `source`).
+    memory-mapped; None: build it in memory.  workers: threads or processes (default: one
+    per core).  memory_bytes: token ids kept in memory, in all, before the workers spill
+    them to temporary files (default: unlimited).  total_bytes: the input's size, for the ETA
+    of the progress lines that `log` gets every PROGRESS_SECONDS (none when None).  `source`
+    names the input in errors.  processes: tokenise in worker processes (True) or threads
+    (False); None: processes from PROCESS_MIN_WORKERS workers and PROCESS_MIN_BYTES of input
+    on, when writing a directory (_uses_processes).  Documents left without a vocabulary word
+    are dropped and counted (Corpus.dropped_empty_docs, and a warning naming `source`).
     """
     threads = workers or os.cpu_count() or 1
     spill_dir = Path(directory).parent if directory is not None else None
+    if spill_dir is not None:
+        spill_dir.mkdir(parents=True, exist_ok=True)
     progress = _Progress(source, total_bytes, log)
-    with tempfile.TemporaryFile(dir=spill_dir) as spill:
-        store = _TokenStore(spill, float("inf") if memory_bytes is None else memory_bytes)
-        corpus_words = _Words()
-        if processes is None:
-            processes = _uses_processes(threads, total_bytes)
-        with _tokenising_pool(threads, processes) as pool:
-            pieces, invalid = _read_pieces(blocks, rules, threads, pool, store, corpus_words,
-                                           progress)
+    if processes is None:
+        processes = _uses_processes(threads, total_bytes, directory)
+    limit = float("inf") if memory_bytes is None else memory_bytes / threads
+    with (tempfile.TemporaryDirectory(dir=spill_dir, prefix=".saberjax-tokens-") as spill,
+          _tokenising_pool(threads, processes) as pool):
+        pieces, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit), progress)
+        corpus_words, worker_numbers = _merged_words(pool.each(_worker_dictionary))
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
         words = corpus_words.strings()
         counts = corpus_words.counts[:len(words)]
@@ -201,15 +193,15 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
         vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
-        num_tokens = int(counts[vocab_index].sum())
         del words, corpus_words, counts, doc_freq
-        items = ((piece, new_id, store) for piece in pieces)
-        with ThreadPoolExecutor(threads) as pool:
-            mapped = _in_order(pool, _mapped, items, 2 * threads)
-            if directory is not None:
-                corpus, dropped = _written(mapped, vocab, name, directory)
-            else:
-                corpus, dropped = _in_memory(mapped, vocab, name, num_tokens)
+        starts = _token_starts(pieces, [new_id[numbers] for numbers in worker_numbers])
+        mapped = functools.partial(_mapped_pieces, pool, threads, pieces, starts)
+        num_tokens = int(starts[-1])  # every token of the vocabulary's words
+        if directory is not None:
+            corpus, dropped = _written(mapped, num_tokens, vocab, name, directory)
+        else:
+            corpus, dropped = _in_memory(mapped, num_tokens, vocab, name,
+                                         Path(spill) / "word_ids")
     if dropped:
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
@@ -235,79 +227,40 @@ def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray
     return candidates[np.argsort(names, kind="stable")]
 
 
-class _TokenStore:
-    """Where pieces' token ids wait for the vocabulary: in memory while `limit` bytes hold
-    them, then in `file`, one piece after another as the collecting thread keeps them."""
-
-    def __init__(self, file, limit: float):
-        self.fd, self.limit = file.fileno(), limit
-        self.held = self.end = 0
-
-    def keep(self, piece: _Piece) -> None:
-        """Keeps the piece's ids in memory, or writes them out (piece.token_ids None)."""
-        size = piece.token_ids.nbytes
-        if self.held + size <= self.limit:
-            self.held += size
-            return
-        piece.spill_offset, self.end = self.end, self.end + size
-        files.write_at(self.fd, piece.token_ids, piece.spill_offset)
-        piece.token_ids = None
-
-    def token_ids(self, piece: _Piece) -> np.ndarray:
-        """The piece's ids, released from the piece."""
-        ids, piece.token_ids = piece.token_ids, None
-        if ids is None:
-            size = int(piece.doc_tokens[-1]) * 4
-            ids = np.frombuffer(os.pread(self.fd, size, piece.spill_offset), np.int32)
-        return ids
-
-
-def _uses_processes(workers: int, total_bytes: int | None) -> bool:
+def _uses_processes(workers: int, total_bytes: int | None, directory) -> bool:
     """Whether to tokenise in processes: with many workers, threads wait for the GIL that
     every numpy call of a piece's takes back, so that 64 threads use a few cores; a process
-    costs a start (importing numpy and the tokeniser) and copies each piece in and its
-    tokens out, repaid only on a large input."""
-    return workers >= PROCESS_MIN_WORKERS and (total_bytes or 0) >= PROCESS_MIN_BYTES
+    costs a start (importing numpy and the tokeniser) and copies each piece in, repaid only
+    on a large input, whose token ids go to files (a directory is written) rather than back
+    to this process."""
+    return (workers >= PROCESS_MIN_WORKERS and (total_bytes or 0) >= PROCESS_MIN_BYTES
+            and directory is not None)
 
 
-def _tokenising_pool(workers: int, processes: bool) -> ThreadPoolExecutor | WorkerProcesses:
+def _tokenising_pool(workers: int, processes: bool) -> WorkerThreads | WorkerProcesses:
     """The pool that tokenises pieces: `workers` threads, or worker processes (which import
     the tokeniser and numpy, not jax)."""
-    return WorkerProcesses(workers) if processes else ThreadPoolExecutor(workers)
+    return WorkerProcesses(workers) if processes else WorkerThreads(workers)
 
 
-def _read_pieces(blocks, rules, threads, pool, store, words, progress):
-    """(the _Pieces of `blocks` in order, tokenised on `pool`, their tokens in `store`, their
-    words added to `words` a group of GROUP_PIECES at a time as they are read, so that memory
-    holds a piece's dictionary only until then; documents not valid UTF-8).  The groups are
-    added on a thread of their own, one at a time and in order, while the next group is
-    collected: the collecting thread's work is then the larger of the two, not their sum."""
-    pieces, invalid, first_pending = [], 0, 0
-    parts = ((part, rules) for block in blocks
+def _read_pieces(blocks, rules, threads, pool, keeping, progress):
+    """(the _Pieces of `blocks` in order, tokenised on `pool` at most a few pieces ahead of
+    the one collected, their words numbered among their workers' words and their tokens kept
+    as `keeping` (_kept_tokens) says; the documents not valid UTF-8)."""
+    pieces, invalid = [], 0
+    parts = ((part, rules, keeping) for block in blocks
              for part in _parts(block, _piece_bytes(threads)))
-    adding = None
-
-    def add_group(group):
-        for piece, entries in zip(group, words.add([piece.dictionary for piece in group])):
-            piece.dictionary, piece.entries = None, entries
-
-    with ThreadPoolExecutor(1) as adder:
-        for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
-                                                           2 * threads):
-            store.keep(piece)
-            invalid += invalid_docs
-            pieces.append(piece)
-            progress.add(piece.doc_tokens.size - 1, tokens, size)
-            if len(pieces) - first_pending == GROUP_PIECES:
-                if adding is not None:
-                    adding.result()  # one group waits at most: its dictionaries in memory
-                adding = adder.submit(add_group, pieces[first_pending:])
-                first_pending = len(pieces)
-        if adding is not None:
-            adding.result()
-        if len(pieces) > first_pending:
-            add_group(pieces[first_pending:])
+    for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts, 2 * threads):
+        invalid += invalid_docs
+        pieces.append(piece)
+        progress.add(piece.doc_tokens.size - 1, tokens, size)
     return pieces, invalid
+
+
+def _merged_words(dictionaries: list[_Dictionary]) -> tuple[_Words, list[np.ndarray]]:
+    """(the words of the workers' dictionaries, each worker's words' numbers among them)."""
+    words = _Words()
+    return words, [words.add(dictionary) for dictionary in dictionaries]
 
 
 def _piece_bytes(threads: int) -> int:
@@ -353,16 +306,41 @@ def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentB
         start = end
 
 
-def _tokenised(block: DocumentBlock, rules: text.TextRules) -> tuple[_Piece, int, int, int]:
-    """(the piece of `block` (parsed here, when it holds records), its tokens not yet in a
-    _TokenStore; its documents not valid UTF-8, its tokens, its bytes)."""
+def _tokenised(worker: dict, block: DocumentBlock, rules: text.TextRules,
+               keeping: tuple[str, float]) -> tuple[_Piece, int, int, int]:
+    """(the piece of `block` (parsed here, when it holds records), its words numbered among
+    the worker's (its state's "words") and its tokens kept as `keeping` says (_kept_tokens);
+    its documents not valid UTF-8, its tokens, its bytes)."""
     size = len(block.data)
     block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
-    piece = _Piece(words.doc_tokens, words.token_ids, 0, block.ids,
-                   _Dictionary(words.keys, words.strings, counts, doc_freq))
+    worker_words = worker.setdefault("words", _Words())
+    entries = worker_words.add(_Dictionary(words.keys, words.strings, counts, doc_freq))
+    piece = _Piece(words.doc_tokens, words.token_ids, None, block.ids, worker["worker"],
+                   entries, counts.astype(np.int32))
+    _kept_tokens(worker, piece, *keeping)
     return piece, words.invalid_utf8_docs, words.token_ids.size, size
+
+
+def _kept_tokens(worker: dict, piece: _Piece, folder: str, limit: float) -> None:
+    """Keeps the piece's token ids in memory while the worker's so far and these fit `limit`
+    bytes, else appends them to the worker's spill file in `folder` (piece.spill)."""
+    size = piece.token_ids.nbytes
+    held = worker.get("held bytes", 0)
+    if held + size <= limit:
+        worker["held bytes"] = held + size
+        return
+    path = os.path.join(folder, f"worker-{worker['worker']}.ids")
+    with open(path, "ab") as file:
+        piece.spill = (path, file.tell())
+        file.write(piece.token_ids.data)
+    piece.token_ids = None
+
+
+def _worker_dictionary(worker: dict) -> _Dictionary:
+    """The words a worker numbered (none when it tokenised nothing)."""
+    return worker.get("words", _Words()).dictionary()
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
@@ -386,44 +364,86 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
                                                              dtype=np.int64)
 
 
-def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
-    """(tokens of each document kept, their vocabulary ids, which documents are kept, the kept
-    documents' ids or None) of a piece, releasing its tokens; documents without a vocabulary
-    word are left out."""
-    ids = new_id[piece.entries][store.token_ids(piece)]
+def _token_starts(pieces: list[_Piece], lookups: list[np.ndarray]) -> np.ndarray:
+    """Where each piece's tokens begin in the corpus, [pieces + 1], its tokens of vocabulary
+    words counted from its dictionary; each piece's `entries` become its words' vocabulary
+    ids (-1 for none; `lookups`: each worker's words' vocabulary ids)."""
+    starts = np.zeros(len(pieces) + 1, np.int64)
+    for i, piece in enumerate(pieces):
+        piece.entries = lookups[piece.worker][piece.entries]
+        starts[i + 1] = starts[i] + int(piece.counts[piece.entries >= 0].sum())
+        piece.counts = None
+    return starts
+
+
+def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
+            spill: tuple[str, int] | None, entries: np.ndarray,
+            target: tuple[Path, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens of each document kept, which documents are kept) of a piece (see _Piece),
+    its vocabulary ids written into the file and at the byte offset `target` names;
+    documents without a vocabulary word are left out."""
+    if token_ids is None:
+        path, offset = spill
+        with open(path, "rb") as file:
+            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
+                                      np.int32)
+    ids = entries[token_ids]
     kept = ids >= 0
-    lengths = np.diff(piece.doc_tokens)
+    lengths = np.diff(doc_tokens)
     if not kept.all():
         ends = np.zeros(kept.size + 1, np.int64)
         np.cumsum(kept, out=ends[1:])
-        lengths = np.diff(ends[piece.doc_tokens])
+        lengths = np.diff(ends[doc_tokens])
         ids = ids[kept]
+    path, offset = target
+    with open(path, "r+b") as file:
+        files.write_at(file.fileno(), ids, offset)
     nonempty = lengths > 0
-    return (lengths[nonempty], ids, nonempty,
-            None if piece.ids is None else piece.ids[nonempty])
+    return lengths[nonempty], nonempty
 
 
-def _written(mapped, vocab, name, directory):
-    """Writes the mapped pieces as a native corpus in `directory` (the kept documents' ids its
-    doc_names); (its corpus, memory-mapped, the dropped documents)."""
+def _mapped_pieces(pool, threads, pieces, starts, target: tuple[Path, int]) -> Iterator:
+    """(tokens of each document kept, which documents are kept, the kept documents' ids or
+    None) of each piece in order, mapped on `pool` (of `threads` workers) a few pieces ahead,
+    its vocabulary ids written into the file `target` names (and the byte offset of its
+    first id) at its start (starts), its tokens released."""
+    path, offset = target
+
+    def items():
+        for piece, start in zip(pieces, starts.tolist()):
+            token_ids, piece.token_ids = piece.token_ids, None
+            yield (piece.doc_tokens, token_ids, piece.spill, piece.entries,
+                   (path, offset + 4 * start))
+
+    for piece, (lengths, nonempty) in zip(pieces, _in_order(pool, _mapped, items(),
+                                                               2 * threads)):
+        yield lengths, nonempty, None if piece.ids is None else piece.ids[nonempty]
+
+
+def _written(mapped, num_tokens, vocab, name, directory):
+    """Writes the pieces' documents as a native corpus in `directory` (the kept documents'
+    ids its doc_names), each piece's word ids written into the corpus's file by the worker
+    mapping them (`mapped`: _mapped_pieces but for the file); (its corpus, memory-mapped,
+    the dropped documents)."""
     dropped = 0
     with NativeCorpusWriter(directory, vocab, name=name) as writer:
-        for lengths, ids, nonempty, kept_ids in mapped:
-            writer.append(lengths, ids, kept_ids)
+        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens)):
+            writer.append(lengths, None, kept_ids)
             dropped += int(nonempty.size - lengths.size)
     return load_native(directory), dropped
 
 
-def _in_memory(mapped, vocab, name, num_tokens):
-    """The mapped pieces, `num_tokens` in all, as one in-memory corpus (see _written)."""
+def _in_memory(mapped, num_tokens, vocab, name, path: Path):
+    """The pieces' documents as one in-memory corpus (see _written), the word ids written
+    into a file at `path` first."""
     lengths_all, doc_ids, dropped = [], [], 0
-    word_ids, at = np.empty(num_tokens, np.int32), 0
-    for lengths, ids, nonempty, kept_ids in mapped:
-        word_ids[at:at + ids.size] = ids
-        at += ids.size
+    with open(path, "wb") as file:
+        file.truncate(4 * num_tokens)
+    for lengths, nonempty, kept_ids in mapped((path, 0)):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
+    word_ids = np.fromfile(path, np.int32)
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
     doc_names = None if any(ids is None for ids in doc_ids) or not doc_ids else np.concatenate(
         doc_ids)
@@ -431,8 +451,8 @@ def _in_memory(mapped, vocab, name, num_tokens):
                   doc_names=doc_names), dropped
 
 
-def _in_order(pool: ThreadPoolExecutor | WorkerProcesses, function: Callable, items: Iterable, ahead: int
-              ) -> Iterator:
+def _in_order(pool: WorkerThreads | WorkerProcesses, function: Callable,
+              items: Iterable, ahead: int) -> Iterator:
     """function(item) of each item, computed on the pool at most `ahead` items ahead of the
     one yielded, in order."""
     in_flight: deque = deque()
