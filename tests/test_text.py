@@ -126,6 +126,21 @@ def _assert_same_corpus(corpus, entries):
     np.testing.assert_array_equal(corpus.doc_lengths(), lengths)
 
 
+@pytest.mark.parametrize("directory", [None, "native"])
+def test_words_of_many_tokens_in_a_piece_are_counted_exactly(monkeypatch, tmp_path, directory):
+    # a piece's words' tokens are kept in a byte each, those of SMALL_COUNT or more apart;
+    # a stop word of many tokens is left out, the others kept, in the first of several pieces
+    many = ["the"] * 700 + ["frequent"] * 700 + ["rare"] * 254 + ["seldom"] * 255
+    documents = [" ".join(many), "rare seldom"] + _varied_documents(5, 40)
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
+    with pytest.warns(UserWarning, match="dropped"):
+        corpus = build_corpus(document_blocks(documents), vocabulary=text.VocabularyRules(
+            min_df=1, max_df=1.0), workers=2, directory=directory and tmp_path / directory
+                              ).corpus
+    _assert_same_corpus(corpus, text_reference.token_entries(documents, min_df=1, max_df=1.0))
+    assert "frequent" in corpus.vocab and "the" not in corpus.vocab
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engine_gives_the_corpus_of_the_reader_it_replaced(seed):
     documents = _varied_documents(seed)

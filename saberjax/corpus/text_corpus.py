@@ -46,6 +46,8 @@ from saberjax.corpus.key_tables import (
     KeyTable,
     Strings,
     StringTable,
+    number_keys,
+    number_strings,
 )
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
@@ -62,6 +64,8 @@ from saberjax.errors import CorpusFormatError
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
+GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
+SMALL_COUNT = 255  # a word's tokens in a piece kept in a byte below this
 PROCESS_MIN_WORKERS = 16  # fewest workers that tokenise in processes rather than threads
 PROCESS_MIN_BYTES = 1 << 28  # and the least input (total_bytes) that does
 PROGRESS_SECONDS = 10.0  # between progress lines
@@ -88,25 +92,44 @@ class _Dictionary(NamedTuple):
 
 @dataclasses.dataclass
 class _Piece:
-    """What is kept of a tokenised piece until its ids are mapped: where its documents' tokens
-    start; its tokens, ids into its own dictionary, in memory or None while they wait in a
-    worker's spill file (`spill`: its path and the byte offset); its documents' ids; the
-    worker that numbered its words, and for each word of its dictionary, its number among
-    that worker's words (`entries`, int32) and its tokens (`counts`, int32)."""
+    """What the collecting process keeps of a tokenised piece until its ids are mapped: where
+    its documents' tokens start; its tokens, ids into its own dictionary, in memory or None
+    while they wait in a worker's spill file (`spill`: its path and the byte offset); its
+    documents' ids."""
 
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None
     spill: tuple[str, int] | None
     ids: np.ndarray | None
-    worker: int
+
+
+class _PieceWords(NamedTuple):
+    """For each word of a piece's dictionary, its number among its worker's words (int32)
+    and its tokens, in a byte each until the collecting process needs them: `counts` (uint8,
+    SMALL_COUNT for that many or more) and the exact counts of the words (by their place)
+    seen SMALL_COUNT times or more."""
+
     entries: np.ndarray
     counts: np.ndarray
+    frequent: np.ndarray
+    frequent_counts: np.ndarray
+
+    @staticmethod
+    def of(entries: np.ndarray, counts: np.ndarray) -> _PieceWords:
+        frequent = np.flatnonzero(counts >= SMALL_COUNT)
+        return _PieceWords(entries, np.minimum(counts, SMALL_COUNT).astype(np.uint8),
+                           frequent, counts[frequent])
+
+    def tokens(self, words: np.ndarray) -> int:
+        """The tokens of the words where `words` (bool, a word's place) is true."""
+        return int(self.counts[words].sum(dtype=np.int64)
+                   + (self.frequent_counts[words[self.frequent]] - SMALL_COUNT).sum())
 
 
 class _Words:
-    """Distinct words numbered as dictionaries are added, with their tokens and documents
-    summed: word keys (tokenizing's; a long word keyed LONG_KEY + its number among the long
-    words, by its bytes)."""
+    """Distinct words numbered as groups of dictionaries are added, with their tokens and
+    documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its number
+    among the long words, by its bytes)."""
 
     def __init__(self):
         self.keys = KeyTable()
@@ -114,24 +137,37 @@ class _Words:
         self.counts = np.zeros(0, np.int64)
         self.doc_freq = np.zeros(0, np.int64)
 
-    def add(self, dictionary: _Dictionary) -> np.ndarray:
-        """The numbers (int32) of a dictionary's words, their counts added."""
-        keys = dictionary.keys
+    def add(self, dictionaries: list[_Dictionary]) -> list[np.ndarray]:
+        """The numbers (int32) of each dictionary's words, their counts added: the group's
+        words numbered among themselves first (key_tables.number_keys), so that the table
+        sees each distinct word once."""
+        keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
-            keys = keys.copy()
-            keys[long] = LONG_KEY + self.long_words.numbers(
-                dictionary.strings.take(keys[long] - LONG_KEY)).astype(np.uint64)
-        numbers = self.keys.numbers(keys)
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
+        distinct, index = number_keys(keys)
+        numbers = self.keys.numbers(distinct)
         if self.keys.size > self.counts.size:
             size = max(2 * self.counts.size, self.keys.size)
             self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
                                                                 np.int64)])
             self.doc_freq = np.concatenate([self.doc_freq,
                                             np.zeros(size - self.doc_freq.size, np.int64)])
-        self.counts[numbers] += dictionary.counts  # the numbers are distinct
-        self.doc_freq[numbers] += dictionary.doc_freq
-        return numbers.astype(np.int32)
+        for name in ("counts", "doc_freq"):  # float64 sums: exact below 2**53
+            summed = np.bincount(index, np.concatenate([getattr(part, name)
+                                                        for part in dictionaries]),
+                                 minlength=distinct.size)
+            getattr(self, name)[numbers] += summed.astype(np.int64)
+        entries = numbers.astype(np.int32)[index]
+        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
+
+    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
+        """The long words' numbers of the dictionaries' long keys, in order."""
+        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
+                                                         - LONG_KEY)
+                                       for part in dictionaries])
+        firsts, index = number_strings(strings)
+        return self.long_words.numbers(strings.take(firsts))[index]
 
     def dictionary(self) -> _Dictionary:
         """Every word, in the order of their numbers, as a dictionary."""
@@ -179,7 +215,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     with (tempfile.TemporaryDirectory(dir=spill_dir, prefix=".saberjax-tokens-") as spill,
           _tokenising_pool(threads, processes) as pool):
         pieces, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit), progress)
-        corpus_words, worker_numbers = _merged_words(pool.each(_worker_dictionary))
+        corpus_words, worker_numbers, piece_words = _merged_words(pool.each(_worker_words),
+                                                                  len(pieces))
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
         words = corpus_words.strings()
         counts = corpus_words.counts[:len(words)]
@@ -194,8 +231,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
         vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
         del words, corpus_words, counts, doc_freq
-        starts = _token_starts(pieces, [new_id[numbers] for numbers in worker_numbers])
-        mapped = functools.partial(_mapped_pieces, pool, threads, pieces, starts)
+        lookups, starts = _lookups(piece_words, [new_id[numbers] for numbers in worker_numbers])
+        mapped = functools.partial(_mapped_pieces, pool, threads, pieces, lookups, starts)
         num_tokens = int(starts[-1])  # every token of the vocabulary's words
         if directory is not None:
             corpus, dropped = _written(mapped, num_tokens, vocab, name, directory)
@@ -246,10 +283,10 @@ def _tokenising_pool(workers: int, processes: bool) -> WorkerThreads | WorkerPro
 def _read_pieces(blocks, rules, threads, pool, keeping, progress):
     """(the _Pieces of `blocks` in order, tokenised on `pool` at most a few pieces ahead of
     the one collected, their words numbered among their workers' words and their tokens kept
-    as `keeping` (_kept_tokens) says; the documents not valid UTF-8)."""
+    as `keeping` says (_kept_tokens); the documents not valid UTF-8)."""
     pieces, invalid = [], 0
-    parts = ((part, rules, keeping) for block in blocks
-             for part in _parts(block, _piece_bytes(threads)))
+    parts = ((index, part, rules, keeping) for index, part in enumerate(
+        part for block in blocks for part in _parts(block, _piece_bytes(threads))))
     for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts, 2 * threads):
         invalid += invalid_docs
         pieces.append(piece)
@@ -257,10 +294,18 @@ def _read_pieces(blocks, rules, threads, pool, keeping, progress):
     return pieces, invalid
 
 
-def _merged_words(dictionaries: list[_Dictionary]) -> tuple[_Words, list[np.ndarray]]:
-    """(the words of the workers' dictionaries, each worker's words' numbers among them)."""
+def _merged_words(workers: list[tuple[_Dictionary, dict[int, _PieceWords]]], num_pieces: int
+                  ) -> tuple[_Words, list[np.ndarray], list[tuple[int, _PieceWords]]]:
+    """(the words of the workers' dictionaries, merged; each worker's words' numbers among
+    them; each piece's worker and _PieceWords) of what the workers hand over
+    (_worker_words)."""
     words = _Words()
-    return words, [words.add(dictionary) for dictionary in dictionaries]
+    numbers = words.add([dictionary for dictionary, _ in workers])
+    pieces: list = [None] * num_pieces
+    for worker, (_, worker_pieces) in enumerate(workers):
+        for index, piece in worker_pieces.items():
+            pieces[index] = (worker, piece)
+    return words, numbers, pieces
 
 
 def _piece_bytes(threads: int) -> int:
@@ -306,21 +351,35 @@ def _line_parts(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentB
         start = end
 
 
-def _tokenised(worker: dict, block: DocumentBlock, rules: text.TextRules,
+def _tokenised(worker: dict, index: int, block: DocumentBlock, rules: text.TextRules,
                keeping: tuple[str, float]) -> tuple[_Piece, int, int, int]:
-    """(the piece of `block` (parsed here, when it holds records), its words numbered among
-    the worker's (its state's "words") and its tokens kept as `keeping` says (_kept_tokens);
-    its documents not valid UTF-8, its tokens, its bytes)."""
+    """(piece `index` of the input, `block` (parsed here, when it holds records), its tokens
+    kept as `keeping` says (_kept_tokens); its documents not valid UTF-8, its tokens, its
+    bytes).  Its dictionary waits in the worker's state for GROUP_PIECES of them to be
+    added to the worker's words at once (_add_pending)."""
     size = len(block.data)
     block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = _frequencies(words)
-    worker_words = worker.setdefault("words", _Words())
-    entries = worker_words.add(_Dictionary(words.keys, words.strings, counts, doc_freq))
-    piece = _Piece(words.doc_tokens, words.token_ids, None, block.ids, worker["worker"],
-                   entries, counts.astype(np.int32))
+    pending = worker.setdefault("pending", {})
+    pending[index] = _Dictionary(words.keys, words.strings, counts, doc_freq)
+    if len(pending) == GROUP_PIECES:
+        _add_pending(worker)
+    piece = _Piece(words.doc_tokens, words.token_ids, None, block.ids)
     _kept_tokens(worker, piece, *keeping)
     return piece, words.invalid_utf8_docs, words.token_ids.size, size
+
+
+def _add_pending(worker: dict) -> None:
+    """Adds the worker's pending dictionaries to its words (its state's "words"), keeping
+    each piece's _PieceWords (its state's "pieces", by the pieces' indices)."""
+    pending = worker.pop("pending", {})
+    if not pending:
+        return
+    words = worker.setdefault("words", _Words())
+    pieces = worker.setdefault("pieces", {})
+    for (index, dictionary), entries in zip(pending.items(), words.add(list(pending.values()))):
+        pieces[index] = _PieceWords.of(entries, dictionary.counts)
 
 
 def _kept_tokens(worker: dict, piece: _Piece, folder: str, limit: float) -> None:
@@ -338,9 +397,12 @@ def _kept_tokens(worker: dict, piece: _Piece, folder: str, limit: float) -> None
     piece.token_ids = None
 
 
-def _worker_dictionary(worker: dict) -> _Dictionary:
-    """The words a worker numbered (none when it tokenised nothing)."""
-    return worker.get("words", _Words()).dictionary()
+def _worker_words(worker: dict) -> tuple[_Dictionary, dict[int, _PieceWords]]:
+    """(the words a worker numbered, its pieces' _PieceWords by their indices), which it
+    forgets."""
+    _add_pending(worker)
+    words = worker.pop("words", None) or _Words()
+    return words.dictionary(), worker.pop("pieces", {})
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
@@ -364,16 +426,20 @@ def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
                                                              dtype=np.int64)
 
 
-def _token_starts(pieces: list[_Piece], lookups: list[np.ndarray]) -> np.ndarray:
-    """Where each piece's tokens begin in the corpus, [pieces + 1], its tokens of vocabulary
-    words counted from its dictionary; each piece's `entries` become its words' vocabulary
-    ids (-1 for none; `lookups`: each worker's words' vocabulary ids)."""
-    starts = np.zeros(len(pieces) + 1, np.int64)
-    for i, piece in enumerate(pieces):
-        piece.entries = lookups[piece.worker][piece.entries]
-        starts[i + 1] = starts[i] + int(piece.counts[piece.entries >= 0].sum())
-        piece.counts = None
-    return starts
+def _lookups(pieces: list[tuple[int, _PieceWords]], workers: list[np.ndarray]
+             ) -> tuple[list[np.ndarray], np.ndarray]:
+    """(the vocabulary ids of each piece's words, -1 for none; where each piece's tokens of
+    vocabulary words begin in the corpus, [pieces + 1]) of each piece's worker and words
+    (`workers`: the vocabulary ids of each worker's words), which are released one by one."""
+    lookups, kept = [], []
+    for index, (worker, piece) in enumerate(pieces):
+        pieces[index] = None
+        lookup = workers[worker][piece.entries]
+        lookups.append(lookup)
+        kept.append(piece.tokens(lookup >= 0))
+    starts = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum(kept, out=starts[1:])
+    return lookups, starts
 
 
 def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
@@ -402,18 +468,19 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
     return lengths[nonempty], nonempty
 
 
-def _mapped_pieces(pool, threads, pieces, starts, target: tuple[Path, int]) -> Iterator:
+def _mapped_pieces(pool, threads, pieces, lookups, starts, target: tuple[Path, int]
+                   ) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
-    None) of each piece in order, mapped on `pool` (of `threads` workers) a few pieces ahead,
-    its vocabulary ids written into the file `target` names (and the byte offset of its
-    first id) at its start (starts), its tokens released."""
+    None) of each piece in order, mapped on `pool` (of `threads` workers) a few pieces ahead
+    by its words' vocabulary ids (`lookups`), its vocabulary ids written into the file
+    `target` names (and the byte offset of its first id) at its start (starts), its tokens
+    released."""
     path, offset = target
 
     def items():
-        for piece, start in zip(pieces, starts.tolist()):
+        for piece, lookup, start in zip(pieces, lookups, starts.tolist()):
             token_ids, piece.token_ids = piece.token_ids, None
-            yield (piece.doc_tokens, token_ids, piece.spill, piece.entries,
-                   (path, offset + 4 * start))
+            yield piece.doc_tokens, token_ids, piece.spill, lookup, (path, offset + 4 * start)
 
     for piece, (lengths, nonempty) in zip(pieces, _in_order(pool, _mapped, items(),
                                                                2 * threads)):
@@ -443,7 +510,7 @@ def _in_memory(mapped, num_tokens, vocab, name, path: Path):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
-    word_ids = np.fromfile(path, np.int32)
+    word_ids = np.fromfile(path, np.int32, num_tokens)
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
     doc_names = None if any(ids is None for ids in doc_ids) or not doc_ids else np.concatenate(
         doc_ids)

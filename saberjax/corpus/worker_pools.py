@@ -18,6 +18,7 @@ a main guard does not run again in it; it imports only what the functions it cal
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import queue
@@ -29,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
+PIPE_BYTES = 1 << 20  # a worker's pipes' capacity, where the OS allows it (Linux: 64 KB)
 
 
 class WorkerThreads:
@@ -78,6 +80,7 @@ class WorkerProcesses:
             for index in range(count)]
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         for process in self._processes:
+            _widen_pipes(process)
             self._idle.put(process)
         self._threads = ThreadPoolExecutor(count)
 
@@ -114,6 +117,16 @@ class WorkerProcesses:
                 process.kill()
                 process.wait()
             process.stdout.close()
+
+
+def _widen_pipes(process: subprocess.Popen) -> None:
+    """Gives the worker's pipes PIPE_BYTES (a piece of text passes in a few writes rather
+    than one per 64 KB), where the OS has the setting and allows the size."""
+    for pipe in (process.stdin, process.stdout):
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except (AttributeError, OSError):
+            pass
 
 
 def _call(process: subprocess.Popen, function: Callable, args: tuple):
