@@ -83,7 +83,7 @@ def main() -> None:
 _PHASES = ((None, "_read_pieces", "reading"), (None, "_merged_words", "merging"),
            ("_Words", "strings", "words"), (None, "choose_vocabulary", "vocabulary"),
            (None, "_written", "mapping and writing"), (None, "_in_memory", "mapping"),
-           (None, "load_native", "loading"))
+           ("NativeCorpusWriter", "close", "closing (fsync)"), (None, "load_native", "loading"))
 
 
 def _phased(owner, name: str, phases: dict, phase: str) -> None:

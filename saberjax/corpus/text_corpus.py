@@ -2,23 +2,26 @@
 mapped, written out of core.
 
 `build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
-threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
-tokenizing: numpy releases the GIL), or, with many cores and a large input, on a worker
-process per core (_uses_processes), at most a few pieces ahead of the one being collected; a
-block of records (JSON Lines) is parsed by the worker that tokenises it, so one pool parses
-and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
-(int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
-output after that.  Every GROUP_PIECES pieces collected, a thread of its own adds their
-dictionaries, with the words' counts and document frequencies, to the corpus's words (a
-key_tables.KeyTable of word keys, long words numbered by a StringTable of their bytes), a
-piece keeping only its words' numbers there: a few whole-array passes a group, so that the
-tokenising workers share no lock and the collecting thread does little.  When
-every piece is read, the vocabulary is chosen from the summed counts (text.VocabularyRules)
-and each piece's tokens are mapped to vocabulary ids on the threads, in order, straight into
-a NativeCorpusWriter (a corpus folder on disk, memory-mapped when done) or into one array.
-The vocabulary is sorted and chosen by counts, never by the words' numbers, so the corpus
-depends only on the documents and the rules, never on how the input was cut into blocks or
-on the number of threads.
+threads: _piece_bytes) and tokenises them on a pool of workers (saberjax.corpus.worker_pools):
+a thread per core (numpy releases the GIL), or, with many cores and a large input written to
+a corpus folder, a worker process per core (_uses_processes), at most a few pieces ahead of
+the one being collected; a block of records (JSON Lines) is parsed by the worker that
+tokenises it.  A piece's tokens are ids into its own dictionary of words (int32), kept in
+memory while the worker's share of `memory_bytes` holds them and in the worker's temporary
+file beside the output after that.  Each worker adds its pieces' dictionaries, with the
+words' counts and document frequencies, to its own words (a key_tables.KeyTable of word
+keys, long words numbered by a StringTable of their bytes), GROUP_PIECES at a time, keeping
+for each piece its words' numbers there and their tokens; the collecting process keeps only
+where each piece's documents' tokens start and where its ids wait.  When every piece is read,
+the workers hand over their words, which are merged into the corpus's; the vocabulary is
+chosen from the summed counts (text.VocabularyRules), which gives each piece's tokens of
+vocabulary words and so its place in the corpus; the workers then map each piece's ids and
+write them there, into the word ids file of a NativeCorpusWriter (a corpus folder on disk,
+memory-mapped when done) or of an in-memory corpus, while the documents' lengths are
+appended in order.  The vocabulary is sorted and chosen by counts, never by the words'
+numbers (which depend on which worker read which piece), so the corpus depends only on the
+documents and the rules, never on how the input was cut into blocks, the number of workers
+or their kind.
 
 A document's frequency per piece is counted from the piece's tokens transposed into word
 order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
