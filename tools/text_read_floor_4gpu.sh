@@ -8,7 +8,8 @@
 # core and at 16 (taskset), in order of priority, while less than BUDGET seconds have passed.
 #   bash tools/text_read_floor_4gpu.sh [PYTHON]
 # Environment: WORK (/tmp/text_read_floor), TOKENS (2e8), SHARDS (64), REPEAT (5), BASE (../..),
-# OUT (logs: NAME.json, NAME.err), BUDGET (80 s from the start: later runs are skipped).
+# OUT (logs: runs.jsonl, a JSON line a run with its name; runs.err, the runs' stderr),
+# BUDGET (80 s from the start: later runs are skipped).
 set -uo pipefail
 PY="${1:-python3}"
 WORK="${WORK:-/tmp/text_read_floor}"
@@ -45,9 +46,15 @@ run() {  # NAME CHECKOUT CORES ARGS...
   local name=$1 checkout=$2 cpus=$3; shift 3
   if (( $(date +%s) - begin > BUDGET )); then echo "$name: skipped (budget)"; return; fi
   echo -n "$name: "
-  (cd "$WORK" && PYTHONPATH="$checkout" taskset -c "$cpus" timeout 120 "$PY" \
-      "$OLDPWD/tools/text_read_rate.py" "$@" 2>"$OUT/$name.err" | tail -1 | tee "$OUT/$name.json") \
-      || tail -3 "$OUT/$name.err"
+  echo "== $name" >>"$OUT/runs.err"
+  local line
+  line=$(cd "$WORK" && PYTHONPATH="$checkout" taskset -c "$cpus" timeout 120 "$PY" \
+      "$OLDPWD/tools/text_read_rate.py" "$@" 2>>"$OUT/runs.err" | tail -1)
+  if [[ $line == "{"* ]]; then
+    echo "{\"run\": \"$name\", ${line:1}" | tee -a "$OUT/runs.jsonl"
+  else
+    echo "failed"; tail -3 "$OUT/runs.err"
+  fi
 }
 all="0-$((cores - 1))"
 run this-jsonl-64 "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
