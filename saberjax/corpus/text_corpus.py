@@ -142,13 +142,21 @@ class _Words:
 
     def add(self, dictionaries: list[_Dictionary]) -> list[np.ndarray]:
         """The numbers (int32) of each dictionary's words, their counts added: the group's
-        words numbered among themselves first (key_tables.number_keys), so that the table
-        sees each distinct word once."""
+        words numbered among themselves first (key_tables.number_keys; one dictionary's
+        are distinct already), so that the table sees each distinct word once."""
         keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
             keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
-        distinct, index = number_keys(keys)
+        if len(dictionaries) == 1:  # a dictionary's words are distinct
+            distinct, index = keys, None
+            counts, doc_freq = dictionaries[0].counts, dictionaries[0].doc_freq
+        else:
+            distinct, index = number_keys(keys)
+            counts, doc_freq = (  # float64 sums: exact below 2**53
+                np.bincount(index, np.concatenate([getattr(part, name) for part in dictionaries]),
+                            minlength=distinct.size).astype(np.int64)
+                for name in ("counts", "doc_freq"))
         numbers = self.keys.numbers(distinct)
         if self.keys.size > self.counts.size:
             size = max(2 * self.counts.size, self.keys.size)
@@ -156,13 +164,12 @@ class _Words:
                                                                 np.int64)])
             self.doc_freq = np.concatenate([self.doc_freq,
                                             np.zeros(size - self.doc_freq.size, np.int64)])
-        for name in ("counts", "doc_freq"):  # float64 sums: exact below 2**53
-            summed = np.bincount(index, np.concatenate([getattr(part, name)
-                                                        for part in dictionaries]),
-                                 minlength=distinct.size)
-            getattr(self, name)[numbers] += summed.astype(np.int64)
-        entries = numbers.astype(np.int32)[index]
-        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
+        self.counts[numbers] += counts  # the numbers of distinct words are distinct
+        self.doc_freq[numbers] += doc_freq
+        entries = numbers.astype(np.int32)
+        if index is None:
+            return [entries]
+        return np.split(entries[index], np.cumsum([part.keys.size for part in dictionaries])[:-1])
 
     def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
         """The long words' numbers of the dictionaries' long keys, in order."""
@@ -302,8 +309,8 @@ def _merged_words(workers: list[tuple[_Dictionary, dict[int, _PieceWords]]], num
     """(the words of the workers' dictionaries, merged; each worker's words' numbers among
     them; each piece's worker and _PieceWords) of what the workers hand over
     (_worker_words)."""
-    words = _Words()
-    numbers = words.add([dictionary for dictionary, _ in workers])
+    words = _Words()  # a worker's words at a time: fewer passes than all at once
+    numbers = [words.add([dictionary])[0] for dictionary, _ in workers]
     pieces: list = [None] * num_pieces
     for worker, (_, worker_pieces) in enumerate(workers):
         for index, piece in worker_pieces.items():
