@@ -1,6 +1,7 @@
 """Raw documents from every text source as DocumentBlocks (saberjax.corpus.text_sources)."""
 
 import gzip
+import os
 
 import numpy as np
 import pytest
@@ -327,9 +328,11 @@ def test_json_lines_parsed_by_the_tokenising_workers_report_bad_records(
         monkeypatch.setattr(text_corpus, "PROCESS_MIN_WORKERS", 1)
         monkeypatch.setattr(text_corpus, "PROCESS_MIN_BYTES", 0)
     path = write_text(tmp_path / "bad.jsonl", content * 3000)
-    with pytest.raises(CorpusFormatError, match=message) as caught:
-        load_text(path, format="jsonl", workers=3, min_df=1, max_df=1.0, **options)
+    with pytest.raises(CorpusFormatError, match=message) as caught:  # processes write folders
+        load_text(path, tmp_path / "corpus", format="jsonl", workers=3, min_df=1, max_df=1.0,
+                  **options)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert os.listdir(tmp_path) == ["bad.jsonl"]  # nothing written, no spill files left
 
 
 def test_bad_columns_and_objects_are_refused():
