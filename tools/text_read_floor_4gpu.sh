@@ -57,11 +57,11 @@ run() {  # NAME CHECKOUT CORES ARGS...
   fi
 }
 all="0-$((cores - 1))"
-run this-jsonl-64 "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
-run base-jsonl-64 "$BASE" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
-run this-jsonl-64-repeated "$PWD" "$all" "$WORK/repeated" --format=jsonl --workers="$cores"
-run this-text-64 "$PWD" "$all" "$WORK/all.txt" --format=text --workers="$cores"
-run base-text-64 "$BASE" "$all" "$WORK/all.txt" --format=text --workers="$cores"
+run "this-jsonl-$cores" "$PWD" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
+run "base-jsonl-$cores" "$BASE" "$all" "$WORK/shards" --format=jsonl --workers="$cores"
+run "this-jsonl-$cores-repeated" "$PWD" "$all" "$WORK/repeated" --format=jsonl --workers="$cores"
+run "this-text-$cores" "$PWD" "$all" "$WORK/all.txt" --format=text --workers="$cores"
+run "base-text-$cores" "$BASE" "$all" "$WORK/all.txt" --format=text --workers="$cores"
 run this-jsonl-16 "$PWD" 0-15 "$WORK/shards" --format=jsonl --workers=16
 run base-jsonl-16 "$BASE" 0-15 "$WORK/shards" --format=jsonl --workers=16
 run this-text-16 "$PWD" 0-15 "$WORK/all.txt" --format=text --workers=16
