@@ -456,8 +456,11 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
             spill: tuple[str, int] | None, entries: np.ndarray,
             target: tuple[Path, int, bool]) -> tuple[np.ndarray, np.ndarray]:
     """(tokens of each document kept, which documents are kept) of a piece (see _Piece),
-    its vocabulary ids written into the file and at the byte offset `target` names, its
-    write-back to disk started when target's flag says so (files.write_mapped);
+    its vocabulary ids written into the file and at the byte offset `target` names, by a
+    worker process when target's flag says so: through a memory map, its write-back to disk
+    started at once (files.write_mapped: the processes writing one file do not queue on its
+    lock, and the writer's fsync waits for little), else by write() (a few threads: a memory
+    map's page faults would cost more than the lock);
     documents without a vocabulary word are left out."""
     if token_ids is None:
         path, offset = spill
@@ -472,26 +475,31 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
         ids = ids[kept]
-    path, offset, write_back = target
-    files.write_mapped(path, offset, ids, write_back)
+    path, offset, in_process = target
+    if in_process:
+        files.write_mapped(path, offset, ids, write_back=True)
+    else:
+        with open(path, "r+b") as file:
+            files.write_at(file.fileno(), ids, offset)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 
 
-def _mapped_pieces(pool, threads, pieces, lookups, starts, target: tuple[Path, int, bool]
+def _mapped_pieces(pool, threads, pieces, lookups, starts, target: tuple[Path, int]
                    ) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order, mapped on `pool` (of `threads` workers) a few pieces ahead
     by its words' vocabulary ids (`lookups`), its vocabulary ids written into the file
-    `target` names (and the byte offset of its first id, and whether to start writing it
-    to disk) at its start (starts), its tokens released."""
-    path, offset, write_back = target
+    `target` names (and the byte offset of its first id) at its start (starts), its tokens
+    released."""
+    path, offset = target
+    in_processes = isinstance(pool, WorkerProcesses)
 
     def items():
         for piece, lookup, start in zip(pieces, lookups, starts.tolist()):
             token_ids, piece.token_ids = piece.token_ids, None
             yield (piece.doc_tokens, token_ids, piece.spill, lookup,
-                   (path, offset + 4 * start, write_back))
+                   (path, offset + 4 * start, in_processes))
 
     for piece, (lengths, nonempty) in zip(pieces, _in_order(pool, _mapped, items(),
                                                                2 * threads)):
@@ -505,7 +513,7 @@ def _written(mapped, num_tokens, vocab, name, directory):
     the dropped documents)."""
     dropped = 0
     with NativeCorpusWriter(directory, vocab, name=name) as writer:
-        for lengths, nonempty, kept_ids in mapped((*writer.reserve_word_ids(num_tokens), True)):
+        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens)):
             writer.append(lengths, None, kept_ids)
             dropped += int(nonempty.size - lengths.size)
     return load_native(directory), dropped
@@ -517,7 +525,7 @@ def _in_memory(mapped, num_tokens, vocab, name, path: Path):
     lengths_all, doc_ids, dropped = [], [], 0
     with open(path, "wb") as file:
         file.truncate(4 * num_tokens)
-    for lengths, nonempty, kept_ids in mapped((path, 0, False)):
+    for lengths, nonempty, kept_ids in mapped((path, 0)):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
