@@ -54,8 +54,10 @@ def main() -> None:
     _timed(text_corpus._Words, "add", thread_cpu, "adding")
     phases = {}
     for owner, name, phase in _PHASES:
-        _phased(text_corpus if owner is None else getattr(text_corpus, owner, None), name,
-                phases, phase)
+        holder = text_corpus
+        for part in (owner or "").split(".") if owner else ():
+            holder = getattr(holder, part, None)
+        _phased(holder, name, phases, phase)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -78,12 +80,17 @@ def main() -> None:
         peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
 
 
-# the reader's steps (those a checkout has): (the text_corpus class holding the function or
-# None for the module, the function, the step's name)
+# the reader's steps (those a checkout has): (the text_corpus attribute holding the function,
+# dotted, or None for the module; the function; the step's name).  "closing" and "loading"
+# lie within "mapping and writing"; "ending the workers" and "deleting the spill files"
+# after it.
 _PHASES = ((None, "_read_pieces", "reading"), (None, "_merged_words", "merging"),
            ("_Words", "strings", "words"), (None, "choose_vocabulary", "vocabulary"),
+           (None, "_lookups", "pieces' places"),
            (None, "_written", "mapping and writing"), (None, "_in_memory", "mapping"),
-           ("NativeCorpusWriter", "close", "closing (fsync)"), (None, "load_native", "loading"))
+           ("NativeCorpusWriter", "close", "closing (fsync)"), (None, "load_native", "loading"),
+           ("WorkerProcesses", "__exit__", "ending the workers"),
+           ("tempfile.TemporaryDirectory", "cleanup", "deleting the spill files"))
 
 
 def _phased(owner, name: str, phases: dict, phase: str) -> None:

@@ -144,9 +144,10 @@ def _call(process: subprocess.Popen, function: Callable, args: tuple):
 
 
 def serve_calls(index: int) -> None:
-    """Calls functions for the parent, with this worker's state, until its pipe closes: the
-    protocol's stream is the original stdout, and stdout is pointed at stderr so that
-    nothing printed corrupts it."""
+    """Calls functions for the parent, with this worker's state, until its pipe closes, then
+    ends the process at once (every result is flushed; the interpreter's orderly shutdown
+    would only free memory, slowly): the protocol's stream is the original stdout, and
+    stdout is pointed at stderr so that nothing printed corrupts it."""
     from saberjax.platform import reuse_freed_memory
 
     reuse_freed_memory()
@@ -158,7 +159,8 @@ def serve_calls(index: int) -> None:
         try:
             function, args = pickle.load(calls)
         except EOFError:
-            return
+            sys.stderr.flush()
+            os._exit(0)
         try:
             reply = (False, function(state, *args))
         except Exception as error:  # noqa: BLE001 - handed to the caller, who raises it
