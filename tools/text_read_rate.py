@@ -72,9 +72,9 @@ def main() -> None:
         path=args.path, format=args.format, workers=args.workers, tokens_read=read,
         corpus_tokens=corpus.num_tokens, seconds=round(seconds, 2),
         mtoken_per_s=round(read / seconds / 1e6, 1),
-        cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 1),
+        cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 2),
         worker_cpu_seconds=round(children_end.ru_utime + children_end.ru_stime
-                                 - children.ru_utime - children.ru_stime, 1),
+                                 - children.ru_utime - children.ru_stime, 2),
         collecting_cpu_seconds=round(thread_cpu["collecting"], 2),
         adding_cpu_seconds=round(thread_cpu["adding"], 2),
         peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
