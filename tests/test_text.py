@@ -126,6 +126,21 @@ def _assert_same_corpus(corpus, entries):
     np.testing.assert_array_equal(corpus.doc_lengths(), lengths)
 
 
+@pytest.mark.parametrize("directory", [None, "native"])
+def test_words_of_many_tokens_in_a_piece_are_counted_exactly(monkeypatch, tmp_path, directory):
+    # a piece's words' tokens are kept in a byte each, those of SMALL_COUNT or more apart;
+    # a stop word of many tokens is left out, the others kept, in the first of several pieces
+    many = ["the"] * 700 + ["frequent"] * 700 + ["rare"] * 254 + ["seldom"] * 255
+    documents = [" ".join(many), "rare seldom"] + _varied_documents(5, 40)
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
+    with pytest.warns(UserWarning, match="dropped"):
+        corpus = build_corpus(document_blocks(documents), vocabulary=text.VocabularyRules(
+            min_df=1, max_df=1.0), workers=2, directory=directory and tmp_path / directory
+                              ).corpus
+    _assert_same_corpus(corpus, text_reference.token_entries(documents, min_df=1, max_df=1.0))
+    assert "frequent" in corpus.vocab and "the" not in corpus.vocab
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engine_gives_the_corpus_of_the_reader_it_replaced(seed):
     documents = _varied_documents(seed)
@@ -155,11 +170,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    for workers, block_bytes, memory, directory, piece, group in (
-            (1, 1 << 20, None, None, 700, 32), (3, 1000, 0, None, 300, 3),
-            (2, 5000, 3000, tmp_path / "n", 90, 1)):
+    for workers, block_bytes, memory, directory, piece in (
+            (1, 1 << 20, None, None, 700), (3, 1000, 0, None, 300),
+            (2, 5000, 3000, tmp_path / "n", 90)):
         monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
-        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
@@ -182,7 +196,6 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     monkeypatch.setattr(key_tables, "chunk_hashes",
                         lambda chunks: np.full(chunks.lengths.size, 99, np.uint64))
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
-    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
     with pytest.warns(UserWarning, match="dropped"):
         collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
     assert collided.vocab == reference.vocab
