@@ -214,7 +214,7 @@ def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
 def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_threads(
         tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_corpus
+    from saberjax.corpus import text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
@@ -223,7 +223,7 @@ def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_thre
                              workers=1).corpus
     assert reference.dropped_empty_docs == 1
     assert (reference.doc_names is None) == (name == "text lines")
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # documents of a block in pieces
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # documents of a block in pieces
     for block_bytes, workers, memory, directory, parsed in (
             (64, 3, 0, None, False), (200, 2, None, "n", True), (1, 1, 100, "m", False)):
         blocks = document_blocks(path, block_bytes=block_bytes, parsed=parsed, **options)
@@ -320,10 +320,10 @@ def test_bad_input_is_a_one_line_error_naming_the_file(tmp_path, file, content, 
 @pytest.mark.parametrize("processes", [False, True])
 def test_json_lines_parsed_by_the_tokenising_workers_report_bad_records(
         tmp_path, monkeypatch, content, options, message, processes):
-    from saberjax.corpus import text_corpus
+    from saberjax.corpus import text_corpus, text_pieces
     from saberjax.corpus.plain_text import load_text
 
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 1000)  # records parsed in many pieces
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 1000)  # records parsed in many pieces
     if processes:  # worker processes for this small input
         monkeypatch.setattr(text_corpus, "PROCESS_MIN_WORKERS", 1)
         monkeypatch.setattr(text_corpus, "PROCESS_MIN_BYTES", 0)
@@ -515,12 +515,12 @@ def test_load_text_detects_the_format_of_a_folder_of_shards(tmp_path):
 @pytest.mark.parametrize("name", ["jsonl", "text lines"])
 def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_corpus
+    from saberjax.corpus import text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # several pieces for each worker
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
     built = {}
     for processes, memory, directory in ((False, None, None), (True, 0, tmp_path / "native")):
         blocks = document_blocks(path, block_bytes=200, parsed=False, **options)

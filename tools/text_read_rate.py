@@ -4,7 +4,8 @@ rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU
 this process, and of the worker processes it waited for), the CPU seconds of the thread
 collecting the pieces and of the words' adding (on the collecting thread where a checkout adds
 them there: the reader's serial work, which bounds its rate) and peak RSS (of this process).
-Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
+Works with any saberjax checkout on PYTHONPATH (it only calls load_text; the steps it times
+are looked up where this checkout or an earlier one holds them, those it lacks left out).
 
     PYTHONPATH=CHECKOUT python tools/text_read_rate.py PATH --format=jsonl --workers=16
 """
@@ -12,6 +13,7 @@ Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import tempfile
@@ -24,7 +26,7 @@ def main() -> None:
     parser.add_argument("--format", default="auto")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--piece_bytes", type=int, default=None,
-                        help="pieces of this size (text_corpus.MIN_PIECE_BYTES and PIECE_BYTES)")
+                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES and PIECE_BYTES)")
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
@@ -36,7 +38,8 @@ def main() -> None:
     from saberjax.corpus.plain_text import load_text
 
     if args.piece_bytes:
-        text_corpus.MIN_PIECE_BYTES = text_corpus.PIECE_BYTES = args.piece_bytes
+        pieces = _module("saberjax.corpus.text_pieces") or text_corpus
+        pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
     progress = []
     start_progress = text_corpus._Progress.__init__
 
@@ -51,13 +54,11 @@ def main() -> None:
         text_corpus.PROCESS_MIN_BYTES = 0
     thread_cpu = dict(collecting=0.0, adding=0.0)
     _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
-    _timed(text_corpus._Words, "add", thread_cpu, "adding")
+    _timed(*_located("saberjax.corpus.text_words.Words.add",
+                     "saberjax.corpus.text_corpus._Words.add"), thread_cpu, "adding")
     phases = {}
-    for owner, name, phase in _PHASES:
-        holder = text_corpus
-        for part in (owner or "").split(".") if owner else ():
-            holder = getattr(holder, part, None)
-        _phased(holder, name, phases, phase)
+    for phase, *paths in _PHASES:
+        _phased(*_located(*paths), phases, phase)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -80,24 +81,53 @@ def main() -> None:
         peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
 
 
-# the reader's steps (those a checkout has): (the text_corpus attribute holding the function,
-# dotted, or None for the module; the function; the step's name).  "closing" and "loading"
+# the reader's steps: (the step's name, the dotted paths of the function where this checkout
+# and earlier ones hold it, the first that a checkout has timed).  "closing" and "loading"
 # lie within "mapping and writing"; "ending the workers" and "deleting the spill files"
 # after it.
-_PHASES = ((None, "_read_pieces", "reading"), (None, "_merged_words", "merging"),
-           ("_Words", "strings", "words"), (None, "choose_vocabulary", "vocabulary"),
-           (None, "_lookups", "pieces' places"),
-           (None, "_written", "mapping and writing"), (None, "_in_memory", "mapping"),
-           ("NativeCorpusWriter", "close", "closing (fsync)"), (None, "load_native", "loading"),
-           ("WorkerProcesses", "__exit__", "ending the workers"),
-           ("tempfile.TemporaryDirectory", "cleanup", "deleting the spill files"))
+_TEXT = "saberjax.corpus.text_corpus."
+_PHASES = (("reading", _TEXT + "_read_pieces"),
+           ("merging", _TEXT + "merged_words", _TEXT + "_merged_words"),
+           ("words", "saberjax.corpus.text_words.Words.strings", _TEXT + "_Words.strings"),
+           ("vocabulary", _TEXT + "choose_vocabulary"),
+           ("pieces' places", _TEXT + "vocabulary_lookups", _TEXT + "_lookups"),
+           ("mapping and writing", _TEXT + "written_corpus", _TEXT + "_written"),
+           ("mapping", _TEXT + "in_memory_corpus", _TEXT + "_in_memory"),
+           ("closing (fsync)", "saberjax.corpus.native.NativeCorpusWriter.close"),
+           ("loading", "saberjax.corpus.text_ids.load_native", _TEXT + "load_native"),
+           ("ending the workers", "saberjax.corpus.worker_pools.WorkerProcesses.__exit__"),
+           ("deleting the spill files", "tempfile.TemporaryDirectory.cleanup"))
 
 
-def _phased(owner, name: str, phases: dict, phase: str) -> None:
+def _module(name: str):
+    """The module `name`, or None where the checkout has none."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _located(*paths: str) -> tuple:
+    """(the object holding the named attribute, its name) of the first dotted path (a module's
+    then attributes') that the checkout has; (None, None) where it has none."""
+    for path in paths:
+        parts = path.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            holder = _module(".".join(parts[:cut]))
+            if holder is not None:
+                for name in parts[cut:-1]:
+                    holder = getattr(holder, name, None)
+                if hasattr(holder, parts[-1]):
+                    return holder, parts[-1]
+                break
+    return None, None
+
+
+def _phased(owner, name: str | None, phases: dict, phase: str) -> None:
     """owner.name (when it exists) wrapped to add to phases[phase] its wall seconds, the CPU
     seconds of its thread, of this process and of the worker processes that ended meanwhile
     (the CPU of the others is counted only once they end)."""
-    function = getattr(owner, name, None)
+    function = getattr(owner, name, None) if name else None
     if function is None:
         return
 

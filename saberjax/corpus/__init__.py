@@ -18,7 +18,9 @@ One module per concern; every public name is importable from here:
 - ``uci``, ``ldac``: the two text formats of counts;
 - ``matrix``: documents x words count matrices (dense or scipy.sparse);
 - ``tokenizing``, ``text_corpus``, ``plain_text``: raw text under saberjax.text's rules (blocks
-  of documents tokenised on every core, counted, written out of core), ``key_tables`` the
+  of documents tokenised on every core, counted, written out of core: ``text_pieces`` cuts
+  them, ``text_workers`` tokenises and counts pieces on ``worker_pools``, ``text_words``
+  numbers and merges their words, ``text_ids`` maps and writes their ids), ``key_tables`` the
   numpy hash tables numbering their words;
 - ``native``: the memory-mapped native format (save_native, load_native, NativeCorpusWriter);
 - ``formats``: FORMATS, format detection, load_corpus, source_files, convert_to_native;

@@ -3,7 +3,8 @@
 function(state, *args) on some worker, `state` being that worker's own dict (its "worker",
 the worker's index, set by the pool), so that a worker can gather what it computes across
 its calls (a text reader's words and their counts) and hand it over once, by `each`, instead
-of with every result.
+of with every result.  `in_order` keeps a pool a few calls ahead of the results it yields, in
+order.
 
 Tokenising text is numpy over bytes in many short calls, each taking the GIL back, so that
 threads of one process share about one core's worth of Python; processes each have their
@@ -25,7 +26,8 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -117,6 +119,19 @@ class WorkerProcesses:
                 process.kill()
                 process.wait()
             process.stdout.close()
+
+
+def in_order(pool: WorkerThreads | WorkerProcesses, function: Callable,
+             items: Iterable, ahead: int) -> Iterator:
+    """function(state, *item) of each item, computed on the pool at most `ahead` items ahead
+    of the one yielded, in order."""
+    in_flight: deque = deque()
+    for item in items:
+        in_flight.append(pool.submit(function, *item))
+        if len(in_flight) >= ahead:
+            yield in_flight.popleft().result()
+    while in_flight:
+        yield in_flight.popleft().result()
 
 
 def _widen_pipes(process: subprocess.Popen) -> None:
