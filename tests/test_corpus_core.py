@@ -1,5 +1,6 @@
 """saberjax.corpus.core: the Corpus (validation, sizes, subsets, counts, fingerprint) and
-align_vocabulary."""
+align_vocabulary; the passes over word ids (word_ids) and the fingerprint's definitions
+(fingerprint) it delegates to."""
 
 import collections
 import hashlib
@@ -13,7 +14,8 @@ from corpus_helpers import OFFSETS, VOCAB, WORD_IDS, tiny_corpus
 from helpers import random_corpus
 
 from saberjax.corpus import Corpus, CorpusFormatError, align_vocabulary, load_bundled
-from saberjax.corpus import core as corpus_core
+from saberjax.corpus import fingerprint as corpus_fingerprint
+from saberjax.corpus import word_ids as corpus_word_ids
 
 
 @pytest.mark.parametrize("offsets, word_ids, message", [
@@ -81,18 +83,18 @@ def test_word_counts_are_the_same_on_any_threads_and_blocks(monkeypatch, workers
     SPARSE_COUNT_TOKENS tokens on several threads) by sparse products: the counts of one
     np.bincount.  Corpora of no token, fewer tokens than a block, exactly a block, a block
     and one."""
-    monkeypatch.setattr(corpus_core, "SPARSE_COUNT_TOKENS", 0 if sparse else 10**9)
+    monkeypatch.setattr(corpus_word_ids, "SPARSE_COUNT_TOKENS", 0 if sparse else 10**9)
     counters = []
     for name in ("_bincounter", "_sparse_counter"):
-        counter = getattr(corpus_core, name)
-        monkeypatch.setattr(corpus_core, name, lambda *args, counter=counter, name=name: (
+        counter = getattr(corpus_word_ids, name)
+        monkeypatch.setattr(corpus_word_ids, name, lambda *args, counter=counter, name=name: (
             counters.append(name) or counter(*args)))
     corpus = random_corpus(num_docs=50, num_words=30, seed=3)
     assert corpus.num_tokens % 30 and corpus.num_tokens % 40
-    several = (workers or corpus_core.os.cpu_count()) > 1
+    several = (workers or os.cpu_count()) > 1
     for block in (7, 40, 10**6):  # blocks of 30 (V), 40 and all the tokens
-        monkeypatch.setattr(corpus_core, "WORD_COUNT_BLOCK", block)
-        monkeypatch.setattr(corpus_core, "SPARSE_COUNT_BLOCK", block)
+        monkeypatch.setattr(corpus_word_ids, "WORD_COUNT_BLOCK", block)
+        monkeypatch.setattr(corpus_word_ids, "SPARSE_COUNT_BLOCK", block)
         for tokens in sorted({0, 1, 29, 30, 31, 39, 40, 41, corpus.num_tokens}):
             docs = int(np.searchsorted(corpus.doc_offsets, tokens, side="right"))
             part = Corpus(np.append(corpus.doc_offsets[:docs], tokens),
@@ -164,15 +166,15 @@ def test_fingerprint_is_the_hash_of_its_blocks_on_any_number_of_cores(monkeypatc
                                                                        cores):
     """Blocks of 64 bytes (16 word ids, 8 offsets): fewer tokens than a block, exactly one,
     one more, several with a short last one; an empty corpus (one offset, no token)."""
-    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
-    monkeypatch.setattr(corpus_core.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(corpus_fingerprint, "FINGERPRINT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
     rng = np.random.default_rng(num_tokens)
     cuts = np.sort(rng.integers(0, num_tokens + 1, rng.integers(0, 12)))
     corpus = Corpus(np.concatenate([[0], cuts, [num_tokens]]),
                     rng.integers(0, 7, num_tokens), tuple(f"wörd{i}" for i in range(7)))
     assert corpus.fingerprint() == block_fingerprint(corpus, 64)
     whole = Corpus(corpus.doc_offsets, corpus.word_ids, corpus.vocab)
-    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 1 << 26)
+    monkeypatch.setattr(corpus_fingerprint, "FINGERPRINT_BLOCK_BYTES", 1 << 26)
     assert whole.fingerprint() == block_fingerprint(corpus, 1 << 26) != corpus.fingerprint()
     assert corpus.earlier_fingerprint() == block_fingerprint(corpus, 1 << 26,
                                                              b"saberjax-corpus-v2\0")
@@ -184,7 +186,7 @@ def test_parts_of_any_cut_combine_into_the_whole_corpus_fingerprint_and_counts(
         monkeypatch, num_tokens, num_parts):
     """Blocks of 16 word ids; parts cut anywhere (inside a block, on its edges, empty, lying in
     one block), sent as bytes and combined in any order."""
-    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(corpus_fingerprint, "FINGERPRINT_BLOCK_BYTES", 64)
     rng = np.random.default_rng(num_tokens * 10 + num_parts)
     offsets = np.concatenate([[0], np.sort(rng.integers(0, num_tokens + 1, 5)), [num_tokens]])
     arrays = offsets, rng.integers(0, 7, num_tokens), tuple(f"w{i}" for i in range(7))
@@ -195,14 +197,14 @@ def test_parts_of_any_cut_combine_into_the_whole_corpus_fingerprint_and_counts(
     parts = [combined.part(first, last) for first, last in zip(cuts[:-1], cuts[1:])]
     assert all(len(part.edges) <= 2 and len(part.to_bytes()) <= whole.largest_part_bytes()
                for part in parts)
-    combined.combine_parts([corpus_core.CorpusPart.from_bytes(part.to_bytes() + b"padding")
+    combined.combine_parts([corpus_fingerprint.CorpusPart.from_bytes(part.to_bytes() + b"padding")
                             for part in reversed(parts)])
     assert combined.fingerprint() == whole.fingerprint() == block_fingerprint(whole, 64)
     np.testing.assert_array_equal(combined.word_counts(), whole.word_counts())
 
 
 def test_a_part_reads_only_its_tokens_and_parts_must_cover_the_corpus_once(monkeypatch):
-    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
+    monkeypatch.setattr(corpus_fingerprint, "FINGERPRINT_BLOCK_BYTES", 64)
     corpus = random_corpus(num_docs=20, num_words=9, seed=4)
     garbage = np.array(corpus.word_ids)
     garbage[:40], garbage[90:] = -5, 10**6  # outside the vocabulary: unreadable by a count
@@ -224,11 +226,11 @@ def test_a_part_reads_only_its_tokens_and_parts_must_cover_the_corpus_once(monke
 @pytest.mark.parametrize("workers", [None, 1, 2, 5])
 def test_word_ids_are_checked_in_blocks_on_threads_naming_the_first_bad_id(monkeypatch, block,
                                                                            workers):
-    monkeypatch.setattr(corpus_core, "CHECK_BLOCK", block)
+    monkeypatch.setattr(corpus_word_ids, "CHECK_BLOCK", block)
     rng = np.random.default_rng(block)
     for size in (0, 1, 15, 16, 17, 50):
         word_ids = rng.integers(0, 7, size)
-        corpus_core.check_word_ids(word_ids, 7, workers)  # all in range: no error
+        corpus_word_ids.check_word_ids(word_ids, 7, workers)  # all in range: no error
         for bad in sorted({0, size // 3, size - 1} - {-1}) if size else []:
             for value in (-1, 7, 2**40):
                 wrong = word_ids.copy()
@@ -236,7 +238,7 @@ def test_word_ids_are_checked_in_blocks_on_threads_naming_the_first_bad_id(monke
                 wrong[bad + 1:][::4] = -5  # later bad ids do not matter
                 with pytest.raises(CorpusFormatError, match=rf"^word_ids\[{bad}\] is {value}, "
                                    r"outside the vocabulary range \[0, 7\)$"):
-                    corpus_core.check_word_ids(wrong, 7, workers)
+                    corpus_word_ids.check_word_ids(wrong, 7, workers)
 
 
 def _mapped_file_kib() -> int:
@@ -250,18 +252,18 @@ def test_checking_memory_mapped_word_ids_leaves_them_unmapped(tmp_path):
     np.save(tmp_path / "ids.npy", np.arange(16 << 20, dtype=np.int32) % 7)  # 64 MB
     mapped = np.load(tmp_path / "ids.npy", mmap_mode="r")
     before = _mapped_file_kib()
-    corpus_core.check_word_ids(mapped, 7)
+    corpus_word_ids.check_word_ids(mapped, 7)
     assert _mapped_file_kib() - before < 8 << 10  # not the file's 64 MB
     assert int(mapped[(16 << 20) - 1]) == ((16 << 20) - 1) % 7  # read again when needed
     with pytest.raises(CorpusFormatError, match=r"word_ids\[6\] is 6"):
-        corpus_core.check_word_ids(np.asarray(mapped), 6)
+        corpus_word_ids.check_word_ids(np.asarray(mapped), 6)
 
 
 def test_checking_a_copy_on_write_map_keeps_its_changes(tmp_path):
     np.save(tmp_path / "ids.npy", np.arange(1 << 20, dtype=np.int32) % 7)
     mapped = np.load(tmp_path / "ids.npy", mmap_mode="c")
     mapped[5] = 6  # the file holds 5
-    corpus_core.check_word_ids(mapped, 7)
+    corpus_word_ids.check_word_ids(mapped, 7)
     assert mapped[5] == 6
 
 

@@ -11,7 +11,14 @@ import text_reference
 from helpers import launch
 
 from saberjax import text
-from saberjax.corpus import corpus_from_documents, load_corpus, text_corpus, tokens_in_vocabulary
+from saberjax.corpus import (
+    corpus_from_documents,
+    load_corpus,
+    text_corpus,
+    text_pieces,
+    text_workers,
+    tokens_in_vocabulary,
+)
 from saberjax.corpus.plain_text import text_rules
 from saberjax.corpus.text_sources import document_blocks
 from saberjax.corpus.text_corpus import build_corpus
@@ -126,6 +133,21 @@ def _assert_same_corpus(corpus, entries):
     np.testing.assert_array_equal(corpus.doc_lengths(), lengths)
 
 
+@pytest.mark.parametrize("directory", [None, "native"])
+def test_words_of_many_tokens_in_a_piece_are_counted_exactly(monkeypatch, tmp_path, directory):
+    # a piece's words' tokens are kept in a byte each, those of SMALL_COUNT or more apart;
+    # a stop word of many tokens is left out, the others kept, in the first of several pieces
+    many = ["the"] * 700 + ["frequent"] * 700 + ["rare"] * 254 + ["seldom"] * 255
+    documents = [" ".join(many), "rare seldom"] + _varied_documents(5, 40)
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 500)
+    with pytest.warns(UserWarning, match="dropped"):
+        corpus = build_corpus(document_blocks(documents), vocabulary=text.VocabularyRules(
+            min_df=1, max_df=1.0), workers=2, directory=directory and tmp_path / directory
+                              ).corpus
+    _assert_same_corpus(corpus, text_reference.token_entries(documents, min_df=1, max_df=1.0))
+    assert "frequent" in corpus.vocab and "the" not in corpus.vocab
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engine_gives_the_corpus_of_the_reader_it_replaced(seed):
     documents = _varied_documents(seed)
@@ -155,11 +177,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    for workers, block_bytes, memory, directory, piece, group in (
-            (1, 1 << 20, None, None, 700, 32), (3, 1000, 0, None, 300, 3),
-            (2, 5000, 3000, tmp_path / "n", 90, 1)):
-        monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
-        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
+    for workers, block_bytes, memory, directory, piece in (
+            (1, 1 << 20, None, None, 700), (3, 1000, 0, None, 300),
+            (2, 5000, 3000, tmp_path / "n", 90)):
+        monkeypatch.setattr(text_pieces, "PIECE_BYTES", piece)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
@@ -181,8 +202,7 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
     monkeypatch.setattr(key_tables, "chunk_hashes",
                         lambda chunks: np.full(chunks.lengths.size, 99, np.uint64))
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
-    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 500)
     with pytest.warns(UserWarning, match="dropped"):
         collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
     assert collided.vocab == reference.vocab
@@ -316,7 +336,7 @@ def test_a_piece_counts_each_words_tokens_and_documents_past_16_bit_word_ids():
     lengths = np.diff(doc_tokens)
     words = BlockWords(LONG_KEY + np.arange(num_words, dtype=np.uint64), Strings.empty(),
                        token_ids, doc_tokens, 0)
-    counts, doc_freq = text_corpus._frequencies(words)
+    counts, doc_freq = text_workers.frequencies(words)
     docs = np.repeat(np.arange(lengths.size), lengths)
     pairs = np.unique(docs.astype(np.int64) * num_words + token_ids)
     np.testing.assert_array_equal(counts, np.bincount(token_ids, minlength=num_words))
@@ -350,7 +370,7 @@ def test_a_long_read_logs_progress_lines(tmp_path, monkeypatch):
     from saberjax.corpus.plain_text import load_text
     (tmp_path / "lines.txt").write_text("\n".join(THEMED * 20) + "\n")
     monkeypatch.setattr(text_corpus, "PROGRESS_SECONDS", 0.0)
-    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 1000)
     lines = []
     load_text(tmp_path / "lines.txt", log=lines.append, max_df=1.0)
     assert len(lines) > 5

@@ -24,7 +24,7 @@ reuse_freed_memory()
 from saberjax.corpus import plain_text, text_corpus
 work = sys.argv[1]
 phases = {}
-for name in ("_read_pieces", "choose_vocabulary", "_in_memory", "_written"):
+for name in ("_read_pieces", "choose_vocabulary", "in_memory_corpus", "written_corpus"):
     def timed(*args, _function=getattr(text_corpus, name), _name=name, **kwargs):
         start = time.perf_counter()
         try:

@@ -1,6 +1,6 @@
 """CPU cost of the text engine's two per-piece steps on one core, free of other jobs' noise:
 pieces of a text file as the engine cuts them, each tokenised (tokenizing.block_words) and
-counted (text_corpus._frequencies) `--repeats` times in turn, the least thread CPU time of each
+counted (text_workers.frequencies) `--repeats` times in turn, the least thread CPU time of each
 kept (another job on the machine only ever adds to it).  Prints one JSON line: microseconds
 per piece of each step, averaged over the pieces.  Works with any saberjax checkout on
 PYTHONPATH, so that two checkouts compare on one machine in one sitting.
@@ -27,12 +27,17 @@ def main() -> None:
     from saberjax.platform import reuse_freed_memory
 
     reuse_freed_memory()
-    from saberjax.corpus import text_corpus
+    try:
+        from saberjax.corpus.text_pieces import line_pieces
+        from saberjax.corpus.text_workers import frequencies
+    except ImportError:  # a checkout whose text_corpus holds both steps
+        from saberjax.corpus.text_corpus import _frequencies as frequencies
+        from saberjax.corpus.text_corpus import _line_parts as line_pieces
     from saberjax.corpus.tokenizing import block_words
 
     data = np.fromfile(args.path, np.uint8, count=3 * args.pieces * args.piece_bytes)
-    pieces = list(text_corpus._line_parts(data, args.piece_bytes, None))[::3][:args.pieces]
-    text_corpus._frequencies(block_words(pieces[0]))  # imports and first-call costs
+    pieces = list(line_pieces(data, args.piece_bytes, None))[::3][:args.pieces]
+    frequencies(block_words(pieces[0]))  # imports and first-call costs
     tokenise = [float("inf")] * len(pieces)
     count = [float("inf")] * len(pieces)
     for _ in range(args.repeats):
@@ -40,7 +45,7 @@ def main() -> None:
             start = time.thread_time_ns()
             words = block_words(piece)
             middle = time.thread_time_ns()
-            text_corpus._frequencies(words)
+            frequencies(words)
             end = time.thread_time_ns()
             tokenise[i] = min(tokenise[i], middle - start)
             count[i] = min(count[i], end - middle)

@@ -1,7 +1,11 @@
 """The reading rate of raw text: one load_text into a temporary native folder, as the
 launchers read text into a cache entry.  Prints one JSON line: tokens read (every token the
-rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds and
-peak RSS.  Works with any saberjax checkout on PYTHONPATH (it only calls load_text).
+rules keep, before the vocabulary), tokens of the corpus, seconds, Mtoken/s, CPU seconds (of
+this process, and of the worker processes it waited for), the CPU seconds of the thread
+collecting the pieces and of the words' adding (on the collecting thread where a checkout adds
+them there: the reader's serial work, which bounds its rate) and peak RSS (of this process).
+Works with any saberjax checkout on PYTHONPATH (it only calls load_text; the steps it times
+are looked up where this checkout or an earlier one holds them, those it lacks left out).
 
     PYTHONPATH=CHECKOUT python tools/text_read_rate.py PATH --format=jsonl --workers=16
 """
@@ -9,6 +13,7 @@ peak RSS.  Works with any saberjax checkout on PYTHONPATH (it only calls load_te
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import tempfile
@@ -21,7 +26,10 @@ def main() -> None:
     parser.add_argument("--format", default="auto")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--piece_bytes", type=int, default=None,
-                        help="pieces of this size (text_corpus.MIN_PIECE_BYTES and PIECE_BYTES)")
+                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES and PIECE_BYTES)")
+    parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
+                        help="tokenise in worker processes (yes), threads (no) or by the "
+                             "reader's rule (auto)")
     args = parser.parse_args()
     from saberjax.platform import reuse_freed_memory
 
@@ -30,7 +38,8 @@ def main() -> None:
     from saberjax.corpus.plain_text import load_text
 
     if args.piece_bytes:
-        text_corpus.MIN_PIECE_BYTES = text_corpus.PIECE_BYTES = args.piece_bytes
+        pieces = _module("saberjax.corpus.text_pieces") or text_corpus
+        pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
     progress = []
     start_progress = text_corpus._Progress.__init__
 
@@ -39,20 +48,122 @@ def main() -> None:
         progress.append(self)
 
     text_corpus._Progress.__init__ = kept
+    if args.processes != "auto":  # text_corpus._uses_processes's bounds
+        yes = args.processes == "yes"
+        text_corpus.PROCESS_MIN_WORKERS = 1 if yes else 1 << 30
+        text_corpus.PROCESS_MIN_BYTES = 0
+    thread_cpu = dict(collecting=0.0, adding=0.0)
+    _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
+    _timed(*_located("saberjax.corpus.text_words.Words.add",
+                     "saberjax.corpus.text_corpus._Words.add"), thread_cpu, "adding")
+    phases = {}
+    for phase, *paths in _PHASES:
+        _phased(*_located(*paths), phases, phase)
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
         start = time.perf_counter()
         corpus = load_text(args.path, directory=f"{folder}/native", workers=args.workers,
                            format=args.format)
         seconds = time.perf_counter() - start
     end = resource.getrusage(resource.RUSAGE_SELF)
+    children_end = resource.getrusage(resource.RUSAGE_CHILDREN)
     read = progress[0].tokens
     print(json.dumps(dict(
         path=args.path, format=args.format, workers=args.workers, tokens_read=read,
         corpus_tokens=corpus.num_tokens, seconds=round(seconds, 2),
         mtoken_per_s=round(read / seconds / 1e6, 1),
         cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 2),
-        peak_rss_mb=round(end.ru_maxrss / 1024))), flush=True)
+        worker_cpu_seconds=round(children_end.ru_utime + children_end.ru_stime
+                                 - children.ru_utime - children.ru_stime, 2),
+        collecting_cpu_seconds=round(thread_cpu["collecting"], 2),
+        adding_cpu_seconds=round(thread_cpu["adding"], 2),
+        peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
+
+
+# the reader's steps: (the step's name, the dotted paths of the function where this checkout
+# and earlier ones hold it, the first that a checkout has timed).  "closing" and "loading"
+# lie within "mapping and writing"; "ending the workers" and "deleting the spill files"
+# after it.
+_TEXT = "saberjax.corpus.text_corpus."
+_PHASES = (("reading", _TEXT + "_read_pieces"),
+           ("merging", _TEXT + "merged_words", _TEXT + "_merged_words"),
+           ("words", "saberjax.corpus.text_words.Words.strings", _TEXT + "_Words.strings"),
+           ("vocabulary", _TEXT + "choose_vocabulary"),
+           ("pieces' places", _TEXT + "vocabulary_lookups", _TEXT + "_lookups"),
+           ("mapping and writing", _TEXT + "written_corpus", _TEXT + "_written"),
+           ("mapping", _TEXT + "in_memory_corpus", _TEXT + "_in_memory"),
+           ("closing (fsync)", "saberjax.corpus.native.NativeCorpusWriter.close"),
+           ("loading", "saberjax.corpus.text_ids.load_native", _TEXT + "load_native"),
+           ("ending the workers", "saberjax.corpus.worker_pools.WorkerProcesses.__exit__"),
+           ("deleting the spill files", "tempfile.TemporaryDirectory.cleanup"))
+
+
+def _module(name: str):
+    """The module `name`, or None where the checkout has none."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _located(*paths: str) -> tuple:
+    """(the object holding the named attribute, its name) of the first dotted path (a module's
+    then attributes') that the checkout has; (None, None) where it has none."""
+    for path in paths:
+        parts = path.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            holder = _module(".".join(parts[:cut]))
+            if holder is not None:
+                for name in parts[cut:-1]:
+                    holder = getattr(holder, name, None)
+                if hasattr(holder, parts[-1]):
+                    return holder, parts[-1]
+                break
+    return None, None
+
+
+def _phased(owner, name: str | None, phases: dict, phase: str) -> None:
+    """owner.name (when it exists) wrapped to add to phases[phase] its wall seconds, the CPU
+    seconds of its thread, of this process and of the worker processes that ended meanwhile
+    (the CPU of the others is counted only once they end)."""
+    function = getattr(owner, name, None) if name else None
+    if function is None:
+        return
+
+    def phased(*args, **kwargs):
+        start = (time.perf_counter(), time.thread_time(), time.process_time(),
+                 _children_cpu())
+        try:
+            return function(*args, **kwargs)
+        finally:
+            end = (time.perf_counter(), time.thread_time(), time.process_time(),
+                   _children_cpu())
+            totals = phases.setdefault(phase, dict(wall_s=0.0, thread_cpu_s=0.0,
+                                                   process_cpu_s=0.0, workers_cpu_s=0.0))
+            for key, first, last in zip(totals, start, end):
+                totals[key] = round(totals[key] + last - first, 3)
+
+    setattr(owner, name, phased)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(owner, name: str, totals: dict, key: str) -> None:
+    """owner.name wrapped to add the CPU seconds of the thread calling it to totals[key]."""
+    function = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            totals[key] += time.thread_time() - start
+
+    setattr(owner, name, timed)
 
 
 if __name__ == "__main__":

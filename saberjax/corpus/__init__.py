@@ -7,16 +7,20 @@ restores a corpus exactly, empty documents included.
 
 One module per concern; every public name is importable from here:
 
-- ``core``: the Corpus (and CorpusPart, a process's part of its fingerprint and word counts),
-  its builders :func:`from_entries` and :func:`from_doc_runs`,
+- ``core``: the Corpus, its builders :func:`from_entries` and :func:`from_doc_runs`,
   :func:`align_vocabulary`, CorpusFormatError and MAX_COUNT;
+- ``word_ids``: passes over a corpus's word ids on threads: checking and counting them;
+- ``fingerprint``: the corpus fingerprint's definitions (current, earlier, legacy) and
+  CorpusPart, a process's part of the fingerprint and word counts;
 - ``reading``: files read in blocks (gunzipped when gzipped) and vocabulary files;
 - ``parsing``: the parser of text bodies that UCI and LDA-C share (pieces of whole lines on a
   thread per core, whole-array passes, errors naming the file and line);
 - ``uci``, ``ldac``: the two text formats of counts;
 - ``matrix``: documents x words count matrices (dense or scipy.sparse);
 - ``tokenizing``, ``text_corpus``, ``plain_text``: raw text under saberjax.text's rules (blocks
-  of documents tokenised on every core, counted, written out of core), ``key_tables`` the
+  of documents tokenised on every core, counted, written out of core: ``text_pieces`` cuts
+  them, ``text_workers`` tokenises and counts pieces on ``worker_pools``, ``text_words``
+  numbers and merges their words, ``text_ids`` maps and writes their ids), ``key_tables`` the
   numpy hash tables numbering their words;
 - ``native``: the memory-mapped native format (save_native, load_native, NativeCorpusWriter);
 - ``formats``: FORMATS, format detection, load_corpus, source_files, convert_to_native;
@@ -46,14 +50,14 @@ from saberjax.corpus.plain_text import (
 from saberjax.corpus.splits import split_document_halves, train_test_split
 from saberjax.corpus.core import (
     MAX_COUNT,
-    WORD_COUNT_BLOCK,
     Corpus,
-    CorpusPart,
     align_vocabulary,
     from_doc_runs,
     from_entries,
 )
+from saberjax.corpus.fingerprint import CorpusPart
 from saberjax.corpus.uci import load_uci
+from saberjax.corpus.word_ids import WORD_COUNT_BLOCK
 from saberjax.errors import CorpusFormatError
 
 __all__ = [

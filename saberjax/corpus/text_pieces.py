@@ -1,0 +1,59 @@
+"""Blocks of documents cut into pieces of whole documents, the tasks the reader's workers
+tokenise: pieces of 1 to 4 MB, larger for more threads (piece_size)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from saberjax.corpus.text_blocks import DocumentBlock
+
+PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
+MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
+PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
+
+
+def piece_size(threads: int) -> int:
+    """The size of pieces: PIECE_BYTES_PER_THREAD times the threads, within MIN_PIECE_BYTES
+    and PIECE_BYTES.  Every numpy call of a piece's takes the GIL back, which waits longer the
+    more threads share it, so many threads tokenise larger pieces; a few keep them small, so
+    that the pieces in flight (a few per thread) hold little memory."""
+    return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
+               min(MIN_PIECE_BYTES, PIECE_BYTES))
+
+
+def block_pieces(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
+    """`block` cut into pieces of whole documents of about piece_bytes (a block of lines or of
+    records, its offsets None, is cut after a line break, its pieces' offsets, or records,
+    left to the tokenising workers)."""
+    if block.offsets is None:
+        yield from line_pieces(block.data, piece_bytes, block.parse)
+        return
+    offsets = np.asarray(block.offsets, np.int64)
+    num_docs = offsets.size - 1
+    start = 0
+    while start < num_docs:
+        end = int(np.searchsorted(offsets, offsets[start] + piece_bytes, "right")) - 1
+        end = min(max(end, start + 1), num_docs)
+        base = offsets[start]
+        yield DocumentBlock(block.data[base:offsets[end]], offsets[start:end + 1] - base,
+                            None if block.ids is None else block.ids[start:end])
+        start = end
+
+
+def line_pieces(data: np.ndarray, piece_bytes: int, parse) -> Iterator[DocumentBlock]:
+    """`data`, lines of documents (or of records, which `parse` reads), cut into pieces each
+    ending at the first line break from piece_bytes past its start on."""
+    start = 0
+    while start < data.size:
+        end = start + piece_bytes
+        while end < data.size:
+            breaks = np.flatnonzero(data[end:end + (1 << 16)] == ord("\n"))
+            if breaks.size:
+                end += int(breaks[0]) + 1
+                break
+            end += 1 << 16
+        end = min(end, data.size)
+        yield DocumentBlock(data[start:end], None, None, parse)
+        start = end

@@ -1,0 +1,133 @@
+"""The words of a text input, numbered: a piece's dictionary of distinct words (Dictionary),
+the words a worker numbers as it adds its pieces' dictionaries (Words: a key_tables.KeyTable
+of word keys, long words numbered by a StringTable of their bytes), what it keeps of each
+piece (PieceWords) and the workers' words merged into the corpus's (merged_words)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from saberjax.corpus.key_tables import KeyTable, Strings, StringTable, number_keys
+from saberjax.corpus.tokenizing import LONG_KEY, is_long_key, word_strings
+
+SMALL_COUNT = 255  # a word's tokens in a piece kept in a byte below this
+
+
+class Dictionary(NamedTuple):
+    """Distinct words with their tokens and documents: keys as block_words keys them, a key
+    LONG_KEY + n standing for strings[n]."""
+
+    keys: np.ndarray
+    strings: Strings
+    counts: np.ndarray
+    doc_freq: np.ndarray
+
+
+class PieceWords(NamedTuple):
+    """For each word of a piece's dictionary, its number among its worker's words (int32)
+    and its tokens, in a byte each until the collecting process needs them: `counts` (uint8,
+    SMALL_COUNT for that many or more) and the exact counts of the words (by their place)
+    seen SMALL_COUNT times or more."""
+
+    entries: np.ndarray
+    counts: np.ndarray
+    frequent: np.ndarray
+    frequent_counts: np.ndarray
+
+    @staticmethod
+    def of(entries: np.ndarray, counts: np.ndarray) -> PieceWords:
+        frequent = np.flatnonzero(counts >= SMALL_COUNT)
+        return PieceWords(entries, np.minimum(counts, SMALL_COUNT).astype(np.uint8),
+                          frequent, counts[frequent])
+
+    def tokens(self, words: np.ndarray) -> int:
+        """The tokens of the words where `words` (bool, a word's place) is true."""
+        return int(self.counts[words].sum(dtype=np.int64)
+                   + (self.frequent_counts[words[self.frequent]] - SMALL_COUNT).sum())
+
+
+class Words:
+    """Distinct words numbered as groups of dictionaries are added, with their tokens and
+    documents summed: word keys (tokenizing's; a long word keyed LONG_KEY + its number
+    among the long words, by its bytes)."""
+
+    def __init__(self):
+        self.keys = KeyTable()
+        self.long_words = StringTable()
+        self.counts = np.zeros(0, np.int64)
+        self.doc_freq = np.zeros(0, np.int64)
+
+    def add(self, dictionaries: list[Dictionary]) -> list[np.ndarray]:
+        """The numbers (int32) of each dictionary's words, their counts added: the group's
+        words numbered among themselves first (key_tables.number_keys; one dictionary's
+        are distinct already), so that the table sees each distinct word once."""
+        keys = np.concatenate([part.keys for part in dictionaries])
+        long = np.flatnonzero(is_long_key(keys))
+        if long.size:
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries, keys, long)
+        if len(dictionaries) == 1:  # a dictionary's words are distinct
+            distinct, index = keys, None
+            counts, doc_freq = dictionaries[0].counts, dictionaries[0].doc_freq
+        else:
+            distinct, index = number_keys(keys)
+            counts, doc_freq = (  # float64 sums: exact below 2**53
+                np.bincount(index, np.concatenate([getattr(part, name) for part in dictionaries]),
+                            minlength=distinct.size).astype(np.int64)
+                for name in ("counts", "doc_freq"))
+        numbers = self.keys.numbers(distinct)
+        if self.keys.size > self.counts.size:
+            size = max(2 * self.counts.size, self.keys.size)
+            self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
+                                                                np.int64)])
+            self.doc_freq = np.concatenate([self.doc_freq,
+                                            np.zeros(size - self.doc_freq.size, np.int64)])
+        self.counts[numbers] += counts  # the numbers of distinct words are distinct
+        self.doc_freq[numbers] += doc_freq
+        entries = numbers.astype(np.int32)
+        if index is None:
+            return [entries]
+        return np.split(entries[index], np.cumsum([part.keys.size for part in dictionaries])[:-1])
+
+    def _long_numbers(self, dictionaries: list[Dictionary], keys: np.ndarray,
+                      long: np.ndarray) -> np.ndarray:
+        """The long words' numbers (uint64) of keys[long], the long keys of the dictionaries'
+        keys concatenated: every dictionary's strings numbered in the corpus's long words at
+        once (the StringTable tells repeated strings of the group apart by their bytes)."""
+        numbers = self.long_words.numbers(Strings.concatenate([part.strings
+                                                               for part in dictionaries]))
+        sizes = [part.keys.size for part in dictionaries]
+        string_bases = np.cumsum([0] + [len(part.strings) for part in dictionaries[:-1]])
+        base = np.repeat(string_bases, sizes).take(long)  # the strings before the key's part
+        return numbers.take((keys.take(long) - LONG_KEY).view(np.int64) + base).astype(np.uint64)
+
+    def dictionary(self) -> Dictionary:
+        """Every word, in the order of their numbers, as a dictionary."""
+        return Dictionary(self.keys.keys(), self.long_words.strings(),
+                          self.counts[:self.keys.size], self.doc_freq[:self.keys.size])
+
+    def strings(self) -> list[str]:
+        """Every word, in the order of their numbers."""
+        keys = self.keys.keys()
+        long = is_long_key(keys)
+        words = np.empty(keys.size, object)
+        words[~long] = word_strings(keys[~long])
+        long_words = self.long_words.strings().tolist()
+        words[long] = [long_words[number].decode("utf-8", "surrogateescape")
+                       for number in (keys[long] - LONG_KEY).tolist()]
+        return words.tolist()
+
+
+def merged_words(workers: list[tuple[Dictionary, dict[int, PieceWords]]], num_pieces: int
+                 ) -> tuple[Words, list[np.ndarray], list[tuple[int, PieceWords]]]:
+    """(the words of the workers' dictionaries, merged; each worker's words' numbers among
+    them; each piece's worker and PieceWords) of what the workers hand over
+    (text_workers.worker_words)."""
+    words = Words()  # a worker's words at a time: fewer passes than all at once
+    numbers = [words.add([dictionary])[0] for dictionary, _ in workers]
+    pieces: list = [None] * num_pieces
+    for worker, (_, worker_pieces) in enumerate(workers):
+        for index, piece in worker_pieces.items():
+            pieces[index] = (worker, piece)
+    return words, numbers, pieces
