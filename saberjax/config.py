@@ -185,7 +185,9 @@ class Hyperparams:
     "xla" or "pallas".  model_format is "dense" or "sparse" (saberjax.sparse_rows): the
     run's plan resolves the setting's "auto" (execution.plan), from_config keeps "dense" for
     it until then.  seeds: the seed words' prior over the rows of the model's arrays
-    (seeding.SeedPrior), None without seed words."""
+    (seeding.SeedPrior), None without seed words.  wide_pairs: A's pairs are wide
+    (state.pack_pairs), as the run's plan decides from K and the longest document; False
+    until then."""
 
     num_topics: int
     alpha: float
@@ -193,6 +195,7 @@ class Hyperparams:
     backend: str
     model_format: str
     seeds: SeedPrior | None
+    wide_pairs: bool = False
 
     @classmethod
     def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":

@@ -17,6 +17,7 @@ from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
 from saberjax.execution.placement import place
 from saberjax.execution.plan import plan
+from saberjax.state import unpack_pairs
 
 
 def recount(corpus, topics, num_topics):
@@ -161,3 +162,46 @@ def test_auto_keeps_the_dense_models_error_where_neither_fits():
     corpus = random_corpus(seed=15)
     with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
         plan(corpus, Hyperparams.create(8), 1, device_memory_gb=1e-6, model_format="auto")
+
+
+@pytest.mark.parametrize("model_format", ["sparse", "dense"])
+def test_wide_pairs_train_the_model_packed_pairs_train(model_format):
+    """A's pairs forced wide (as the plan takes them for long documents) give the same topics
+    and B, A gathered over two devices by word."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=50, num_words=29, mean_length=25, seed=8)
+    hyper = Hyperparams.create(20, model_format=model_format)
+    runs = []
+    for wide in (False, True):
+        placed, state = run_on_mesh(corpus, dataclasses.replace(hyper, wide_pairs=wide), 3, 2,
+                                    num_devices=2, partition="words")
+        assert placed.hyper.wide_pairs == wide
+        assert state.chunks[0].a_pairs.dtype == (np.complex64 if wide else np.uint32)
+        runs.append((placed.corpus_order_topics(state), placed.word_topic(state)))
+    for left, right in zip(*runs):
+        np.testing.assert_array_equal(left, right)
+
+
+def test_a_document_longer_than_a_packed_pair_counts_trains_at_a_million_topics():
+    """At K = 1,000,000 a packed pair counts 4,095 tokens: the plan takes wide pairs for a
+    document of 4,500, and B stays the recount of z."""
+    lengths = [4500, 30, 12]
+    words = np.random.default_rng(0).integers(0, 6, sum(lengths)).astype(np.int32)
+    corpus = corpus_io.Corpus(np.cumsum([0, *lengths]), words, tuple(f"w{i}" for i in range(6)))
+    hyper = Hyperparams.create(1_000_000, model_format="sparse")
+    placed, state = run_on_mesh(corpus, hyper, 2, 3, num_devices=1)
+    assert placed.hyper.wide_pairs
+    topics = placed.corpus_order_topics(state)
+    word_topic = placed.sparse_word_topic(state)
+    expected = sparse_word_topic.from_entries(corpus.word_ids, topics, np.ones_like(topics), 6,
+                                              1_000_000)
+    for got, want in zip(word_topic, expected):
+        np.testing.assert_array_equal(got, want)
+    chunk, chunk_state = placed.host_chunks()[0], placed.chunk_states(state)[0]
+    for doc, (first, last) in enumerate(zip(corpus.doc_offsets[:-1], corpus.doc_offsets[1:])):
+        start = int(chunk.doc_start[doc])
+        doc_topics, doc_counts = map(np.asarray, unpack_pairs(
+            chunk_state.a_pairs[start:start + int(chunk_state.a_nnz[doc])], 1_000_000))
+        expected_topics, expected_counts = np.unique(topics[first:last], return_counts=True)
+        np.testing.assert_array_equal(doc_topics, expected_topics)
+        np.testing.assert_array_equal(doc_counts, expected_counts)

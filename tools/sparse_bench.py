@@ -63,7 +63,7 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
                                  seed=seed, model_format=model_format, backend=backend,
                                  optimize_alpha_every=0)
     start = time.perf_counter()
-    check_document_lengths(corpus.doc_lengths(), config.num_topics)
+    check_document_lengths(corpus.doc_lengths())
     hyper = Hyperparams.from_config(config)
     run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
     hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)

@@ -422,8 +422,9 @@ def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:
 def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     """The corpus laid out on the plan's mesh: the layout built (this process's chunks) and
     put on the devices, in pinned host memory or in a chunk store, as the plan says (the
-    model's format too)."""
-    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
+    model's format and A's pairs too)."""
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format,
+                                wide_pairs=run_plan.wide_pairs)
     if not run_plan.stored:
         return _in_memory(corpus, hyper, run_plan)
     mesh = run_plan.mesh

@@ -20,7 +20,9 @@ processes, so that between hosts only each device's word share of B moves.
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
 runs partitioned by word on the one-axis mesh with every share resident.  "auto" takes dense
 wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
-where only it fits.  Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
+where only it fits.  A's pairs are wide (state.pack_pairs) where the longest document has
+more tokens than a packed pair counts at K, or where the settings ask for them (tests).
+Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
 partition, mesh, chunk_tokens, model_format).
 """
 
@@ -39,6 +41,7 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import make_grid, make_mesh, model_rows
+from saberjax.state import needs_wide_pairs
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -64,6 +67,8 @@ class Plan:
     # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
     layout_on_devices: bool = False
     model_format: str = "dense"  # "dense" or "sparse"
+    # A's pairs are wide (state.needs_wide_pairs: a document longer than a packed pair counts)
+    wide_pairs: bool = False
 
     @property
     def stored(self) -> bool:
@@ -127,7 +132,9 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
               else memory.free_device_memory(jax.local_devices()[0]))
     model_format = _model_format(model_format or hyper.model_format, corpus, hyper,
                                  one_axis.size, budget)
-    hyper = dataclasses.replace(hyper, model_format=model_format)
+    hyper = dataclasses.replace(hyper, model_format=model_format, wide_pairs=hyper.wide_pairs
+                                or needs_wide_pairs(corpus.doc_lengths().max(initial=0),
+                                                    hyper.num_topics))
     if hyper.sparse and hyper.seeds is not None:
         raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
                          "model_format 'auto' the dense model does not fit these devices)")
@@ -160,12 +167,14 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          f"documents")
     if partition == "hybrid":
         fits.check(partition)
-        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch)
+        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
+                    wide_pairs=hyper.wide_pairs)
     mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
         return Plan(mesh, partition, chunk_tokens, False, prefetch,
-                    layout_on_devices=layout_on_devices, model_format=model_format)
+                    layout_on_devices=layout_on_devices, model_format=model_format,
+                    wide_pairs=hyper.wide_pairs)
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(
@@ -178,10 +187,10 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         corpus, hyper, host_budget, prefetch)
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
-                    layout_on_devices=layout_on_devices)
+                    layout_on_devices=layout_on_devices, wide_pairs=hyper.wide_pairs)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
                 prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
-                layout_on_devices)
+                layout_on_devices, wide_pairs=hyper.wide_pairs)
 
 
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
