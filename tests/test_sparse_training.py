@@ -101,19 +101,63 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
 
 
 def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
-    corpus = random_corpus(num_docs=30, seed=7)
+    corpus = random_corpus(num_docs=200, seed=7)
     hyper = Hyperparams.create(1_000_000, model_format="sparse")
     share = corpus.num_tokens
     needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
               + share * memory.SPARSE_BYTES_PER_TOKEN
               + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
     assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > needed
-    assert plan(corpus, hyper, 1, device_memory_gb=needed / 1e9).model_format == "sparse"
-    with pytest.raises(MemoryError, match="resident by words"):
-        plan(corpus, hyper, 1, device_memory_gb=needed / 2e9)
-    for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
+    resident = plan(corpus, hyper, 1, device_memory_gb=needed / 1e9)
+    assert resident.model_format == "sparse" and resident.partition == "words"
+    # a share that does not fit resident streams by documents while the whole model fits
+    streamed_model = memory.streamed_sparse_model_bytes(corpus.num_tokens, corpus.num_words,
+                                                        hyper.padded_topics, 1)
+    budget = streamed_model + 1024 * memory.SPARSE_BYTES_PER_TOKEN * 3
+    assert budget < needed
+    streamed = plan(corpus, hyper, 1, device_memory_gb=budget / 1e9)
+    assert (streamed.model_format, streamed.partition, streamed.streamed) == (
+        "sparse", "documents", True)
+    assert 1024 <= streamed.chunk_tokens < corpus.num_tokens
+    with pytest.raises(MemoryError, match="the model does not fit the device"):
+        plan(corpus, hyper, 1, device_memory_gb=streamed_model / 2e9)
+    for settings in (dict(partition="documents", stream=False), dict(mesh="1x1")):
         with pytest.raises(ValueError, match="model_format 'sparse'"):
-            plan(corpus, hyper, 1, **settings)
+            plan(corpus, hyper, 1 if "mesh" not in settings else 0, **settings)
+
+
+@pytest.mark.parametrize("num_devices", [1, 2])
+def test_sparse_model_streamed_from_memory_and_from_disk_is_the_resident_model(
+        num_devices, tmp_path, monkeypatch):
+    """Streamed by documents (the whole model on every device, the tokens' keys counted at
+    the end) from pinned memory and from a chunk store: the same topics and B, bit for bit,
+    as resident by words on one device, over several chunks a device."""
+    needs_local_devices(num_devices)
+    corpus = random_corpus(num_docs=120, num_words=37, mean_length=25, seed=3)
+    hyper = Hyperparams.create(40, model_format="sparse")
+    resident, resident_state = run_on_mesh(corpus, hyper, 3, 5, num_devices=1)
+    expected = (resident.corpus_order_topics(resident_state),
+                resident.sparse_word_topic(resident_state))
+    from_memory = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices, chunk_tokens=700,
+                              stream=True)
+    # a host budget too small for the states: the chunk store (the process's memory not
+    # counted)
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
+    from_disk = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices, chunk_tokens=700,
+                            stream=True, host_memory_gb=1.5e-4, chunk_store_dir=tmp_path / "s")
+    for placed, state in (from_memory, from_disk):
+        assert placed.partition == "documents" and placed.hyper.sparse and placed.streamed
+        assert placed.num_slots > 1
+        np.testing.assert_array_equal(placed.corpus_order_topics(state), expected[0])
+        for got, want in zip(placed.sparse_word_topic(state), expected[1]):
+            np.testing.assert_array_equal(got, want)
+    assert from_disk[0].stored and not from_memory[0].stored
+    # the model put back from the host is the one the iteration made (checkpoints)
+    placed, state = from_memory
+    rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
+                                           np.asarray(state.model.alpha))
+    for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
+        np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
 
 
 def test_a_sparse_plan_refuses_seed_words():

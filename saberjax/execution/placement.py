@@ -64,6 +64,7 @@ class Placement:
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
+    streamed_tokens: int = 0  # streamed: the padded tokens of a device's slots
 
     @property
     def partition(self) -> str:
@@ -87,12 +88,17 @@ class Placement:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
         return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows)
+                        self.partition, self.int32_rows, self.streamed_tokens)
 
     @property
     def model_rows(self) -> int:
         """Rows of B-hat on each device (mesh.model_rows)."""
         return self._unseeded_programs.model_rows
+
+    @property
+    def _sparse_copies(self) -> int:
+        """The sparse model's parts: one a device by word, one whole model by document."""
+        return 1 if self._unseeded_programs.whole_sparse_model else self.num_devices
 
     @property
     def word_parts(self) -> int:
@@ -242,12 +248,12 @@ class Placement:
         part): of a sparse model's rows, or of dense B."""
         if not self.hyper.sparse:
             return sparse_word_topic.from_dense(self.word_topic(state)[:, :self.hyper.num_topics])
-        row_start, topics, counts = (to_host(array).reshape(self.num_devices, -1)
+        row_start, topics, counts = (to_host(array).reshape(self._sparse_copies, -1)
                                      for array in state.model.word_topic)
         word_of_row = np.zeros(self.padded_words, np.int64)
         word_of_row[self._row_of_word()] = np.arange(self.num_words)
         words, entries_topics, entries_counts = [], [], []
-        for device in range(self.num_devices):
+        for device in range(self._sparse_copies):
             starts, filled = row_start[device], row_start[device, -1]
             rows = device * self.model_rows + np.repeat(np.arange(self.model_rows),
                                                         np.diff(starts))
@@ -281,17 +287,20 @@ class Placement:
 
     def _sparse_model_from_word_topic(self, word_topic, alpha: np.ndarray):
         """The sparse model of host counts B (dense or a SparseWordTopic): each device's rows
-        as sparse rows of its share's capacity."""
+        as sparse rows of its share's capacity, or (streamed by document) the whole rows on
+        every device, of the capacity of every device's streamed tokens."""
         if not isinstance(word_topic, SparseWordTopic):
             word_topic = sparse_word_topic.from_dense(word_topic[:, :self.hyper.num_topics])
-        capacity = self.word_shares.word.shape[1]
+        copies = self._sparse_copies
+        capacity = (self.word_shares.word.shape[1] if self.word_shares is not None
+                    else self.num_devices * self.streamed_tokens)
         rows = self.model_rows
         word_of_row = np.full(self.padded_words, -1, np.int64)
         word_of_row[self._row_of_word()] = np.arange(self.num_words)
-        row_start = np.zeros((self.num_devices, rows + 1), np.int32)
-        topics = np.full((self.num_devices, capacity), self.hyper.padded_topics, np.int32)
-        counts = np.zeros((self.num_devices, capacity), np.int32)
-        for device in range(self.num_devices):
+        row_start = np.zeros((copies, rows + 1), np.int32)
+        topics = np.full((copies, capacity), self.hyper.padded_topics, np.int32)
+        counts = np.zeros((copies, capacity), np.int32)
+        for device in range(copies):
             words = word_of_row[device * rows:(device + 1) * rows]
             lengths = np.where(words >= 0, np.diff(word_topic.indptr)[np.maximum(words, 0)], 0)
             np.cumsum(lengths, out=row_start[device, 1:])
@@ -314,7 +323,7 @@ class Placement:
         if self.hyper.sparse:
             return _sparse_topic_word(state.model.word_topic, state.model.topic_totals,
                                       self.replicated(self._row_of_word()),
-                                      self.num_devices, self.hyper.num_topics,
+                                      self._sparse_copies, self.hyper.num_topics,
                                       self.hyper.beta, self.num_words, self.sharding(P()))
         return _topic_word(state.model.word_topic, state.model.topic_totals,
                            self.replicated(self._row_of_word()), self.hyper.num_topics,
@@ -436,7 +445,8 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
                                      workers, run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
-                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
+                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper,
+                     streamed_tokens=layout_plan.padded_tokens * len(slots))
 
 
 def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
@@ -472,7 +482,8 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      run_plan.prefetch)
     chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition == "documents":
-        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
+        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
+                         streamed_tokens=slots[0].word.shape[1] * len(slots) if streamed else 0)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
     shares = word_shares(corpus, layout, parts, own,

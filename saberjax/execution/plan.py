@@ -18,7 +18,9 @@ devices and every share stays resident: by word within a process, by document ac
 processes, so that between hosts only each device's word share of B moves.
 
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
-runs partitioned by word on the one-axis mesh with every share resident.  "auto" takes dense
+runs on the one-axis mesh partitioned by word with every share resident, or (asked to
+stream, or where the shares do not fit) by document, streamed from host memory or a chunk
+store, the whole sparse model on every device (saberjax.streamed_rows).  "auto" takes dense
 wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
 where only it fits.  A's pairs are wide (state.pack_pairs) where the longest document has
 more tokens than a packed pair counts at K, or where the settings ask for them (tests).
@@ -138,14 +140,9 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if hyper.sparse and hyper.seeds is not None:
         raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
                          "model_format 'auto' the dense model does not fit these devices)")
-    if hyper.sparse:
-        if (partition in ("documents", "hybrid") or mesh is not None or stream
-                or chunk_tokens is not None):
-            raise ValueError("model_format 'sparse' runs partitioned by words with each "
-                             "device's share resident in one chunk: leave out partition, "
-                             "mesh, chunk_tokens and streaming, or use model_format 'dense'")
-        partition = "words"
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
+    if hyper.sparse:
+        partition = _sparse_partition(partition, mesh, stream, chunk_tokens, fits)
     host_budget = memory.host_memory_budget(host_memory_gb)
     # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
     # chunks and states do not fit the host budget beside the model go to a chunk store (one
@@ -176,21 +173,41 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                     layout_on_devices=layout_on_devices, model_format=model_format,
                     wide_pairs=hyper.wide_pairs)
     planned = None
-    if budget is not None and not fits("documents"):
+    rows = model_rows(corpus.num_words, mesh.size, "documents")
+    if budget is not None and (hyper.sparse or not fits("documents")):
         planned = memory.plan_chunk_tokens(
-            -(-corpus.num_tokens // mesh.size), model_rows(corpus.num_words, mesh.size,
-                                                           "documents"),
-            hyper.num_topics, hyper.padded_topics, budget, fits.measured(), prefetch)
-    streamed = planned is not None if stream is None else stream
+            -(-corpus.num_tokens // mesh.size), rows, hyper.num_topics, hyper.padded_topics,
+            budget, fits.measured(), prefetch,
+            memory.streamed_sparse_model_bytes(corpus.num_tokens, rows, hyper.padded_topics,
+                                               mesh.size) if hyper.sparse else None)
+    # the sparse model by document streams (the tokens' keys are counted at the end)
+    streamed = hyper.sparse or (planned is not None if stream is None else stream)
     chunk_tokens = chunk_tokens or (planned if streamed else None)
     store_tokens = (streamed or host_layout_stored) and plan_store_chunk_tokens(
         corpus, hyper, host_budget, prefetch)
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
-                    layout_on_devices=layout_on_devices, wide_pairs=hyper.wide_pairs)
+                    layout_on_devices=layout_on_devices, model_format=model_format,
+                    wide_pairs=hyper.wide_pairs)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
                 prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
-                layout_on_devices, wide_pairs=hyper.wide_pairs)
+                layout_on_devices, model_format, hyper.wide_pairs)
+
+
+def _sparse_partition(partition: str, mesh: str | None, stream: bool | None,
+                      chunk_tokens: int | None, fits: "_ResidentFit") -> str:
+    """The sparse model's partition: by words with every share resident (asked, or "auto"
+    where it fits and no streaming is asked), else by documents, streamed, the whole model on
+    every device."""
+    if mesh is not None or partition == "hybrid":
+        raise ValueError("model_format 'sparse' runs on one mesh axis (resident by words, or "
+                         "streamed by documents): leave out mesh, or use model_format 'dense'")
+    if partition == "documents" and stream is False:
+        raise ValueError("model_format 'sparse' by documents streams its chunks: leave out "
+                         "stream=False, or partition by words")
+    resident = partition == "words" or stream is False or (
+        partition == "auto" and not stream and chunk_tokens is None and fits("words"))
+    return "words" if resident else "documents"
 
 
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
@@ -300,8 +317,10 @@ def _host_room(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> tuple[in
     already (memory.anonymous_host_memory), and host bytes of the model and of the corpus's
     chunks and states (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)."""
     return (host_budget - memory.anonymous_host_memory(),
-            memory.host_model_bytes(corpus.num_words, hyper.padded_topics),
-            corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)
+            memory.host_model_bytes(corpus.num_words, hyper.padded_topics,
+                                    corpus.num_tokens if hyper.sparse else None),
+            corpus.num_tokens * (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN
+                                 + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0)))
 
 
 def _only_a_store_fits(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> bool:
