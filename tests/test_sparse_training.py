@@ -169,12 +169,16 @@ def test_a_sparse_plan_refuses_seed_words():
         plan(corpus, hyper, 1)
 
 
-def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path, streamed):
+    """Resident by words, or streamed by documents in chunks of some 300 tokens."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
     config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
-                                 optimize_alpha_every=1, model_format="sparse")
+                                 optimize_alpha_every=1, model_format="sparse",
+                                 chunk_tokens=300 if streamed else None)
     first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
     assert first.model.config["model_format"] == "sparse"
+    assert first.model.config["streamed"] == streamed
     assert isinstance(first.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
     with np.load(checkpoint.latest_checkpoint(tmp_path).with_suffix(".npz")) as arrays:
         assert "word_topic.indptr" in arrays and "word_topic" not in arrays
