@@ -54,9 +54,10 @@ def model_record(placement, state, corpus) -> dict:
 
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
-          heldout=None, phases: bool = False, **settings) -> dict:
+          heldout=None, phases: bool = False, wide_pairs: bool = False, **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
-    settings: TrainConfig's placement settings, e.g. partition, chunk_tokens)."""
+    wide_pairs: A's pairs wide whatever the documents' lengths; settings: TrainConfig's
+    placement settings, e.g. partition, chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
@@ -66,10 +67,12 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
                                  optimize_alpha_every=0, **settings)
     start = time.perf_counter()
     check_document_lengths(corpus.doc_lengths())
-    hyper = Hyperparams.from_config(config)
+    hyper = dataclasses.replace(Hyperparams.from_config(config), wide_pairs=wide_pairs)
     run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
-    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
-    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens)
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format,
+                                wide_pairs=run_plan.wide_pairs)
+    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens,
+           run_plan.wide_pairs)
     if key not in placements:  # one placement on the devices at a time
         placements.clear()
         placements[key] = placed(corpus, hyper, run_plan)
@@ -168,7 +171,8 @@ def sparse_phases(placement, state, repeats: int = 3) -> dict:
 
 def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
             heldout=None, phases: bool = False, **settings) -> None:
-    """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
+    """Every run of the comma-separated list, one JSON line each (to stdout and output);
+    settings: bench's."""
     placements = {}
     for run in runs.split(","):
         try:
@@ -202,6 +206,8 @@ def main():
                         "(documents: the sparse model streams, whole on every device)")
     parser.add_argument("--chunk_tokens", type=int, default=None)
     parser.add_argument("--num_devices", type=int, default=0)
+    parser.add_argument("--wide_pairs", action="store_true", help="A's pairs wide whatever "
+                        "the documents' lengths (state.pack_pairs), to measure them")
     parser.add_argument("--num_docs", type=int, default=None,
                         help="documents of the preset's shape (instead of --scale)")
     parser.add_argument("--split_documents_at_topics", type=int, default=0,
@@ -220,7 +226,7 @@ def main():
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
                 phases=args.phases, partition=args.partition, chunk_tokens=args.chunk_tokens,
-                num_devices=args.num_devices)
+                num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:
         train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)
         heldout = corpus_io.split_document_halves(test, args.seed)
