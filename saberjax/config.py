@@ -82,8 +82,9 @@ class TrainConfig:
                             choices=("auto", "xla", "pallas"))
     model_format: str = _setting(
         "auto", "How the devices hold the word-topic counts B: dense (V x K arrays), sparse "
-        "(each word's nonzero topics: the model grows with the corpus, not with K; partitioned "
-        "by words, resident) or auto (dense where its model fits the devices, else sparse).",
+        "(each word's nonzero topics: the model grows with the corpus, not with K; resident "
+        "partitioned by words, or streamed by documents with the whole model on every device) "
+        "or auto (dense where its model fits the devices, else sparse).",
         choices=("auto", *MODEL_FORMATS))
     chunk_tokens: int | None = _setting(
         None, "Tokens per PDOW chunk (default: one chunk per device, or, when the corpus does "

@@ -85,7 +85,7 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
 
 
 def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
-    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    corpus = random_corpus(num_docs=200, seed=7)  # 50 words, about 8,000 tokens
     hyper = Hyperparams.create(20_000)
     dense_model = memory.model_bytes(50, hyper.padded_topics)
     roomy = plan(corpus, hyper, 1, device_memory_gb=2 * dense_model / 1e9 + 0.01,
@@ -97,6 +97,12 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
     assert sparse_needed < dense_model
     tight = plan(corpus, hyper, 1, device_memory_gb=sparse_needed / 1e9, model_format="auto")
     assert tight.model_format == "sparse" and tight.partition == "words"
+    streamed = (memory.streamed_sparse_model_bytes(corpus.num_tokens, 50, hyper.padded_topics, 1)
+                + 3 * 1024 * memory.SPARSE_BYTES_PER_TOKEN)
+    assert streamed < sparse_needed
+    tighter = plan(corpus, hyper, 1, device_memory_gb=streamed / 1e9, model_format="auto")
+    assert (tighter.model_format, tighter.partition, tighter.streamed) == (
+        "sparse", "documents", True)
     assert plan(corpus, hyper, 1, model_format="auto").model_format == "dense"  # CPU: no limit
 
 
@@ -206,7 +212,7 @@ def test_a_sparse_run_scores_its_held_out_documents_as_its_dense_topics_score():
                       rtol=1e-5)
 
 
-def test_auto_keeps_the_dense_models_error_where_neither_fits():
+def test_auto_names_the_gb_the_model_needs_where_neither_format_fits():
     corpus = random_corpus(seed=15)
     with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
         plan(corpus, Hyperparams.create(8), 1, device_memory_gb=1e-6, model_format="auto")

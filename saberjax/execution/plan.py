@@ -22,7 +22,7 @@ runs on the one-axis mesh partitioned by word with every share resident, or (ask
 stream, or where the shares do not fit) by document, streamed from host memory or a chunk
 store, the whole sparse model on every device (saberjax.streamed_rows).  "auto" takes dense
 wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
-where only it fits.  A's pairs are wide (state.pack_pairs) where the longest document has
+where it does not.  A's pairs are wide (state.pack_pairs) where the longest document has
 more tokens than a packed pair counts at K, or where the settings ask for them (tests).
 Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
 partition, mesh, chunk_tokens, model_format).
@@ -213,8 +213,9 @@ def _sparse_partition(partition: str, mesh: str | None, stream: bool | None,
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
                   budget: int | None) -> str:
     """The model's format for the setting `requested`: "auto" is sparse where the dense
-    model of a device's rows (partitioned by word, its smallest) exceeds the device budget
-    and the sparse one fits it, else dense (whose plan then says what does not fit)."""
+    model of a device's rows (partitioned by word, its smallest) exceeds the device budget,
+    so that the dense model cannot run at all: resident by words where its shares fit, else
+    streamed by documents (whose plan then says what does not fit); else dense."""
     if requested not in MODEL_FORMATS + ("auto",):
         raise ValueError(f"model_format must be 'auto', {' or '.join(map(repr, MODEL_FORMATS))}"
                          f", got {requested!r}")
@@ -223,8 +224,7 @@ def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_device
     rows = model_rows(corpus.num_words, num_devices, "words")
     if budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget:
         return "dense"
-    sparse = dataclasses.replace(hyper, model_format="sparse")
-    return "sparse" if _ResidentFit(corpus, sparse, num_devices, budget)("words") else "dense"
+    return "sparse"
 
 
 class _ResidentFit:
