@@ -114,35 +114,19 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     model does not fit the devices or the host (memory.host_bytes, against the memory
     available), ValueError for a partition or mesh that cannot hold the settings.
     """
-    if partition not in PARTITIONS + ("auto",):
-        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
-                         f"got {partition!r}")
-    if mesh is not None and partition not in ("auto", "hybrid"):
-        raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
-                         f"partition={partition!r}")
-    hosts, gpus = (parse_mesh_shape(mesh) if mesh is not None
-                   else (jax.process_count(), jax.local_device_count()))
-    if mesh is not None or partition == "hybrid":
-        if num_devices not in (0, hosts * gpus):
-            raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
-                             f"takes {hosts * gpus} devices; leave num_devices out")
-        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
+    hosts, gpus, num_devices = _grid(partition, mesh, num_devices)
     one_axis = make_mesh(num_devices)
     if layout_on_devices is None:
         layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
-    model_format = _model_format(model_format or hyper.model_format, corpus, hyper,
-                                 one_axis.size, budget)
-    hyper = dataclasses.replace(hyper, model_format=model_format, wide_pairs=hyper.wide_pairs
-                                or needs_wide_pairs(corpus.doc_lengths().max(initial=0),
-                                                    hyper.num_topics))
-    if hyper.sparse and hyper.seeds is not None:
-        raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
-                         "model_format 'auto' the dense model does not fit these devices)")
+    hyper = dataclasses.replace(hyper, model_format=_model_format(
+        model_format or hyper.model_format, corpus, hyper, one_axis.size, budget),
+        wide_pairs=hyper.wide_pairs or needs_wide_pairs(corpus.doc_lengths().max(initial=0),
+                                                        hyper.num_topics))
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
     if hyper.sparse:
-        partition = _sparse_partition(partition, mesh, stream, chunk_tokens, fits)
+        partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits)
     host_budget = memory.host_memory_budget(host_memory_gb)
     # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
     # chunks and states do not fit the host budget beside the model go to a chunk store (one
@@ -166,12 +150,67 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         fits.check(partition)
         return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
                     wide_pairs=hyper.wide_pairs)
-    mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
-        return Plan(mesh, partition, chunk_tokens, False, prefetch,
-                    layout_on_devices=layout_on_devices, model_format=model_format,
+        return Plan(one_axis, partition, chunk_tokens, False, prefetch,
+                    layout_on_devices=layout_on_devices, model_format=hyper.model_format,
                     wide_pairs=hyper.wide_pairs)
+    return _by_documents(corpus, hyper, one_axis, fits, budget, chunk_tokens, stream,
+                         prefetch, host_budget, host_layout_stored, chunk_store_dir,
+                         layout_on_devices)
+
+
+def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int, int]:
+    """(hosts, gpus, num_devices) of the settings: the two-axis mesh `mesh` ("HOSTSxGPUS";
+    None: the processes x the devices of each) and the devices of the one-axis mesh (all of
+    the grid's where the run is "hybrid"); ValueError naming partition, mesh or num_devices
+    where they disagree."""
+    if partition not in PARTITIONS + ("auto",):
+        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
+                         f"got {partition!r}")
+    if mesh is not None and partition not in ("auto", "hybrid"):
+        raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
+                         f"partition={partition!r}")
+    hosts, gpus = (parse_mesh_shape(mesh) if mesh is not None
+                   else (jax.process_count(), jax.local_device_count()))
+    if mesh is not None or partition == "hybrid":
+        if num_devices not in (0, hosts * gpus):
+            raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
+                             f"takes {hosts * gpus} devices; leave num_devices out")
+        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
+    return hosts, gpus, num_devices
+
+
+def _sparse_partition(hyper: Hyperparams, partition: str, mesh: str | None,
+                      stream: bool | None, chunk_tokens: int | None,
+                      fits: "_ResidentFit") -> str:
+    """The sparse model's partition: by words with every share resident (asked, or "auto"
+    where it fits and no streaming is asked), else by documents, streamed, the whole model on
+    every device.  ValueError naming the settings it cannot run with: seed words, the
+    two-axis mesh, by documents resident."""
+    if hyper.seeds is not None:
+        raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
+                         "model_format 'auto' the dense model does not fit these devices)")
+    if mesh is not None or partition == "hybrid":
+        raise ValueError("model_format 'sparse' runs on one mesh axis (resident by words, or "
+                         "streamed by documents): leave out mesh, or use model_format 'dense'")
+    if partition == "documents" and stream is False:
+        raise ValueError("model_format 'sparse' by documents streams its chunks: leave out "
+                         "stream=False, or partition by words")
+    resident = partition == "words" or stream is False or (
+        partition == "auto" and not stream and chunk_tokens is None and fits("words"))
+    return "words" if resident else "documents"
+
+
+def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
+                  budget: int | None, chunk_tokens: int | None, stream: bool | None,
+                  prefetch: int, host_budget: int, host_layout_stored: bool, chunk_store_dir,
+                  layout_on_devices: bool) -> Plan:
+    """The plan by document where the chunks may stream: resident where every share fits
+    the device budget, else streamed in the fewest chunks that fit (stream: True or False
+    overrides that; the sparse model always streams); from a chunk store where the streamed
+    chunks, or a layout the host builds (host_layout_stored), do not fit the host budget
+    beside the model."""
     planned = None
     rows = model_rows(corpus.num_words, mesh.size, "documents")
     if budget is not None and (hyper.sparse or not fits("documents")):
@@ -187,27 +226,11 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         corpus, hyper, host_budget, prefetch)
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
-                    layout_on_devices=layout_on_devices, model_format=model_format,
+                    layout_on_devices=layout_on_devices, model_format=hyper.model_format,
                     wide_pairs=hyper.wide_pairs)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
                 prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
-                layout_on_devices, model_format, hyper.wide_pairs)
-
-
-def _sparse_partition(partition: str, mesh: str | None, stream: bool | None,
-                      chunk_tokens: int | None, fits: "_ResidentFit") -> str:
-    """The sparse model's partition: by words with every share resident (asked, or "auto"
-    where it fits and no streaming is asked), else by documents, streamed, the whole model on
-    every device."""
-    if mesh is not None or partition == "hybrid":
-        raise ValueError("model_format 'sparse' runs on one mesh axis (resident by words, or "
-                         "streamed by documents): leave out mesh, or use model_format 'dense'")
-    if partition == "documents" and stream is False:
-        raise ValueError("model_format 'sparse' by documents streams its chunks: leave out "
-                         "stream=False, or partition by words")
-    resident = partition == "words" or stream is False or (
-        partition == "auto" and not stream and chunk_tokens is None and fits("words"))
-    return "words" if resident else "documents"
+                layout_on_devices, hyper.model_format, hyper.wide_pairs)
 
 
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
