@@ -179,8 +179,8 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary).corpus
     assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
-    monkeypatch.setattr(key_tables, "string_hashes",
-                        lambda strings: np.full(len(strings), 99, np.uint64))
+    monkeypatch.setattr(key_tables, "chunk_hashes",
+                        lambda chunks: np.full(chunks.lengths.size, 99, np.uint64))
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
     monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
     with pytest.warns(UserWarning, match="dropped"):
@@ -301,6 +301,26 @@ def test_word_keys_are_exact_and_decode_to_their_words():
     dictionary = dictionary_words(tokens)
     assert len(dictionary) == len(set(words))
     assert [dictionary[i] for i in tokens.token_ids] == words
+
+
+def test_a_piece_counts_each_words_tokens_and_documents_past_16_bit_word_ids():
+    from saberjax.corpus.key_tables import Strings
+    from saberjax.corpus.tokenizing import LONG_KEY, BlockWords
+    rng = np.random.default_rng(3)
+    num_words = (1 << 16) + 4464  # ids sorted by two 16-bit digits
+    token_ids = np.concatenate([np.arange(num_words), rng.integers(0, num_words, 60_000),
+                                rng.integers(num_words - 5, num_words, 20_000)])
+    token_ids = rng.permutation(token_ids).astype(np.int32)
+    cuts = rng.integers(0, token_ids.size, 3000)
+    doc_tokens = np.sort(np.concatenate([[0, 0], cuts, cuts[:5], [token_ids.size] * 3]))
+    lengths = np.diff(doc_tokens)
+    words = BlockWords(LONG_KEY + np.arange(num_words, dtype=np.uint64), Strings.empty(),
+                       token_ids, doc_tokens, 0)
+    counts, doc_freq = text_corpus._frequencies(words)
+    docs = np.repeat(np.arange(lengths.size), lengths)
+    pairs = np.unique(docs.astype(np.int64) * num_words + token_ids)
+    np.testing.assert_array_equal(counts, np.bincount(token_ids, minlength=num_words))
+    np.testing.assert_array_equal(doc_freq, np.bincount(pairs % num_words, minlength=num_words))
 
 
 def test_reading_plain_text_imports_neither_jax_nor_pyarrow(tmp_path):

@@ -51,7 +51,7 @@ def main() -> None:
         path=args.path, format=args.format, workers=args.workers, tokens_read=read,
         corpus_tokens=corpus.num_tokens, seconds=round(seconds, 2),
         mtoken_per_s=round(read / seconds / 1e6, 1),
-        cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 1),
+        cpu_seconds=round(end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime, 2),
         peak_rss_mb=round(end.ru_maxrss / 1024))), flush=True)
 
 

@@ -3,9 +3,10 @@ mapped, written out of core.
 
 `build_corpus` cuts the blocks into pieces of whole documents (of 1 to 4 MB, larger for more
 threads: _piece_bytes) and tokenises the pieces on a thread per core (saberjax.corpus.
-tokenizing: numpy releases the GIL), at most a few pieces ahead of the one being collected; a
-block of records (JSON Lines) is parsed by the thread that tokenises it, so one pool parses
-and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
+tokenizing: numpy releases the GIL), at most two pieces a thread and a group (below) ahead of
+the one being collected, so that the threads have work while the collecting thread adds a
+group's words; a block of records (JSON Lines) is parsed by the thread that tokenises it, so
+one pool parses and tokenises on every core.  A piece's tokens are ids into its own dictionary of words
 (int32), kept in memory while they fit `memory_bytes` and in a temporary file beside the
 output after that.  Every GROUP_PIECES pieces, the thread collecting them adds their
 dictionaries, with the words' counts and document frequencies, to the corpus's words (a
@@ -19,9 +20,8 @@ The vocabulary is sorted and chosen by counts, never by the words' numbers, so t
 depends only on the documents and the rules, never on how the input was cut into blocks or
 on the number of threads.
 
-A document's frequency per piece is counted from the piece's tokens transposed into word
-order by scipy.sparse (a stable counting sort: each word's tokens in document order), where a
-new document begins a new count.
+A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
+radix sort: each word's tokens in text order), where a new document begins a new count.
 """
 
 from __future__ import annotations
@@ -42,13 +42,7 @@ import numpy as np
 
 from saberjax import files, text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
-from saberjax.corpus.key_tables import (
-    KeyTable,
-    Strings,
-    StringTable,
-    number_keys,
-    number_strings,
-)
+from saberjax.corpus.key_tables import KeyTable, Strings, StringTable, number_keys
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.tokenizing import (
@@ -119,7 +113,7 @@ class _Words:
         keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
-            keys[long] = LONG_KEY + self._long_numbers(dictionaries).astype(np.uint64)
+            keys[long] = LONG_KEY + self._long_numbers(dictionaries, keys, long)
         distinct, index = number_keys(keys)
         numbers = self.keys.numbers(distinct)
         if self.keys.size > self.counts.size:
@@ -136,13 +130,17 @@ class _Words:
         entries = numbers.astype(np.int32)[index]
         return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
 
-    def _long_numbers(self, dictionaries: list[_Dictionary]) -> np.ndarray:
-        """The long words' numbers of the dictionaries' long keys, in order."""
-        strings = Strings.concatenate([part.strings.take(part.keys[is_long_key(part.keys)]
-                                                         - LONG_KEY)
-                                       for part in dictionaries])
-        firsts, index = number_strings(strings)
-        return self.long_words.numbers(strings.take(firsts))[index]
+    def _long_numbers(self, dictionaries: list[_Dictionary], keys: np.ndarray,
+                      long: np.ndarray) -> np.ndarray:
+        """The long words' numbers (uint64) of keys[long], the long keys of the dictionaries'
+        keys concatenated: every dictionary's strings numbered in the corpus's long words at
+        once (the StringTable tells repeated strings of the group apart by their bytes)."""
+        numbers = self.long_words.numbers(Strings.concatenate([part.strings
+                                                               for part in dictionaries]))
+        sizes = [part.keys.size for part in dictionaries]
+        string_bases = np.cumsum([0] + [len(part.strings) for part in dictionaries[:-1]])
+        base = np.repeat(string_bases, sizes).take(long)  # the strings before the key's part
+        return numbers.take((keys.take(long) - LONG_KEY).view(np.int64) + base).astype(np.uint64)
 
     def strings(self) -> list[str]:
         """Every word, in the order of their numbers."""
@@ -214,11 +212,10 @@ def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray
     word."""
     candidates = np.flatnonzero((doc_freq >= rules.min_df)
                                 & (doc_freq <= rules.max_df * num_docs))
-    names = (np.array([words[i] for i in candidates.tolist()], dtype=str) if candidates.size
+    chosen = [i for i in candidates.tolist() if words[i] not in rules.stop_words]
+    candidates = np.array(chosen, np.int64)
+    names = (np.array([words[i] for i in chosen], dtype=str) if chosen
              else np.zeros(0, "U1"))
-    if rules.stop_words:
-        kept = ~np.isin(names, list(rules.stop_words))
-        candidates, names = candidates[kept], names[kept]
     if candidates.size > rules.max_features:  # the most frequent, ties alphabetical
         order = np.lexsort((names, -counts[candidates]))[:rules.max_features]
         candidates, names = candidates[order], names[order]
@@ -270,7 +267,7 @@ def _read_pieces(blocks, rules, threads, store, words, progress):
 
     with ThreadPoolExecutor(threads) as pool:
         for piece, invalid_docs, tokens, size in _in_order(pool, _tokenised, parts,
-                                                           2 * threads):
+                                                           2 * threads + GROUP_PIECES):
             invalid += invalid_docs
             pieces.append(piece)
             progress.add(piece.doc_tokens.size - 1, tokens, size)
@@ -340,31 +337,43 @@ def _tokenised(block: DocumentBlock, rules: text.TextRules, store: _TokenStore
 
 
 def _frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, documents) of each word of a piece's dictionary."""
-    import scipy.sparse  # here, not with the module: importing saberjax.corpus loads no scipy
-
+    """(tokens, documents) of each word of a piece's dictionary: the tokens in word order
+    (_word_order: each word's tokens in text order), where a word's first token and a token
+    in another document than its word's previous token begin a new document of that word."""
     num_words = words.num_words
-    tokens = words.token_ids.size
-    if tokens == 0:
-        return np.zeros(num_words, np.int64), np.zeros(num_words, np.int64)
-    by_doc = scipy.sparse.csr_array(
-        (np.ones(tokens, np.int8), words.token_ids, words.doc_tokens),
-        shape=(words.doc_tokens.size - 1, num_words))
-    by_word = by_doc.tocsc()  # each word's tokens, their documents in order
-    docs, starts = by_word.indices, by_word.indptr
-    new_doc = np.empty(tokens, bool)  # a word's token in another document than its previous
-    new_doc[0] = True
+    counts = np.bincount(words.token_ids, minlength=num_words)
+    if words.token_ids.size == 0:
+        return counts.astype(np.int64), np.zeros(num_words, np.int64)
+    num_docs = words.doc_tokens.size - 1
+    docs = np.repeat(np.arange(num_docs, dtype=np.min_scalar_type(num_docs)),  # fewest bytes
+                     np.diff(words.doc_tokens))
+    docs = docs.take(_word_order(words.token_ids, num_words))
+    new_doc = np.empty(docs.size, bool)
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
-    new_doc[starts[:-1]] = True  # every word of the dictionary has a token: starts increase
-    return np.diff(starts).astype(np.int64), np.add.reduceat(new_doc, starts[:-1],
-                                                             dtype=np.int64)
+    word_ends = np.zeros(num_words + 1, np.int64)
+    np.cumsum(counts, out=word_ends[1:])
+    new_doc[word_ends[:-1]] = True  # every word of the dictionary has a token
+    new_docs = np.zeros(docs.size + 1, np.int64)  # new documents before each token
+    np.cumsum(new_doc, out=new_docs[1:])
+    return counts.astype(np.int64), np.diff(new_docs.take(word_ends))
+
+
+def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
+    """The positions of `token_ids` (in [0, num_words)) sorted by id, stably: a radix sort by
+    16-bit digits, each a stable argsort of uint16 (numpy's radix sort)."""
+    order = None
+    for shift in range(0, max(num_words - 1, 1).bit_length(), 16):
+        digit = (token_ids >> shift).astype(np.uint16)  # the low 16 bits of the shifted ids
+        order = (np.argsort(digit, kind="stable") if order is None
+                 else order[np.argsort(digit[order], kind="stable")])
+    return order
 
 
 def _mapped(piece: _Piece, new_id: np.ndarray, store: _TokenStore):
     """(tokens of each document kept, their vocabulary ids, which documents are kept, the kept
     documents' ids or None) of a piece, releasing its tokens; documents without a vocabulary
     word are left out."""
-    ids = new_id[piece.entries][store.token_ids(piece)]
+    ids = new_id.take(piece.entries).take(store.token_ids(piece))
     kept = ids >= 0
     lengths = np.diff(piece.doc_tokens)
     if not kept.all():
