@@ -6,7 +6,7 @@
 #      the plain-JAX sampler and rebuild run
 # One JSON line a run in $OUT/floor.jsonl (Mtoken/s, peak device and host memory).
 #
-#   OUT=runs DOCS_A=280000 DOCS_B=280000 bash tools/sparse_streamed_floor.sh
+#   OUT=runs DOCS_A=280000 DOCS_B=70000 bash tools/sparse_streamed_floor.sh
 set -u
 OUT=${OUT:-runs}
 mkdir -p "$OUT"
@@ -15,11 +15,11 @@ common=(--preset=clueweb --runs=1000000:sparse:auto:2 --partition=documents
         --chunk_tokens="${CHUNK_TOKENS:-16000000}" --warmup=1 --output="$OUT/floor.jsonl")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     > "$OUT/gpus.txt" 2>&1
-timeout "${SECONDS_A:-55}" python3 tools/sparse_bench.py "${common[@]}" \
+timeout "${SECONDS_A:-60}" python3 tools/sparse_bench.py "${common[@]}" \
     --num_docs="${DOCS_A:-280000}" --split_documents_at_topics=1000000 2>&1 | tail -c 4000 \
     > "$OUT/a.log"
 echo "A exit ${PIPESTATUS[0]}" >> "$OUT/a.log"
 timeout "${SECONDS_B:-35}" python3 tools/sparse_bench.py "${common[@]}" \
-    --num_docs="${DOCS_B:-280000}" --wide_pairs 2>&1 | tail -c 4000 > "$OUT/b.log"
+    --num_docs="${DOCS_B:-70000}" --wide_pairs 2>&1 | tail -c 4000 > "$OUT/b.log"
 echo "B exit ${PIPESTATUS[0]}" >> "$OUT/b.log"
 cat "$OUT/a.log" "$OUT/b.log"
