@@ -2,7 +2,8 @@
 # The sparse model at K = 1,000,000 on a ClueWeb-shaped corpus over every GPU of the host,
 # streamed by documents (issue 27's 4-GPU floor, at the corpus size one device call allows):
 #   A  documents longer than a packed pair counts (4,095 tokens) cut: the Pallas kernels run
-#   B  the same with A's pairs wide (as a document longer than 4,095 tokens takes them):
+#   B  a quarter of A's documents, uncut, with A's pairs wide (as a document longer than
+#      4,095 tokens takes them):
 #      the plain-JAX sampler and rebuild run
 # One JSON line a run in $OUT/floor.jsonl (Mtoken/s, peak device and host memory).
 #
