@@ -184,8 +184,10 @@ def save_native(corpus: Corpus, directory) -> None:
         writer.append(corpus.doc_lengths(), corpus.word_ids, corpus.doc_names)
 
 
-def load_native(directory, mmap: bool = True) -> Corpus:
-    """Loads a native corpus folder exactly as saved; arrays are memory-mapped when mmap."""
+def load_native(directory, mmap: bool = True, checked: bool = True) -> Corpus:
+    """Loads a native corpus folder exactly as saved; arrays are memory-mapped when mmap.
+    checked=False leaves the word ids unread, to be validated by whoever counts them
+    (Corpus.checked): each process of a run reads only its own documents' tokens."""
     directory = Path(directory)
     meta = _read_native_meta(directory / META_FILE)
     mmap_mode = "r" if mmap else None
@@ -205,7 +207,8 @@ def load_native(directory, mmap: bool = True) -> Corpus:
             raise CorpusFormatError(f"{directory / DOC_NAMES_FILE}: {len(names)} names for "
                                     f"{doc_offsets.size - 1} documents")
     try:
-        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"], doc_names=names)
+        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"], doc_names=names,
+                      checked=checked)
     except CorpusFormatError as error:
         raise CorpusFormatError(f"{directory}: {error}") from error
 
