@@ -82,8 +82,9 @@ class TrainConfig:
                             choices=("auto", "xla", "pallas"))
     model_format: str = _setting(
         "auto", "How the devices hold the word-topic counts B: dense (V x K arrays), sparse "
-        "(each word's nonzero topics: the model grows with the corpus, not with K; partitioned "
-        "by words, resident) or auto (dense where its model fits the devices, else sparse).",
+        "(each word's nonzero topics: the model grows with the corpus, not with K; resident "
+        "partitioned by words, or streamed by documents with the whole model on every device) "
+        "or auto (dense where its model fits the devices, else sparse).",
         choices=("auto", *MODEL_FORMATS))
     chunk_tokens: int | None = _setting(
         None, "Tokens per PDOW chunk (default: one chunk per device, or, when the corpus does "
@@ -185,7 +186,9 @@ class Hyperparams:
     "xla" or "pallas".  model_format is "dense" or "sparse" (saberjax.sparse_rows): the
     run's plan resolves the setting's "auto" (execution.plan), from_config keeps "dense" for
     it until then.  seeds: the seed words' prior over the rows of the model's arrays
-    (seeding.SeedPrior), None without seed words."""
+    (seeding.SeedPrior), None without seed words.  wide_pairs: A's pairs are wide
+    (state.pack_pairs), as the run's plan decides from K and the longest document; False
+    until then."""
 
     num_topics: int
     alpha: float
@@ -193,6 +196,7 @@ class Hyperparams:
     backend: str
     model_format: str
     seeds: SeedPrior | None
+    wide_pairs: bool = False
 
     @classmethod
     def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":

@@ -61,7 +61,11 @@ def model_from_counts(word_topic: jax.Array, alpha: jax.Array, hyper: Hyperparam
 
 def chunk_state_from_topics(chunk: Chunk, topics: jax.Array, doc_major_topics: jax.Array,
                             hyper: Hyperparams) -> ChunkState:
-    """A chunk's state for given word-major topics, A rebuilt from the same topics doc-major."""
+    """A chunk's state for given word-major topics, A rebuilt from the same topics doc-major
+    (wide pairs by the reference: the kernels pack uint32 pairs)."""
+    if hyper.wide_pairs:
+        return ChunkState(topics, *segmented_count.rebuild_doc_topic(
+            chunk, doc_major_topics, hyper.num_topics, wide=True))
     return ChunkState(topics, *backend_ops(hyper.backend).rebuild_doc_topic(
         chunk, doc_major_topics, hyper.num_topics))
 
@@ -82,14 +86,17 @@ def whole_state(chunk: Chunk, chunk_state: ChunkState, hyper: Hyperparams) -> Ch
 
 
 def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
-    """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A)."""
-    if hyper.sparse and hyper.backend == "pallas":
+    """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A).
+    Wide pairs are read by the plain-JAX samplers (the kernels load uint32 pairs)."""
+    kernels = hyper.backend == "pallas" and not hyper.wide_pairs
+    if hyper.sparse and kernels:
         from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415 (GPU kernels)
 
         return kernel.sample_and_shuffle(chunk, chunk_state, model, key)
     if hyper.sparse:
         return sparse_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
-    return backend_ops(hyper.backend).sample_and_shuffle(chunk, chunk_state, model, key)
+    return backend_ops(hyper.backend if kernels else "xla").sample_and_shuffle(
+        chunk, chunk_state, model, key)
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
@@ -152,8 +159,8 @@ def zero_counts(num_words: int, hyper: Hyperparams) -> jax.Array:
 def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed) -> TrainState:
     """The state after random initialisation (iteration 0).
 
-    No document may be longer than state.max_pair_count(K) tokens
-    (state.check_document_lengths says which one is).
+    Documents longer than state.max_pair_count(K) tokens need hyper.wide_pairs
+    (state.needs_wide_pairs).
     """
     seed = jnp.uint32(seed)
     word_topic, chunk_states = zero_counts(num_words, hyper), []

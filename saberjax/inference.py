@@ -50,7 +50,7 @@ from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
 from saberjax.execution import memory
 from saberjax.layout import build_layout
 from saberjax.seeding import SeedPrior
-from saberjax.state import check_document_lengths, unpack_pairs
+from saberjax.state import check_document_lengths, needs_wide_pairs, unpack_pairs
 
 
 class ModelTopics(Protocol):
@@ -432,10 +432,11 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
         return np.full((corpus.num_docs, model.num_topics), 1.0 / model.num_topics, np.float32)
     hyper = dataclasses.replace(
         Hyperparams.create(model.num_topics, alpha=float(np.mean(model.alpha)), beta=model.beta,
-                           backend=backend), seeds=model.seed_prior)
+                           backend=backend), seeds=model.seed_prior,
+        wide_pairs=needs_wide_pairs(corpus.doc_lengths().max(initial=0), model.num_topics))
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[: model.num_topics] = model.alpha
-    check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
+    check_document_lengths(corpus.doc_lengths())
     _check_device_room("ESCA fold-in", memory.model_bytes(model.num_words,
                                                           hyper.padded_topics),
                        jax.local_devices()[0])

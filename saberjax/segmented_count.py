@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from saberjax.layout import Chunk
-from saberjax.state import pack_pairs
+from saberjax.state import pack_pairs, pair_dtype
 
 
 def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array,
@@ -39,8 +39,9 @@ def sort_by_doc_then_topic(doc: jax.Array, topics: jax.Array, num_docs: int):
 
 
 def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array, num_tokens,
-                    num_topics: int):
-    """Per-document (topic, count) pairs of doc-major (doc, topic) arrays, packed (pack_pairs).
+                    num_topics: int, wide: bool = False):
+    """Per-document (topic, count) pairs of doc-major (doc, topic) arrays, packed (pack_pairs;
+    wide: as wide pairs).
 
     Returns (a_pairs, a_nnz): document d's pairs are at doc_start[d] + j for j < a_nnz[d],
     topics increasing; the rest of its segment holds 0.  Positions from num_tokens on (the
@@ -50,10 +51,10 @@ def segmented_count(doc: jax.Array, topics: jax.Array, doc_start: jax.Array, num
     """
     small_table = (doc_start.shape[0] - 1) * num_topics <= topics.shape[0]
     count = _count_in_table if small_table else _count_by_sorting
-    return count(doc, topics, doc_start, num_tokens, num_topics)
+    return count(doc, topics, doc_start, num_tokens, num_topics, wide)
 
 
-def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int):
+def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int, wide: bool):
     """segmented_count from a [documents, topics] table of counts: no sort, and the table's
     cells are at most the positions."""
     size, num_docs = topics.shape[0], doc_start.shape[0] - 1
@@ -62,13 +63,14 @@ def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int):
         jnp.where(counted, doc, num_docs), topics.astype(jnp.int32)].add(1, mode="drop")
     present = table > 0
     slot = doc_start[:-1, None] + jnp.cumsum(present, axis=1, dtype=jnp.int32) - 1
-    pairs = pack_pairs(jnp.arange(num_topics, dtype=jnp.int32)[None, :], table, num_topics)
-    a_pairs = jnp.zeros(size, jnp.uint32).at[jnp.where(present, slot, size).ravel()].set(
+    pairs = pack_pairs(jnp.arange(num_topics, dtype=jnp.int32)[None, :], table, num_topics,
+                       wide)
+    a_pairs = jnp.zeros(size, pair_dtype(wide)).at[jnp.where(present, slot, size).ravel()].set(
         pairs.ravel(), mode="drop")
     return a_pairs, present.sum(axis=1, dtype=jnp.int32)
 
 
-def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int):
+def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int, wide: bool):
     """segmented_count by sorting the (document, topic) pairs."""
     size = topics.shape[0]
     doc, topics = sort_by_doc_then_topic(doc, topics, doc_start.shape[0])
@@ -83,11 +85,13 @@ def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int):
         topics.astype(jnp.int32), mode="drop")
     counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     a_nnz = jnp.zeros(doc_start.shape[0] - 1, jnp.int32).at[doc].add(new_pair.astype(jnp.int32))
-    return pack_pairs(pair_topics, counts, num_topics), a_nnz
+    return pack_pairs(pair_topics, counts, num_topics, wide), a_nnz
 
 
-def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int):
-    """SSC reference: the chunk's A (a_pairs, a_nnz) from its doc-major topics
-    (shuffle_to_doc_major of the word-major ones, each < num_topics)."""
+def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int,
+                      wide: bool = False):
+    """SSC reference: the chunk's A (a_pairs, a_nnz; wide: as wide pairs) from its doc-major
+    topics (shuffle_to_doc_major of the word-major ones, each < num_topics)."""
     doc = shuffle_to_doc_major(chunk.doc, chunk.doc_major_pos)
-    return segmented_count(doc, doc_major_topics, chunk.doc_start, chunk.num_tokens, num_topics)
+    return segmented_count(doc, doc_major_topics, chunk.doc_start, chunk.num_tokens, num_topics,
+                           wide)

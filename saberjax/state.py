@@ -39,31 +39,55 @@ def max_pair_count(num_topics: int) -> int:
     return (1 << (32 - pair_topic_bits(num_topics))) - 1
 
 
-def check_document_lengths(doc_lengths, num_topics: int) -> None:
-    """Raise ValueError naming the first document with more tokens than a packed A pair can
-    count at num_topics topics (max_pair_count: 65,535 or more for K <= 65,536)."""
-    limit = max_pair_count(num_topics)
-    too_long = np.flatnonzero(np.asarray(doc_lengths) > limit)
+# A's wide pairs: a complex64 each, the topic its real part and the count its imaginary part,
+# both float32 integers, exact up to 2^24 (a 64-bit pair without JAX's 64-bit mode).
+WIDE_PAIR_DTYPE = jnp.complex64
+MAX_WIDE_PAIR_COUNT = 1 << 24
+
+
+def needs_wide_pairs(longest_document: int, num_topics: int) -> bool:
+    """Whether A's pairs must be wide (pack_pairs) for documents of up to longest_document
+    tokens at num_topics topics: a count exceeds what the packed uint32 holds."""
+    return int(longest_document) > max_pair_count(num_topics)
+
+
+def check_document_lengths(doc_lengths) -> None:
+    """Raise ValueError naming the first document with more tokens than any A pair can count
+    (MAX_WIDE_PAIR_COUNT; one longer than max_pair_count(K) needs wide pairs)."""
+    too_long = np.flatnonzero(np.asarray(doc_lengths) > MAX_WIDE_PAIR_COUNT)
     if too_long.size:
         doc = int(too_long[0])
         raise ValueError(
-            f"document {doc} has {int(doc_lengths[doc]):,} tokens, but at {num_topics:,} topics "
-            f"a document may have at most {limit:,} (A packs each (topic, count) pair in 32 "
-            f"bits); split longer documents or use fewer topics")
+            f"document {doc} has {int(doc_lengths[doc]):,} tokens, but a document may have at "
+            f"most {MAX_WIDE_PAIR_COUNT:,} (A's counts are exact float32 integers); split "
+            f"longer documents")
 
 
-def pack_pairs(topics: jax.Array, counts: jax.Array, num_topics: int) -> jax.Array:
-    """A's (topic, count) pairs as uint32 count << pair_topic_bits | topic.
+def pair_dtype(wide: bool):
+    """The dtype of A's pairs: uint32 packed, or WIDE_PAIR_DTYPE."""
+    return WIDE_PAIR_DTYPE if wide else jnp.uint32
+
+
+def pack_pairs(topics: jax.Array, counts: jax.Array, num_topics: int,
+               wide: bool = False) -> jax.Array:
+    """A's (topic, count) pairs as uint32 count << pair_topic_bits | topic, or (wide) as
+    complex64 topic + i count.
 
     One 4-byte word instead of an int16 topic and an int32 count: a third less memory, and
     one load per nonzero in the E-step, a faster Pallas kernel (docs/measurements/kernels.md).
+    Wide pairs (8 bytes) hold counts beyond max_pair_count(num_topics) (needs_wide_pairs): the
+    plan takes them where a document is that long.
     """
+    if wide:
+        return jax.lax.complex(topics.astype(jnp.float32), counts.astype(jnp.float32))
     return ((counts.astype(jnp.uint32) << pair_topic_bits(num_topics))
             | topics.astype(jnp.uint32))
 
 
 def unpack_pairs(pairs: jax.Array, num_topics: int) -> tuple[jax.Array, jax.Array]:
-    """(topics, counts), both int32, of packed A pairs."""
+    """(topics, counts), both int32, of A pairs, packed or wide (by their dtype)."""
+    if jnp.iscomplexobj(pairs):
+        return pairs.real.astype(jnp.int32), pairs.imag.astype(jnp.int32)
     bits = pair_topic_bits(num_topics)
     return ((pairs & ((1 << bits) - 1)).astype(jnp.int32), (pairs >> bits).astype(jnp.int32))
 
@@ -73,8 +97,9 @@ class ChunkState(NamedTuple):
     are z alone (a_pairs and a_nnz None): A is a function of z (esca.state_of_topics)."""
 
     topics: jax.Array  # [T_pad] topic of each word-major token
-    a_pairs: jax.Array  # uint32 [T_pad] doc-major; document d's packed (topic, count) pairs at
-    # its segment's front, topics increasing (the rest of the segment, and padding, hold 0)
+    a_pairs: jax.Array  # uint32 (wide: complex64) [T_pad] doc-major; document d's (topic,
+    # count) pairs (pack_pairs) at its segment's front, topics increasing (the rest of the
+    # segment, and padding, hold 0)
     a_nnz: jax.Array  # int32 [D_pad] nonzeros of each document
 
 

@@ -299,7 +299,7 @@ def train(corpus: Corpus, config: TrainConfig,
     if config.checkpoint_every and checkpoint_dir is None:
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.from_config(config, corpus.vocab)
-    check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
+    check_document_lengths(corpus.doc_lengths())
     # the corpus's outline (sizes, offsets, vocabulary) before any process reads its tokens;
     # then each reads its own and they combine the fingerprint and the word counts
     processes.check_agreement("the corpus and the settings", corpus.outline(),

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax import esca, mstep, trainer
+from saberjax import esca, mstep, segmented_count, trainer
 from saberjax.config import Hyperparams
-from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
-from saberjax.state import (BHAT_DTYPE, check_document_lengths, max_pair_count, 
-                            pack_pairs, pair_topic_bits, unpack_pairs)
+from saberjax.state import (BHAT_DTYPE, MAX_WIDE_PAIR_COUNT, check_document_lengths,
+                            max_pair_count, needs_wide_pairs, pack_pairs, pair_topic_bits,
+                            unpack_pairs)
 from saberjax.tree import WIDTH
 
 
@@ -110,16 +110,47 @@ def test_a_pairs_hold_every_topic_with_counts_up_to_the_limit(num_topics, topic_
     np.testing.assert_array_equal(got_counts, counts)
 
 
-def test_a_document_longer_than_a_pair_can_count_is_named_before_training():
-    check_document_lengths([3, 65_535, 2], 65_536)
-    check_document_lengths([3, 65_536, 2], 1000)  # 4M tokens a document at K = 1,000
-    message = r"document 1 has 65,536 tokens.*at most 65,535"
+def test_wide_pairs_hold_every_topic_with_counts_up_to_two_to_the_24():
+    num_topics = 1_000_000
+    rng_np = np.random.default_rng(7)
+    topics = np.append(rng_np.integers(0, num_topics, 1000), [0, num_topics - 1])
+    counts = np.append(rng_np.integers(0, MAX_WIDE_PAIR_COUNT + 1, 1000),
+                       [MAX_WIDE_PAIR_COUNT, max_pair_count(num_topics) + 1])
+    pairs = pack_pairs(jnp.asarray(topics), jnp.asarray(counts), num_topics, wide=True)
+    assert pairs.dtype == jnp.complex64
+    got_topics, got_counts = unpack_pairs(pairs, num_topics)
+    np.testing.assert_array_equal(got_topics, topics)
+    np.testing.assert_array_equal(got_counts, counts)
+    np.testing.assert_array_equal(unpack_pairs(np.asarray(pairs), num_topics)[1], counts)
+
+
+def test_wide_pairs_are_needed_exactly_beyond_what_a_packed_pair_counts():
+    assert max_pair_count(1_000_000) == 4095
+    assert not needs_wide_pairs(4095, 1_000_000)
+    assert needs_wide_pairs(4096, 1_000_000)
+    assert not needs_wide_pairs(65_535, 65_536) and needs_wide_pairs(65_536, 65_536)
+
+
+def test_a_document_longer_than_any_pair_can_count_is_named_before_training():
+    check_document_lengths([3, MAX_WIDE_PAIR_COUNT, 2])
+    message = r"document 1 has 16,777,217 tokens.*at most 16,777,216"
     with pytest.raises(ValueError, match=message):
-        check_document_lengths([3, 65_536, 2], 65_536)
-    lengths = [3, 65_536, 2]
-    corpus = Corpus(np.cumsum([0, *lengths]), np.zeros(sum(lengths), np.int32), ("w0", "w1"))
-    with pytest.raises(ValueError, match=message):
-        trainer.train(corpus, trainer.TrainConfig(num_topics=65_536, iterations=1))
+        check_document_lengths([3, MAX_WIDE_PAIR_COUNT + 1, 2])
+
+
+@pytest.mark.parametrize("in_table", [False, True])
+def test_a_rebuild_in_wide_pairs_holds_the_packed_rebuilds_pairs(in_table):
+    """Both ways of the segmented count (table and sort) give the same pairs wide."""
+    corpus = random_corpus(num_docs=6 if in_table else 40, seed=5)
+    chunk = jax.device_put(build_layout(corpus).chunks[0])
+    topics = jnp.asarray(np.random.default_rng(1).integers(0, 30, chunk.padded_tokens),
+                         jnp.int32)
+    packed = segmented_count.rebuild_doc_topic(chunk, topics, 30)
+    wide = segmented_count.rebuild_doc_topic(chunk, topics, 30, wide=True)
+    assert wide[0].dtype == jnp.complex64
+    np.testing.assert_array_equal(wide[1], packed[1])
+    for got, expected in zip(unpack_pairs(wide[0], 30), unpack_pairs(packed[0], 30)):
+        np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("num_topics", [40, 5000])

@@ -2,12 +2,17 @@
 refused before anything is allocated, with the GB it needs, and the plan of a CPU run is
 within a quarter of the peak measured (docs/measurements/memory.md)."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 from helpers import random_corpus
 
 from saberjax import trainer
-from saberjax.execution import memory
 from saberjax.config import Hyperparams
+from saberjax.corpus import Corpus
+from saberjax.execution import memory
+from saberjax.execution.plan import plan
 
 # Peak resident memory of `launch/train.py --corpus=<V words, 60 documents> --num_topics=K
 # --iterations=2 --em_iterations=2` (held-out documents scored) on a 2-core CPU with two CPU
@@ -46,3 +51,17 @@ def test_a_model_too_large_for_the_host_is_refused_before_allocating(monkeypatch
     with pytest.raises(MemoryError, match="needs .* GB of host memory"):  # scoring needs more
         trainer.place(corpus, Hyperparams.create(10_000_000), config, scoring=True)
 
+
+
+def test_the_plan_takes_wide_pairs_for_a_longer_document_and_counts_their_bytes():
+    lengths = [4096, 20, 7]
+    corpus = Corpus(np.cumsum([0, *lengths]), np.zeros(sum(lengths), np.int32), ("a", "b"))
+    assert not plan(corpus, Hyperparams.create(524_288), 1).wide_pairs  # counts 8,191
+    assert plan(corpus, Hyperparams.create(1_000_000), 1).wide_pairs  # counts 4,095
+    hyper = Hyperparams.create(40)
+    wide = dataclasses.replace(hyper, wide_pairs=True)
+    share = -(-corpus.num_tokens // 2)
+    for partition, tokens in (("documents", share), ("words", share + corpus.num_tokens)):
+        added = (memory.resident_bytes(corpus, wide, 2, partition, 100)
+                 - memory.resident_bytes(corpus, hyper, 2, partition, 100))
+        assert added == memory.WIDE_PAIR_EXTRA_BYTES * tokens

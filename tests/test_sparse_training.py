@@ -17,6 +17,7 @@ from saberjax.execution import memory
 from saberjax.execution.mesh import SPARSE_MODEL_SPEC
 from saberjax.execution.placement import place
 from saberjax.execution.plan import plan
+from saberjax.state import unpack_pairs
 
 
 def recount(corpus, topics, num_topics):
@@ -84,7 +85,7 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
 
 
 def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
-    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    corpus = random_corpus(num_docs=200, seed=7)  # 50 words, about 8,000 tokens
     hyper = Hyperparams.create(20_000)
     dense_model = memory.model_bytes(50, hyper.padded_topics)
     roomy = plan(corpus, hyper, 1, device_memory_gb=2 * dense_model / 1e9 + 0.01,
@@ -96,23 +97,73 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
     assert sparse_needed < dense_model
     tight = plan(corpus, hyper, 1, device_memory_gb=sparse_needed / 1e9, model_format="auto")
     assert tight.model_format == "sparse" and tight.partition == "words"
+    streamed = (memory.streamed_sparse_model_bytes(corpus.num_tokens, 50, hyper.padded_topics, 1)
+                + 3 * 1024 * memory.SPARSE_BYTES_PER_TOKEN)
+    assert streamed < sparse_needed
+    tighter = plan(corpus, hyper, 1, device_memory_gb=streamed / 1e9, model_format="auto")
+    assert (tighter.model_format, tighter.partition, tighter.streamed) == (
+        "sparse", "documents", True)
     assert plan(corpus, hyper, 1, model_format="auto").model_format == "dense"  # CPU: no limit
 
 
 def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
-    corpus = random_corpus(num_docs=30, seed=7)
+    corpus = random_corpus(num_docs=200, seed=7)
     hyper = Hyperparams.create(1_000_000, model_format="sparse")
     share = corpus.num_tokens
     needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
               + share * memory.SPARSE_BYTES_PER_TOKEN
               + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
     assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > needed
-    assert plan(corpus, hyper, 1, device_memory_gb=needed / 1e9).model_format == "sparse"
-    with pytest.raises(MemoryError, match="resident by words"):
-        plan(corpus, hyper, 1, device_memory_gb=needed / 2e9)
-    for settings in (dict(partition="documents"), dict(chunk_tokens=500), dict(stream=True)):
+    resident = plan(corpus, hyper, 1, device_memory_gb=needed / 1e9)
+    assert resident.model_format == "sparse" and resident.partition == "words"
+    # a share that does not fit resident streams by documents while the whole model fits
+    streamed_model = memory.streamed_sparse_model_bytes(corpus.num_tokens, corpus.num_words,
+                                                        hyper.padded_topics, 1)
+    budget = streamed_model + 1024 * memory.SPARSE_BYTES_PER_TOKEN * 3
+    assert budget < needed
+    streamed = plan(corpus, hyper, 1, device_memory_gb=budget / 1e9)
+    assert (streamed.model_format, streamed.partition, streamed.streamed) == (
+        "sparse", "documents", True)
+    assert 1024 <= streamed.chunk_tokens < corpus.num_tokens
+    with pytest.raises(MemoryError, match="the model does not fit the device"):
+        plan(corpus, hyper, 1, device_memory_gb=streamed_model / 2e9)
+    for settings in (dict(partition="documents", stream=False), dict(mesh="1x1")):
         with pytest.raises(ValueError, match="model_format 'sparse'"):
-            plan(corpus, hyper, 1, **settings)
+            plan(corpus, hyper, 1 if "mesh" not in settings else 0, **settings)
+
+
+@pytest.mark.parametrize("num_devices", [1, 2])
+def test_sparse_model_streamed_from_memory_and_from_disk_is_the_resident_model(
+        num_devices, tmp_path, monkeypatch):
+    """Streamed by documents (the whole model on every device, the tokens' keys counted at
+    the end) from pinned memory and from a chunk store: the same topics and B, bit for bit,
+    as resident by words on one device, over several chunks a device."""
+    needs_local_devices(num_devices)
+    corpus = random_corpus(num_docs=120, num_words=37, mean_length=25, seed=3)
+    hyper = Hyperparams.create(40, model_format="sparse")
+    resident, resident_state = run_on_mesh(corpus, hyper, 3, 5, num_devices=1)
+    expected = (resident.corpus_order_topics(resident_state),
+                resident.sparse_word_topic(resident_state))
+    from_memory = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices, chunk_tokens=700,
+                              stream=True)
+    # a host budget too small for the states: the chunk store (the process's memory not
+    # counted)
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
+    from_disk = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices, chunk_tokens=700,
+                            stream=True, host_memory_gb=1.5e-4, chunk_store_dir=tmp_path / "s")
+    for placed, state in (from_memory, from_disk):
+        assert placed.partition == "documents" and placed.hyper.sparse and placed.streamed
+        assert placed.num_slots > 1
+        np.testing.assert_array_equal(placed.corpus_order_topics(state), expected[0])
+        for got, want in zip(placed.sparse_word_topic(state), expected[1]):
+            np.testing.assert_array_equal(got, want)
+    assert from_disk[0].stored and not from_memory[0].stored
+    # the model put back from the host is the one the iteration made (checkpoints)
+    placed, state = from_memory
+    rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
+                                           np.asarray(state.model.alpha))
+    for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
+        np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
 
 
 def test_a_sparse_plan_refuses_seed_words():
@@ -124,12 +175,16 @@ def test_a_sparse_plan_refuses_seed_words():
         plan(corpus, hyper, 1)
 
 
-def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path, streamed):
+    """Resident by words, or streamed by documents in chunks of some 300 tokens."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
     config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
-                                 optimize_alpha_every=1, model_format="sparse")
+                                 optimize_alpha_every=1, model_format="sparse",
+                                 chunk_tokens=300 if streamed else None)
     first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
     assert first.model.config["model_format"] == "sparse"
+    assert first.model.config["streamed"] == streamed
     assert isinstance(first.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
     with np.load(checkpoint.latest_checkpoint(tmp_path).with_suffix(".npz")) as arrays:
         assert "word_topic.indptr" in arrays and "word_topic" not in arrays
@@ -157,7 +212,50 @@ def test_a_sparse_run_scores_its_held_out_documents_as_its_dense_topics_score():
                       rtol=1e-5)
 
 
-def test_auto_keeps_the_dense_models_error_where_neither_fits():
+def test_auto_names_the_gb_the_model_needs_where_neither_format_fits():
     corpus = random_corpus(seed=15)
     with pytest.raises(MemoryError, match="need .* GB for B, B-hat"):
         plan(corpus, Hyperparams.create(8), 1, device_memory_gb=1e-6, model_format="auto")
+
+
+@pytest.mark.parametrize("model_format", ["sparse", "dense"])
+def test_wide_pairs_train_the_model_packed_pairs_train(model_format):
+    """A's pairs forced wide (as the plan takes them for long documents) give the same topics
+    and B, A gathered over two devices by word."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=50, num_words=29, mean_length=25, seed=8)
+    hyper = Hyperparams.create(20, model_format=model_format)
+    runs = []
+    for wide in (False, True):
+        placed, state = run_on_mesh(corpus, dataclasses.replace(hyper, wide_pairs=wide), 3, 2,
+                                    num_devices=2, partition="words")
+        assert placed.hyper.wide_pairs == wide
+        assert state.chunks[0].a_pairs.dtype == (np.complex64 if wide else np.uint32)
+        runs.append((placed.corpus_order_topics(state), placed.word_topic(state)))
+    for left, right in zip(*runs):
+        np.testing.assert_array_equal(left, right)
+
+
+def test_a_document_longer_than_a_packed_pair_counts_trains_at_a_million_topics():
+    """At K = 1,000,000 a packed pair counts 4,095 tokens: the plan takes wide pairs for a
+    document of 4,500, and B stays the recount of z."""
+    lengths = [4500, 30, 12]
+    words = np.random.default_rng(0).integers(0, 6, sum(lengths)).astype(np.int32)
+    corpus = corpus_io.Corpus(np.cumsum([0, *lengths]), words, tuple(f"w{i}" for i in range(6)))
+    hyper = Hyperparams.create(1_000_000, model_format="sparse")
+    placed, state = run_on_mesh(corpus, hyper, 2, 3, num_devices=1)
+    assert placed.hyper.wide_pairs
+    topics = placed.corpus_order_topics(state)
+    word_topic = placed.sparse_word_topic(state)
+    expected = sparse_word_topic.from_entries(corpus.word_ids, topics, np.ones_like(topics), 6,
+                                              1_000_000)
+    for got, want in zip(word_topic, expected):
+        np.testing.assert_array_equal(got, want)
+    chunk, chunk_state = placed.host_chunks()[0], placed.chunk_states(state)[0]
+    for doc, (first, last) in enumerate(zip(corpus.doc_offsets[:-1], corpus.doc_offsets[1:])):
+        start = int(chunk.doc_start[doc])
+        doc_topics, doc_counts = map(np.asarray, unpack_pairs(
+            chunk_state.a_pairs[start:start + int(chunk_state.a_nnz[doc])], 1_000_000))
+        expected_topics, expected_counts = np.unique(topics[first:last], return_counts=True)
+        np.testing.assert_array_equal(doc_topics, expected_topics)
+        np.testing.assert_array_equal(doc_counts, expected_counts)

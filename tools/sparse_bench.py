@@ -19,12 +19,13 @@ import argparse
 import dataclasses
 import functools
 import json
+import resource
 import time
 
 import jax
 import numpy as np
 
-from saberjax import benchmark, esca, rng, sparse_rows, trainer
+from saberjax import benchmark, esca, rng, sparse_rows, synth, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -38,9 +39,9 @@ def model_record(placement, state, corpus) -> dict:
     model's bytes (B int32, B-hat, trees: memory.model_bytes less the update) per nonzero."""
     hyper = placement.hyper
     model_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(state.model))
-    if hyper.sparse:
-        row_start = np.asarray(state.model.word_topic.row_start).reshape(
-            placement.num_devices, -1)
+    if hyper.sparse:  # by document the model is whole on every device: one copy
+        copies = 1 if placement.partition == "documents" else placement.num_devices
+        row_start = np.asarray(state.model.word_topic.row_start).reshape(copies, -1)
         nnz = int(row_start[:, -1].sum())
     else:
         nnz = int(np.count_nonzero(np.asarray(state.model.word_topic)))
@@ -53,21 +54,25 @@ def model_record(placement, state, corpus) -> dict:
 
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
-          heldout=None, phases: bool = False) -> dict:
-    """The record of run K:format[:backend[:iterations]] (placements: shared by plan)."""
+          heldout=None, phases: bool = False, wide_pairs: bool = False, **settings) -> dict:
+    """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
+    wide_pairs: A's pairs wide whatever the documents' lengths; settings: TrainConfig's
+    placement settings, e.g. partition, chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
     backend = backend or "auto"
     config = trainer.TrainConfig(num_topics=int(num_topics), iterations=warmup + int(iterations),
                                  seed=seed, model_format=model_format, backend=backend,
-                                 optimize_alpha_every=0)
+                                 optimize_alpha_every=0, **settings)
     start = time.perf_counter()
-    check_document_lengths(corpus.doc_lengths(), config.num_topics)
-    hyper = Hyperparams.from_config(config)
+    check_document_lengths(corpus.doc_lengths())
+    hyper = dataclasses.replace(Hyperparams.from_config(config), wide_pairs=wide_pairs)
     run_plan = trainer.plan_run(corpus, hyper, config, scoring=heldout is not None)
-    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
-    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens)
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format,
+                                wide_pairs=run_plan.wide_pairs)
+    key = (run_plan.partition, run_plan.model_format, run_plan.streamed, run_plan.chunk_tokens,
+           run_plan.wide_pairs)
     if key not in placements:  # one placement on the devices at a time
         placements.clear()
         placements[key] = placed(corpus, hyper, run_plan)
@@ -75,10 +80,12 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
     place_seconds = time.perf_counter() - start
     result = trainer.train_placed(corpus, placement, config, heldout)
     times = [record["seconds"] for record in result.metrics[warmup:]]
-    stats = jax.local_devices()[0].memory_stats() or {}
+    peak_device = max((device.memory_stats() or {}).get("peak_bytes_in_use", 0)
+                      for device in jax.local_devices())
     record = dict(
         K=config.num_topics, requested=model_format, model_format=hyper.model_format,
-        partition=placement.partition, backend=hyper.backend,
+        partition=placement.partition, streamed=placement.streamed,
+        slots=placement.num_slots, wide_pairs=hyper.wide_pairs, backend=hyper.backend,
         devices=placement.num_devices, T=corpus.num_tokens, V=corpus.num_words,
         D=corpus.num_docs, iterations=len(times), warmup=warmup,
         Mtoken_per_s_mean=round(corpus.num_tokens * len(times) / sum(times) / 1e6, 2),
@@ -86,17 +93,30 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         iteration_seconds=[round(t, 4) for t in times[:10]],
         place_seconds=round(place_seconds, 2), init_seconds=round(result.init_seconds, 2),
         compile_seconds=round(result.compile_seconds, 2),
-        peak_device_GB=round(stats.get("peak_bytes_in_use", 0) / 1e9, 2),
-        planned_device_GB=round(memory.resident_bytes(
-            corpus, hyper, placement.num_devices, placement.partition,
-            memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse
-            else memory.BYTES_PER_TOKEN_BOUND) / 1e9, 2),
+        peak_device_GB=round(peak_device / 1e9, 2),
+        peak_host_GB=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 2),
+        planned_device_GB=round(planned_device_bytes(placement, corpus) / 1e9, 2),
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
         record["phase_seconds"] = sparse_phases(placement, result.state)
     if heldout is not None:
         record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
     return record
+
+
+def planned_device_bytes(placement, corpus) -> int:
+    """The memory plan's device bytes of the placement: resident (memory.resident_bytes), or
+    the sparse model streamed by document (the whole model and the tokens' keys) beside
+    prefetch + 1 chunks."""
+    hyper = placement.hyper
+    per_token = memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse else memory.BYTES_PER_TOKEN_BOUND
+    if not (placement.streamed and hyper.sparse):
+        return memory.resident_bytes(corpus, hyper, placement.num_devices, placement.partition,
+                                     per_token)
+    chunk_tokens = placement.streamed_tokens // placement.num_slots
+    return int(memory.streamed_sparse_model_bytes(corpus.num_tokens, placement.model_rows,
+                                                  hyper.padded_topics, placement.num_devices)
+               + per_token * chunk_tokens * (placement.slots.prefetch + 1))
 
 
 def split_long_documents(corpus, limit: int):
@@ -150,13 +170,14 @@ def sparse_phases(placement, state, repeats: int = 3) -> dict:
 
 
 def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
-            heldout=None, phases: bool = False) -> None:
-    """Every run of the comma-separated list, one JSON line each (to stdout and output)."""
+            heldout=None, phases: bool = False, **settings) -> None:
+    """Every run of the comma-separated list, one JSON line each (to stdout and output);
+    settings: bench's."""
     placements = {}
     for run in runs.split(","):
         try:
             record = dict(type="result", **bench(corpus, run, iterations, warmup, seed,
-                                                 placements, heldout, phases))
+                                                 placements, heldout, phases, **settings))
         except Exception as error:  # noqa: BLE001 (record it; the next run goes on)
             record = dict(type="failed", run=run, reason=f"{type(error).__name__}: {error}"[:2000])
         line = json.dumps(record)
@@ -181,12 +202,22 @@ def main():
     parser.add_argument("--output", default=None)
     parser.add_argument("--phases", action="store_true", help="time each phase of a sparse "
                         "iteration on one device (after the run)")
+    parser.add_argument("--partition", default="auto", help="TrainConfig's partition "
+                        "(documents: the sparse model streams, whole on every device)")
+    parser.add_argument("--chunk_tokens", type=int, default=None)
+    parser.add_argument("--num_devices", type=int, default=0)
+    parser.add_argument("--wide_pairs", action="store_true", help="A's pairs wide whatever "
+                        "the documents' lengths (state.pack_pairs), to measure them")
+    parser.add_argument("--num_docs", type=int, default=None,
+                        help="documents of the preset's shape (instead of --scale)")
     parser.add_argument("--split_documents_at_topics", type=int, default=0,
                         help="cut documents longer than A's packed pairs hold at this K "
                         "(state.max_pair_count) into pieces before every run (0: none)")
     args = parser.parse_args()
     start = time.perf_counter()
-    corpus = benchmark.synthetic_corpus(args.preset, args.scale, args.seed)
+    scale = (args.num_docs / synth.PRESETS[args.preset].num_docs if args.num_docs
+             else args.scale)
+    corpus = benchmark.synthetic_corpus(args.preset, scale, args.seed)
     if args.split_documents_at_topics:
         corpus = split_long_documents(corpus, max_pair_count(args.split_documents_at_topics))
     env = dict(benchmark.environment(), synth_seconds=round(time.perf_counter() - start, 1))
@@ -194,7 +225,8 @@ def main():
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
-                phases=args.phases)
+                phases=args.phases, partition=args.partition, chunk_tokens=args.chunk_tokens,
+                num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:
         train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)
         heldout = corpus_io.split_document_halves(test, args.seed)

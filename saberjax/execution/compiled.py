@@ -65,7 +65,11 @@ class CompiledStep:
                 lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device),
                 (placement.slots[0], state.chunks[0]))
             self._counts = programs.zero_partial_counts.lower().compile()
-            counts = jax.eval_shape(self._counts)
+            # laid out on the placement's mesh, as the counts the executable makes are (the
+            # shapes eval_shape gives name an abstract mesh)
+            counts = jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device),
+                jax.eval_shape(self._counts))
             self._slot = programs.slot_step.lower(
                 chunk, chunk_state, state.model, key, counts).compile()
             self._reduce = programs.reduce.lower(counts, state.model.alpha).compile()

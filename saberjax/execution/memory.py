@@ -33,6 +33,9 @@ BYTES_PER_TOKEN_BOUND = 512
 # Device bytes per corpus token that partition by word adds on every device: every
 # document's A (4) and the doc-major topics of the E-step (2).
 WORD_PARTITION_BYTES_PER_TOKEN = 6
+# Device bytes per token that A's wide pairs (state.pack_pairs: 8 bytes a pair, not 4) add
+# to a chunk's state, and by word to every document's A gathered.
+WIDE_PAIR_EXTRA_BYTES = 4
 # Host bytes per token of streaming from host memory: the chunks and states pinned, and the
 # layout they are copied from while they are placed (measured peak:
 # docs/measurements/streaming.md).
@@ -71,6 +74,15 @@ def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
                + 2 * sparse_rows.dense_rows_bytes(num_rows, padded_topics))
 
 
+def streamed_sparse_model_bytes(num_tokens: int, num_rows: int, padded_topics: int,
+                                num_devices: int) -> int:
+    """Device bytes of the sparse model streamed by document: whole on every device, its
+    entries as many as the corpus's tokens (sparse_model_bytes), beside a device's tokens'
+    keys and every device's gathered for the count (streamed_rows, 8 bytes a token each)."""
+    return (sparse_model_bytes(num_tokens, num_rows, padded_topics) + 8 * num_tokens
+            + 8 * -(-num_tokens // num_devices))
+
+
 def model_bytes(num_words: int, padded_topics: int) -> int:
     """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
     each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's
@@ -89,23 +101,26 @@ def free_device_memory(device=None) -> int | None:
 
 
 def plan_chunk_tokens(num_tokens: int, num_words: int, num_topics: int, padded_topics: int,
-                      budget: int, device_bytes_per_token: float, prefetch: int) -> int | None:
+                      budget: int, device_bytes_per_token: float, prefetch: int,
+                      model: int | None = None) -> int | None:
     """Tokens per chunk for one device's share of num_tokens tokens and a device budget: None
     when every chunk can stay on the device.
 
     Everything resident needs the model plus device_bytes_per_token for every token; otherwise
     the fewest chunks such that the model, `prefetch` chunks in flight and the one being
     worked on fit (the paper's rule: as few chunks as memory allows, for locality).
+    model: the model's device bytes (None: the dense model's, model_bytes).
     MemoryError, naming the settings num_topics and device_memory_gb, when the model or a
     chunk of 1,024 tokens beside it does not fit.
     """
-    room = budget - model_bytes(num_words, padded_topics)
+    model = model_bytes(num_words, padded_topics) if model is None else model
+    room = budget - model
     if room <= 0:
         raise MemoryError(
             f"the model does not fit the device: num_topics={num_topics} x V={num_words} words "
-            f"need {model_bytes(num_words, padded_topics) / 1e9:.2f} GB for B, B-hat, the trees "
-            f"and their update, but the device budget is {budget / 1e9:.2f} GB; use fewer "
-            f"topics, a smaller vocabulary or a larger device_memory_gb")
+            f"need {model / 1e9:.2f} GB for B, B-hat, the trees and their update, but the "
+            f"device budget is {budget / 1e9:.2f} GB; use fewer topics, a smaller vocabulary "
+            f"or a larger device_memory_gb")
     if num_tokens * device_bytes_per_token <= room:
         return None
     chunk_tokens = int(room / (device_bytes_per_token * (prefetch + 1)))
@@ -150,11 +165,13 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     """Planned device bytes a device needs with every chunk resident: the model and its update
     (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
     by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
-    `hosts`, those of its host's documents).  The sparse model (hyper.sparse) counts
-    sparse_model_bytes for the device's share of tokens."""
+    `hosts`, those of its host's documents), and A's wide pairs' bytes (hyper.wide_pairs).
+    The sparse model (hyper.sparse) counts sparse_model_bytes for the device's share of
+    tokens."""
     share = -(-corpus.num_tokens // num_devices)
-    extra = (WORD_PARTITION_BYTES_PER_TOKEN * -(-corpus.num_tokens // hosts)
-             if partition in ("words", "hybrid") else 0)
+    wide = WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0
+    extra = ((WORD_PARTITION_BYTES_PER_TOKEN + wide) * -(-corpus.num_tokens // hosts)
+             if partition in ("words", "hybrid") else 0) + wide * share
     rows = model_rows(corpus.num_words, num_devices, partition, hosts)
     model = (sparse_model_bytes(share, rows, hyper.padded_topics) if hyper.sparse
              else model_bytes(rows, hyper.padded_topics))

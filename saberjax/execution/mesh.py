@@ -11,7 +11,8 @@ over which A is gathered (words).
                     device i (row-major over the mesh) holds row i, its own chunk of the slot
     the model       B sharded by word rows; B-hat, the trees and alpha whole on every device
                     (MODEL_SPEC), or, partitioned by word, every row-wise array with its
-                    device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC);
+                    device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC,
+                    or whole on every device streamed by document: WHOLE_SPARSE_MODEL_SPEC);
                     on the two-axis mesh B-hat's rows are those of the device's word share
                     and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC)
 
@@ -51,6 +52,12 @@ SPARSE_MODEL_SPEC = SparseModel(
     bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
     prior_tree=P(), prior_total=P(), dense_bhat=P(AXIS), dense_tree=P(AXIS),
     dense_tree_total=P(AXIS))
+# The sparse model streamed by document: whole on every device.
+WHOLE_SPARSE_MODEL_SPEC = SparseModel(
+    word_topic=SparseRows(P(), P(), P()), buckets=RowBuckets(P(), P(), P(), P()),
+    topic_totals=P(), alpha=P(), bhat_denominator=P(), beta=P(), row_prefix=P(), row_mass=P(),
+    prior_leaves=P(), prior_tree=P(), prior_total=P(), dense_bhat=P(), dense_tree=P(),
+    dense_tree_total=P())
 
 
 # The two-axis mesh: B-hat and the trees by word share over the gpus, B's rows of a share

@@ -71,15 +71,15 @@ def word_topic(placement, state: TrainState) -> np.ndarray:
 def sparse_word_topic(placement, state: TrainState) -> SparseWordTopic:
     """B's nonzeros of the real topics on the host, rows by word id (every process takes
     part): of a sparse model's rows, or of dense B."""
-    hyper, num_devices, model_rows = placement.hyper, placement.num_devices, placement.model_rows
+    hyper, copies, model_rows = placement.hyper, placement.sparse_copies, placement.model_rows
     if not hyper.sparse:
         return swt.from_dense(word_topic(placement, state)[:, :hyper.num_topics])
-    row_start, topics, counts = (to_host(array).reshape(num_devices, -1)
+    row_start, topics, counts = (to_host(array).reshape(copies, -1)
                                  for array in state.model.word_topic)
     word_of_row = np.zeros(placement.padded_words, np.int64)
     word_of_row[row_of_word(placement)] = np.arange(placement.num_words)
     words, entries_topics, entries_counts = [], [], []
-    for device in range(num_devices):
+    for device in range(copies):
         starts, filled = row_start[device], row_start[device, -1]
         rows = device * model_rows + np.repeat(np.arange(model_rows), np.diff(starts))
         words.append(word_of_row[rows])
@@ -109,17 +109,19 @@ def model_from_word_topic(placement, word_topic, alpha: np.ndarray) -> Model:
 
 def _sparse_rows(placement, word_topic) -> SparseRows:
     """A sparse model's rows of host counts B (dense or a SparseWordTopic) on the mesh:
-    each device's rows as sparse rows of its share's capacity."""
-    hyper, num_devices, rows = placement.hyper, placement.num_devices, placement.model_rows
+    each device's rows as sparse rows of its share's capacity, or (streamed by document) the
+    whole rows on every device, of the capacity of every device's streamed tokens."""
+    hyper, copies, rows = placement.hyper, placement.sparse_copies, placement.model_rows
     if not isinstance(word_topic, SparseWordTopic):
         word_topic = swt.from_dense(word_topic[:, :hyper.num_topics])
-    capacity = placement.word_shares.word.shape[1]
+    capacity = (placement.word_shares.word.shape[1] if placement.word_shares is not None
+                else placement.num_devices * placement.streamed_tokens)
     word_of_row = np.full(placement.padded_words, -1, np.int64)
     word_of_row[row_of_word(placement)] = np.arange(placement.num_words)
-    row_start = np.zeros((num_devices, rows + 1), np.int32)
-    topics = np.full((num_devices, capacity), hyper.padded_topics, np.int32)
-    counts = np.zeros((num_devices, capacity), np.int32)
-    for device in range(num_devices):
+    row_start = np.zeros((copies, rows + 1), np.int32)
+    topics = np.full((copies, capacity), hyper.padded_topics, np.int32)
+    counts = np.zeros((copies, capacity), np.int32)
+    for device in range(copies):
         words = word_of_row[device * rows:(device + 1) * rows]
         lengths = np.where(words >= 0, np.diff(word_topic.indptr)[np.maximum(words, 0)], 0)
         np.cumsum(lengths, out=row_start[device, 1:])
@@ -143,7 +145,7 @@ def topic_word(placement, state: TrainState) -> jax.Array:
     rows = placement.replicated(row_of_word(placement))
     if hyper.sparse:
         return _sparse_topic_word(state.model.word_topic, state.model.topic_totals, rows,
-                                  placement.num_devices, hyper.num_topics, hyper.beta,
+                                  placement.sparse_copies, hyper.num_topics, hyper.beta,
                                   placement.num_words, placement.sharding(P()))
     return _topic_word(state.model.word_topic, state.model.topic_totals, rows,
                        hyper.num_topics, hyper.beta, placement.num_words, hyper.seeds,

@@ -61,6 +61,7 @@ class Placement:
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
+    streamed_tokens: int = 0  # streamed: the padded tokens of a device's slots
 
     @property
     def partition(self) -> str:
@@ -84,12 +85,17 @@ class Placement:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
         return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows)
+                        self.partition, self.int32_rows, self.streamed_tokens)
 
     @property
     def model_rows(self) -> int:
         """Rows of B-hat on each device (mesh.model_rows)."""
         return self._unseeded_programs.model_rows
+
+    @property
+    def sparse_copies(self) -> int:
+        """The sparse model's parts: one a device by word, one whole model by document."""
+        return 1 if self._unseeded_programs.whole_sparse_model else self.num_devices
 
     @property
     def first_float16_row(self) -> int:
@@ -302,8 +308,9 @@ def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:
 def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     """The corpus laid out on the plan's mesh: the layout built (this process's chunks) and
     put on the devices, in pinned host memory or in a chunk store, as the plan says (the
-    model's format too)."""
-    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format)
+    model's format and A's pairs too)."""
+    hyper = dataclasses.replace(hyper, model_format=run_plan.model_format,
+                                wide_pairs=run_plan.wide_pairs)
     if not run_plan.stored:
         return _in_memory(corpus, hyper, run_plan)
     mesh = run_plan.mesh
@@ -315,7 +322,8 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
                                      workers, run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
-                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
+                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper,
+                     streamed_tokens=layout_plan.padded_tokens * len(slots))
 
 
 def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
@@ -351,7 +359,8 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      run_plan.prefetch)
     chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition == "documents":
-        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
+        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
+                         streamed_tokens=slots[0].word.shape[1] * len(slots) if streamed else 0)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
     shares = word_shares(corpus, layout, parts, own,

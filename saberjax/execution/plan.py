@@ -18,9 +18,13 @@ devices and every share stays resident: by word within a process, by document ac
 processes, so that between hosts only each device's word share of B moves.
 
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
-runs partitioned by word on the one-axis mesh with every share resident.  "auto" takes dense
+runs on the one-axis mesh partitioned by word with every share resident, or (asked to
+stream, or where the shares do not fit) by document, streamed from host memory or a chunk
+store, the whole sparse model on every device (saberjax.streamed_rows).  "auto" takes dense
 wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
-where only it fits.  Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
+where it does not.  A's pairs are wide (state.pack_pairs) where the longest document has
+more tokens than a packed pair counts at K, or where the settings ask for them (tests).
+Errors name the settings (num_topics, device_memory_gb, host_memory_gb,
 partition, mesh, chunk_tokens, model_format).
 """
 
@@ -40,6 +44,7 @@ from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
 from saberjax.layout import chunk_spans
+from saberjax.state import needs_wide_pairs
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -65,6 +70,8 @@ class Plan:
     # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
     layout_on_devices: bool = False
     model_format: str = "dense"  # "dense" or "sparse"
+    # A's pairs are wide (state.needs_wide_pairs: a document longer than a packed pair counts)
+    wide_pairs: bool = False
 
     @property
     def stored(self) -> bool:
@@ -134,11 +141,12 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
     hyper = dataclasses.replace(hyper, model_format=_model_format(
-        model_format or hyper.model_format, corpus, hyper, one_axis.size, budget))
-    if hyper.sparse:
-        _check_sparse(hyper, partition, mesh, stream, chunk_tokens)
-        partition = "words"
+        model_format or hyper.model_format, corpus, hyper, one_axis.size, budget),
+        wide_pairs=hyper.wide_pairs or needs_wide_pairs(corpus.doc_lengths().max(initial=0),
+                                                        hyper.num_topics))
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
+    if hyper.sparse:
+        partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits)
     host_budget = memory.host_memory_budget(host_memory_gb)
     # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
     # chunks and states do not fit the host budget beside the model go to a chunk store (one
@@ -160,11 +168,13 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          f"documents")
     if partition == "hybrid":
         fits.check(partition)
-        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch)
+        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
+                    wide_pairs=hyper.wide_pairs)
     if stream is False or partition == "words":
         fits.check(partition)
         return Plan(one_axis, partition, chunk_tokens, False, prefetch,
-                    layout_on_devices=layout_on_devices, model_format=hyper.model_format)
+                    layout_on_devices=layout_on_devices, model_format=hyper.model_format,
+                    wide_pairs=hyper.wide_pairs)
     return _by_documents(corpus, hyper, one_axis, fits, budget, chunk_tokens, stream,
                          prefetch, host_budget, host_layout_stored, chunk_store_dir,
                          layout_on_devices)
@@ -191,18 +201,25 @@ def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int,
     return hosts, gpus, num_devices
 
 
-def _check_sparse(hyper: Hyperparams, partition: str, mesh: str | None, stream: bool | None,
-                  chunk_tokens: int | None) -> None:
-    """ValueError naming the settings the sparse model cannot run with: seed words, and
-    anything but partition by word with every share resident in one chunk."""
+def _sparse_partition(hyper: Hyperparams, partition: str, mesh: str | None,
+                      stream: bool | None, chunk_tokens: int | None,
+                      fits: "_ResidentFit") -> str:
+    """The sparse model's partition: by words with every share resident (asked, or "auto"
+    where it fits and no streaming is asked), else by documents, streamed, the whole model on
+    every device.  ValueError naming the settings it cannot run with: seed words, the
+    two-axis mesh, by documents resident."""
     if hyper.seeds is not None:
         raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
                          "model_format 'auto' the dense model does not fit these devices)")
-    if (partition in ("documents", "hybrid") or mesh is not None or stream
-            or chunk_tokens is not None):
-        raise ValueError("model_format 'sparse' runs partitioned by words with each "
-                         "device's share resident in one chunk: leave out partition, "
-                         "mesh, chunk_tokens and streaming, or use model_format 'dense'")
+    if mesh is not None or partition == "hybrid":
+        raise ValueError("model_format 'sparse' runs on one mesh axis (resident by words, or "
+                         "streamed by documents): leave out mesh, or use model_format 'dense'")
+    if partition == "documents" and stream is False:
+        raise ValueError("model_format 'sparse' by documents streams its chunks: leave out "
+                         "stream=False, or partition by words")
+    resident = partition == "words" or stream is False or (
+        partition == "auto" and not stream and chunk_tokens is None and fits("words"))
+    return "words" if resident else "documents"
 
 
 def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
@@ -211,31 +228,37 @@ def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _Residen
                   layout_on_devices: bool) -> Plan:
     """The plan by document where the chunks may stream: resident where every share fits
     the device budget, else streamed in the fewest chunks that fit (stream: True or False
-    overrides that); from a chunk store where the streamed chunks, or a layout the host
-    builds (host_layout_stored), do not fit the host budget beside the model."""
+    overrides that; the sparse model always streams); from a chunk store where the streamed
+    chunks, or a layout the host builds (host_layout_stored), do not fit the host budget
+    beside the model."""
     planned = None
-    if budget is not None and not fits("documents"):
+    rows = model_rows(corpus.num_words, mesh.size, "documents")
+    if budget is not None and (hyper.sparse or not fits("documents")):
         planned = memory.plan_chunk_tokens(
-            -(-corpus.num_tokens // mesh.size), model_rows(corpus.num_words, mesh.size,
-                                                           "documents"),
-            hyper.num_topics, hyper.padded_topics, budget, fits.measured(), prefetch)
-    streamed = planned is not None if stream is None else stream
+            -(-corpus.num_tokens // mesh.size), rows, hyper.num_topics, hyper.padded_topics,
+            budget, fits.measured(), prefetch,
+            memory.streamed_sparse_model_bytes(corpus.num_tokens, rows, hyper.padded_topics,
+                                               mesh.size) if hyper.sparse else None)
+    # the sparse model by document streams (the tokens' keys are counted at the end)
+    streamed = hyper.sparse or (planned is not None if stream is None else stream)
     chunk_tokens = chunk_tokens or (planned if streamed else None)
     store_tokens = (streamed or host_layout_stored) and plan_store_chunk_tokens(
         corpus, hyper, host_budget, prefetch)
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
-                    layout_on_devices=layout_on_devices)
+                    layout_on_devices=layout_on_devices, model_format=hyper.model_format,
+                    wide_pairs=hyper.wide_pairs)
     return Plan(mesh, "documents", min(chunk_tokens or store_tokens, store_tokens), True,
                 prefetch, chunk_store_dir or chunk_store.default_directory(), host_budget,
-                layout_on_devices)
+                layout_on_devices, hyper.model_format, hyper.wide_pairs)
 
 
 def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_devices: int,
                   budget: int | None) -> str:
     """The model's format for the setting `requested`: "auto" is sparse where the dense
-    model of a device's rows (partitioned by word, its smallest) exceeds the device budget
-    and the sparse one fits it, else dense (whose plan then says what does not fit)."""
+    model of a device's rows (partitioned by word, its smallest) exceeds the device budget,
+    so that the dense model cannot run at all: resident by words where its shares fit, else
+    streamed by documents (whose plan then says what does not fit); else dense."""
     if requested not in MODEL_FORMATS + ("auto",):
         raise ValueError(f"model_format must be 'auto', {' or '.join(map(repr, MODEL_FORMATS))}"
                          f", got {requested!r}")
@@ -244,8 +267,7 @@ def _model_format(requested: str, corpus: Corpus, hyper: Hyperparams, num_device
     rows = model_rows(corpus.num_words, num_devices, "words")
     if budget is None or memory.model_bytes(rows, hyper.padded_topics) <= budget:
         return "dense"
-    sparse = dataclasses.replace(hyper, model_format="sparse")
-    return "sparse" if _ResidentFit(corpus, sparse, num_devices, budget)("words") else "dense"
+    return "sparse"
 
 
 class _ResidentFit:
@@ -338,8 +360,10 @@ def _host_room(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> tuple[in
     already (memory.anonymous_host_memory), and host bytes of the model and of the corpus's
     chunks and states (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)."""
     return (host_budget - memory.anonymous_host_memory(),
-            memory.host_model_bytes(corpus.num_words, hyper.padded_topics),
-            corpus.num_tokens * memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)
+            memory.host_model_bytes(corpus.num_words, hyper.padded_topics,
+                                    corpus.num_tokens if hyper.sparse else None),
+            corpus.num_tokens * (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN
+                                 + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0)))
 
 
 def _only_a_store_fits(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> bool:

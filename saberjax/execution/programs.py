@@ -17,8 +17,10 @@ esca.step's computation.
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
-sparse model (hyper.sparse) runs partitioned by word: each device counts its share's sparse
-rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
+sparse model (hyper.sparse) runs resident partitioned by word: each device counts its share's
+sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
+Streamed by document, every device holds the whole sparse model: each slot's tokens' keys
+are kept (streamed_rows) and the reduction gathers and counts them on every device.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -44,11 +46,11 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior, segmented_count, sparse_rows
+from saberjax import esca, prior, segmented_count, sparse_rows, streamed_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.execution.mesh import (HOSTS, SPARSE_MODEL_SPEC, Axes, by_device, local,
-                                     model_rows, stacked)
+from saberjax.execution.mesh import (HOSTS, SPARSE_MODEL_SPEC, WHOLE_SPARSE_MODEL_SPEC, Axes,
+                                     by_device, local, model_rows, stacked)
 from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
@@ -70,6 +72,9 @@ class Programs:
     # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
     # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
     int32_rows: int = 0
+    # the sparse model streamed by document: the padded tokens of a device's slots, the room
+    # of its tokens' keys (streamed_rows)
+    streamed_tokens: int = 0
 
     @property
     def num_devices(self) -> int:
@@ -92,9 +97,14 @@ class Programs:
         return by_device(self.mesh)
 
     @property
+    def whole_sparse_model(self) -> bool:
+        """The sparse model by document: whole on every device."""
+        return self.hyper.sparse and not self.by_word
+
+    @property
     def model_spec(self) -> Model:
         if self.hyper.sparse:
-            return SPARSE_MODEL_SPEC
+            return WHOLE_SPARSE_MODEL_SPEC if self.whole_sparse_model else SPARSE_MODEL_SPEC
         return self.axes.model_spec()
 
     @property
@@ -117,12 +127,15 @@ class Programs:
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
     def _summed_totals(self, rows):
-        """The topic totals of every device's rows of B, summed over the mesh."""
+        """The topic totals of every device's rows of B, summed over the mesh (a whole sparse
+        model's on each device)."""
         if self.hyper.sparse:
             totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
         else:
             totals = backend_ops(self.hyper.backend).topic_totals(rows)
-        return lax.psum(totals, self.mesh.axis_names) if self.num_devices > 1 else totals
+        if self.num_devices == 1 or self.whole_sparse_model:
+            return totals
+        return lax.psum(totals, self.mesh.axis_names)
 
     def _first_row(self, rows):
         """The row of the model's global arrays where this device's `rows` of B start: its
@@ -140,7 +153,7 @@ class Programs:
         totals = self._summed_totals(rows) if totals is None else totals
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
                                      self._first_row(rows))
-        if self.size(self.axes.documents) == 1:
+        if self.size(self.axes.documents) == 1 or self.hyper.sparse:
             return own
         return own._replace(bhat=self._gathered(own.bhat), tree=tuple(map(self._gathered,
                                                                           own.tree)),
@@ -185,12 +198,23 @@ class Programs:
         return tuple(new_states), counts
 
     def _init_chunk(self, seed):
+        if self.hyper.sparse:  # the tokens' keys, counted at the end (streamed_rows)
+            def run(chunk, _, keys):
+                state = esca.chunk_state_from_topics(
+                    chunk, *esca.initial_topics(chunk, seed, self.hyper), self.hyper)
+                return state, streamed_rows.appended(keys, chunk, state.topics)
+            return run
         return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
 
     def _chunk_step(self, model, key):
         def run(chunk, state, counts):
-            new_state, counts = esca.chunk_step(chunk, esca.whole_state(chunk, state, self.hyper),
-                                                model, key, counts, self.hyper)
+            whole = esca.whole_state(chunk, state, self.hyper)
+            if self.hyper.sparse:
+                new_state = esca.chunk_state_from_topics(
+                    chunk, *esca.sample(chunk, whole, model, key, self.hyper), self.hyper)
+                counts = streamed_rows.appended(counts, chunk, new_state.topics)
+            else:
+                new_state, counts = esca.chunk_step(chunk, whole, model, key, counts, self.hyper)
             if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
                 new_state = ChunkState(new_state.topics, None, None)
             return new_state, counts
@@ -282,8 +306,9 @@ class Programs:
     def slot_init(self):
         """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts)."""
         def body(chunk, seed, counts):
-            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None, counts[0])
-            return states[0], counts[None]
+            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None,
+                                              local(counts))
+            return states[0], stacked(counts)
         return jax.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
                                        (self.by_device, self.by_device)), donate_argnums=2)
 
@@ -293,25 +318,38 @@ class Programs:
         the counts)."""
         def body(chunk, state, model, key, counts):
             states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
-                                              counts[0])
-            return states[0], counts[None]
+                                              local(counts))
+            return states[0], stacked(counts)
         device = self.by_device
         return jax.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
                                        (device, device)), donate_argnums=4)
 
     @functools.cached_property
     def zero_partial_counts(self):
-        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device."""
-        return jax.jit(lambda: jnp.zeros((self.num_devices, self.padded_words,
-                                          self.hyper.padded_topics), jnp.int32),
-                       out_shardings=NamedSharding(self.mesh, self.by_device))
+        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device; for the
+        sparse model each device's empty token keys (streamed_rows, [N, streamed_tokens])."""
+        def zeros():
+            if self.hyper.sparse:
+                return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
+                                    streamed_rows.empty(self.streamed_tokens))
+            return jnp.zeros((self.num_devices, self.padded_words, self.hyper.padded_topics),
+                             jnp.int32)
+        return jax.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def reduce(self):
-        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
-        return jax.jit(self._shard_map(
-            lambda counts, alpha: self._model_of_partial_counts(counts[0], alpha),
-            (self.by_device, P()), self.model_spec), donate_argnums=0)
+        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum; for
+        the sparse model, of every device's token keys, whole on each device."""
+        def body(counts, alpha):
+            if not self.hyper.sparse:
+                return self._model_of_partial_counts(local(counts), alpha)
+            keys = local(counts)
+            if self.num_devices > 1:
+                keys = streamed_rows.gathered(keys, self.mesh.axis_names)
+            return self._model_of_rows(streamed_rows.counted(keys, self.model_rows,
+                                                             self.hyper.padded_topics), alpha)
+        return jax.jit(self._shard_map(body, (self.by_device, P()), self.model_spec),
+                       donate_argnums=0)
 
     @functools.cached_property
     def model(self):
