@@ -4,6 +4,7 @@ its records are described there)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -27,6 +28,7 @@ from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.placement import place, Placement
+from saberjax.execution.programs import counts_exchange_bytes, topics_exchange_bytes
 from saberjax.platform import cpu_cores
 from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import copy_seconds, timed
@@ -197,7 +199,9 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
     B's rows of the device (all of them by document, int32; its word share on the two-axis
     mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
-    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per
+    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows, or, where
+    the hosts exchange topics (hosts_exchange), the all-gather of the topics of the device's
+    word share's tokens (Programs._peer_counts).  Per
     axis: bytes each device receives an iteration, the collectives' seconds alone, and their
     floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
     reduction program (collectives, totals, B-hat and trees of each device's rows;
@@ -224,7 +228,14 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                                               repeats)
     documents = programs.size(axes.documents)
     counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
-    if documents > 1:
+    if documents > 1 and programs.exchanges_topics:
+        share_tokens = placement.word_shares.word.shape[1]
+        moved[axes.documents] = topics_exchange_bytes(
+            share_tokens, np.dtype(hyper.topic_dtype).itemsize, documents)
+        seconds[axes.documents] = _median_seconds(
+            _on_mesh(placement, lambda topics: jax.lax.all_gather(topics, axes.documents)),
+            _zeros(placement, (share_tokens,), hyper.topic_dtype), repeats)
+    elif documents > 1:
         first = programs.first_float16_row  # int32 rows before it, float16 from it
 
         def row_collectives(rows):
@@ -234,9 +245,8 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                 for block, dtype in ((rows[:first], jnp.int32), (rows[first:], jnp.float16))
                 if block.shape[0]]
 
-        row_bytes = first * 4 + (programs.model_rows - first) * 2
-        moved[axes.documents] = int((row_bytes + programs.model_rows * bhat_bytes)
-                                    * hyper.padded_topics * (documents - 1) / documents)
+        moved[axes.documents] = counts_exchange_bytes(programs.model_rows, first,
+                                                      hyper.padded_topics, documents)
         seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
                                                   counts, repeats)
     total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
@@ -255,6 +265,7 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                   collective_floor_seconds=_sig(sum(moved[axis] / (bandwidth[axis] * 1e9)
                                                     for axis in moved)))
     if placement.partition == "hybrid":
+        record["hosts_exchange"] = placement.hosts_exchange
         by_documents = (programs.padded_words * hyper.padded_topics * (4 + bhat_bytes)
                         * (size - 1) / size)
         record["cross_host_share_of_by_documents"] = _sig(
@@ -408,12 +419,14 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   optimize_alpha_every: tuple[int, ...] = (
                       trainer.TrainConfig.optimize_alpha_every,),
-                  mesh: str | None = None, emit=print) -> list[dict]:
+                  mesh: str | None = None, hosts_exchanges: tuple[str, ...] = ("auto",),
+                  emit=print) -> list[dict]:
     """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every);
     emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
     place's default).  heldout: (observed, held-out) halves of test documents to
     score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
-    is hybrid or auto (with num_devices 0)."""
+    is hybrid or auto (with num_devices 0).  hosts_exchanges: what crosses between the hosts
+    of the two-axis mesh (plan.hosts_exchange's settings), each run in turn there."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
@@ -443,7 +456,9 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                          mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
                          num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
-        for k, every in itertools.product(num_topics, optimize_alpha_every):
+        exchanges = hosts_exchanges if placement.partition == "hybrid" else ("auto",)
+        for k, every, exchange in itertools.product(num_topics, optimize_alpha_every,
+                                                    exchanges):
             xla_steady = None
             for backend in order:
                 head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
@@ -451,8 +466,10 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 if reason is not None:
                     put(dict(type="skipped", **head, reason=reason, **env))
                     continue
-                result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
-                                   corpus, iterations=iterations, warmup=warmup, seed=seed,
+                run_placement = dataclasses.replace(
+                    placement.with_hyper(Hyperparams.create(k, backend=backend)),
+                    hosts_exchange_setting=exchange)
+                result = bench_one(run_placement, corpus, iterations=iterations, warmup=warmup, seed=seed,
                                    phases=phases, phase_repeats=phase_repeats, heldout=heldout,
                                    optimize_alpha_every=every, card=card,
                                    bandwidth_bytes=BANDWIDTH_BYTES.get(env["platform"],
@@ -490,7 +507,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
 
 
 # the fields of a result line that the summary line repeats
-SUMMARY_FIELDS = ("devices", "partition", "K", "backend", "optimize_alpha_every",
+SUMMARY_FIELDS = ("devices", "partition", "hosts_exchange", "K", "backend", "optimize_alpha_every",
                   "learned_alpha_cost", "Mtoken_per_s_steady", "Mtoken_per_s_mean",
                   "Mtoken_per_s_best", "compile_seconds", "speedup_vs_xla",
                   "speedup_vs_one_device", "reduction_share", "heldout_loglik_per_token")

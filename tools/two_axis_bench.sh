@@ -2,7 +2,8 @@
 # The two-axis mesh against one GPU and the one-axis partitions on one 4-GPU host, NYTimes
 # shape (docs/measurements/multi_gpu.md): run from the repository root with OUT set.
 #   SCALE (1: 99.7M tokens), TOPICS (1000,10000), BENCH (the bench flags shared by all runs),
-#   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs)
+#   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs),
+#   EXCHANGES (--hosts_exchange of the two-axis runs: auto, counts, topics; a comma list)
 set -u
 OUT=${OUT:-/tmp/two_axis}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -20,7 +21,8 @@ if [ ! -e "$CORPUS/corpus.json" ]; then
   timeout "$STEP" $PYTHON -m saberjax synth --preset=nytimes --scale="$SCALE" \
       --output="$CORPUS" > "$OUT/synth.log" 2>&1
 fi
-bench=($PYTHON -m saberjax bench --corpus="$CORPUS" --num_topics="$TOPICS" $BENCH)
+bench=($PYTHON -m saberjax bench --corpus="$CORPUS" --num_topics="$TOPICS" $BENCH \
+    --hosts_exchange="${EXCHANGES:-auto}")
 if [[ $STEPS == *one* ]]; then
 run one GPU
 CUDA_VISIBLE_DEVICES=0 timeout "$STEP" "${bench[@]}" --output="$OUT/one_gpu.jsonl" \

@@ -13,7 +13,9 @@ over which A is gathered (words).
                     (MODEL_SPEC), or, partitioned by word, every row-wise array with its
                     device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC);
                     on the two-axis mesh B-hat's rows are those of the device's word share
-                    and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC)
+                    and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC), or, where
+                    the hosts exchange topics, B's rows too are the whole share
+                    (HYBRID_TOPICS_MODEL_SPEC)
 
 Helpers here move pytrees between host and mesh: by-device arrays built from each process's
 own parts (by_device_array), a global array fetched whole (to_host), and a device's part of
@@ -55,6 +57,11 @@ SPARSE_MODEL_SPEC = SparseModel(
 # further split over the hosts (row block gpu * hosts + host).
 HYBRID_MODEL_SPEC = Model(word_topic=P((GPUS, HOSTS)), topic_totals=P(), bhat=P(GPUS),
                           tree=P(GPUS), tree_total=P(GPUS), alpha=P(), bhat_denominator=P())
+# The two-axis mesh exchanging topics between hosts: every row-wise array of the model with the
+# device's word share, the same on every host (each host counts the share's B whole).
+HYBRID_TOPICS_MODEL_SPEC = Model(word_topic=P(GPUS), topic_totals=P(), bhat=P(GPUS),
+                                 tree=P(GPUS), tree_total=P(GPUS), alpha=P(),
+                                 bhat_denominator=P())
 
 
 @dataclasses.dataclass(frozen=True)

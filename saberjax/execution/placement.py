@@ -32,8 +32,8 @@ from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices, to_host)
-from saberjax.execution.plan import Plan, plan
-from saberjax.execution.programs import FLOAT16_EXACT, Programs
+from saberjax.execution.plan import Plan, hosts_exchange, plan
+from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              word_shares)
 from saberjax.layout_cache import cached_layout
@@ -64,6 +64,9 @@ class Placement:
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
+    # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
+    # plan.hosts_exchange (the property hosts_exchange)
+    hosts_exchange_setting: str = "auto"
 
     @property
     def partition(self) -> str:
@@ -87,7 +90,44 @@ class Placement:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
         return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows)
+                        self.partition, self.int32_rows, self.hosts_exchange)
+
+    @property
+    def hosts_exchange(self) -> str:
+        """What crosses between the hosts of the two-axis mesh ("counts" on one axis):
+        plan.hosts_exchange for this placement's word shares and K."""
+        if self.partition != "hybrid":
+            return "counts"
+        return hosts_exchange(self.hosts_exchange_setting, self.mesh.shape[HOSTS],
+                              self.word_shares.word.shape[1],
+                              model_rows(self.num_words, self.num_devices, "hybrid",
+                                         self.mesh.shape[HOSTS]),
+                              self.int32_rows, self.hyper)
+
+    @property
+    def program_shares(self):
+        """The programs' shares argument: the word shares (None by document), with their
+        PeerShares where the hosts exchange topics."""
+        if self._unseeded_programs.exchanges_topics:
+            return self.word_shares, self._peer_shares
+        return self.word_shares
+
+    @functools.cached_property
+    def _peer_shares(self) -> PeerShares:
+        """Each device's PeerShares: the word rows and real tokens of its word share on the
+        other hosts, gathered once over the hosts axis."""
+        hosts = self.mesh.shape[HOSTS]
+
+        def body(word, num_tokens):
+            host = jax.lax.axis_index(HOSTS)
+            every = [jax.lax.all_gather(array[0], HOSTS) for array in (word, num_tokens)]
+            others = (host + 1 + jnp.arange(hosts - 1)) % hosts
+            return PeerShares(*(array[others][None] for array in every))
+
+        spec = by_device(self.mesh)
+        gather = jax.jit(jax.shard_map(body, mesh=self.mesh, in_specs=(spec, spec),
+                                       out_specs=spec, check_vma=False))
+        return gather(self.word_shares.word, self.word_shares.num_tokens)
 
     @property
     def model_rows(self) -> int:
@@ -216,7 +256,7 @@ class Placement:
         rank = np.empty(self.num_words, np.int64)
         rank[self.word_order] = np.arange(self.num_words)
         share, row = rank % self.word_parts, rank // self.word_parts
-        hosts, first = (self.num_devices // self.word_parts,
+        hosts, first = (self._unseeded_programs.row_parts,
                         self._unseeded_programs.first_float16_row)
         int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
         in_float16 = row >= first
@@ -479,7 +519,8 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, layout.word_order, _int32_rows(corpus, mesh))
+                     shares, layout.word_order, _int32_rows(corpus, mesh),
+                     run_plan.hosts_exchange)
 
 
 def _int32_rows(corpus: Corpus, mesh) -> int:

@@ -15,7 +15,8 @@ moves) is chosen on several devices when every share stays resident and the mode
 the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  The two-axis mesh
 (partition "hybrid", mesh HOSTSxGPUS) is chosen when several processes each drive several
 devices and every share stays resident: by word within a process, by document across
-processes, so that between hosts only each device's word share of B moves.
+processes, so that between hosts only each device's word share of B moves, or, where fewer
+bytes, the topics of its word share's tokens (hosts_exchange).
 
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
 runs partitioned by word on the one-axis mesh with every share resident.  "auto" takes dense
@@ -31,6 +32,7 @@ import functools
 import os
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from saberjax import chunk_store
@@ -39,6 +41,8 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import make_grid, make_mesh, model_rows
+from saberjax.execution.programs import (HOSTS_EXCHANGES, counts_exchange_bytes,
+                                         topics_exchange_bytes)
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -64,6 +68,9 @@ class Plan:
     # (layout_device.build_chunk); False: the host builds them (layout.build_layout)
     layout_on_devices: bool = False
     model_format: str = "dense"  # "dense" or "sparse"
+    # the two-axis mesh: what crosses between hosts, "counts", "topics" or "auto" (for each
+    # K, hosts_exchange)
+    hosts_exchange: str = "auto"
 
     @property
     def stored(self) -> bool:
@@ -81,7 +88,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
          chunk_store_dir=None, scoring: bool = False, mesh: str | None = None,
-         layout_on_devices: bool | None = None, model_format: str | None = None) -> Plan:
+         layout_on_devices: bool | None = None, model_format: str | None = None,
+         hosts_exchange: str = "auto") -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -103,13 +111,18 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
     or in pinned host memory (None: where they are accelerators; on CPU devices, which share
     the host's cores, the host's builder is the faster one and its layouts are cached).
-    model_format: "dense", "sparse" or "auto" (None: hyper's).  Errors: MemoryError when the
+    model_format: "dense", "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses
+    between the hosts of the two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).
+    Errors: MemoryError when the
     model does not fit the devices or the host (memory.host_bytes, against the memory
     available), ValueError for a partition or mesh that cannot hold the settings.
     """
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
                          f"got {partition!r}")
+    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
+        raise ValueError(f"hosts_exchange must be 'auto', "
+                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
     if mesh is not None and partition not in ("auto", "hybrid"):
         raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
                          f"partition={partition!r}")
@@ -160,7 +173,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          f"documents")
     if partition == "hybrid":
         fits.check(partition)
-        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch)
+        return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
+                    hosts_exchange=hosts_exchange)
     mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
@@ -276,6 +290,21 @@ def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool |
     stays resident in one chunk."""
     return (hosts > 1 and gpus > 1 and not stream and chunk_tokens is None
             and fits("hybrid"))
+
+
+def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32_rows: int,
+                   hyper: Hyperparams) -> str:
+    """What crosses between the hosts of the two-axis mesh each iteration (Programs): the
+    setting, or for "auto" whichever moves fewer bytes a device: the counts of its word
+    share's `rows` (int32_rows of them as int32) and their B-hat, or the other hosts' topics
+    of the share's tokens (share_tokens a host).  Exchanging topics costs each device a count
+    of the other hosts' tokens and B-hat of the whole share instead of 1 / hosts of it, which
+    the bytes saved pay for (DESIGN.md, the two-axis mesh)."""
+    if setting != "auto":
+        return setting
+    topics = topics_exchange_bytes(share_tokens, jnp.dtype(hyper.topic_dtype).itemsize, hosts)
+    counts = counts_exchange_bytes(rows, int32_rows, hyper.padded_topics, hosts)
+    return "topics" if topics < counts else "counts"
 
 
 def _coarse(tokens: int) -> int:
