@@ -384,7 +384,8 @@ class Placement:
         corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
         chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
         device) where the state holds A.  By word, a device's z is its share's tokens from
-        every chunk of its group (all chunks on one axis, its host's on two)."""
+        every chunk of its group (all chunks on one axis, its host's on two), and its A that
+        of every chunk of the group (Programs.group_states)."""
         chunks = self.host_chunks()
         rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
         states = {}
@@ -406,6 +407,7 @@ class Placement:
                 every = group_doc_major(device // parts)
                 positions = np.minimum(share.doc_major_pos, len(every) - 1)
                 states[device] = states[device]._replace(topics=every[positions])
+            return self.programs.group_states(self.place_chunk_states(states))
         return self.place_chunk_states(states)
 
     def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
@@ -417,10 +419,13 @@ class Placement:
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its
-        share), A's pairs and nonzeros of its chunk."""
+        share), A's pairs and nonzeros of its chunk (by word of every chunk of its words
+        group)."""
         chunk = self.slots[0]
         tokens = (chunk.word if self.word_shares is None else self.word_shares.word).shape[1]
-        return ChunkState((tokens,), (chunk.word.shape[1],), (chunk.doc_start.shape[1] - 1,))
+        parts = self.word_parts
+        return ChunkState((tokens,), (parts * chunk.word.shape[1],),
+                          (parts * (chunk.doc_start.shape[1] - 1),))
 
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "seeds",

@@ -16,7 +16,10 @@ esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
-holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
+device's state holds the A of every chunk of its words group: gathered at the end of the
+iteration that rebuilt it, the gather has the count of B, B-hat and the trees to hide behind
+(which do not read A), where at the start of the next it would have nothing.  The
 sparse model (hyper.sparse) runs partitioned by word: each device counts its share's sparse
 rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
 
@@ -254,8 +257,8 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = esca.chunk_state_from_topics(local(slots[0]), topics,
-                                             self._own_chunk_topics(doc_major), self.hyper)
+        state = self._group_state(esca.chunk_state_from_topics(
+            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -264,6 +267,33 @@ class Programs:
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+
+    def _group_state(self, state: ChunkState) -> ChunkState:
+        """Partition by word: a device's state with A of every chunk of its words group,
+        gathered over the words axis from each device's own."""
+        if self.size(self.axes.words) == 1:
+            return state
+        gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
+                                   tiled=True)
+        return state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
+
+    def _own_a_pairs(self, a_pairs):
+        """Partition by word: the A pairs of this device's chunk, of its group's
+        (_group_state); by document the chunk's own."""
+        words = self.size(self.axes.words)
+        if words == 1:
+            return a_pairs
+        tokens = a_pairs.shape[0] // words
+        return lax.dynamic_slice_in_dim(a_pairs, lax.axis_index(self.axes.words) * tokens,
+                                        tokens)
+
+    @functools.cached_property
+    def group_states(self):
+        """Partition by word: (states of each device's own chunk) -> the states holding A
+        of every chunk of its words group (_group_state), as an iteration leaves them."""
+        def body(slot_states):
+            return tuple(stacked(self._group_state(local(state))) for state in slot_states)
+        return jax.jit(self._shard_map(body, (self.by_device,), self.by_device))
 
     def _local_shares(self, shares):
         """(this device's word share, its PeerShares or None) of the programs' shares
@@ -341,10 +371,6 @@ class Programs:
 
         def by_word(slots, shares, slot_states, model, key):
             share, state = self._local_shares(shares)[0], local(slot_states[0])
-            if self.size(self.axes.words) > 1:  # A of the axis's documents, for this share
-                gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
-                                           tiled=True)
-                state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
             return self._word_finish(slots, shares, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
@@ -410,7 +436,11 @@ class Programs:
         (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
         (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
         def body(chunk, chunk_state, histogram):
-            return esca.count_topic_histogram(local(chunk), local(chunk_state), histogram[0],
+            chunk_state = local(chunk_state)
+            if chunk_state.a_pairs is not None:  # by word: of the device's own chunk
+                chunk_state = chunk_state._replace(a_pairs=self._own_a_pairs(
+                    chunk_state.a_pairs))
+            return esca.count_topic_histogram(local(chunk), chunk_state, histogram[0],
                                               self.hyper)[None]
         device = self.by_device
         return jax.jit(self._shard_map(body, (device, device, device), device),
