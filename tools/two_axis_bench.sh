@@ -3,7 +3,8 @@
 # shape (docs/measurements/multi_gpu.md): run from the repository root with OUT set.
 #   SCALE (1: 99.7M tokens), TOPICS (1000,10000), BENCH (the bench flags shared by all runs),
 #   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs),
-#   EXCHANGES (--hosts_exchange of the two-axis runs: auto, counts, topics; a comma list)
+#   EXCHANGES (--hosts_exchange of the two-axis runs: auto, counts, topics; a comma list),
+#   PROCESS_GPUS (GPUs of each of the 2 processes, 2), TWO_PARTITION (their --partition, auto)
 set -u
 OUT=${OUT:-/tmp/two_axis}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -31,8 +32,10 @@ fi
 if [[ $STEPS == *two* ]]; then
 run two processes of two GPUs
 PORT=$((20000 + RANDOM % 20000))
+n=${PROCESS_GPUS:-2}
 for i in 0 1; do
-  CUDA_VISIBLE_DEVICES=$((2 * i)),$((2 * i + 1)) timeout "$STEP" "${bench[@]}" \
+  CUDA_VISIBLE_DEVICES=$(seq -s, $((n * i)) $((n * i + n - 1))) timeout "$STEP" "${bench[@]}" \
+      --partition="${TWO_PARTITION:-auto}" \
       --coordinator_address=localhost:$PORT --num_processes=2 --process_id=$i \
       --output="$OUT/two_by_two.jsonl" > "$OUT/two_by_two.p$i.log" 2>&1 &
 done
