@@ -19,7 +19,8 @@ document's A, gathered each iteration; the E-step's doc-major topics go back to 
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
 device's state holds the A of every chunk of its words group: gathered at the end of the
 iteration that rebuilt it, the gather has the count of B, B-hat and the trees to hide behind
-(which do not read A), where at the start of the next it would have nothing.  The
+(which do not read A; XLA overlaps them in part), where at the start of the next it would
+have nothing.  The
 sparse model (hyper.sparse) runs partitioned by word: each device counts its share's sparse
 rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
 
@@ -299,8 +300,7 @@ class Programs:
         """(this device's word share, its PeerShares or None) of the programs' shares
         argument: the word shares, with their PeerShares where the hosts exchange topics."""
         if self.exchanges_topics:
-            share, peers = local(shares)
-            return share, peers
+            return local(shares)
         return local(shares), None
 
     def _peer_counts(self, share, peers: PeerShares, topics, counts):
