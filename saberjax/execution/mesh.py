@@ -3,8 +3,8 @@
 A one-axis mesh ("data") spans every device of every process, partitioned by documents or by
 words.  The two-axis mesh (partition "hybrid") is hosts x gpus: documents are split across
 "hosts" and words within a host's "gpus", so the collectives a host's devices share (A
-gathered, topics sent back) stay on the inner axis and only B's word shares cross the outer
-one.  Axes names the roles: the axis over which B's rows are reduced (documents) and the one
+gathered, topics sent back) stay on the inner axis and only B's word shares (or their tokens'
+topics) cross the outer one.  Axes names the roles: the axis over which B's rows are reduced (documents) and the one
 over which A is gathered (words).
 
     slot arrays     a leading device axis sharded over every axis of the mesh (by_device):
