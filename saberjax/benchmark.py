@@ -1,36 +1,26 @@
 """The trainer's throughput benchmark: Mtoken/s per device count, partition, K and backend,
-phase by phase, with the run's environment (`saberjax bench` runs it from flags; the fields of
-its records are described there)."""
+phase by phase (saberjax.iteration_measures), with the run's environment
+(saberjax.run_environment); `saberjax bench` runs it from flags, and the fields of its records
+are described there."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import functools
-import hashlib
-import importlib.metadata
 import itertools
 import json
-import os
-import pathlib
-import platform
-import statistics
-import subprocess
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, roofline, synth, trainer
-from saberjax.backend import backend_ops, pallas_unavailable_reason
+from saberjax import roofline, synth, trainer
+from saberjax.backend import pallas_unavailable_reason
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.placement import place, Placement
-from saberjax.execution.programs import counts_exchange_bytes, topics_exchange_bytes
-from saberjax.platform import cpu_cores
-from saberjax.state import BHAT_DTYPE, TrainState
+from saberjax.iteration_measures import measure_phases, measure_reduction, significant
+from saberjax.run_environment import environment
 from saberjax.timing import copy_seconds, timed
 
 BACKENDS = ("xla", "pallas")
@@ -39,82 +29,9 @@ BACKENDS = ("xla", "pallas")
 BANDWIDTH_BYTES = dict(gpu=256 << 20, cpu=8 << 20)
 
 
-def _sig(x: float, digits: int = 5) -> float:
-    """x rounded to a few significant digits (for readable JSON)."""
-    return float(f"{x:.{digits}g}")
-
-
 def _nbytes(tree) -> int:
     return int(sum(leaf.nbytes if hasattr(leaf, "nbytes") else np.asarray(leaf).nbytes
                    for leaf in jax.tree.leaves(tree)))
-
-
-def _git_commit() -> str | None:
-    """HEAD of the repository, with "+dirty" when its sources (saberjax/, launch/) differ from
-    it, as in a copied working tree whose .git is older."""
-    root = str(pathlib.Path(__file__).resolve().parents[1])
-
-    def git(*args) -> str | None:
-        try:
-            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
-                                 timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    head = git("rev-parse", "HEAD")
-    if not head:
-        return None
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "saberjax", "launch")
-    return head + ("+dirty" if changed else "")
-
-
-def _source_digest() -> str:
-    """Short SHA-256 of the saberjax sources that ran (git_commit misses uncommitted edits)."""
-    root = os.path.dirname(os.path.abspath(esca.__file__))
-    digest = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as f:
-                digest.update(f.read() + b"\0")
-    return digest.hexdigest()[:12]
-
-
-def _host_cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def environment() -> dict:
-    """Device, software and date of this run."""
-    device = jax.devices()[0]
-    try:
-        jaxlib_version = importlib.metadata.version("jaxlib")
-    except importlib.metadata.PackageNotFoundError:
-        jaxlib_version = None
-    return dict(
-        device=device.device_kind,
-        platform=device.platform,
-        num_devices=jax.device_count(),
-        host_cpu=_host_cpu(),
-        cpu_cores=cpu_cores(),
-        jax_version=jax.__version__,
-        jaxlib_version=jaxlib_version,
-        python_version=platform.python_version(),
-        git_commit=_git_commit(),
-        source_digest=_source_digest(),
-        load_average=[round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    )
 
 
 def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
@@ -129,8 +46,8 @@ def synthetic_corpus(preset: str, scale: float, seed: int) -> Corpus:
 def copy_bandwidth(num_bytes: int, repeats: int = 5) -> dict:
     """Device copy bandwidth: y = x + 1 over float32, (bytes read + written) / best seconds."""
     moved, best = copy_seconds(num_bytes, repeats)
-    return dict(copy_bytes=moved // 2, copy_seconds=_sig(best),
-                copy_GB_per_s=_sig(moved / best / 1e9))
+    return dict(copy_bytes=moved // 2, copy_seconds=significant(best),
+                copy_GB_per_s=significant(moved / best / 1e9))
 
 
 def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
@@ -142,208 +59,15 @@ def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
     placement, seconds = timed(lambda: place(corpus, hyper, num_devices, chunk_tokens,
                                              stream=False, partition=partition, mesh=mesh))
     moved = _nbytes((placement.slots, placement.word_shares))
-    return placement, dict(bytes=moved, seconds=_sig(seconds),
-                           GB_per_s=_sig(moved / seconds / 1e9) if seconds > 0 else None)
-
-
-def _median_seconds(program, make_input, repeats: int) -> float:
-    """Median seconds of program(make_input()) over `repeats` runs after a compiling one."""
-    times = []
-    for _ in range(repeats + 1):
-        argument = jax.block_until_ready(make_input())
-        _, seconds = timed(lambda: jax.block_until_ready(program(argument)))
-        times.append(seconds)
-    return statistics.median(times[1:])
-
-
-def axis_bandwidth(placement: Placement, num_bytes: int, repeats: int) -> dict[str, float]:
-    """GB/s each device receives in collectives along each axis of the placement's mesh of
-    more than one device: a reduce-scatter of num_bytes of int32 a device, then an
-    all-gather of the result (the shape of the model's reduction), bytes received / median
-    seconds."""
-    mesh = placement.mesh
-    found = {}
-    for axis, size in mesh.shape.items():
-        if size == 1:
-            continue
-        rows = max(num_bytes // 4 // 1024 // size, 1) * size
-
-        def collectives(x, axis=axis):
-            return jax.lax.all_gather(jax.lax.psum_scatter(x, axis, scatter_dimension=0,
-                                                           tiled=True), axis, axis=0, tiled=True)
-
-        seconds = _median_seconds(_on_mesh(placement, collectives),
-                                  _zeros(placement, (rows, 1024), jnp.int32), repeats)
-        found[axis] = _sig(2 * rows * 1024 * 4 * (size - 1) / size / seconds / 1e9)
-    return found
-
-
-def _zeros(placement: Placement, shape, dtype):
-    """A program making zeros of `shape` on every device (by device)."""
-    return jax.jit(lambda: jnp.zeros((placement.num_devices, *shape), dtype),
-                   out_shardings=placement.sharding())
-
-
-def _on_mesh(placement: Placement, body):
-    """body on each device's part of by-device arrays, jitted over the placement's mesh."""
-    spec = placement.sharding().spec
-    return jax.jit(jax.shard_map(lambda x: jax.tree.map(lambda y: y[None], body(x[0])),
-                                 mesh=placement.mesh, in_specs=spec, out_specs=spec))
-
-
-def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) -> dict:
-    """What an iteration moves between devices, median of `repeats` after a compiling pass.
-
-    Over the words axis (by word; the gpus of the two-axis mesh): the all-gather of every
-    chunk's A pairs and nonzeros and the all-to-all of the E-step's doc-major topics.  Over
-    the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
-    B's rows of the device (all of them by document, int32; its word share on the two-axis
-    mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
-    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows, or, where
-    the hosts exchange topics (hosts_exchange), the all-gather of the topics of the device's
-    word share's tokens (Programs._peer_counts).  Per
-    axis: bytes each device receives an iteration, the collectives' seconds alone, and their
-    floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).  reduction_seconds: by document the whole
-    reduction program (collectives, totals, B-hat and trees of each device's rows;
-    Programs.reduce), else the collectives.
-    cross_host_share_of_by_documents: on the two-axis mesh, the bytes over the hosts axis
-    against those the one-axis partition by document moves on as many devices."""
-    programs, hyper = placement.programs, placement.hyper
-    size, chunk = placement.num_devices, placement.slots[0]
-    tokens, docs = chunk.word.shape[1], chunk.doc_start.shape[1] - 1
-    axes, bandwidth = programs.axes, axis_bandwidth(placement, bandwidth_bytes, repeats)
-    bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
-    moved, seconds = {}, {}
-    words = programs.size(axes.words)
-    if words > 1:
-        def word_collectives(a_pairs_and_nnz):
-            topics = jnp.zeros((words, tokens), hyper.topic_dtype)
-            return (jax.lax.all_gather(a_pairs_and_nnz, axes.words, axis=0, tiled=True),
-                    jax.lax.all_to_all(topics, axes.words, 0, 0, tiled=True).sum(axis=0))
-
-        topic_bytes = np.dtype(hyper.topic_dtype).itemsize
-        moved[axes.words] = int((words - 1) * (tokens * (4 + topic_bytes) + docs * 4))
-        seconds[axes.words] = _median_seconds(_on_mesh(placement, word_collectives),
-                                              _zeros(placement, (tokens + docs,), jnp.int32),
-                                              repeats)
-    documents = programs.size(axes.documents)
-    counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
-    if documents > 1 and programs.exchanges_topics:
-        share_tokens = placement.word_shares.word.shape[1]
-        moved[axes.documents] = topics_exchange_bytes(
-            share_tokens, np.dtype(hyper.topic_dtype).itemsize, documents)
-        seconds[axes.documents] = _median_seconds(
-            _on_mesh(placement, lambda topics: jax.lax.all_gather(topics, axes.documents)),
-            _zeros(placement, (share_tokens,), hyper.topic_dtype), repeats)
-    elif documents > 1:
-        first = programs.first_float16_row  # int32 rows before it, float16 from it
-
-        def row_collectives(rows):
-            return [jax.lax.all_gather(jax.lax.psum_scatter(
-                block.astype(dtype), axes.documents, scatter_dimension=0,
-                tiled=True).astype(BHAT_DTYPE), axes.documents, axis=0, tiled=True)
-                for block, dtype in ((rows[:first], jnp.int32), (rows[first:], jnp.float16))
-                if block.shape[0]]
-
-        moved[axes.documents] = counts_exchange_bytes(programs.model_rows, first,
-                                                      hyper.padded_topics, documents)
-        seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
-                                                  counts, repeats)
-    total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
-    reduction = total_seconds
-    if placement.partition == "documents" and size > 1:
-        alpha = placement.replicated(np.asarray(hyper.initial_alpha()))
-        reduction = _median_seconds(lambda partial: programs.reduce(partial, alpha), counts,
-                                    repeats)
-    record = dict(reduction_seconds=_sig(reduction), collective_seconds=_sig(total_seconds),
-                  collective_bytes_per_device=total_bytes,
-                  collective_GB_per_s=_sig(total_bytes / total_seconds / 1e9)
-                  if total_seconds else None,
-                  collective_bytes_by_axis=moved,
-                  collective_seconds_by_axis={axis: _sig(t) for axis, t in seconds.items()},
-                  axis_GB_per_s=bandwidth,
-                  collective_floor_seconds=_sig(sum(moved[axis] / (bandwidth[axis] * 1e9)
-                                                    for axis in moved)))
-    if placement.partition == "hybrid":
-        record["hosts_exchange"] = placement.hosts_exchange
-        by_documents = (programs.padded_words * hyper.padded_topics * (4 + bhat_bytes)
-                        * (size - 1) / size)
-        record["cross_host_share_of_by_documents"] = _sig(
-            moved.get(axes.documents, 0) / by_documents, 4)
-    return record
-
-
-def measure_phases(placement: Placement, state: TrainState, repeats: int,
-                   card: roofline.Card | None = None) -> dict:
-    """Each phase of an iteration as its own jitted function over the first device's chunks
-    (one device's share of the work; Mtoken/s counts that device's tokens).  With a card, the
-    sample phase also carries the E-step's roofline (saberjax.roofline.floor) on this state:
-    floor_seconds, the level that sets it and each level's figures."""
-    hyper = placement.hyper
-    chunks, chunk_states = jax.tree.map(lambda x: x[0], (tuple(placement.slots), state.chunks))
-    state = state._replace(chunks=chunk_states)
-    num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
-    ops = backend_ops(hyper.backend)
-    key = esca.next_iteration(state.seed, state.iteration)[1]
-    sample = jax.jit(ops.sample_and_shuffle)
-    rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
-    count = jax.jit(ops.count_word_topic, donate_argnums=2)
-    # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
-    # copy of it per pass (a third V x K int32 array) ran an H100 out of memory at K = 30,000
-    @jax.jit
-    def bhat_trees(word_topic):
-        totals = ops.topic_totals(word_topic)
-        return totals, ops.bhat_and_tree(word_topic, totals, state.model.alpha, hyper.num_topics,
-                                         hyper.beta)
-
-    def run_sample():
-        return [sample(c, s, state.model, key) for c, s in zip(chunks, state.chunks)]
-
-    topics = None  # per chunk (word-major, doc-major), from the sample phase
-
-    def run_rebuild():
-        return [rebuild(c, doc_major, hyper.num_topics)
-                for c, (_, doc_major) in zip(chunks, topics)]
-
-    def run_count(word_topic):
-        for c, (word_major, _) in zip(chunks, topics):
-            word_topic = count(c, word_major, word_topic)
-        return word_topic
-
-    def phase(fn, prepare=lambda: ()):
-        """(result, median seconds, first-pass seconds) of fn(*prepare())."""
-        times, result = [], None
-        for _ in range(repeats + 1):
-            args = jax.block_until_ready(prepare())
-            result = None  # free the previous pass's output first
-            result, seconds = timed(lambda: fn(*args))
-            times.append(seconds)
-        return result, statistics.median(times[1:]), times[0]
-
-    empty = lambda: (jnp.zeros_like(state.model.word_topic),)  # noqa: E731
-    out = {}
-    topics, out["sample"], first_sample = phase(run_sample)
-    _, out["rebuild_a"], first_rebuild = phase(run_rebuild)
-    _, out["count_b"], first_count = phase(run_count, empty)
-    _, out["bhat_trees"], first_bhat = phase(bhat_trees, lambda: (state.model.word_topic,))
-    firsts = dict(sample=first_sample, rebuild_a=first_rebuild, count_b=first_count,
-                  bhat_trees=first_bhat)
-    phases = {name: dict(seconds=_sig(seconds), Mtoken_per_s=_sig(num_tokens / seconds / 1e6),
-                         compile_seconds=_sig(max(firsts[name] - seconds, 0.0)))
-              for name, seconds in out.items()}
-    if card is not None:
-        floor = roofline.floor(chunks, state.chunks, state.model.bhat.shape, card)
-        phases["sample"].update({key: _sig(value, 4) if isinstance(value, float) else value
-                                 for key, value in floor.items()})
-        phases["sample"]["over_floor"] = _sig(out["sample"] / floor["floor_seconds"], 3)
-    return phases
+    return placement, dict(bytes=moved, seconds=significant(seconds),
+                           GB_per_s=significant(moved / seconds / 1e9) if seconds > 0 else None)
 
 
 def _peak_device_gigabytes() -> float | None:
     """The most memory any local device has held so far in this process (None: not told)."""
     peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use")
              for device in jax.local_devices()]
-    return _sig(max(peaks) / 1e9) if all(peaks) else None
+    return significant(max(peaks) / 1e9) if all(peaks) else None
 
 
 def backend_unavailable(name: str) -> str | None:
@@ -377,37 +101,39 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     model_bytes = _nbytes(state.model)
     record = dict(
         type="result", K=num_topics, padded_K=hyper.padded_topics, backend=backend,
-        alpha=_sig(hyper.alpha), optimize_alpha_every=optimize_alpha_every,
-        alpha_sum=_sig(float(placement.alpha(state).sum())), beta=hyper.beta,
+        alpha=significant(hyper.alpha), optimize_alpha_every=optimize_alpha_every,
+        alpha_sum=significant(float(placement.alpha(state).sum())), beta=hyper.beta,
         iterations=iterations, warmup=warmup,
-        Mtoken_per_s_mean=_sig(tokens * len(times) / sum(times) / 1e6),
-        Mtoken_per_s_steady=_sig(tokens * len(steady) / sum(steady) / 1e6),
-        Mtoken_per_s_best=_sig(tokens / min(times) / 1e6),
-        steady_iteration_seconds=_sig(steady_seconds),
-        iteration_seconds=[_sig(t) for t in times],
-        warmup_seconds=[_sig(t) for t in warmup_seconds],
-        compile_seconds=_sig(run.compile_seconds),
-        init_seconds=_sig(run.init_seconds),
-        chunk_bytes_per_token=_sig(chunk_bytes / tokens),
-        chunk_state_bytes_per_token=_sig(state_bytes / tokens),
-        state_bytes_per_token=_sig((chunk_bytes + state_bytes) / tokens),
+        Mtoken_per_s_mean=significant(tokens * len(times) / sum(times) / 1e6),
+        Mtoken_per_s_steady=significant(tokens * len(steady) / sum(steady) / 1e6),
+        Mtoken_per_s_best=significant(tokens / min(times) / 1e6),
+        steady_iteration_seconds=significant(steady_seconds),
+        iteration_seconds=[significant(t) for t in times],
+        warmup_seconds=[significant(t) for t in warmup_seconds],
+        compile_seconds=significant(run.compile_seconds),
+        init_seconds=significant(run.init_seconds),
+        chunk_bytes_per_token=significant(chunk_bytes / tokens),
+        chunk_state_bytes_per_token=significant(state_bytes / tokens),
+        state_bytes_per_token=significant((chunk_bytes + state_bytes) / tokens),
         model_bytes=model_bytes,
-        model_bytes_per_token=_sig(model_bytes / tokens),
+        model_bytes_per_token=significant(model_bytes / tokens),
         peak_device_GB=_peak_device_gigabytes(),
-        planned_device_GB=_sig(memory.resident_bytes(
+        planned_device_GB=significant(memory.resident_bytes(
          corpus, hyper, placement.num_devices, placement.partition,
          memory.device_bytes_per_token(corpus, hyper)) / 1e9),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
     )
     if heldout is not None:
-        record["heldout_loglik_per_token"] = _sig(run.metrics[-1]["heldout_loglik_per_token"])
+        record["heldout_loglik_per_token"] = significant(
+            run.metrics[-1]["heldout_loglik_per_token"])
     record.update(measure_reduction(placement, phase_repeats, bandwidth_bytes))
-    record["reduction_share"] = _sig(record["reduction_seconds"] / steady_seconds, 3)
+    record["reduction_share"] = significant(record["reduction_seconds"] / steady_seconds, 3)
     if phases and jax.process_count() == 1:
         record["phases"] = measure_phases(placement, state, phase_repeats, card)
         for entry in record["phases"].values():
-            entry["share_of_iteration"] = _sig(entry["seconds"] / steady_seconds, 3)
-        record["phases_sum_seconds"] = _sig(sum(p["seconds"] for p in record["phases"].values()))
+            entry["share_of_iteration"] = significant(entry["seconds"] / steady_seconds, 3)
+        record["phases_sum_seconds"] = significant(
+            sum(p["seconds"] for p in record["phases"].values()))
     return record
 
 
@@ -433,10 +159,10 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     bandwidth = copy_bandwidth(copy_mib << 20)
     copy_bps = bandwidth["copy_GB_per_s"] * 1e9
     card = roofline.Card.of_device(jax.devices()[0], copy_bps)
+    bandwidth_bytes = BANDWIDTH_BYTES.get(env["platform"], BANDWIDTH_BYTES["cpu"])
     # xla first, so that every other backend's line can carry its ratio to xla.
     order = sorted(dict.fromkeys(backends), key=lambda b: b != "xla")
-    # (K, backend, optimize_alpha_every) -> steady Mtoken/s on one device
-    records, one_device = [], {}
+    records, baselines = [], _Baselines(compare_backends=len(order) > 1)
 
     def put(record):
         record = {**{key: record[key] for key in ("type", "devices", "K", "backend")
@@ -444,8 +170,6 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         records.append(record)
         emit(json.dumps(record))
 
-    # (devices, K, backend) -> mean Mtoken/s with alpha fixed, when optimize_alpha_every has 0
-    fixed_alpha = {}
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
                        V=corpus.num_words)
     for count, partition, chunk_size in itertools.product(num_devices, partitions, chunk_tokens):
@@ -459,7 +183,6 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         exchanges = hosts_exchanges if placement.partition == "hybrid" else ("auto",)
         for k, every, exchange in itertools.product(num_topics, optimize_alpha_every,
                                                     exchanges):
-            xla_steady = None
             for backend in order:
                 head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
                 reason = backend_unavailable(backend)
@@ -469,41 +192,69 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 run_placement = dataclasses.replace(
                     placement.with_hyper(Hyperparams.create(k, backend=backend)),
                     hosts_exchange_setting=exchange)
-                result = bench_one(run_placement, corpus, iterations=iterations, warmup=warmup, seed=seed,
-                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout,
+                result = bench_one(run_placement, corpus, iterations=iterations,
+                                   warmup=warmup, seed=seed, phases=phases,
+                                   phase_repeats=phase_repeats, heldout=heldout,
                                    optimize_alpha_every=every, card=card,
-                                   bandwidth_bytes=BANDWIDTH_BYTES.get(env["platform"],
-                                                                       BANDWIDTH_BYTES["cpu"]))
-                traffic = result["min_traffic_bytes"]
-                result.update(
-                    **bandwidth,
-                    bandwidth_floor_seconds=_sig(traffic / copy_bps),
-                    bandwidth_bound_Mtoken_per_s=_sig(corpus.num_tokens * copy_bps / traffic / 1e6),
-                    achieved_GB_per_s=_sig(traffic / result["steady_iteration_seconds"] / 1e9),
-                    placement=placed,
-                )
-                steady = result["Mtoken_per_s_steady"]
-                if backend == "xla":
-                    xla_steady = steady
-                if len(order) > 1 and xla_steady:
-                    result["speedup_vs_xla"] = _sig(steady / xla_steady, 4)
-                if placement.num_devices == 1:
-                    one_device.setdefault((k, backend, every), steady)
-                if (k, backend, every) in one_device:
-                    result["speedup_vs_one_device"] = _sig(
-                        steady / one_device[k, backend, every], 4)
-                run = (placement.num_devices, k, backend)
-                if every == 0:
-                    fixed_alpha[run] = result["Mtoken_per_s_mean"]
-                elif run in fixed_alpha:
-                    result["learned_alpha_cost"] = _sig(
-                        1 - result["Mtoken_per_s_mean"] / fixed_alpha[run], 3)
+                                   bandwidth_bytes=bandwidth_bytes)
+                result.update(**bandwidth, **_bandwidth_bound(result, copy_bps,
+                                                              corpus.num_tokens),
+                              placement=placed)
+                baselines.compare(result,
+                                  run=(count, partition, chunk_size, k, every, exchange),
+                                  devices=placement.num_devices, k=k, backend=backend,
+                                  every=every)
                 put(dict({**head, **result}, **env))
     summary = dict(type="summary", **corpus_info, **env, **bandwidth, iterations=iterations,
                    warmup=warmup, seed=seed, **summary_lists(records),
-                   wall_seconds=_sig(time.perf_counter() - wall_start))
+                   wall_seconds=significant(time.perf_counter() - wall_start))
     put(summary)
     return records
+
+
+def _bandwidth_bound(result: dict, copy_bps: float, num_tokens: int) -> dict:
+    """A result's iteration against the device's copy bandwidth: the seconds its least
+    traffic takes at that bandwidth, the Mtoken/s that bounds, and the GB/s it achieved."""
+    traffic = result["min_traffic_bytes"]
+    return dict(
+        bandwidth_floor_seconds=significant(traffic / copy_bps),
+        bandwidth_bound_Mtoken_per_s=significant(num_tokens * copy_bps / traffic / 1e6),
+        achieved_GB_per_s=significant(traffic / result["steady_iteration_seconds"] / 1e9))
+
+
+class _Baselines:
+    """The results a result is compared with: xla's of the same run (speedup_vs_xla, where
+    several backends run), one device's of the same K, backend and optimize_alpha_every
+    (speedup_vs_one_device), and the same devices, K and backend's with alpha fixed
+    (learned_alpha_cost, where optimize_alpha_every takes 0 first)."""
+
+    def __init__(self, compare_backends: bool):
+        self.compare_backends = compare_backends
+        self.xla = {}  # run -> steady Mtoken/s of xla
+        self.one_device = {}  # (K, backend, optimize_alpha_every) -> steady Mtoken/s
+        self.fixed_alpha = {}  # (devices, K, backend) -> mean Mtoken/s with alpha fixed
+
+    def compare(self, result: dict, *, run: tuple, devices: int, k: int, backend: str,
+                every: int) -> None:
+        """Add the ratios to the baselines to `result`, the result of `run` (the settings
+        that share xla's: devices setting, partition, chunk size, K, optimize_alpha_every,
+        hosts exchange) on `devices` devices with `backend`, and record it as a baseline
+        where it is one."""
+        steady = result["Mtoken_per_s_steady"]
+        if backend == "xla":
+            self.xla[run] = steady
+        if self.compare_backends and self.xla.get(run):
+            result["speedup_vs_xla"] = significant(steady / self.xla[run], 4)
+        if devices == 1:
+            self.one_device.setdefault((k, backend, every), steady)
+        if (k, backend, every) in self.one_device:
+            result["speedup_vs_one_device"] = significant(
+                steady / self.one_device[k, backend, every], 4)
+        if every == 0:
+            self.fixed_alpha[devices, k, backend] = result["Mtoken_per_s_mean"]
+        elif (devices, k, backend) in self.fixed_alpha:
+            result["learned_alpha_cost"] = significant(
+                1 - result["Mtoken_per_s_mean"] / self.fixed_alpha[devices, k, backend], 3)
 
 
 # the fields of a result line that the summary line repeats

@@ -36,7 +36,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from saberjax import command_line, layout_cache, text
-from saberjax.corpus import Corpus, load_corpus
+from saberjax.corpus import FORMATS, Corpus, load_corpus
 from saberjax.corpus import cache as corpus_cache
 from saberjax.corpus import plain_text
 from saberjax.outputs import OutputConflictError
@@ -272,6 +272,22 @@ def config_from_flags(config_class, flag_values: flags.FlagValues = flags.FLAGS,
     return config_class(**{field.name: flag_values[field.name].value
                            for field in dataclasses.fields(config_class)
                            if field.name not in given and field.name in flag_values}, **given)
+
+
+# The flags of what the commands read: the documents and the trained model.
+def define_corpus_flags(what: str, default: str | None = None) -> None:
+    """--corpus (`what` the command reads, in any format; `default`: what it reads without
+    the flag) and --format."""
+    flags.DEFINE_string("corpus", None, f"{what}: UCI, LDA-C, native, or raw text (a folder of "
+                        ".txt files, a file with one document per line, JSON Lines, CSV, TSV "
+                        "or Parquet, each also .gz or .zst, or a folder or glob of shards)"
+                        + (f"; default: {default}." if default else "."))
+    flags.DEFINE_enum("format", "auto", ["auto", *FORMATS], "Corpus format.")
+
+
+def define_model_flag() -> None:
+    """--model, the directory of the trained model the command reads."""
+    flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
 
 
 # The caches' flags, --cache_dir and --[no]cache, of the launchers that read corpora.

@@ -24,12 +24,17 @@ from saberjax.platform import cpu_cores
 PIECE_BYTES = 32 << 20  # bytes per task of write_npz: checksummed and written by one thread
 
 
-def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "wb",
+                 beside: pathlib.Path | None = None) -> None:
     """Call write(file) on a temporary file beside `path`, then rename it over `path`.  An
-    OSError of the writing (a full disk) names `path` (writes to an open file name none)."""
+    OSError of the writing (a full disk) names `path` (writes to an open file name none).
+    beside: the file or folder the temporary is a hidden sibling of instead (a folder of
+    `path`'s, such as a cache entry whose files are checked, then holds no temporary)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    beside = path if beside is None else pathlib.Path(beside)
+    handle, temporary = tempfile.mkstemp(prefix=f".{beside.name}.", suffix=".tmp",
+                                         dir=beside.parent)
     try:
         with os.fdopen(handle, mode) as file:
             write(file)

@@ -1,112 +1,35 @@
-"""The trained model as an artifact: a directory with model.npz, vocab.txt and config.json.
+"""The trained model: topics learned by LDA (TopicModel) and what they answer: top words,
+B-hat's rows and columns, a word's topics, new documents' topic proportions.
 
-    model.npz    topic_word (K x V float32, rows sum to 1), word_topic_counts (V x K int32),
-                 alpha (K float64: the document-topic prior of every topic; a scalar in
-                 format version 1), beta, format_version; or, where dense B would be large
-                 (stores_sparse), B as compressed sparse rows by word (format version 3:
-                 word_topic_indptr, word_topic_topics, word_topic_values, num_topics) and no
-                 topic_word
-    vocab.txt    one word per line, line i = word id i
-    config.json  every training setting, the corpus fingerprint, the format version
-    metrics.jsonl  the training run's per-iteration records, one JSON object a line
-
-Every file is written to a temporary name and renamed into place, so a reader never sees a
-half-written model.
+A model is saved as a directory (model.npz, vocab.txt, config.json, metrics.jsonl) and loaded
+back by saberjax.model_files, which holds the formats.  Loading a model loads no part of the
+training engine.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
-import json
-import os
 import pathlib
-import zipfile
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import model_files
 from saberjax import sparse_word_topic as swt
 from saberjax.config import DEFAULT_EM_ITERATIONS, SEED_WEIGHT
-from saberjax.files import atomic_write, write_npz
-from saberjax.platform import cpu_cores
+from saberjax.model_files import ModelFormatError
 from saberjax.relevance import relevant_ids
 from saberjax.seeding import SeedPrior, seed_prior
 from saberjax.sparse_word_topic import SparseWordTopic
-
-FORMAT_VERSION = 3  # 2: alpha one value per topic; 3: B may be stored sparse
-DENSE_FORMAT_VERSION = 2  # what a model.npz holding dense B is written as
-SPARSE_FILE_BYTES = 1 << 26  # bytes of dense B from which model.npz may store B sparse
-SPARSE_KEYS = ("word_topic_indptr", "word_topic_topics", "word_topic_values", "num_topics")
-TOPIC_WORD_TILE = (256, 1024)  # words x topics topic_word_from_counts computes at a time
+from saberjax.topic_word import topic_word_from_counts
 
 
 def top_ids(weights, n: int) -> np.ndarray:
     """Ids of the n largest entries of every row of `weights`, largest first, ties to the lower
     id (lax.top_k's order)."""
     return np.asarray(jax.lax.top_k(jnp.asarray(weights), n)[1])
-
-
-def topic_word_from_counts(word_topic_counts: np.ndarray, beta: float,
-                           seeds: SeedPrior | None = None) -> np.ndarray:
-    """B-hat transposed: (B + beta) / (topic totals + V beta), K x V float32 (C order); with
-    seed words (over word ids) (B + beta_kv) / (topic totals + sum_v beta_kv).
-
-    Computed in float64 and rounded once (np.divide into the float32 result) over a thread per
-    core (numpy releases the GIL), each taking ranges of words a TOPIC_WORD_TILE at a time: the
-    tile's float64 sums stay in cache, in a buffer of the thread's, and the quotients land in
-    the transpose as runs of the tile's words (whole count rows at a time leave the cache at
-    large K). The topic totals are summed per range, in int64, so exactly.
-    """
-    counts = np.asarray(word_topic_counts)
-    num_words, num_topics = counts.shape
-    tile_words, tile_topics = TOPIC_WORD_TILE
-    cores = cpu_cores()
-    step = tile_words * max(1, -(-num_words // (tile_words * 4 * cores)))  # ~4 ranges a core
-    ranges = [slice(first, min(first + step, num_words)) for first in range(0, num_words, step)]
-    topic_word = np.empty((num_topics, num_words), np.float32)
-
-    def fill(words: slice) -> None:
-        buffer = np.empty((tile_words, min(tile_topics, num_topics)), np.float64)
-        for first in range(words.start, words.stop, tile_words):
-            last = min(first + tile_words, words.stop)
-            for topic in range(0, num_topics, tile_topics):
-                topics = slice(topic, topic + tile_topics)
-                tile = counts[first:last, topics]
-                sums = np.add(tile, beta, out=buffer[: tile.shape[0], : tile.shape[1]])
-                np.divide(sums, denominators[topics], out=topic_word[topics, first:last].T)
-
-    with concurrent.futures.ThreadPoolExecutor(cores) as pool:
-        totals = sum(pool.map(lambda words: counts[words].sum(axis=0, dtype=np.int64), ranges),
-                     np.zeros(num_topics, np.int64))
-        denominators = totals + num_words * beta
-        if seeds is not None:
-            denominators = denominators + seeds.topic_weights(num_topics).astype(np.float64)
-        list(pool.map(fill, ranges))
-    if seeds is not None:  # the seeded cells' numerators
-        rows = np.asarray(seeds.rows)
-        topic_word[:, rows] = ((counts[rows].T + beta + seeds.row_weights(num_topics).T)
-                               / denominators[:, None])
-    return topic_word
-
-
-def stores_sparse(num_words: int, num_topics: int, nonzeros: int) -> bool:
-    """Whether model.npz holds B as compressed sparse rows: when dense B would take
-    SPARSE_FILE_BYTES or more and the CSR fewer bytes than it (see DESIGN.md)."""
-    dense = swt.dense_nbytes(num_words, num_topics)
-    return dense >= SPARSE_FILE_BYTES and swt.sparse_nbytes(num_words, nonzeros) < dense
-
-
-def model_file_bytes(num_words: int, num_topics: int, num_tokens: int) -> int:
-    """At most the size of model.npz for a model trained on num_tokens tokens (each fills one
-    cell of B at most): dense B and topic_word, 4 bytes a cell each, or B's CSR where
-    stores_sparse (the rest of a model directory is small beside them)."""
-    nonzeros = min(num_tokens, num_words * num_topics)
-    if stores_sparse(num_words, num_topics, nonzeros):
-        return swt.sparse_nbytes(num_words, nonzeros)
-    return 2 * swt.dense_nbytes(num_words, num_topics)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -394,131 +317,24 @@ class TopicModel:
 
     def save(self, directory, arrays=None) -> pathlib.Path:
         """Write model.npz, vocab.txt, config.json and metrics.jsonl into `directory` (each
-        atomically).  arrays: a model.npz that write_arrays wrote for a model with these
-        arrays, on the same file system: it is moved into the directory instead of written
-        again."""
-        directory = pathlib.Path(directory)
-        if arrays is None:
-            self.write_arrays(directory / "model.npz")
-        else:
-            directory.mkdir(parents=True, exist_ok=True)
-            os.replace(arrays, directory / "model.npz")
-        atomic_write(directory / "vocab.txt",
-                     lambda f: f.write("".join(w + "\n" for w in self.vocab)), mode="w")
-        config = dict(self.config, format_version=self._file_format_version(),
-                      num_topics=self.num_topics,
-                      num_words=self.num_words, beta=self.beta)
-        atomic_write(directory / "config.json",
-                     lambda f: json.dump(config, f, indent=2, sort_keys=True), mode="w")
-        atomic_write(directory / "metrics.jsonl", lambda f: f.writelines(
-            json.dumps(record) + "\n" for record in self.metrics), mode="w")
-        return directory
+        atomically; model_files.write_model).  arrays: a model.npz that write_arrays wrote
+        for a model with these arrays, on the same file system: it is moved into the
+        directory instead of written again."""
+        return model_files.write_model(self, directory, arrays)
 
     def write_arrays(self, path) -> None:
         """Write model.npz, the model's arrays (word_topic_counts, topic_word, alpha, beta; B
-        by its nonzeros and no topic_word where stores_sparse says so), to `path` atomically:
-        the file of that name in a saved model directory."""
-        atomic_write(pathlib.Path(path), self._write_npz)
-
-    def _stored_sparse(self) -> bool:
-        """Whether model.npz holds B by its nonzeros (stores_sparse of this model's B)."""
-        nonzeros = (self.word_topic_counts.nnz if self.is_sparse
-                    else np.count_nonzero(self.word_topic_counts))
-        return stores_sparse(self.num_words, self.num_topics, nonzeros)
-
-    def _file_format_version(self) -> int:
-        """The oldest format version that reads this model's model.npz: a dense one stays
-        readable by a saberjax that knows no sparse form."""
-        return FORMAT_VERSION if self._stored_sparse() else DENSE_FORMAT_VERSION
-
-    def _write_npz(self, file) -> None:
-        """model.npz into an open, empty binary file; topic_word is computed while the counts
-        are written."""
-        common = dict(alpha=lambda: self.alpha, beta=lambda: np.float64(self.beta),
-                      format_version=lambda: np.int32(self._file_format_version()))
-        if self._stored_sparse():
-            b = (self.word_topic_counts if self.is_sparse
-                 else swt.from_dense(self.word_topic_counts))
-            write_npz(file.fileno(), dict(
-                common, word_topic_indptr=lambda: b.indptr, word_topic_topics=lambda: b.topics,
-                word_topic_values=lambda: b.counts, num_topics=lambda: np.int64(b.num_topics)))
-            return
-        counts = self.dense_word_topic_counts()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            topic_word = pool.submit(topic_word_from_counts, counts, self.beta,
-                                     self.seed_prior)
-            write_npz(file.fileno(), dict(
-                word_topic_counts=lambda: np.asarray(counts, np.int32), **common,
-                topic_word=topic_word.result))
+        by its nonzeros and no topic_word where model_files.stores_sparse says so), to `path`
+        atomically: the file of that name in a saved model directory."""
+        model_files.write_arrays(self, path)
 
     @classmethod
     def load(cls, directory) -> "TopicModel":
         """Read a model directory written by `save` (any format version up to this one);
         ModelFormatError, naming the file, when one is missing, cut short or not a model's."""
-        directory = pathlib.Path(directory)
-        path = directory / "model.npz"
-        if not path.is_file():
-            raise ModelFormatError(f"{path}: no model here (expected model.npz from training)")
+        fields = model_files.read_model(directory)
         try:
-            with np.load(path, allow_pickle=False) as arrays:
-                version = int(arrays["format_version"]) if "format_version" in arrays else 1
-                if version > FORMAT_VERSION:
-                    raise ModelFormatError(f"{path}: format version {version} is newer than this "
-                                           f"saberjax reads ({FORMAT_VERSION}); upgrade saberjax")
-                counts = _read_word_topic_counts(arrays, version)
-                alpha, beta = np.asarray(arrays["alpha"], np.float64), float(arrays["beta"])
-        except ModelFormatError:
-            raise
-        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as error:
-            raise ModelFormatError(f"{path}: not a readable model ({type(error).__name__}: "
-                                   f"{error}); the file is damaged or cut short") from error
-        vocab = tuple(_read_model_file(directory / "vocab.txt").splitlines())
-        config_path = directory / "config.json"
-        config = {}
-        if config_path.is_file():
-            try:
-                config = json.loads(_read_model_file(config_path))
-            except json.JSONDecodeError as error:
-                raise ModelFormatError(f"{config_path}: not valid JSON ({error})") from error
-            if not isinstance(config, dict):
-                raise ModelFormatError(f"{config_path}: not a JSON object of settings")
-        try:
-            metrics = tuple(read_metrics(directory / "metrics.jsonl"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ModelFormatError(f"{directory / 'metrics.jsonl'}: not JSON lines ({error})") \
-                from error
-        try:
-            return cls(counts, alpha, beta, vocab, config, metrics)
+            return cls(*fields)
         except ValueError as error:
-            raise ModelFormatError(f"{directory}: {error}") from error
+            raise ModelFormatError(f"{pathlib.Path(directory)}: {error}") from error
 
-
-def _read_word_topic_counts(arrays, version: int) -> np.ndarray | SparseWordTopic:
-    """B from an open model.npz: V x K int32, or the SparseWordTopic of a file that holds B
-    by its nonzeros (format version 3 and on); ValueError naming what is wrong with one."""
-    if "word_topic_counts" in arrays or version < 3 or SPARSE_KEYS[0] not in arrays:
-        return np.asarray(arrays["word_topic_counts"], np.int32)
-    indptr, topics, values, num_topics = (arrays[key] for key in SPARSE_KEYS)
-    if indptr.dtype != np.int64 or topics.dtype != np.int32 or values.dtype != np.int32:
-        raise ValueError(f"sparse B has arrays of {indptr.dtype}, {topics.dtype}, "
-                         f"{values.dtype}; expected int64, int32, int32")
-    return swt.validated(SparseWordTopic(indptr, topics, values, int(num_topics)))
-
-
-def read_metrics(path) -> list[dict]:
-    """The per-iteration records of a metrics.jsonl file ([] when there is none)."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-class ModelFormatError(ValueError):
-    """A model directory that cannot be read; the message names the file at fault."""
-
-
-def _read_model_file(path: pathlib.Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ModelFormatError(f"{path}: cannot read ({error})") from error

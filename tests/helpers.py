@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pathlib
 import subprocess
@@ -101,3 +102,26 @@ def goodness_of_fit_pvalue(samples: np.ndarray, probabilities: np.ndarray) -> fl
     keep = pooled_expected > 0
     assert np.all(pooled_observed[~keep] == 0), "a zero-probability outcome was sampled"
     return float(stats.chisquare(pooled_observed[keep], pooled_expected[keep]).pvalue)
+
+
+# the damages damage_entry does to a cache entry
+ENTRY_DAMAGES = ("flip a token", "cut short", "manifest", "other key")
+
+
+def damage_entry(array: pathlib.Path, manifest: pathlib.Path, damage: str) -> None:
+    """Damage a cache entry of these array and JSON manifest files as a bad disk, a crash or
+    another run would (one of ENTRY_DAMAGES): a bit of the array's last token flipped (still
+    a valid file: only a digest tells), the array cut short, a manifest that is not JSON, or
+    the manifest of another key."""
+    if damage == "flip a token":
+        data = bytearray(array.read_bytes())
+        data[-4] ^= 1
+        array.write_bytes(bytes(data))
+    elif damage == "cut short":
+        array.write_bytes(array.read_bytes()[:-4])
+    elif damage == "manifest":
+        manifest.write_text("{not json")
+    elif damage == "other key":
+        manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), key="0" * 64)))
+    else:
+        raise ValueError(f"unknown damage {damage!r}")

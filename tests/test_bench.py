@@ -13,7 +13,7 @@ from absl import flags
 
 from helpers import needs_local_devices, random_corpus
 from saberjax import esca
-from saberjax.benchmark import measure_reduction
+from saberjax.iteration_measures import measure_reduction
 from saberjax.execution.placement import place
 from saberjax.commands import bench
 from saberjax.config import Hyperparams

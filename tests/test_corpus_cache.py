@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 from corpus_helpers import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
+from helpers import ENTRY_DAMAGES, damage_entry
 
 from saberjax.corpus import cache as corpus_cache
 from saberjax.corpus import Corpus, load_corpus, save_native
@@ -71,24 +72,13 @@ def test_reading_options_key_the_entry(tmp_path):
     assert load_quietly(folder, cache_dir=cache, min_df=1, max_df=1.0).vocab == loose.vocab
 
 
-@pytest.mark.parametrize("damage", ["flip a token", "cut word_ids short", "manifest",
-                                    "other key"])
+@pytest.mark.parametrize("damage", ENTRY_DAMAGES)
 def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, damage):
+    """A flipped token leaves a valid corpus: only the fingerprint tells."""
     source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"
     load_quietly(source.parent, cache_dir=cache)
     (entry,) = entries(cache)
-    word_ids = entry / "corpus" / "word_ids.npy"
-    manifest = entry / "cache.json"
-    if damage == "flip a token":  # still a valid corpus: only the fingerprint tells
-        data = bytearray(word_ids.read_bytes())
-        data[-4] ^= 1
-        word_ids.write_bytes(bytes(data))
-    elif damage == "cut word_ids short":
-        word_ids.write_bytes(word_ids.read_bytes()[:-4])
-    elif damage == "manifest":
-        manifest.write_text("{not json")
-    else:
-        manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), key="0" * 64)))
+    damage_entry(entry / "corpus" / "word_ids.npy", entry / "cache.json", damage)
     with pytest.warns(UserWarning, match="damaged or stale.*rebuilding"):
         rebuilt = corpus_cache.load_corpus(source.parent, cache_dir=cache)
     assert_same_corpus(rebuilt, load_corpus(source.parent))

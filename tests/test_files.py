@@ -25,6 +25,24 @@ def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_pat
     assert path.read_text() == "new" and oct(path.stat().st_mode & 0o777) == "0o644"
 
 
+def test_an_atomic_write_beside_a_folder_keeps_its_temporary_out_of_it(tmp_path):
+    """A cache entry, whose files are checked, never holds a temporary (cut short or not)."""
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    seen = []
+
+    def write(file):
+        seen.append((sorted(p.name for p in entry.iterdir()),
+                     sorted(p.name for p in tmp_path.iterdir())))
+        file.write("record")
+
+    atomic_write(entry / "source.json", write, mode="w", beside=entry)
+    (in_entry, beside_entry), = seen
+    assert in_entry == [] and [name for name in beside_entry if name.startswith(".entry.")]
+    assert (entry / "source.json").read_text() == "record"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
+
+
 def test_crc32_combine_gives_the_crc_of_the_concatenation():
     rng = np.random.default_rng(3)
     data = rng.integers(0, 256, 100_000, dtype=np.uint8).tobytes()

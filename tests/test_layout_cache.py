@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import random_corpus
+from helpers import ENTRY_DAMAGES, damage_entry, random_corpus
 
 from saberjax import layout_cache
 from saberjax.layout import build_layout
@@ -74,27 +74,19 @@ def test_corpus_settings_and_code_key_the_entry(tmp_path, monkeypatch):
     assert layout_cache.cache_key(corpus, None, 1, None) != key
 
 
-@pytest.mark.parametrize("damage", ["flip a token", "cut an array short", "manifest",
-                                    "other key", "other shape"])
+@pytest.mark.parametrize("damage", ENTRY_DAMAGES + ("other shape",))
 def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, damage):
+    """A flipped token leaves a valid array: only the digest tells."""
     corpus = random_corpus(num_docs=40, seed=7)
     cached(tmp_path, corpus, 400, 2)
     (entry,) = entries(tmp_path)
     array, manifest = entry / "chunk1.doc_major_pos.npy", entry / layout_cache.MANIFEST
-    recorded = json.loads(manifest.read_text())
-    if damage == "flip a token":  # still a valid array: only the digest tells
-        data = bytearray(array.read_bytes())
-        data[-4] ^= 1
-        array.write_bytes(bytes(data))
-    elif damage == "cut an array short":
-        array.write_bytes(array.read_bytes()[:-4])
-    elif damage == "manifest":
-        manifest.write_text("{not json")
-    elif damage == "other key":
-        manifest.write_text(json.dumps(dict(recorded, key="0" * 64)))
-    else:
+    if damage == "other shape":
+        recorded = json.loads(manifest.read_text())
         recorded["arrays"]["chunk1.doc_major_pos.npy"]["shape"] = [1]
         manifest.write_text(json.dumps(recorded))
+    else:
+        damage_entry(array, manifest, damage)
     with pytest.warns(UserWarning, match="damaged or stale.*rebuilding"):
         rebuilt = cached(tmp_path, corpus, 400, 2)
     assert_same_layout(rebuilt, build_layout(corpus, 400, 2))

@@ -11,8 +11,9 @@ from helpers import needs_local_devices, random_corpus
 from saberjax import backend, trainer
 from saberjax.corpus import load_bundled, split_document_halves, train_test_split
 from saberjax import files
-from saberjax import model as model_module
-from saberjax.model import DENSE_FORMAT_VERSION, FORMAT_VERSION, TopicModel
+from saberjax import topic_word as topic_word_module
+from saberjax.model import TopicModel
+from saberjax.model_files import DENSE_FORMAT_VERSION, FORMAT_VERSION
 
 
 def test_saved_model_loads_back_identically(tmp_path):
@@ -155,8 +156,8 @@ def test_topic_word_is_computed_in_tiles_exactly_as_in_float64(tmp_path, monkeyp
     are the float64 formula rounded once, and model.npz holds them as np.savez would."""
     import tracemalloc
 
-    monkeypatch.setattr(model_module, "TOPIC_WORD_TILE", (100, 64))  # tiles cut the topics too
-    monkeypatch.setattr(model_module, "cpu_cores", lambda: 4)
+    monkeypatch.setattr(topic_word_module, "TOPIC_WORD_TILE", (100, 64))  # tiles cut the topics too
+    monkeypatch.setattr(topic_word_module, "cpu_cores", lambda: 4)
     counts = np.random.default_rng(1).integers(0, 50, (20_001, 96)).astype(np.int32)
     expected = ((counts.astype(np.float64) + 0.01)
                 / (counts.sum(axis=0) + counts.shape[0] * 0.01)).T.astype(np.float32)
@@ -176,11 +177,11 @@ def test_topic_word_is_computed_in_tiles_exactly_as_in_float64(tmp_path, monkeyp
 
 @pytest.mark.parametrize("shape", [(0, 3), (1, 2), (5, 3), (333, 7)])
 def test_topic_word_of_any_shape_is_the_float64_formula_rounded_once(shape, monkeypatch):
-    monkeypatch.setattr(model_module, "TOPIC_WORD_TILE", (4, 2))
+    monkeypatch.setattr(topic_word_module, "TOPIC_WORD_TILE", (4, 2))
     counts = np.random.default_rng(2).integers(0, 1000, shape).astype(np.int32)
     expected = ((counts.astype(np.float64) + 0.1)
                 / (counts.sum(axis=0) + shape[0] * 0.1)).T.astype(np.float32)
-    np.testing.assert_array_equal(model_module.topic_word_from_counts(counts, 0.1), expected)
+    np.testing.assert_array_equal(topic_word_module.topic_word_from_counts(counts, 0.1), expected)
 
 
 def test_model_npz_is_the_zip64_archive_np_savez_writes(tmp_path, monkeypatch):

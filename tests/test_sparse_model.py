@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from helpers import launch
 
-from saberjax import coherence, evaluate, model as model_module, report, trainer
+from saberjax import coherence, evaluate, model_files, report, trainer
 from saberjax import sparse_word_topic as swt
 from saberjax.corpus import load_bundled, save_native, split_document_halves, train_test_split
 from saberjax.inference import BatchWordRows, infer_topics
-from saberjax.model import ModelFormatError, TopicModel
+from saberjax.model import TopicModel
+from saberjax.model_files import ModelFormatError
 
 
 @pytest.fixture(name="trained", scope="module")
@@ -91,18 +92,18 @@ def test_model_npz_stores_b_sparse_when_dense_would_be_large(trained, tmp_path, 
         assert not loaded.is_sparse
         np.testing.assert_array_equal(loaded.word_topic_counts, dense.word_topic_counts)
     # the rule at a threshold this model's dense B passes: CSR when it is smaller
-    monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", dense.word_topic_counts.nbytes)
+    monkeypatch.setattr(model_files, "SPARSE_FILE_BYTES", dense.word_topic_counts.nbytes)
     shape = dense.num_words, dense.num_topics
-    assert model_module.stores_sparse(*shape, sparse.word_topic_counts.nnz)
-    assert not model_module.stores_sparse(*shape, dense.word_topic_counts.size)  # CSR larger
+    assert model_files.stores_sparse(*shape, sparse.word_topic_counts.nnz)
+    assert not model_files.stores_sparse(*shape, dense.word_topic_counts.size)  # CSR larger
     for name, model in (("large_dense", dense), ("large_sparse", sparse)):
         model.save(tmp_path / name)
         with np.load(tmp_path / name / "model.npz") as arrays:
             assert set(arrays) == {"word_topic_indptr", "word_topic_topics", "word_topic_values",
                                    "num_topics", "alpha", "beta", "format_version"}
-            assert int(arrays["format_version"]) == model_module.FORMAT_VERSION
+            assert int(arrays["format_version"]) == model_files.FORMAT_VERSION
         config = json.loads((tmp_path / name / "config.json").read_text())
-        assert config["format_version"] == model_module.FORMAT_VERSION
+        assert config["format_version"] == model_files.FORMAT_VERSION
         loaded = TopicModel.load(tmp_path / name)
         assert loaded.is_sparse
         for field in ("indptr", "topics", "counts"):
@@ -112,14 +113,14 @@ def test_model_npz_stores_b_sparse_when_dense_would_be_large(trained, tmp_path, 
     # the disk room training asks for bounds the file of either form
     tokens = int(dense.topic_totals.sum())
     for name, threshold in (("small_dense", 1 << 40), ("large_sparse", 0)):
-        monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", threshold)
-        bound = model_module.model_file_bytes(dense.num_words, dense.num_topics, tokens)
+        monkeypatch.setattr(model_files, "SPARSE_FILE_BYTES", threshold)
+        bound = model_files.model_file_bytes(dense.num_words, dense.num_topics, tokens)
         assert (tmp_path / name / "model.npz").stat().st_size <= bound + 4096  # + headers
 
 
 def test_a_damaged_sparse_model_npz_is_named(trained, tmp_path, monkeypatch):
     _, sparse, _, _ = trained
-    monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", 0)
+    monkeypatch.setattr(model_files, "SPARSE_FILE_BYTES", 0)
     sparse.save(tmp_path / "m")
     path = tmp_path / "m" / "model.npz"
     with np.load(path) as stored:
@@ -171,7 +172,7 @@ def test_large_k_sparse_model_loads_reports_and_infers_without_k_by_v(tmp_path):
 
 def test_infer_and_evaluate_commands_read_a_sparse_model_file(trained, tmp_path, monkeypatch):
     dense, sparse, _, test = trained
-    monkeypatch.setattr(model_module, "SPARSE_FILE_BYTES", 0)
+    monkeypatch.setattr(model_files, "SPARSE_FILE_BYTES", 0)
     sparse.save(tmp_path / "model")
     save_native(test, tmp_path / "docs")
     output = tmp_path / "theta.npy"

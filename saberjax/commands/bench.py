@@ -114,10 +114,9 @@ from absl import flags
 
 from saberjax import corpus as corpus_io
 from saberjax import command_line, processes, synth, trainer
-from saberjax.execution.compiled import CompiledStep
 from saberjax.execution import memory
 from saberjax.config import PARTITIONS
-from saberjax.execution.placement import place, Placement
+from saberjax.execution.placement import place
 from saberjax.execution.programs import HOSTS_EXCHANGES
 from saberjax.benchmark import BACKENDS, run_benchmark, synthetic_corpus
 from saberjax.corpus import Corpus, load_bundled, load_corpus

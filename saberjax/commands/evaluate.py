@@ -43,11 +43,10 @@ INTERFACE = command_line.Interface(positionals=("model", "corpus"), required=("m
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
     with command_line.group("model"):
-        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+        cli.define_model_flag()
     with command_line.group("data"):
-        flags.DEFINE_string("corpus", None, "Test documents (all of them are scored); default: "
-                            "the documents held out by the training run.")
-        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        cli.define_corpus_flags("Test documents, all of them scored",
+                                "the documents held out by the training run")
         cli.define_reading_flags()
         flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
                             "format); default: the training documents recorded in the model's "

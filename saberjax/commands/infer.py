@@ -26,7 +26,6 @@ import numpy as np
 from absl import flags
 
 from saberjax import cli, command_line, outputs
-from saberjax import corpus as corpus_io
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.files import atomic_write
 from saberjax.inference import METHODS, infer_topics, load_in_model_vocabulary
@@ -43,13 +42,9 @@ INTERFACE = command_line.Interface(positionals=("model", "corpus"),
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
     with command_line.group("model"):
-        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+        cli.define_model_flag()
     with command_line.group("data"):
-        flags.DEFINE_string("corpus", None, "Documents to infer: UCI, LDA-C, native, or raw "
-                            "text (a folder of .txt files, a file with one document per line, "
-                            "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a "
-                            "folder or glob of shards).")
-        flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+        cli.define_corpus_flags("Documents to infer")
         cli.define_cache_flags()
         cli.define_reading_flags()
     with command_line.group("run"):

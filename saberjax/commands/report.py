@@ -28,7 +28,7 @@ import warnings
 
 from absl import flags
 
-from saberjax import command_line, ldavis, outputs, over_time, report
+from saberjax import cli, command_line, ldavis, outputs, over_time, report
 from saberjax.coherence import cv_unavailable, records_training_corpus, reference_corpus
 from saberjax.corpus import Corpus, align_vocabulary, detect_format, load_bundled
 from saberjax.corpus.text_sources import FIELD_FORMATS
@@ -46,7 +46,7 @@ INTERFACE = command_line.Interface(positionals=("model",), required=("model",),
 def define_flags() -> None:
     """The command's flags, in absl's registry."""
     with command_line.group("model"):
-        flags.DEFINE_string("model", None, "Model directory written by saberjax train.")
+        cli.define_model_flag()
     with command_line.group("data"):
         flags.DEFINE_string("coherence_corpus", None, "Reference documents of coherence (any "
                             "format); default: the training documents recorded in the model's "

@@ -41,7 +41,7 @@ from saberjax.corpus import plain_text
 from saberjax.evaluate import check_scorable
 from saberjax.files import atomic_write
 from saberjax.inference import load_in_vocabulary
-from saberjax.model import model_file_bytes
+from saberjax.model_files import model_file_bytes
 from saberjax.outputs import hidden_sibling
 from saberjax.progress import Progress, memory_line, time_line
 from saberjax.run_directory import DOC_NAMES, DOC_TOPICS, MODEL_FILE, RunDirectory
@@ -81,11 +81,7 @@ def define_flags() -> None:
 
 def define_data_flags() -> None:
     """The flags of the documents: the corpus, its reading, the held-out ones, the cache."""
-    flags.DEFINE_string("corpus", None, "Corpus folder, file or glob (UCI, LDA-C, native, or "
-                        "raw text: a folder of .txt files, a file with one document per line, "
-                        "JSON Lines, CSV, TSV or Parquet, each also .gz or .zst, or a folder or "
-                        "glob of shards); default: the bundled KOS corpus.")
-    flags.DEFINE_enum("format", "auto", ["auto", *corpus_io.FORMATS], "Corpus format.")
+    cli.define_corpus_flags("Corpus folder, file or glob", "the bundled KOS corpus")
     cli.define_text_flags()
     flags.DEFINE_string("test_corpus", None, "Separate test documents (same vocabulary "
                         "words); overrides --test_fraction.")

@@ -42,7 +42,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +53,7 @@ from saberjax.corpus import formats, native, plain_text, text_sources
 from saberjax.corpus.text_blocks import reading_fields
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
+from saberjax.files import atomic_write
 
 # 2: corpus fingerprints hashed in blocks (Corpus.fingerprint); 3: source contents hashed in
 # blocks on threads (_content_key), text options of the block engine
@@ -276,15 +276,8 @@ def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
         if _file_stats(files) != stats:
             return
         record = dict(origin, version=CACHE_VERSION, key=key, files=stats, sample=sample)
-        handle, temporary = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".source.tmp",
-                                             dir=entry.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(json.dumps(record, indent=1) + "\n")
-            os.replace(temporary, entry / SOURCE_RECORD)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_write(entry / SOURCE_RECORD, lambda file: file.write(
+            json.dumps(record, indent=1) + "\n"), mode="w", beside=entry)
     except OSError:
         return
 

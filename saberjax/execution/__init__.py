@@ -1,14 +1,17 @@
 """Where and how ESCA runs: the only package that knows about devices.
 
-    mesh        the one-axis and the two-axis (hosts x gpus) mesh, the roles of their axes,
-                shard specs, arrays between host and mesh
-    memory      the memory plan: device and host bytes a run needs
-    plan        the run's plan from the settings: partition, chunking, resident, streamed
-                or stored
-    placement   Placement, a corpus laid out on the mesh as planned, and its host views
-    programs    the shard_map programs of an iteration, the reduction and the learned prior
-    compiled    initialisation, the streamed loop, and the iteration and alpha update
-                compiled ahead of time
+    mesh             the one-axis and the two-axis (hosts x gpus) mesh, the roles of their
+                     axes, shard specs, arrays between host and mesh
+    memory           the memory plan: device and host bytes a run needs
+    plan             the run's plan from the settings: partition, chunking, resident,
+                     streamed or stored
+    placement        Placement, a corpus laid out on the mesh as planned, and its host views
+    model_placement  the model's rows on the mesh: the row of each word, B to and from the
+                     host
+    programs         the shard_map programs of an iteration, the reduction and the learned
+                     prior
+    compiled         initialisation, the streamed loop, and the iteration and alpha update
+                     compiled ahead of time
 
 The modules are imported by name (saberjax.execution.placement, ...): importing the package
 loads none of them, so inference can take the memory plan without the engine.

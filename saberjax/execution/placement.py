@@ -8,7 +8,8 @@ Chunk `device * num_slots + slot` of the layout is device `device`'s chunk in sl
 Slots are resident on the devices, in pinned host memory (streaming.HostChunks) or in a chunk
 store on local disk (chunk_store.StoredChunks), as the plan says (execution.plan).  Each
 process builds only its own devices' chunks.  The host views of a state (its counts, alpha,
-chunk states and topics, for checkpoints, models and tests) go through the Placement too.
+chunk states and topics, for checkpoints, models and tests) go through the Placement too; those
+of the model's rows are execution.model_placement's.
 """
 
 from __future__ import annotations
@@ -24,21 +25,18 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import (chunk_store, esca, layout_device, processes, sparse_word_topic, streaming,
-                      timing)
+from saberjax import chunk_store, esca, layout_device, processes, streaming, timing
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import compiled, memory
+from saberjax.execution import compiled, memory, model_placement
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
-                                     own_devices, to_host)
+                                     own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              word_shares)
 from saberjax.layout_cache import cached_layout
-from saberjax.mstep import float32_bhat
-from saberjax.sparse_rows import SparseRows
 from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
 
@@ -81,7 +79,7 @@ class Placement:
         prior on the rows of the model's arrays that hold its words)."""
         if self.hyper.seeds is None:
             return self._unseeded_programs
-        seeds = self.hyper.seeds.on_rows(self._row_of_word())
+        seeds = self.hyper.seeds.on_rows(model_placement.row_of_word(self))
         return dataclasses.replace(self._unseeded_programs,
                                    hyper=dataclasses.replace(self.hyper, seeds=seeds))
 
@@ -133,6 +131,18 @@ class Placement:
     def model_rows(self) -> int:
         """Rows of B-hat on each device (mesh.model_rows)."""
         return self._unseeded_programs.model_rows
+
+    @property
+    def first_float16_row(self) -> int:
+        """The first row of a device's counts that crosses the documents axis as float16
+        (Programs.first_float16_row)."""
+        return self._unseeded_programs.first_float16_row
+
+    @property
+    def row_parts(self) -> int:
+        """The parts a word share's rows of B are split into over the hosts
+        (Programs.row_parts)."""
+        return self._unseeded_programs.row_parts
 
     @property
     def word_parts(self) -> int:
@@ -245,58 +255,15 @@ class Placement:
              for device in own_devices(self.mesh)}, self.sharding(memory_kind=kind))
             for slot in range(self.num_slots))
 
-    def _row_of_word(self) -> np.ndarray:
-        """Row of the model's global arrays holding each word (by id): the word itself by
-        document; by word, share r % W's row r // W for the word of rank r (W the devices of
-        the words axis).  On the two-axis mesh of H hosts each share's rows are split
-        among its H devices by block: the int32 rows' H parts, then the float16 rows'
-        (Programs._model_of_partial_counts), host h holding part h of each."""
-        if self.word_shares is None:
-            return np.arange(self.num_words)
-        rank = np.empty(self.num_words, np.int64)
-        rank[self.word_order] = np.arange(self.num_words)
-        share, row = rank % self.word_parts, rank // self.word_parts
-        hosts, first = (self._unseeded_programs.row_parts,
-                        self._unseeded_programs.first_float16_row)
-        int32_part, float16_part = first // hosts, (self.model_rows - first) // hosts
-        in_float16 = row >= first
-        host = np.where(in_float16, (row - first) // max(float16_part, 1),
-                        row // max(int32_part, 1))
-        position = np.where(in_float16, int32_part + (row - first) % max(float16_part, 1),
-                            row % max(int32_part, 1))
-        return (share * hosts + host) * (self.model_rows // hosts) + position
-
     def word_topic(self, state: TrainState) -> np.ndarray:
         """B [V, K_pad] on the host, rows by word id (every process takes part; a sparse
         model made dense)."""
-        if self.hyper.sparse:
-            dense = np.zeros((self.num_words, self.hyper.padded_topics), np.int32)
-            counts = self.sparse_word_topic(state)
-            dense[np.repeat(np.arange(self.num_words), np.diff(counts.indptr)),
-                  counts.topics] = counts.counts
-            return dense
-        return to_host(state.model.word_topic)[self._row_of_word()]
+        return model_placement.word_topic(self, state)
 
     def sparse_word_topic(self, state: TrainState) -> SparseWordTopic:
         """B's nonzeros of the real topics on the host, rows by word id (every process takes
         part): of a sparse model's rows, or of dense B."""
-        if not self.hyper.sparse:
-            return sparse_word_topic.from_dense(self.word_topic(state)[:, :self.hyper.num_topics])
-        row_start, topics, counts = (to_host(array).reshape(self.num_devices, -1)
-                                     for array in state.model.word_topic)
-        word_of_row = np.zeros(self.padded_words, np.int64)
-        word_of_row[self._row_of_word()] = np.arange(self.num_words)
-        words, entries_topics, entries_counts = [], [], []
-        for device in range(self.num_devices):
-            starts, filled = row_start[device], row_start[device, -1]
-            rows = device * self.model_rows + np.repeat(np.arange(self.model_rows),
-                                                        np.diff(starts))
-            words.append(word_of_row[rows])
-            entries_topics.append(topics[device, :filled])
-            entries_counts.append(counts[device, :filled])
-        return sparse_word_topic.from_entries(
-            np.concatenate(words), np.concatenate(entries_topics),
-            np.concatenate(entries_counts), self.num_words, self.hyper.num_topics)
+        return model_placement.sparse_word_topic(self, state)
 
     def alpha(self, state: TrainState) -> np.ndarray:
         """The state's alpha of the real topics on the host (float32 [K])."""
@@ -305,61 +272,11 @@ class Placement:
     def model_from_word_topic(self, word_topic, alpha: np.ndarray) -> Model:
         """The model of host counts B (dense [V, K_pad], or a SparseWordTopic) and prior
         alpha [K_pad]: B's rows spread over the mesh."""
-        if self.hyper.sparse:
-            return self._sparse_model_from_word_topic(word_topic, alpha)
-        if isinstance(word_topic, SparseWordTopic):
-            counts = word_topic
-            word_topic = np.zeros((self.num_words, self.hyper.padded_topics), np.int32)
-            word_topic[np.repeat(np.arange(self.num_words), np.diff(counts.indptr)),
-                       counts.topics] = counts.counts
-        rows = np.zeros((self.padded_words, word_topic.shape[1]), word_topic.dtype)
-        rows[self._row_of_word()] = word_topic
-        placed = jax.make_array_from_callback(
-            rows.shape, self.sharding(self.programs.model_spec.word_topic),
-            lambda index: rows[index])
-        return self.programs.model(placed, self.replicated(np.asarray(alpha, np.float32)))
-
-    def _sparse_model_from_word_topic(self, word_topic, alpha: np.ndarray):
-        """The sparse model of host counts B (dense or a SparseWordTopic): each device's rows
-        as sparse rows of its share's capacity."""
-        if not isinstance(word_topic, SparseWordTopic):
-            word_topic = sparse_word_topic.from_dense(word_topic[:, :self.hyper.num_topics])
-        capacity = self.word_shares.word.shape[1]
-        rows = self.model_rows
-        word_of_row = np.full(self.padded_words, -1, np.int64)
-        word_of_row[self._row_of_word()] = np.arange(self.num_words)
-        row_start = np.zeros((self.num_devices, rows + 1), np.int32)
-        topics = np.full((self.num_devices, capacity), self.hyper.padded_topics, np.int32)
-        counts = np.zeros((self.num_devices, capacity), np.int32)
-        for device in range(self.num_devices):
-            words = word_of_row[device * rows:(device + 1) * rows]
-            lengths = np.where(words >= 0, np.diff(word_topic.indptr)[np.maximum(words, 0)], 0)
-            np.cumsum(lengths, out=row_start[device, 1:])
-            entries = np.concatenate([np.arange(word_topic.indptr[word],
-                                                word_topic.indptr[word + 1])
-                                      for word in words[words >= 0]] or [np.zeros(0, np.int64)])
-            if len(entries) > capacity:
-                raise ValueError(f"B has {len(entries):,} nonzeros in device {device}'s rows, "
-                                 f"more than its {capacity:,} tokens")
-            topics[device, :len(entries)] = word_topic.topics[entries]
-            counts[device, :len(entries)] = word_topic.counts[entries]
-        placed = SparseRows(*(jax.make_array_from_callback(
-            (array.size,), self.sharding(self.programs.model_spec.word_topic.row_start),
-            lambda index, array=array: array.reshape(-1)[index])
-            for array in (row_start, topics, counts)))
-        return self.programs.model(placed, self.replicated(np.asarray(alpha, np.float32)))
+        return model_placement.model_from_word_topic(self, word_topic, alpha)
 
     def topic_word(self, state: TrainState) -> jax.Array:
         """float32 B-hat [K, V] of the state's counts, whole on every device (for scoring)."""
-        if self.hyper.sparse:
-            return _sparse_topic_word(state.model.word_topic, state.model.topic_totals,
-                                      self.replicated(self._row_of_word()),
-                                      self.num_devices, self.hyper.num_topics,
-                                      self.hyper.beta, self.num_words, self.sharding(P()))
-        return _topic_word(state.model.word_topic, state.model.topic_totals,
-                           self.replicated(self._row_of_word()), self.hyper.num_topics,
-                           self.hyper.beta, self.num_words, self.hyper.seeds,
-                           self.sharding(P()))
+        return model_placement.topic_word(self, state)
 
     def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
         """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
@@ -426,36 +343,6 @@ class Placement:
         parts = self.word_parts
         return ChunkState((tokens,), (parts * chunk.word.shape[1],),
                           (parts * (chunk.doc_start.shape[1] - 1),))
-
-
-@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "seeds",
-                                             "sharding"))
-def _topic_word(word_topic, totals, row_of_word, num_topics: int, beta: float,
-                num_words: int, seeds, sharding):
-    """float32 B-hat [K, V] of B's rows row_of_word (by word id; seeds over word ids), laid
-    out by `sharding`."""
-    bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words, seeds)
-    return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
-
-
-@functools.partial(jax.jit, static_argnames=("num_devices", "num_topics", "beta", "num_words",
-                                             "sharding"))
-def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
-                       num_topics: int, beta: float, num_words: int, sharding):
-    """float32 B-hat [K, V] of every device's sparse rows of B (rows of row_of_word by word
-    id), made dense, laid out by `sharding`."""
-    row_start = rows.row_start.reshape(num_devices, -1)
-    capacity = rows.topics.shape[0] // num_devices
-    device_rows = row_start.shape[1] - 1
-    positions = jnp.arange(capacity, dtype=jnp.int32)
-    local_row = jax.vmap(lambda starts: jnp.searchsorted(starts, positions, side="right") - 1
-                         )(row_start)
-    filled = positions[None, :] < row_start[:, -1:]
-    global_row = jnp.where(filled, jnp.arange(num_devices)[:, None] * device_rows + local_row,
-                           num_devices * device_rows)
-    dense = jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32).at[
-        global_row.ravel(), rows.topics].set(rows.counts, mode="drop")
-    return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, None, sharding)
 
 
 def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:

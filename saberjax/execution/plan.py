@@ -117,39 +117,19 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     model does not fit the devices or the host (memory.host_bytes, against the memory
     available), ValueError for a partition or mesh that cannot hold the settings.
     """
-    if partition not in PARTITIONS + ("auto",):
-        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
-                         f"got {partition!r}")
     if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
         raise ValueError(f"hosts_exchange must be 'auto', "
                          f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
-    if mesh is not None and partition not in ("auto", "hybrid"):
-        raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
-                         f"partition={partition!r}")
-    hosts, gpus = (parse_mesh_shape(mesh) if mesh is not None
-                   else (jax.process_count(), jax.local_device_count()))
-    if mesh is not None or partition == "hybrid":
-        if num_devices not in (0, hosts * gpus):
-            raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
-                             f"takes {hosts * gpus} devices; leave num_devices out")
-        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
+    hosts, gpus, num_devices = _grid(partition, mesh, num_devices)
     one_axis = make_mesh(num_devices)
     if layout_on_devices is None:
         layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
     budget = (int(device_memory_gb * 1e9) if device_memory_gb
               else memory.free_device_memory(jax.local_devices()[0]))
-    model_format = _model_format(model_format or hyper.model_format, corpus, hyper,
-                                 one_axis.size, budget)
-    hyper = dataclasses.replace(hyper, model_format=model_format)
-    if hyper.sparse and hyper.seeds is not None:
-        raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
-                         "model_format 'auto' the dense model does not fit these devices)")
+    hyper = dataclasses.replace(hyper, model_format=_model_format(
+        model_format or hyper.model_format, corpus, hyper, one_axis.size, budget))
     if hyper.sparse:
-        if (partition in ("documents", "hybrid") or mesh is not None or stream
-                or chunk_tokens is not None):
-            raise ValueError("model_format 'sparse' runs partitioned by words with each "
-                             "device's share resident in one chunk: leave out partition, "
-                             "mesh, chunk_tokens and streaming, or use model_format 'dense'")
+        _check_sparse(hyper, partition, mesh, stream, chunk_tokens)
         partition = "words"
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
     host_budget = memory.host_memory_budget(host_memory_gb)
@@ -175,11 +155,58 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         fits.check(partition)
         return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
                     hosts_exchange=hosts_exchange)
-    mesh = one_axis
     if stream is False or partition == "words":
         fits.check(partition)
-        return Plan(mesh, partition, chunk_tokens, False, prefetch,
-                    layout_on_devices=layout_on_devices, model_format=model_format)
+        return Plan(one_axis, partition, chunk_tokens, False, prefetch,
+                    layout_on_devices=layout_on_devices, model_format=hyper.model_format)
+    return _by_documents(corpus, hyper, one_axis, fits, budget, chunk_tokens, stream,
+                         prefetch, host_budget, host_layout_stored, chunk_store_dir,
+                         layout_on_devices)
+
+
+def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int, int]:
+    """(hosts, gpus, num_devices) of the settings: the two-axis mesh `mesh` ("HOSTSxGPUS";
+    None: the processes x the devices of each) and the devices of the one-axis mesh (all of
+    the grid's where the run is "hybrid"); ValueError naming partition, mesh or num_devices
+    where they disagree."""
+    if partition not in PARTITIONS + ("auto",):
+        raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
+                         f"got {partition!r}")
+    if mesh is not None and partition not in ("auto", "hybrid"):
+        raise ValueError(f"mesh={mesh!r} lays out partition 'hybrid', not "
+                         f"partition={partition!r}")
+    hosts, gpus = (parse_mesh_shape(mesh) if mesh is not None
+                   else (jax.process_count(), jax.local_device_count()))
+    if mesh is not None or partition == "hybrid":
+        if num_devices not in (0, hosts * gpus):
+            raise ValueError(f"num_devices={num_devices} with mesh={hosts}x{gpus}: the mesh "
+                             f"takes {hosts * gpus} devices; leave num_devices out")
+        num_devices = make_grid(hosts, gpus).size  # a mesh the devices cannot hold: its error
+    return hosts, gpus, num_devices
+
+
+def _check_sparse(hyper: Hyperparams, partition: str, mesh: str | None, stream: bool | None,
+                  chunk_tokens: int | None) -> None:
+    """ValueError naming the settings the sparse model cannot run with: seed words, and
+    anything but partition by word with every share resident in one chunk."""
+    if hyper.seeds is not None:
+        raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
+                         "model_format 'auto' the dense model does not fit these devices)")
+    if (partition in ("documents", "hybrid") or mesh is not None or stream
+            or chunk_tokens is not None):
+        raise ValueError("model_format 'sparse' runs partitioned by words with each "
+                         "device's share resident in one chunk: leave out partition, "
+                         "mesh, chunk_tokens and streaming, or use model_format 'dense'")
+
+
+def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
+                  budget: int | None, chunk_tokens: int | None, stream: bool | None,
+                  prefetch: int, host_budget: int, host_layout_stored: bool, chunk_store_dir,
+                  layout_on_devices: bool) -> Plan:
+    """The plan by document where the chunks may stream: resident where every share fits
+    the device budget, else streamed in the fewest chunks that fit (stream: True or False
+    overrides that); from a chunk store where the streamed chunks, or a layout the host
+    builds (host_layout_stored), do not fit the host budget beside the model."""
     planned = None
     if budget is not None and not fits("documents"):
         planned = memory.plan_chunk_tokens(

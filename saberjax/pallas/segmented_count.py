@@ -13,26 +13,27 @@ row, with no sort at all:
     ranks     swap the bitmap's K/32 words for zeros (clearing it for the next document):
               population counts and their exclusive prefix sum give each word's first pair
               slot; the total is nnz.  The words and prefixes go to a snapshot
-    pairs     per token, rank = prefix[word] + population count of the word's bits below its
-              topic; write the packed (topic, counts[topic]) at pair slot rank (every copy of a
-              topic writes the same pair), so pairs come out in increasing topic order
-    clear     swap counts[topic] for 0 per token, for the program's next document
+    pairs     per token, swap counts[topic] for 0 (clearing it for the program's next
+              document): the one copy of the topic that gets its count back, not 0, writes
+              the packed (topic, count) at pair slot rank = prefix[word] + population count of
+              the word's bits below its topic, so pairs come out in increasing topic order
 
 Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
 while the programs' rows together stay under `scratch_bytes`) and phases are separated by a CTA
 barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
 store of the clearing zeros would be made visible to the CTA by the barrier but may reach L2
 after the next document's atomics, losing topics once the rows outgrow L2 (NOTES.md).  With
-every access to them strong (atomics, and the one plain read, counts in the pairs phase,
-volatile, which also keeps it from a stale L1 line; jax 0.11.2's cache_modifier=".cg" does not
-lower: its table is keyed "cg"), the barrier orders them, so relaxed atomics suffice, and they
-are as fast as acquire-release ones or faster (NOTES.md).  Interpret mode runs programs one after
-another, so there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with
-repeated indices.
+every access to them an atomic, the barrier orders them, so relaxed atomics suffice, and they
+are as fast as acquire-release ones or faster (NOTES.md).  Reading each count by the swap that
+clears it saves the separate clear pass over the tokens of a plain (volatile) read followed by
+a swap (docs/measurements/roofline.md).  Interpret mode runs programs one after another, so
+there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with repeated
+indices.
 
-Per token: three atomics, three loads of its topic (L1 after the first), two gathers from the
-snapshot and one from counts, one store, plus K/32 words scanned per document.  Tokens past
-chunk.num_tokens are not counted (the padding document's A row is empty), as in the reference.
+Per token: three atomics (two when its topic's bit is already set), two loads of its topic (L1
+after the first), two gathers from the snapshot, at most one store, plus K/32 words scanned
+per document.  Tokens past chunk.num_tokens are not counted (the padding document's A row is
+empty), as in the reference.
 """
 
 from __future__ import annotations
@@ -92,23 +93,17 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
         barrier()
 
         def write_pairs(valid, topics):
+            counts = atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics),
+                                 mask=valid, semantic=semantic)
             word = topics // BITS
             bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=valid, other=0)
             below = bits & (jnp.left_shift(1, topics % BITS) - 1)  # wraps to 0x7fffffff at 31
             rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=valid, other=0)
                     + jax.lax.population_count(below))
-            counts = plgpu.load(counts_ref.at[program, topics], mask=valid, other=0,
-                                volatile=True)
-            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics), valid)
+            scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics),
+                    valid & (counts > 0))
 
         over_tokens(write_pairs)
-        barrier()
-
-        def clear(valid, topics):
-            atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics), mask=valid,
-                        semantic=semantic)
-
-        over_tokens(clear)
         barrier()
         a_nnz_ref[doc] = nnz
         return carry
