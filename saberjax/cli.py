@@ -320,14 +320,16 @@ def use_caches_as_flagged() -> None:
     layout_cache.use(None if root is None else root / "layouts")
 
 
-def load_corpus_as_flagged(path, format: str = "auto", **text_options) -> Corpus:
+def load_corpus_as_flagged(path, format: str = "auto", checked: bool = True,
+                           **text_options) -> Corpus:
     """corpus.cache.load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus
-    under --nocache; reading raw text into the cache logs progress lines to stderr."""
+    under --nocache; reading raw text into the cache logs progress lines to stderr.
+    checked=False: a native corpus's word ids are left to whoever counts them (load_native)."""
     root = flagged_cache_root()
     if root is None:
-        return load_corpus(path, format, **text_options)
+        return load_corpus(path, format, checked, **text_options)
     return corpus_cache.load_corpus(path, format, root / "corpora", log=_stderr_line,
-                                    **text_options)
+                                    checked=checked, **text_options)
 
 
 def _stderr_line(line: str) -> None:

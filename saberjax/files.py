@@ -9,6 +9,7 @@ launchers' outputs all write through here.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import io
 import os
 import pathlib
@@ -59,6 +60,36 @@ def write_at(fd: int, data, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+
+
+_SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting
+
+
+def write_mapped(path: pathlib.Path, offset: int, values: np.ndarray,
+                 write_back: bool = False) -> None:
+    """Write the array `values` into the file at `path` at byte `offset` (within its size)
+    through a memory map of that range: many processes writing parts of one file do not
+    queue on the file's lock, as write() does.  write_back: start writing the range to disk
+    at once (Linux's sync_file_range; elsewhere nothing), so that a later fsync of the file
+    waits for little."""
+    values = np.ascontiguousarray(values)
+    if not values.nbytes:
+        return
+    with open(path, "r+b") as file:
+        target = np.memmap(file, values.dtype, "r+", offset, values.shape)
+        target[...] = values
+        del target
+        if write_back:
+            _start_write_back(file.fileno(), offset, values.nbytes)
+
+
+def _start_write_back(fd: int, offset: int, size: int) -> None:
+    try:
+        sync_file_range = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return
+    sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    sync_file_range(fd, offset, size, _SYNC_FILE_RANGE_WRITE)
 
 
 def fsync_directory(directory: pathlib.Path) -> None:

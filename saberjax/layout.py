@@ -233,6 +233,17 @@ def plan_layout(corpus: Corpus, chunk_tokens: int | None = None,
                 num_parts: int = 1) -> LayoutPlan:
     """The chunks of at most about chunk_tokens tokens that build_layout cuts the corpus into,
     all of one shape; the number of chunks is a multiple of num_parts (see build_layout)."""
+    spans = chunk_spans(corpus, chunk_tokens, num_parts)
+    word_order = np.argsort(-corpus.word_counts(), kind="stable").astype(np.int32)
+    word_rank = np.empty_like(word_order)
+    word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
+    return LayoutPlan(spans, *padded_shape(corpus.doc_offsets, spans), word_order, word_rank)
+
+
+def chunk_spans(corpus: Corpus, chunk_tokens: int | None = None,
+                num_parts: int = 1) -> tuple[tuple[int, int], ...]:
+    """[first, last) documents of each chunk of plan_layout (from the document offsets
+    alone: no token is read)."""
     if corpus.num_tokens == 0:
         raise ValueError(f"corpus {corpus.name!r} has no tokens to train on")
     if corpus.num_tokens >= 2**31 and chunk_tokens is None:
@@ -240,12 +251,8 @@ def plan_layout(corpus: Corpus, chunk_tokens: int | None = None,
     chunk_tokens = int(chunk_tokens or corpus.num_tokens)
     if not 0 < chunk_tokens < 2**31 - 2**20:
         raise ValueError(f"chunk_tokens must be in [1, 2**31 - 2**20), got {chunk_tokens}")
-    word_order = np.argsort(-corpus.word_counts(), kind="stable").astype(np.int32)
-    word_rank = np.empty_like(word_order)
-    word_rank[word_order] = np.arange(len(word_order), dtype=np.int32)
     cuts = chunk_boundaries(np.asarray(corpus.doc_offsets), chunk_tokens, num_parts)
-    spans = tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
-    return LayoutPlan(spans, *padded_shape(corpus.doc_offsets, spans), word_order, word_rank)
+    return tuple((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
 
 
 @timing.in_phase("layout")

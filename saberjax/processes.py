@@ -20,6 +20,8 @@ import jax
 import numpy as np
 from absl import flags
 
+from saberjax.corpus import Corpus, CorpusPart
+
 DEFAULT_HEARTBEAT_SECONDS = 60
 # Variables whose presence says a cluster manager started this process among several.
 CLUSTER_ENVIRONMENT = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -109,6 +111,25 @@ def largest(value: int) -> int:
 
     return int(np.max(multihost_utils.process_allgather(np.array([value], np.int32),
                                                         tiled=True)))
+
+
+def combine_corpus_parts(corpus: Corpus, first: int, last: int) -> None:
+    """Give the corpus, on every process, the fingerprint and word counts of all its tokens
+    while each process reads only its own tokens [first, last) (its documents'): each one's
+    part (Corpus.part) is gathered from every process (one all-gather of bytes, padded to the
+    most any part takes: Corpus.largest_part_bytes) and combined (Corpus.combine_parts), as
+    one process reading the whole corpus computes them.  The processes' ranges must cover the
+    corpus once (ValueError naming them).  Nothing when alone: the corpus computes them itself
+    when asked."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
+
+    data = np.frombuffer(corpus.part(first, last).to_bytes(), np.uint8)
+    padded = np.zeros((1, corpus.largest_part_bytes()), np.uint8)
+    padded[0, :data.size] = data
+    rows = np.asarray(multihost_utils.process_allgather(padded, tiled=True))
+    corpus.combine_parts([CorpusPart.from_bytes(row.tobytes()) for row in rows])
 
 
 def is_writer() -> bool:

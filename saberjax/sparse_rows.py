@@ -14,9 +14,13 @@ of the model has V x K cells: the rows hold at most as many nonzeros as the devi
 tokens, so the model's size follows the corpus, not K.
 
 The hybrid part: the rows of the most frequent words (a device's first rows: its words by
-decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds (`dense_counts`),
-so that term 1's lookups of the tokens of those words, most of the corpus, are one load
-instead of a search; a rare word's row is short, and its search takes few steps.
+decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds: their B-hat row
+(`dense_bhat`, DENSE_ROW_DTYPE) and a W-ary tree over alpha_k B-hat_vk each (`dense_tree`), the
+dense model's structures (saberjax.state.Model) for those rows.  A token of such a word draws
+as the dense sampler does: term 1's lookups are one load of its B-hat row, and terms 2 and 3
+together, alpha_k (B_vk + beta) / D_k = alpha_k B-hat_vk, are one descent of its tree, so the
+tokens of those words, most of the corpus, never search a sparse row.  A rare word's row is
+short, and its searches take few steps.
 
 The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
 pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
@@ -33,18 +37,29 @@ import jax.numpy as jnp
 
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
-from saberjax.tree import build_tree, tree_totals, weighted_leaves
+from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 
 
-# Bytes of a device's dense rows of B (int32, K_pad each) for the most frequent words.
+# Bytes of a device's dense B-hat rows (K_pad each) for the most frequent words, and their
+# type: float32 keeps the draws those of the float32 formula; bfloat16 (the dense model's
+# B-hat) holds twice the rows and halves each lookup's bytes, but the own topic's mass, from
+# B-hat_vz D_z - 1, then loses up to a fifth of itself where B_vz = 1 (beta = 0.01).
 DENSE_ROW_BYTES = 1 << 32
+DENSE_ROW_DTYPE = jnp.float32
 
 
-def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DENSE_ROW_BYTES
-                    ) -> int:
+def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DENSE_ROW_BYTES,
+                    dtype=DENSE_ROW_DTYPE) -> int:
     """Rows of B kept dense: as many of the first rows as dense_row_bytes holds, at least one
     (so the array has a shape every kernel takes)."""
-    return max(1, min(num_rows, dense_row_bytes // (4 * padded_topics)))
+    return max(1, min(num_rows, dense_row_bytes // (jnp.dtype(dtype).itemsize * padded_topics)))
+
+
+def dense_rows_bytes(num_rows: int, padded_topics: int) -> int:
+    """Device bytes of the dense part of a model of num_rows rows: B-hat rows and their trees'
+    levels (float32, about 1/31 of the rows' cells)."""
+    return int(dense_row_count(num_rows, padded_topics) * padded_topics
+               * (jnp.dtype(DENSE_ROW_DTYPE).itemsize + 4 / 31))
 
 
 class SparseRows(NamedTuple):
@@ -67,6 +82,7 @@ class SparseModel(NamedTuple):
     term 3's global tree (the module docstring)."""
 
     word_topic: SparseRows  # B
+    buckets: RowBuckets  # B's rows' bucket directory (term 1's lookups of the sparse rows)
     topic_totals: jax.Array  # int32 [K_pad] column sums of B
     alpha: jax.Array  # float32 [K_pad] the document-topic prior; 0 in padding columns
     bhat_denominator: jax.Array  # float32 [K_pad] D_k = n_k + V beta
@@ -77,7 +93,12 @@ class SparseModel(NamedTuple):
     prior_leaves: jax.Array  # float32 [1, K_pad] beta / D_k, 0 in padding columns
     prior_tree: tuple[jax.Array, ...]  # float32 [1, width] levels over alpha_k beta / D_k
     prior_total: jax.Array  # float32 [1] the tree's total mass
-    dense_counts: jax.Array  # int32 [dense rows, K_pad] B's first rows, dense (the hybrid part)
+    # the hybrid part, B's first rows dense: B-hat [dense rows, K_pad] (0 in padding columns),
+    # the levels of each row's tree over alpha_k B-hat_vk (top first, tree.build_tree) and
+    # each tree's total
+    dense_bhat: jax.Array  # DENSE_ROW_DTYPE [dense rows, K_pad]
+    dense_tree: tuple[jax.Array, ...]  # float32 [dense rows, width] each
+    dense_tree_total: jax.Array  # float32 [dense rows]
 
 
 def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: int) -> SparseRows:
@@ -120,9 +141,75 @@ def sort_by_row_then_topic(rows: jax.Array, topics: jax.Array, num_rows: int,
 
 
 def nonzero_rows(rows: SparseRows) -> jax.Array:
-    """The row of every entry of B's sparse rows (int32 [capacity]; num_rows past the rows)."""
-    positions = jnp.arange(rows.topics.shape[0], dtype=jnp.int32)
-    return (jnp.searchsorted(rows.row_start, positions, side="right") - 1).astype(jnp.int32)
+    """The row of every entry of B's sparse rows (int32 [capacity]; num_rows past the rows):
+    the number of rows after the first that start at or before it."""
+    capacity = rows.topics.shape[0]
+    starts = jnp.zeros(capacity + 1, jnp.int32).at[rows.row_start[1:]].add(1)
+    return jnp.cumsum(starts[:capacity], dtype=jnp.int32)
+
+
+class RowBuckets(NamedTuple):
+    """A directory of B's sparse rows by the topics' high bits, so that finding a topic in a
+    row searches one bucket of about two entries instead of the whole row.
+
+    Row r of L nonzeros has 2**floor(log2 L) buckets (one when empty), between L / 2 and L:
+    topic k falls in bucket k >> shift[r] (topics are ids with no order of meaning, so a row's
+    topics spread over its buckets).  Directory slot base[r] + b holds the position of row r's
+    first entry whose bucket is b or more (its end after the last bucket), so bucket b's
+    entries are start[base[r] + b] .. start[base[r] + b + 1] - 1."""
+
+    base: jax.Array  # int32 [rows + 1] each row's first directory slot
+    shift: jax.Array  # int32 [rows] a topic's bucket in the row: topic >> shift
+    steps: jax.Array  # int32 [rows] halvings a search of the row's fullest bucket needs
+    start: jax.Array  # int32 [capacity + 2 rows + 1] the directory
+
+
+def row_buckets(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int) -> RowBuckets:
+    """The bucket directory of B's sparse rows (row_of_entry: nonzero_rows)."""
+    num_rows, capacity = rows.num_rows, rows.topics.shape[0]
+    lengths = rows.row_start[1:] - rows.row_start[:-1]
+    bucket_bits = 31 - jax.lax.clz(jnp.maximum(lengths, 1))  # floor(log2 max(L, 1))
+    shift = (max(padded_topics - 1, 1).bit_length() - bucket_bits).astype(jnp.int32)
+    base = jnp.concatenate([jnp.zeros(1, jnp.int32),
+                            jnp.cumsum((1 << bucket_bits) + 1, dtype=jnp.int32)])
+    size = capacity + 2 * num_rows + 1  # sum of (buckets + 1) <= nonzeros + 2 rows
+    filled = jnp.arange(capacity) < rows.row_start[-1]
+    row = jnp.where(filled, row_of_entry, num_rows)  # the empty entries: no row
+    slot = jnp.where(filled, base[jnp.minimum(row, num_rows - 1)]
+                     + (rows.topics >> shift[jnp.minimum(row, num_rows - 1)]), size)
+    occupancy = jnp.zeros(size, jnp.int32).at[slot].add(1, mode="drop")
+    # entries sort by slot, so the first entry at slot j or later is the count of those before
+    start = jnp.cumsum(occupancy, dtype=jnp.int32) - occupancy
+    fullest = row_max(occupancy[jnp.minimum(slot, size - 1)], row, num_rows)
+    steps = 32 - jax.lax.clz(fullest)  # bit length
+    return RowBuckets(base, shift, steps.astype(jnp.int32), start)
+
+
+def row_max(values: jax.Array, row: jax.Array, num_rows: int) -> jax.Array:
+    """Each row's largest value (0 for a row without entries) of non-negative int32 values of
+    entries sorted by row (row >= num_rows: no row).  Every 32 consecutive entries of one row
+    are reduced before the scatter, so a long row's entries do not all wait on the atomic
+    maximum of one address (a row's entries are consecutive)."""
+    pad = -values.shape[0] % WIDTH
+    values = jnp.pad(values, (0, pad)).reshape(-1, WIDTH)
+    row = jnp.pad(row, (0, pad), constant_values=num_rows).reshape(-1, WIDTH)
+    one_row = row[:, 0] == row[:, -1]  # sorted: the whole block is that row's
+    block_max = jnp.zeros(num_rows, jnp.int32).at[jnp.where(one_row, row[:, 0], num_rows)].max(
+        jnp.max(values, axis=1), mode="drop")
+    return block_max.at[jnp.where(one_row[:, None], num_rows, row)].max(values, mode="drop")
+
+
+def find_in_bucket(rows: SparseRows, buckets: RowBuckets, row: jax.Array, topic: jax.Array
+                   ) -> tuple[jax.Array, jax.Array]:
+    """(position of `topic` in `row` of B: the end of its bucket where absent, B_row,topic:
+    0 where absent), elementwise over arrays of equal shape: a binary search of the topic's
+    bucket (RowBuckets); topic <= K_pad (K_pad: no topic)."""
+    slot = buckets.base[row] + (topic >> buckets.shift[row])
+    low, high = buckets.start[slot], buckets.start[slot + 1]
+    position = lower_bound(rows.topics, low, high, topic, jnp.max(buckets.steps))
+    clamped = jnp.minimum(position, rows.topics.shape[0] - 1)
+    found = (position < high) & (rows.topics[clamped] == topic)
+    return position, jnp.where(found, rows.counts[clamped], 0)
 
 
 def topic_totals(rows: SparseRows, padded_topics: int) -> jax.Array:
@@ -144,11 +231,11 @@ def segmented_prefix_sum(values: jax.Array, segment: jax.Array) -> jax.Array:
 
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
-                      beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES
-                      ) -> SparseModel:
+                      beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
+                      dense_dtype=DENSE_ROW_DTYPE) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
-    the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes: the dense rows' bytes
-    (dense_row_count)."""
+    the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
+    rows' bytes and type (dense_row_count)."""
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
@@ -157,30 +244,38 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                        / denominator[topic], 0.0)
     row_of_entry = nonzero_rows(rows)
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
-    num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes)
-    dense_counts = jnp.zeros((num_dense, padded_topics), jnp.int32).at[
-        jnp.where(filled & (row_of_entry < num_dense), row_of_entry, num_dense),
-        rows.topics].set(rows.counts, mode="drop")
+    dense_bhat, dense_tree = dense_rows(
+        rows, row_of_entry, denominator, alpha, num_topics, beta,
+        dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype), dense_dtype)
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
     prior_leaves = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)[None, :]
     prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
-    return SparseModel(rows, totals, alpha, denominator, jnp.float32(beta), row_prefix,
+    return SparseModel(rows, row_buckets(rows, row_of_entry, padded_topics), totals, alpha,
+                       denominator, jnp.float32(beta), row_prefix,
                        row_mass, prior_leaves, prior_tree,
-                       tree_totals(prior_tree, prior_leaves, alpha), dense_counts)
+                       tree_totals(prior_tree, prior_leaves, alpha), dense_bhat, dense_tree,
+                       tree_totals(dense_tree, dense_bhat, alpha))
 
 
-def find_in_rows(rows: SparseRows, row: jax.Array, topic: jax.Array, steps=None
-                 ) -> tuple[jax.Array, jax.Array]:
-    """(position of `topic` in `row` of B, B_row,topic: 0 where absent), elementwise over
-    arrays of equal shape: a binary search of the row's ascending topics (`steps` halvings:
-    search_steps, None: enough for any row)."""
-    low, high = rows.row_start[row], rows.row_start[row + 1]
-    position = lower_bound(rows.topics, low, high, topic, steps)
-    clamped = jnp.minimum(position, rows.topics.shape[0] - 1)
-    found = (position < high) & (rows.topics[clamped] == topic)
-    return position, jnp.where(found, rows.counts[clamped], 0)
+def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
+               alpha: jax.Array, num_topics: int, beta: float, num_dense: int,
+               dtype=DENSE_ROW_DTYPE) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """(B-hat of the first num_dense rows in dtype [num_dense, K_pad], the levels of their
+    trees over alpha_k B-hat_vk, summed in float32 from the values B-hat holds): beta / D_k
+    everywhere, (B_vk + beta) / D_k at the rows' nonzeros (the values of mstep.float32_bhat),
+    0 in padding columns."""
+    padded_topics = denominator.shape[0]
+    real_topic = jnp.arange(padded_topics) < num_topics
+    empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)
+    in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
+                                                                           < num_dense)
+    topic = jnp.where(in_dense, rows.topics, 0)
+    bhat = jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)).at[
+        jnp.where(in_dense, row_of_entry, num_dense), topic].set(
+        ((rows.counts + beta) / denominator[topic]).astype(dtype), mode="drop")
+    return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 
 def search_steps(rows: SparseRows) -> jax.Array:

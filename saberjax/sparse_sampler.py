@@ -10,12 +10,16 @@ counts: the distribution of saberjax.sampler, split in three parts besides the o
     term 3     alpha_k beta / D_k          over every topic k != z           (mass S3)
 
 Term 1 runs as the dense sampler's sparse part (32 lanes of weighted reservoirs over A_d's
-nonzeros, the own topic joining lane 0), each product looking B_vk up in the word's row by a
-binary search; term 2 searches the row's prefix sums (the own topic's entry skipped by moving
-the draw past it); term 3 walks the global tree with z's leaf skipped
-(tree.descend_excluding).  A first uniform picks the part with probability (S1 + own) : S2 :
-S3; a second locates the draw in it.  Every sum runs in a fixed order per token, so a draw
-depends on nothing but the token and the model.
+nonzeros, the own topic joining lane 0), each product looking B_vk up in the word's row.  A
+word with a dense row (SparseModel.dense_bhat: the most frequent words) draws as the dense
+sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one part, alpha_k
+B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3).  Any other word looks B_vk up
+by a binary search of the topic's bucket of its sparse row (sparse_rows.RowBuckets); its
+term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
+it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
+A first uniform picks the part with probability (S1 + own) : S2 : S3; a second locates the
+draw in it.  Every sum runs in a fixed order per
+token, so a draw depends on nothing but the token and the model.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from saberjax import rng, segmented_count
+from saberjax import rng, sampler, segmented_count
 from saberjax.layout import Chunk
 from saberjax.sampler import _map_in_order, token_hash_state
-from saberjax.sparse_rows import SparseModel, find_in_rows, search_steps, upper_bound
+from saberjax.sparse_rows import SparseModel, find_in_bucket, search_steps, upper_bound
 from saberjax.state import ChunkState, unpack_pairs
 from saberjax.tree import WIDTH, lane_sums, search_block, tree_sample
 
@@ -65,6 +69,7 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
     """New topic of every word-major token of a chunk (padding tokens get topic 0); chunk.word
     holds rows of model.word_topic."""
     padded_topics = model.topic_totals.shape[0]
+    num_dense = model.dense_bhat.shape[0]
     lanes = jnp.arange(WIDTH, dtype=jnp.int32)
     a_topics, a_counts = unpack_pairs(jnp.pad(chunk_state.a_pairs, (0, WIDTH)), padded_topics)
     a_counts = a_counts.astype(jnp.float32)
@@ -82,6 +87,8 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
 
     def draw(batch):
         word = chunk.word[batch]
+        dense_word = word < num_dense
+        dense_row = jnp.minimum(word, num_dense - 1)
         start = chunk.doc_start[chunk.doc[batch]]
         nnz = doc_nnz[batch]
         state = token_state[batch]
@@ -95,9 +102,13 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
             inside = offset + lanes < nnz[:, None]
             is_own = topics == own[:, None]
             own_counts = own_counts + jnp.where(inside & is_own, counts, 0.0)
-            _, word_counts = find_in_rows(rows, jnp.broadcast_to(word[:, None], topics.shape),
-                                          jnp.where(inside, topics, padded_topics), steps)
-            bhat = (word_counts.astype(jnp.float32) + beta) / denominator[topics]
+            searched = inside & ~dense_word[:, None]
+            _, word_counts = find_in_bucket(rows, model.buckets,
+                                            jnp.broadcast_to(word[:, None], topics.shape),
+                                            jnp.where(searched, topics, padded_topics))
+            bhat = jnp.where(dense_word[:, None],
+                             model.dense_bhat[dense_row[:, None], topics].astype(jnp.float32),
+                             (word_counts.astype(jnp.float32) + beta) / denominator[topics])
             products = jnp.where(inside & ~is_own, counts * bhat, 0.0)
             lane_mass = lane_mass + products
             keep = rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass < products
@@ -109,33 +120,45 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
              jnp.zeros((*batch.shape, WIDTH), jnp.int32),
              jnp.zeros((*batch.shape, WIDTH), jnp.float32)))
         own_count = jnp.sum(own_counts, axis=1)  # A_dz: one lane holds it, the sum is exact
-        own_position, own_word_count = find_in_rows(rows, word, own, steps)
-        own_mass = own_topic_mass(own_count, model.alpha[own],
-                                  own_word_count.astype(jnp.float32), beta, denominator[own])
+        own_position, own_word_count = find_in_bucket(rows, model.buckets, word, jnp.where(
+            dense_word, padded_topics, own))
+        own_alpha = model.alpha[own]
+        own_bhat = model.dense_bhat[dense_row, own].astype(jnp.float32)
+        own_mass = jnp.where(
+            dense_word, sampler.own_topic_mass(own_count, own_alpha, own_bhat, denominator[own]),
+            own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
+                           denominator[own]))
         lane_mass = lane_mass.at[:, 0].add(own_mass)
         keep_own = rng.uniform(state, rng.STREAM_OWN) * lane_mass[:, 0] < own_mass
         kept_topics = kept_topics.at[:, 0].set(jnp.where(keep_own, own, kept_topics[:, 0]))
         doc_mass = lane_sums(lane_mass)[-1][:, 0]
+        lane, _ = search_block(lane_mass, u_position[batch] * doc_mass)
+        from_doc = jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
 
-        # term 2 without the own topic's entry (B_vz >= 1: the token is counted in it)
+        # a dense row: terms 2 and 3 as one, the row's tree without the own topic's leaf
+        tree_mass = sampler.dense_mass(model.dense_tree_total[dense_row], own_alpha, own_bhat)
+        from_tree = tree_sample(model.dense_tree, model.dense_bhat, model.alpha, dense_row,
+                                u_position[batch], excluded=own)
+        # a sparse row: term 2 without the own topic's entry (B_vz >= 1: the token is counted
+        # in it), term 3 without the own topic's leaf
         own_entry = model.row_prefix[own_position]
         before_own = jnp.where(own_position > rows.row_start[word],
                                model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
         own_weight = jnp.where(own_word_count > 0, own_entry - before_own, 0.0)
         row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)
-        # term 3 without the own topic's leaf
-        prior_mass = jnp.maximum(model.prior_total[0] - model.alpha[own]
+        prior_mass = jnp.maximum(model.prior_total[0] - own_alpha
                                  * model.prior_leaves[0, own], 0.0)
-
-        branch = u_branch[batch] * (doc_mass + row_mass + prior_mass)
-        lane, _ = search_block(lane_mass, u_position[batch] * doc_mass)
-        from_doc = jnp.take_along_axis(kept_topics, lane[:, None], axis=1)[:, 0]
         from_row = row_draw(model, word, own_position, own_weight, u_position[batch] * row_mass,
                             steps)
         from_prior = tree_sample(model.prior_tree, model.prior_leaves, model.alpha,
                                  jnp.zeros_like(word), u_position[batch], excluded=own)
+
+        branch = u_branch[batch] * jnp.where(dense_word, doc_mass + tree_mass,
+                                             doc_mass + row_mass + prior_mass)
         return jnp.where(branch < doc_mass, from_doc,
-                         jnp.where(branch < doc_mass + row_mass, from_row, from_prior))
+                         jnp.where(dense_word, from_tree,
+                                   jnp.where(branch < doc_mass + row_mass, from_row,
+                                             from_prior)))
 
     topics = _map_in_order(draw, jnp.argsort(token_blocks), BATCH)
     return jnp.where(positions < chunk.num_tokens, topics, 0).astype(chunk_state.topics.dtype)

@@ -300,9 +300,15 @@ def train(corpus: Corpus, config: TrainConfig,
         raise ValueError("checkpoint_every is set but no checkpoint_dir was given")
     hyper = Hyperparams.from_config(config, corpus.vocab)
     check_document_lengths(corpus.doc_lengths(), hyper.num_topics)
-    processes.check_agreement("the corpus and the settings", corpus.fingerprint(),
+    # the corpus's outline (sizes, offsets, vocabulary) before any process reads its tokens;
+    # then each reads its own and they combine the fingerprint and the word counts
+    processes.check_agreement("the corpus and the settings", corpus.outline(),
                               repr(dataclasses.asdict(config)))
-    placement = place(corpus, hyper, config, scoring=heldout is not None)
+    run_plan = plan_run(corpus, hyper, config, scoring=heldout is not None)
+    processes.combine_corpus_parts(corpus, *run_plan.own_tokens(corpus))
+    if run_plan.partition == "words":  # each process reads its words' tokens of every document
+        corpus.check()
+    placement = placed(corpus, hyper, run_plan)
     # the seed words found in the vocabulary (as JSON) and their weight, which the model's
     # topic_word reads
     seed_config = {} if hyper.seeds is None else dict(

@@ -239,27 +239,31 @@ def test_a_damaged_entry_with_a_record_is_rebuilt(tmp_path, monkeypatch):
     assert (entry / "source.json").exists()
 
 
-def test_an_entry_of_the_former_cache_version_is_replaced_quietly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("version, former_fingerprint", [
+    (1, Corpus.legacy_fingerprint), (3, Corpus.earlier_fingerprint)])
+def test_an_entry_of_a_former_cache_version_is_replaced_quietly(tmp_path, monkeypatch, version,
+                                                                 former_fingerprint):
     """Version 1 recorded the fingerprint of before it was hashed in blocks, and a source
-    record without a version: neither is trusted; the source is read again, with no warning,
-    and the new entry replaces the old one."""
+    record without a version; version 3 the fingerprint of blocks of 64 MiB: neither is
+    trusted; the source is read again, with no warning, and the new entry replaces the old
+    one."""
     monkeypatch.setattr(corpus_cache, "SETTLED_SECONDS", -60.0)
     source, cache = write_tiny_uci(tmp_path / "tiny"), tmp_path / "cache"
     with monkeypatch.context() as former:
-        former.setattr(corpus_cache, "CACHE_VERSION", 1)
-        former.setattr(Corpus, "fingerprint", Corpus.legacy_fingerprint)
+        former.setattr(corpus_cache, "CACHE_VERSION", version)
+        former.setattr(Corpus, "fingerprint", former_fingerprint)
         load_quietly(source.parent, cache_dir=cache)
     (old,) = entries(cache)
     record = json.loads((old / "source.json").read_text())
     del record["version"]
     (old / "source.json").write_text(json.dumps(record))
     manifest = json.loads((old / "cache.json").read_text())
-    assert manifest["version"] == 1
+    assert manifest["version"] == version
     hashed = count_hashing(monkeypatch)
     corpus = load_quietly(source.parent, cache_dir=cache)
     assert len(hashed) == 1
     assert_same_corpus(corpus, load_corpus(source.parent))
-    assert manifest["corpus_fingerprint"] == corpus.legacy_fingerprint() != corpus.fingerprint()
+    assert manifest["corpus_fingerprint"] == former_fingerprint(corpus) != corpus.fingerprint()
     (new,) = entries(cache)
     assert new != old
     assert json.loads((new / "cache.json").read_text())["corpus_fingerprint"] == \

@@ -120,7 +120,16 @@ def test_doc_word_counts_merge_repeats_sorted_by_doc_then_word():
 def test_fingerprint_is_a_fixed_value_across_processes():
     # Pinned: a change here invalidates every cached result keyed by fingerprint.
     assert tiny_corpus().fingerprint() == (
+        "bda335d9dad70c2d57739b9c18284eedf404776d95286a206fcfb6d10b793ef8")
+
+
+def test_the_earlier_fingerprint_is_the_former_one_of_blocks_of_64_mib():
+    # Pinned: the value saberjax recorded for this corpus in blocks of 64 MiB (checkpoints,
+    # models and caches of then hold it).
+    corpus = tiny_corpus()
+    assert corpus.earlier_fingerprint() == (
         "0d65e35ac655ba0fd8ade34b9199d9c18e49248ec0aff219b9f1893ca7714e3a")
+    assert corpus.has_fingerprint(corpus.earlier_fingerprint())
 
 
 def test_legacy_fingerprint_is_the_former_serial_fingerprint():
@@ -136,9 +145,9 @@ def test_legacy_fingerprint_is_the_former_serial_fingerprint():
     assert not corpus.has_fingerprint(None) and not corpus.has_fingerprint("")
 
 
-def block_fingerprint(corpus, block_bytes: int) -> str:
+def block_fingerprint(corpus, block_bytes: int, format: bytes = b"saberjax-corpus-v3\0") -> str:
     """The fingerprint as its docstring defines it, hashed block after block on one thread."""
-    digest = hashlib.sha256(b"saberjax-corpus-v2\0")
+    digest = hashlib.sha256(format)
     digest.update(f"{corpus.num_docs} {corpus.num_tokens} {corpus.num_words} "
                   f"{block_bytes}\n".encode())
     for data in (np.asarray(corpus.doc_offsets, "<i8").tobytes(),
@@ -165,6 +174,50 @@ def test_fingerprint_is_the_hash_of_its_blocks_on_any_number_of_cores(monkeypatc
     whole = Corpus(corpus.doc_offsets, corpus.word_ids, corpus.vocab)
     monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 1 << 26)
     assert whole.fingerprint() == block_fingerprint(corpus, 1 << 26) != corpus.fingerprint()
+    assert corpus.earlier_fingerprint() == block_fingerprint(corpus, 1 << 26,
+                                                             b"saberjax-corpus-v2\0")
+
+
+@pytest.mark.parametrize("num_tokens", [0, 1, 16, 17, 64, 65, 300])
+@pytest.mark.parametrize("num_parts", [1, 2, 3, 7])
+def test_parts_of_any_cut_combine_into_the_whole_corpus_fingerprint_and_counts(
+        monkeypatch, num_tokens, num_parts):
+    """Blocks of 16 word ids; parts cut anywhere (inside a block, on its edges, empty, lying in
+    one block), sent as bytes and combined in any order."""
+    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
+    rng = np.random.default_rng(num_tokens * 10 + num_parts)
+    offsets = np.concatenate([[0], np.sort(rng.integers(0, num_tokens + 1, 5)), [num_tokens]])
+    arrays = offsets, rng.integers(0, 7, num_tokens), tuple(f"w{i}" for i in range(7))
+    whole = Corpus(*arrays)
+    cuts = np.concatenate([[0], np.sort(rng.integers(0, num_tokens + 1, num_parts - 1)),
+                           [num_tokens]])
+    combined = Corpus(*arrays)
+    parts = [combined.part(first, last) for first, last in zip(cuts[:-1], cuts[1:])]
+    assert all(len(part.edges) <= 2 and len(part.to_bytes()) <= whole.largest_part_bytes()
+               for part in parts)
+    combined.combine_parts([corpus_core.CorpusPart.from_bytes(part.to_bytes() + b"padding")
+                            for part in reversed(parts)])
+    assert combined.fingerprint() == whole.fingerprint() == block_fingerprint(whole, 64)
+    np.testing.assert_array_equal(combined.word_counts(), whole.word_counts())
+
+
+def test_a_part_reads_only_its_tokens_and_parts_must_cover_the_corpus_once(monkeypatch):
+    monkeypatch.setattr(corpus_core, "FINGERPRINT_BLOCK_BYTES", 64)
+    corpus = random_corpus(num_docs=20, num_words=9, seed=4)
+    garbage = np.array(corpus.word_ids)
+    garbage[:40], garbage[90:] = -5, 10**6  # outside the vocabulary: unreadable by a count
+    unchecked = Corpus(corpus.doc_offsets, garbage, corpus.vocab, checked=False)
+    part = unchecked.part(40, 90)
+    assert part.block_digests == corpus.part(40, 90).block_digests
+    np.testing.assert_array_equal(part.word_counts, corpus.word_counts(tokens=(40, 90)))
+    with pytest.raises(CorpusFormatError, match=r"word_ids\[30\] is -5"):
+        unchecked.part(30, 90)
+    pieces = [corpus.part(0, 40), part, corpus.part(90, corpus.num_tokens)]
+    for wrong in (pieces[:2], [pieces[0], pieces[0], *pieces[1:]], [pieces[0], pieces[2]]):
+        with pytest.raises(ValueError, match="the parts cover tokens"):
+            corpus.combine_parts(wrong)
+    unchecked.combine_parts(pieces)
+    assert unchecked.fingerprint() == corpus.fingerprint()
 
 
 @pytest.mark.parametrize("block", [1, 3, 16, 1 << 20])

@@ -120,3 +120,32 @@ def test_native_load_reports_inconsistent_folders(tmp_path, edit, message):
     edit(tmp_path / "c")
     with pytest.raises(CorpusFormatError, match=f"{re.escape(str(tmp_path / 'c'))}.*{message}"):
         load_native(tmp_path / "c")
+
+
+def test_native_writer_takes_word_ids_written_into_its_reserved_file(tmp_path):
+    corpus = load_bundled("kos")
+    save_native(corpus, tmp_path / "whole")
+    with NativeCorpusWriter(tmp_path / "placed", corpus.vocab, name="kos") as writer:
+        path, offset = writer.reserve_word_ids(corpus.num_tokens)
+        with open(path, "r+b") as file:  # written back to front, as workers may
+            for part in np.array_split(np.arange(corpus.num_tokens), 3)[::-1]:
+                file.seek(offset + 4 * int(part[0]))
+                file.write(corpus.word_ids[part].astype("<i4").tobytes())
+        for docs in np.array_split(np.arange(corpus.num_docs), 4):
+            writer.append(corpus.subset(docs).doc_lengths(), None)
+    for name in os.listdir(tmp_path / "whole"):
+        placed, whole = (tmp_path / folder / name for folder in ("placed", "whole"))
+        assert placed.read_bytes() == whole.read_bytes()
+
+
+def test_native_writer_refuses_documents_not_holding_the_reserved_tokens(tmp_path):
+    with pytest.raises(ValueError, match="reserve_word_ids"):
+        with NativeCorpusWriter(tmp_path / "mixed", VOCAB) as writer:
+            writer.reserve_word_ids(3)
+            writer.append([3], [0, 1, 2])
+    with pytest.raises(CorpusFormatError, match="3 word ids were reserved for documents of 2"):
+        with NativeCorpusWriter(tmp_path / "short", VOCAB) as writer:
+            writer.reserve_word_ids(3)
+            writer.append([2], None)
+    assert not (tmp_path / "mixed").exists() and not (tmp_path / "short").exists()
+    assert os.listdir(tmp_path) == []

@@ -167,5 +167,5 @@ def test_the_devices_of_the_mesh_score_their_own_share_of_the_batches(monkeypatc
     assert sorted(shard.device.id for shard in shards) == sorted(d.id for d in mesh.devices.flat)
     assert all(shard.data.shape[0] == (count + 1) // 2 for shard in shards)
     two = scorer.score(jax.device_put(topic_word, NamedSharding(mesh, P())), 0.1)
-    assert two.loglik_per_token == pytest.approx(one.loglik_per_token, rel=1e-6)
+    assert two.loglik_per_token == one.loglik_per_token  # bit for bit: no order varies
     assert (two.tokens, two.documents) == (one.tokens, one.documents)

@@ -61,3 +61,17 @@ def test_crc32_combine_gives_the_crc_of_the_concatenation():
     for _ in range(33):
         alone, after_head = zlib.crc32(zeros, alone), zlib.crc32(zeros, after_head)
     assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head
+
+
+def test_write_mapped_writes_ranges_of_a_file_in_any_order(tmp_path):
+    from saberjax.files import write_mapped
+
+    values = np.arange(10_000, dtype=np.int32)
+    path = tmp_path / "ids"
+    with open(path, "wb") as file:
+        file.truncate(100 + values.nbytes)  # at an offset that is not a page's
+    for part, write_back in zip(np.array_split(np.arange(values.size), 4)[::-1],
+                                (True, False, True, False)):
+        write_mapped(path, 100 + 4 * int(part[0]), values[part], write_back)
+    write_mapped(path, 100, values[:0])  # nothing to write
+    assert path.read_bytes() == bytes(100) + values.tobytes()

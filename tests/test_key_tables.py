@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from saberjax.corpus import key_tables
-from saberjax.corpus.key_tables import KeyTable, StringTable, Strings, number_keys, number_strings
+from saberjax.corpus.key_tables import (KeyTable, Runs, StringTable, Strings, number_keys,
+                                        number_runs)
 
 
 @pytest.mark.parametrize("size, distinct", [(0, 1), (1, 1), (1000, 10), (200_000, 60_000),
@@ -40,9 +41,9 @@ def test_a_key_table_numbers_keys_in_the_order_first_given_across_batches():
     assert table.keys().tolist() == list(expected)
 
 
-def test_number_strings_gives_equal_strings_one_number_and_points_at_the_first():
+def test_number_runs_gives_equal_strings_one_number_and_points_at_the_first():
     strings = Strings.of([b"abc", b"", b"abc", b"xyz" * 10, b"", b"abd", b"bac"])
-    first, numbers = number_strings(strings)
+    first, numbers = number_runs(Runs.of(strings))
     values = strings.tolist()
     assert [values[first[number]] for number in numbers] == values
     assert len(first) == 5 and all(values.index(values[f]) == f for f in first)
@@ -51,21 +52,21 @@ def test_number_strings_gives_equal_strings_one_number_and_points_at_the_first()
 @pytest.fixture
 def one_hash(monkeypatch):
     """Every string hashes alike, so that only the byte comparison tells them apart."""
-    monkeypatch.setattr(key_tables, "string_hashes",
-                        lambda strings: np.full(len(strings), 12345, np.uint64))
+    monkeypatch.setattr(key_tables, "chunk_hashes",
+                        lambda chunks: np.full(chunks.lengths.size, 12345, np.uint64))
 
 
 def test_strings_of_one_hash_are_told_apart(one_hash):
     strings = Strings.of([b"ab", b"cd", b"ab", b"", b"cd"])
-    first, numbers = number_strings(strings)
+    first, numbers = number_runs(Runs.of(strings))
     assert numbers.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
 
 
 @pytest.mark.parametrize("collide", [False, True])
 def test_a_string_table_numbers_strings_across_batches(collide, monkeypatch):
     if collide:
-        monkeypatch.setattr(key_tables, "string_hashes",
-                            lambda strings: np.full(len(strings), 7, np.uint64))
+        monkeypatch.setattr(key_tables, "chunk_hashes",
+                            lambda chunks: np.full(chunks.lengths.size, 7, np.uint64))
     table, expected = StringTable(), {}
     for batch in ([b"a", b"bb", b""], [b"bb", b"ccc", b"a"], [b"dddd", b"", b"ccc", b"e" * 40]):
         numbers = table.numbers(Strings.of(batch))

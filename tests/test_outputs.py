@@ -202,7 +202,7 @@ def test_a_directory_holding_other_files_is_never_written_into(finished, tmp_pat
 # (before it replaces the output), and the exchange that puts it in place (before the old one is
 # deleted).
 KILL_POINTS = {
-    "model.npz written": ("saberjax.model", "atomic_write", "model.npz"),
+    "model.npz written": ("saberjax.model_files", "atomic_write", "model.npz"),
     "directories exchanged": ("saberjax.outputs", "replace_directory", ""),
 }
 

@@ -127,6 +127,8 @@ def test_the_cluster_flags_come_together():
 
 
 def train_command(corpus_dir, output, *flags: str) -> list[str]:
+    """launch/train.py on corpus_dir into output (a list of folders: process i's corpus is
+    the i-th)."""
     return [sys.executable, str(ROOT / "launch" / "train.py"), f"--corpus={corpus_dir}",
             f"--output={output}", "--num_topics=6", "--backend=xla", "--test_fraction=0",
             "--checkpoint_every=2", "--top_words=0", *flags]
@@ -140,7 +142,8 @@ def start_training(count: int, corpus_dir, output, *flags: str, devices: int = 1
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     cluster = [f"--coordinator_address=localhost:{free_port()}", f"--num_processes={count}"]
     popen = dict(dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE), **popen)
-    return [subprocess.Popen(train_command(corpus_dir, output, *flags)
+    corpora = corpus_dir if isinstance(corpus_dir, list) else [corpus_dir] * count
+    return [subprocess.Popen(train_command(corpora[index], output, *flags)
                              + (cluster + [f"--process_id={index}"] if count > 1 else []),
                              text=True, env=env, cwd=ROOT, **popen)
             for index in range(count)]
@@ -250,3 +253,58 @@ def test_processes_given_different_settings_stop_with_one_clear_error(tmp_path):
     assert all(worker.returncode == 1 for worker in workers), errors
     assert "error: the processes disagree on the corpus and the settings" in errors[0]
     assert not (tmp_path / "out" / "model.npz").exists()
+
+
+def corpora_readable_only_by_their_process(corpus, directory, devices: int) -> list:
+    """A copy of the corpus for each of 2 processes of `devices` devices whose tokens outside
+    that process's devices' chunks (by documents, or its host's on the two-axis mesh) are word
+    ids outside the vocabulary: reading one (to check, count, hash or lay it out) fails or
+    changes the fingerprint."""
+    from saberjax.corpus import load_native, save_native
+    from saberjax.layout import chunk_boundaries
+
+    save_native(corpus, directory / "corpus")
+    cuts = chunk_boundaries(corpus.doc_offsets, -(-corpus.num_tokens // (2 * devices)),
+                            2 * devices)[::devices]
+    corpora = []
+    for process, (first, last) in enumerate(zip(cuts[:-1], cuts[1:])):
+        shutil.copytree(directory / "corpus", directory / f"corpus{process}")
+        word_ids = np.load(directory / f"corpus{process}" / "word_ids.npy", mmap_mode="r+")
+        word_ids[:corpus.doc_offsets[first]] = -7
+        word_ids[corpus.doc_offsets[last]:] = -7
+        word_ids.flush()
+        corpora.append(directory / f"corpus{process}")
+    with pytest.raises(Exception, match="outside the vocabulary"):
+        load_native(corpora[0])
+    return corpora
+
+
+@pytest.mark.parametrize("devices, flag", [(1, "--partition=documents"), (2, "--mesh=2x2")])
+def test_each_process_reads_only_its_documents(tmp_path, devices, flag):
+    """Each process is given a copy of the corpus readable only in its own documents (by
+    documents, and its host's on the two-axis mesh): the two processes train the one-process
+    model and record the one-process fingerprint."""
+    corpus = random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9)
+    corpora = corpora_readable_only_by_their_process(corpus, tmp_path, devices)
+    train_processes(2, corpora, tmp_path / "two", "--iterations=4", flag, devices=devices)
+    train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
+    configs = [json.loads((tmp_path / run / "config.json").read_text()) for run in ("two", "one")]
+    assert configs[0]["processes"] == 2 and configs[1]["processes"] == 1
+    assert configs[0]["corpus_fingerprint"] == configs[1]["corpus_fingerprint"] \
+        == corpus.fingerprint()
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
+                                  word_topic_counts(tmp_path / "one"))
+
+
+def test_processes_partitioned_by_words_read_and_check_every_document(tmp_path):
+    """By words on one axis each process samples its words' tokens of every document, so it
+    validates them all: a copy readable only in its own documents stops it with one clear
+    error instead of training on what lies outside the vocabulary."""
+    corpus = random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9)
+    corpora = corpora_readable_only_by_their_process(corpus, tmp_path, 1)
+    workers = start_training(2, corpora, tmp_path / "out", "--iterations=2",
+                             "--partition=words", "--heartbeat_seconds=5")
+    errors = [worker.communicate(timeout=120)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [1, 1], errors
+    assert all("is -7, outside the vocabulary range [0, 40)" in error for error in errors)
+    assert not (tmp_path / "out").exists()

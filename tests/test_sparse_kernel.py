@@ -17,9 +17,10 @@ from saberjax.layout import with_tile_tokens
 from saberjax.pallas import sparse_sampler as kernel
 
 
-def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1):
+def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
+                        dense_dtype=sparse_rows.DENSE_ROW_DTYPE):
     """(chunk, chunk state, sparse model, key) with random topics and random, skewed rows of B,
-    the first dense_rows of them also dense."""
+    the first dense_rows of them also dense (in dense_dtype)."""
     corpus = ragged_corpus(seed=seed)
     hyper = Hyperparams.create(num_topics, backend="xla", model_format="sparse")
     placed = place(corpus, hyper, 1, partition="words")
@@ -33,18 +34,23 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1):
     rows = test_sparse_sampler.rows_of_dense(counts, int(np.count_nonzero(counts)) + 32)
     model = sparse_rows.model_from_totals(rows, sparse_rows.topic_totals(
         rows, hyper.padded_topics), jax.numpy.asarray(alpha), num_topics, hyper.beta,
-        corpus.num_words, dense_row_bytes=4 * hyper.padded_topics * dense_rows)
+        corpus.num_words, dense_row_bytes=np.dtype(dense_dtype).itemsize * hyper.padded_topics
+        * dense_rows, dense_dtype=dense_dtype)
     # one device's part as plain arrays (off the placement's mesh)
     share, chunk_state = jax.tree.map(lambda x: jax.device_put(np.asarray(x)[0]),
                                       (placed.word_shares, state.chunks[0]))
     return share, chunk_state, model, rng.iteration_key(seed, 3)
 
 
-@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows", [(1000, 8, 10), (37, 1, 1)])
-def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows):
+@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows,dense_dtype", [
+    (1000, 8, 10, "float32"), (37, 1, 1, "float32"), (300, 8, 5, "bfloat16")])
+def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows,
+                                                  dense_dtype):
     share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
-                                                         dense_rows=dense_rows)
-    assert model.dense_counts.shape[0] == dense_rows
+                                                         dense_rows=dense_rows,
+                                                         dense_dtype=jax.numpy.dtype(dense_dtype))
+    assert model.dense_bhat.shape[0] == dense_rows
+    assert model.dense_bhat.dtype == dense_dtype
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
     got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
@@ -62,12 +68,18 @@ def kernel_sampler(monkeypatch):
         sample_chunk=lambda *args: kernel.sample_and_shuffle(*args)[0]))
 
 
+@pytest.mark.parametrize("word", [0, 2])  # a dense row, a sparse row
 @pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
     (2000, 40, 100, 0.05, True)])
 def test_sparse_kernel_matches_the_dense_distribution(kernel_sampler, num_topics, nonzeros,
-                                                      word_nonzeros, alpha, asymmetric):
+                                                      word_nonzeros, alpha, asymmetric, word):
     test_sparse_sampler.test_sparse_sampler_matches_the_dense_distribution(
-        num_topics, nonzeros, word_nonzeros, alpha, asymmetric)
+        num_topics, nonzeros, word_nonzeros, alpha, asymmetric, word)
+
+
+@pytest.mark.parametrize("word", [0, 2])
+def test_sparse_kernel_draws_the_word_row_term_alone(kernel_sampler, word):
+    test_sparse_sampler.test_sparse_sampler_draws_the_word_row_term_alone(word)
 
 
 def test_sparse_kernel_lowers_to_triton_for_h100():

@@ -29,25 +29,27 @@ def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
 
 
 def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
-                        seed: int = 0, asymmetric: bool = False, own_count: int | None = None):
-    """DRAWS tokens of word 0 in one document whose A row is fixed by hand (as
-    test_sampler.draws_for_fixed_row), B's rows holding word_nonzeros random nonzeros each.
+                        seed: int = 0, asymmetric: bool = False, own_count: int | None = None,
+                        word: int = 0):
+    """DRAWS tokens of `word` in one document whose A row is fixed by hand (as
+    test_sampler.draws_for_fixed_row), B's rows holding word_nonzeros random nonzeros each,
+    word 0's row dense (SparseModel.dense_bhat), words 1 and 2 sparse only.
 
     Returns (samples, exact p from the dense formula, p counting the token, p with the prior
     doubled: None where A's row, the token left out, is empty and doubling changes nothing)."""
     rng_np = np.random.default_rng(seed)
     num_words = 3
-    corpus = Corpus(np.array([0, DRAWS], np.int64), np.zeros(DRAWS, np.int32),
+    corpus = Corpus(np.array([0, DRAWS], np.int64), np.full(DRAWS, word, np.int32),
                     tuple(f"w{i}" for i in range(num_words)))
     chunk = jax.device_put(build_layout(corpus).chunks[0])
     hyper = Hyperparams.create(num_topics, alpha=alpha)
     counts = np.zeros((num_words, hyper.padded_topics), np.int32)
-    for word in range(num_words):
+    for row in range(num_words):
         columns = rng_np.choice(num_topics, word_nonzeros, replace=False)
-        counts[word, columns] = rng_np.integers(1, 50, word_nonzeros)
+        counts[row, columns] = rng_np.integers(1, 50, word_nonzeros)
     topics = np.sort(rng_np.choice(num_topics, nonzeros, replace=False))
     own = topics[nonzeros // 2]
-    counts[0, own] = max(counts[0, own], 1) if own_count is None else own_count
+    counts[word, own] = max(counts[word, own], 1) if own_count is None else own_count
     alpha = np.full(num_topics, alpha, np.float32)
     if asymmetric:
         alpha *= rng_np.gamma(0.5, 2.0, num_topics).astype(np.float32)
@@ -56,7 +58,11 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     rows = rows_of_dense(counts, num_words * num_topics + 7)
     totals = sparse_rows.topic_totals(rows, hyper.padded_topics)
     model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(padded_alpha), num_topics,
-                                          hyper.beta, num_words)
+                                          hyper.beta, num_words,
+                                          dense_row_bytes=np.dtype(
+                                              sparse_rows.DENSE_ROW_DTYPE).itemsize
+                                          * hyper.padded_topics)
+    assert model.dense_bhat.shape[0] == 1
 
     doc_counts = rng_np.integers(1, 8, nonzeros)
     a_topics = np.zeros(chunk.padded_tokens, np.int32)
@@ -71,15 +77,16 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     a_row = np.zeros(num_topics)
     a_row[topics] = doc_counts
     denominator = counts[:, :num_topics].sum(axis=0) + num_words * hyper.beta
-    bhat_row = (counts[0, :num_topics] + hyper.beta) / denominator
+    bhat_row = (counts[word, :num_topics] + hyper.beta) / denominator
     counted = (a_row + alpha) * bhat_row
     a_row[own] -= 1
-    bhat_row[own] = (counts[0, own] - 1 + hyper.beta) / (denominator[own] - 1)
+    bhat_row[own] = (counts[word, own] - 1 + hyper.beta) / (denominator[own] - 1)
     exact = (a_row + alpha) * bhat_row
     doubled = (a_row + 2 * alpha) * bhat_row if a_row.any() else None
     return np.asarray(samples[:DRAWS]), exact, counted, doubled
 
 
+@pytest.mark.parametrize("word", [0, 2])  # a dense row, a sparse row
 @pytest.mark.parametrize("num_topics,nonzeros,word_nonzeros,alpha,asymmetric", [
     (2, 1, 1, 0.5, False),  # one nonzero everywhere
     (100, 70, 30, 0.5, False),  # three 32-blocks of A, a two-level prior tree
@@ -87,24 +94,29 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     (2000, 40, 100, 0.05, True),  # a three-level prior tree, a learned prior
 ])
 def test_sparse_sampler_matches_the_dense_distribution(num_topics, nonzeros, word_nonzeros,
-                                                       alpha, asymmetric):
+                                                       alpha, asymmetric, word):
     samples, exact, _, doubled_prior = draws_for_fixed_row(num_topics, nonzeros, word_nonzeros,
-                                                           alpha, asymmetric=asymmetric)
+                                                           alpha, asymmetric=asymmetric,
+                                                           word=word)
     assert goodness_of_fit_pvalue(samples, exact) > 1e-4
     if doubled_prior is not None:  # the test has power
         assert goodness_of_fit_pvalue(samples, doubled_prior) < 1e-6
 
 
-def test_sparse_sampler_leaves_the_token_out_of_its_own_topics_counts():
-    samples, exact, counted, _ = draws_for_fixed_row(100, 10, 20, 0.5, seed=5, own_count=2)
+@pytest.mark.parametrize("word", [0, 2])
+def test_sparse_sampler_leaves_the_token_out_of_its_own_topics_counts(word):
+    samples, exact, counted, _ = draws_for_fixed_row(100, 10, 20, 0.5, seed=5, own_count=2,
+                                                     word=word)
     assert goodness_of_fit_pvalue(samples, exact) > 1e-4
     assert goodness_of_fit_pvalue(samples, counted) < 1e-6
 
 
-def test_sparse_sampler_draws_the_word_row_term_alone():
+@pytest.mark.parametrize("word", [0, 2])
+def test_sparse_sampler_draws_the_word_row_term_alone(word):
     """A word seen in three topics, its token alone in its own, alpha large: term 2 carries
     most of the mass, so a wrong skip of the own entry would show."""
-    samples, exact, counted, _ = draws_for_fixed_row(64, 1, 3, 20.0, seed=2, own_count=1)
+    samples, exact, counted, _ = draws_for_fixed_row(64, 1, 3, 20.0, seed=2, own_count=1,
+                                                     word=word)
     assert goodness_of_fit_pvalue(samples, exact) > 1e-4
     assert goodness_of_fit_pvalue(samples, counted) < 1e-6
 
@@ -145,9 +157,13 @@ def test_model_prefix_sums_and_prior_tree():
     rows = rows_of_dense(counts, 300)
     totals = sparse_rows.topic_totals(rows, 64)
     model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6,
-                                          dense_row_bytes=4 * 64 * 4)
-    np.testing.assert_array_equal(np.asarray(model.dense_counts), counts[:4])  # 4 dense rows
+                                          dense_row_bytes=2 * 64 * 4, dense_dtype=jnp.bfloat16)
     denominator = counts.sum(axis=0) + 6 * 0.1
+    bhat = np.where(np.arange(64) < 40, (counts + 0.1) / denominator, 0.0)
+    held = np.asarray(model.dense_bhat, np.float32)
+    np.testing.assert_allclose(held, bhat[:4], rtol=2**-8)  # 4 dense rows, bfloat16
+    np.testing.assert_allclose(np.asarray(model.dense_tree_total), (held * alpha).sum(axis=1),
+                               rtol=1e-5)
     weights = alpha * counts / denominator
     np.testing.assert_allclose(np.asarray(model.row_mass), weights.sum(axis=1), rtol=1e-5)
     prefix = np.asarray(model.row_prefix)
@@ -172,3 +188,44 @@ def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics)
     order = np.lexsort((topics, rows))
     np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
     np.testing.assert_array_equal(np.asarray(got[1]), topics[order])
+
+
+@pytest.mark.parametrize("padded_topics", [64, 96, 1 << 10])
+def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
+    """find_in_bucket gives B_row,topic for every row and topic (K_pad: none), rows empty,
+    short, full and with their topics crowded into one bucket, and each found position is the
+    topic's in its row."""
+    rng_np = np.random.default_rng(padded_topics)
+    num_topics = padded_topics - 3
+    counts = np.zeros((9, padded_topics), np.int32)
+    for row, length in enumerate([0, 1, 2, 3, 5, 17, num_topics // 2, num_topics]):
+        columns = rng_np.choice(num_topics, length, replace=False)
+        counts[row, columns] = rng_np.integers(1, 9, length)
+    counts[8, :12] = 1  # twelve topics in the lowest bucket of a row of twelve
+    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
+    np.testing.assert_array_equal(
+        np.asarray(sparse_rows.nonzero_rows(rows)),
+        np.searchsorted(np.asarray(rows.row_start), np.arange(rows.topics.shape[0]),
+                        side="right") - 1)
+    buckets = sparse_rows.row_buckets(rows, sparse_rows.nonzero_rows(rows), padded_topics)
+    row, topic = np.meshgrid(np.arange(9), np.arange(padded_topics + 1), indexing="ij")
+    position, found = sparse_rows.find_in_bucket(rows, buckets, jnp.asarray(row),
+                                                 jnp.asarray(topic))
+    expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
+    np.testing.assert_array_equal(np.asarray(found), expected)
+    present = expected > 0
+    np.testing.assert_array_equal(np.asarray(rows.topics)[np.asarray(position)[present]],
+                                  topic[present])
+    assert int(buckets.steps[8]) == 4  # the crowded bucket: 12 entries, 4 halvings
+
+
+def test_row_max_over_blocks_and_single_entries():
+    rng_np = np.random.default_rng(4)
+    lengths = np.array([0, 1, 31, 32, 33, 100, 0, 5, 64])
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    row = np.concatenate([row, np.full(7, len(lengths))])  # entries of no row
+    values = rng_np.integers(0, 50, row.shape[0]).astype(np.int32)
+    expected = np.zeros(len(lengths), np.int32)
+    np.maximum.at(expected, row[row < len(lengths)], values[row < len(lengths)])
+    got = sparse_rows.row_max(jnp.asarray(values), jnp.asarray(row, jnp.int32), len(lengths))
+    np.testing.assert_array_equal(np.asarray(got), expected)

@@ -126,6 +126,21 @@ def _assert_same_corpus(corpus, entries):
     np.testing.assert_array_equal(corpus.doc_lengths(), lengths)
 
 
+@pytest.mark.parametrize("directory", [None, "native"])
+def test_words_of_many_tokens_in_a_piece_are_counted_exactly(monkeypatch, tmp_path, directory):
+    # a piece's words' tokens are kept in a byte each, those of SMALL_COUNT or more apart;
+    # a stop word of many tokens is left out, the others kept, in the first of several pieces
+    many = ["the"] * 700 + ["frequent"] * 700 + ["rare"] * 254 + ["seldom"] * 255
+    documents = [" ".join(many), "rare seldom"] + _varied_documents(5, 40)
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
+    with pytest.warns(UserWarning, match="dropped"):
+        corpus = build_corpus(document_blocks(documents), vocabulary=text.VocabularyRules(
+            min_df=1, max_df=1.0), workers=2, directory=directory and tmp_path / directory
+                              ).corpus
+    _assert_same_corpus(corpus, text_reference.token_entries(documents, min_df=1, max_df=1.0))
+    assert "frequent" in corpus.vocab and "the" not in corpus.vocab
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engine_gives_the_corpus_of_the_reader_it_replaced(seed):
     documents = _varied_documents(seed)
@@ -155,11 +170,10 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
     vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary, workers=1).corpus
-    for workers, block_bytes, memory, directory, piece, group in (
-            (1, 1 << 20, None, None, 700, 32), (3, 1000, 0, None, 300, 3),
-            (2, 5000, 3000, tmp_path / "n", 90, 1)):
+    for workers, block_bytes, memory, directory, piece in (
+            (1, 1 << 20, None, None, 700), (3, 1000, 0, None, 300),
+            (2, 5000, 3000, tmp_path / "n", 90)):
         monkeypatch.setattr(text_corpus, "PIECE_BYTES", piece)
-        monkeypatch.setattr(text_corpus, "GROUP_PIECES", group)
         with pytest.warns(UserWarning, match="dropped"):
             built = build_corpus(document_blocks(documents, block_bytes=block_bytes), rules, vocabulary,
                                  workers=workers, memory_bytes=memory,
@@ -179,10 +193,9 @@ def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):
     with pytest.warns(UserWarning, match="dropped"):
         reference = build_corpus(document_blocks(documents), rules, vocabulary).corpus
     assert sum(len(word) > 12 for word in reference.vocab) >= 2  # long words, by their bytes
-    monkeypatch.setattr(key_tables, "string_hashes",
-                        lambda strings: np.full(len(strings), 99, np.uint64))
+    monkeypatch.setattr(key_tables, "chunk_hashes",
+                        lambda chunks: np.full(chunks.lengths.size, 99, np.uint64))
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 500)
-    monkeypatch.setattr(text_corpus, "GROUP_PIECES", 3)
     with pytest.warns(UserWarning, match="dropped"):
         collided = build_corpus(document_blocks(documents), rules, vocabulary, workers=2).corpus
     assert collided.vocab == reference.vocab
@@ -301,6 +314,26 @@ def test_word_keys_are_exact_and_decode_to_their_words():
     dictionary = dictionary_words(tokens)
     assert len(dictionary) == len(set(words))
     assert [dictionary[i] for i in tokens.token_ids] == words
+
+
+def test_a_piece_counts_each_words_tokens_and_documents_past_16_bit_word_ids():
+    from saberjax.corpus.key_tables import Strings
+    from saberjax.corpus.tokenizing import LONG_KEY, BlockWords
+    rng = np.random.default_rng(3)
+    num_words = (1 << 16) + 4464  # ids sorted by two 16-bit digits
+    token_ids = np.concatenate([np.arange(num_words), rng.integers(0, num_words, 60_000),
+                                rng.integers(num_words - 5, num_words, 20_000)])
+    token_ids = rng.permutation(token_ids).astype(np.int32)
+    cuts = rng.integers(0, token_ids.size, 3000)
+    doc_tokens = np.sort(np.concatenate([[0, 0], cuts, cuts[:5], [token_ids.size] * 3]))
+    lengths = np.diff(doc_tokens)
+    words = BlockWords(LONG_KEY + np.arange(num_words, dtype=np.uint64), Strings.empty(),
+                       token_ids, doc_tokens, 0)
+    counts, doc_freq = text_corpus._frequencies(words)
+    docs = np.repeat(np.arange(lengths.size), lengths)
+    pairs = np.unique(docs.astype(np.int64) * num_words + token_ids)
+    np.testing.assert_array_equal(counts, np.bincount(token_ids, minlength=num_words))
+    np.testing.assert_array_equal(doc_freq, np.bincount(pairs % num_words, minlength=num_words))
 
 
 def test_reading_plain_text_imports_neither_jax_nor_pyarrow(tmp_path):

@@ -1,6 +1,7 @@
 """Raw documents from every text source as DocumentBlocks (saberjax.corpus.text_sources)."""
 
 import gzip
+import os
 
 import numpy as np
 import pytest
@@ -316,16 +317,22 @@ def test_bad_input_is_a_one_line_error_naming_the_file(tmp_path, file, content, 
     ('{"text": "ok"}\n{"text": 7}\n', {}, "line 2: field 'text' is a number, not a string"),
     ('{"text": "a", "id": 1}\n{"text": "b"}\n', dict(id_field="id"), "records have no 'id'"),
 ])
-def test_json_lines_parsed_by_the_tokenising_threads_report_bad_records(
-        tmp_path, monkeypatch, content, options, message):
+@pytest.mark.parametrize("processes", [False, True])
+def test_json_lines_parsed_by_the_tokenising_workers_report_bad_records(
+        tmp_path, monkeypatch, content, options, message, processes):
     from saberjax.corpus import text_corpus
     from saberjax.corpus.plain_text import load_text
 
     monkeypatch.setattr(text_corpus, "PIECE_BYTES", 1000)  # records parsed in many pieces
+    if processes:  # worker processes for this small input
+        monkeypatch.setattr(text_corpus, "PROCESS_MIN_WORKERS", 1)
+        monkeypatch.setattr(text_corpus, "PROCESS_MIN_BYTES", 0)
     path = write_text(tmp_path / "bad.jsonl", content * 3000)
-    with pytest.raises(CorpusFormatError, match=message) as caught:
-        load_text(path, format="jsonl", workers=3, min_df=1, max_df=1.0, **options)
+    with pytest.raises(CorpusFormatError, match=message) as caught:  # processes write folders
+        load_text(path, tmp_path / "corpus", format="jsonl", workers=3, min_df=1, max_df=1.0,
+                  **options)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert os.listdir(tmp_path) == ["bad.jsonl"]  # nothing written, no spill files left
 
 
 def test_bad_columns_and_objects_are_refused():
@@ -502,3 +509,40 @@ def test_load_text_detects_the_format_of_a_folder_of_shards(tmp_path):
     path, options = write_all_formats(tmp_path)["parquet folder"]
     corpus = load_text(path, format="auto", min_df=1, max_df=1.0, **options)
     assert list(corpus.doc_names) == IDS[:12] + IDS[13:]
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+@pytest.mark.parametrize("name", ["jsonl", "text lines"])
+def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name):
+    from saberjax import text
+    from saberjax.corpus import text_corpus
+    from saberjax.corpus.text_corpus import build_corpus
+
+    path, options = write_all_formats(tmp_path)[name]
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
+    monkeypatch.setattr(text_corpus, "PIECE_BYTES", 150)  # several pieces for each worker
+    built = {}
+    for processes, memory, directory in ((False, None, None), (True, 0, tmp_path / "native")):
+        blocks = document_blocks(path, block_bytes=200, parsed=False, **options)
+        built[processes] = build_corpus(blocks, vocabulary=vocabulary, workers=2,
+                                        memory_bytes=memory, processes=processes,
+                                        directory=directory).corpus
+    assert built[True].vocab == built[False].vocab
+    np.testing.assert_array_equal(built[True].doc_offsets, built[False].doc_offsets)
+    np.testing.assert_array_equal(built[True].word_ids, built[False].word_ids)
+    if name == "jsonl":
+        assert list(built[True].doc_names) == list(built[False].doc_names)
+
+
+def test_processes_tokenise_only_many_workers_on_a_large_input():
+    from saberjax.corpus.text_corpus import (
+        PROCESS_MIN_BYTES,
+        PROCESS_MIN_WORKERS,
+        _uses_processes,
+    )
+
+    assert _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS - 1, PROCESS_MIN_BYTES, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES - 1, "corpus")
+    assert not _uses_processes(64, None, "corpus")
+    assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES, None)  # in memory

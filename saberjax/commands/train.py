@@ -28,6 +28,7 @@ import pathlib
 import shutil
 import time
 
+import jax
 import numpy as np
 from absl import flags, logging
 
@@ -119,12 +120,22 @@ def text_options() -> dict:
     return {**cli.flagged_text_options(), **cli.flagged_fields()}
 
 
+def reads_own_documents_only() -> bool:
+    """Whether each process of the run reads only its own documents' tokens: with several
+    processes, no test split to cut from the corpus and nothing written from every document
+    (--save_doc_topics, --report).  A native corpus's word ids are then validated by each
+    process as it counts its own (trainer.train) instead of whole on loading."""
+    return (jax.process_count() > 1 and not (FLAGS.save_doc_topics or FLAGS.report)
+            and (FLAGS.test_corpus is not None or FLAGS.test_fraction == 0))
+
+
 def load_data():
     """(every document of the corpus, the training corpus, held-out halves or None) as the
     flags ask; corpora are read through the corpus cache."""
     if FLAGS.corpus:
         documents = cli.load_corpus_as_flagged(FLAGS.corpus, FLAGS.format,
-                                                        **text_options())
+                                               checked=not reads_own_documents_only(),
+                                               **text_options())
     else:
         documents = corpus_io.load_bundled("kos")
     corpus = documents

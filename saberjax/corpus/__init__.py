@@ -7,7 +7,8 @@ restores a corpus exactly, empty documents included.
 
 One module per concern; every public name is importable from here:
 
-- ``core``: the Corpus, its builders :func:`from_entries` and :func:`from_doc_runs`,
+- ``core``: the Corpus (and CorpusPart, a process's part of its fingerprint and word counts),
+  its builders :func:`from_entries` and :func:`from_doc_runs`,
   :func:`align_vocabulary`, CorpusFormatError and MAX_COUNT;
 - ``reading``: files read in blocks (gunzipped when gzipped) and vocabulary files;
 - ``parsing``: the parser of text bodies that UCI and LDA-C share (pieces of whole lines on a
@@ -47,6 +48,7 @@ from saberjax.corpus.core import (
     MAX_COUNT,
     WORD_COUNT_BLOCK,
     Corpus,
+    CorpusPart,
     align_vocabulary,
     from_doc_runs,
     from_entries,
@@ -60,6 +62,7 @@ __all__ = [
     "WORD_COUNT_BLOCK",
     "Corpus",
     "CorpusFormatError",
+    "CorpusPart",
     "NativeCorpusWriter",
     "align_vocabulary",
     "bundled_corpus_path",

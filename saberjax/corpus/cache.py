@@ -56,8 +56,9 @@ from saberjax.errors import CorpusFormatError
 from saberjax.files import atomic_write
 
 # 2: corpus fingerprints hashed in blocks (Corpus.fingerprint); 3: source contents hashed in
-# blocks on threads (_content_key), text options of the block engine
-CACHE_VERSION = 3
+# blocks on threads (_content_key), text options of the block engine; 4: fingerprints of
+# blocks of 256 KiB (format saberjax-corpus-v3)
+CACHE_VERSION = 4
 MANIFEST = "cache.json"
 CORPUS_FOLDER = "corpus"
 SOURCE_RECORD = "source.json"
@@ -141,17 +142,20 @@ def _block_digest(block: tuple[Path, int]) -> bytes:
         return hashlib.sha256(stream.read(_READ_BLOCK)).digest()
 
 
-def load_corpus(path, format: str = "auto", cache_dir=None, log=None, **text_options) -> Corpus:
+def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: bool = True,
+                **text_options) -> Corpus:
     """corpus.load_corpus(path, format, **text_options), through the cache in cache_dir
     (None: default_cache_dir()).  A native corpus is loaded as it is (it is a native copy
     already); errors in the source or the options are load_corpus's, raised before the cache
     entry appears.  Plain text is read straight into the entry (out of core: see
-    plain_text.load_text), with progress lines to `log` when reading takes a while."""
+    plain_text.load_text), with progress lines to `log` when reading takes a while.
+    checked=False: a native corpus's word ids are left to whoever counts them (load_native);
+    an entry of the cache is checked whole (its fingerprint)."""
     path = Path(path)
     chosen = formats.detect_format(path) if format == "auto" else format
     if chosen == "native" or (text_options and chosen not in text_sources.FORMATS):
         # as it is, or its error
-        return formats.load_corpus(path, chosen, **text_options)
+        return formats.load_corpus(path, chosen, checked, **text_options)
     cache_dir = Path(default_cache_dir() if cache_dir is None else cache_dir)
     options = reading_options(path, chosen, **text_options)
     origin = dict(source=str(path.resolve()), options=options)

@@ -29,7 +29,7 @@ from saberjax.errors import CorpusFormatError
 FORMATS = ("uci", "ldac", "native", *TEXT_FORMATS)
 
 
-def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
+def load_corpus(path, format: str = "auto", checked: bool = True, **text_options) -> Corpus:
     """Loads a corpus in any supported format; format is "auto" or one of FORMATS.
 
     "auto" picks: a folder with corpus.json -> native; a folder with docword.txt[.gz] or a
@@ -39,6 +39,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     .jsonl, .csv, .tsv, .parquet, each also .gz or .zst, or folders and globs of them),
     tokenised by load_text with `text_options`: the text and reading options of
     plain_text (text_rules; text_field and id_field for the formats with fields).
+    checked=False: a native corpus's word ids are left to whoever counts them (load_native).
     """
     path = Path(path)
     chosen = _chosen_format(path, format)
@@ -47,7 +48,7 @@ def load_corpus(path, format: str = "auto", **text_options) -> Corpus:
     if text_options:
         raise ValueError(f"{', '.join(text_options)} only apply to text input; {path} is {chosen}")
     if chosen == "native":
-        return load_native(path)
+        return load_native(path, checked=checked)
     if chosen == "uci":
         return load_uci(path)
     return load_ldac(path, path.with_name(LDAC_VOCAB_FILE))

@@ -10,11 +10,12 @@ released and the text path needs no other library.
 - `KeyTable`: distinct keys numbered across batches (a corpus's words as its pieces arrive),
   open addressing with linear probing, every probe a whole-array pass over the batch's keys
   not yet found.
-- `Strings`: byte strings as one buffer with offsets; `string_hashes` a 64-bit hash of each
-  (its bytes read 8 at a time, each uint64 mixed with its place, summed over the string, mixed
-  with its length); `number_strings` and `StringTable` number strings by their hashes and then
-  compare every string with the one its number stands for, byte for byte, so that two
-  strings of one hash are told apart (by a Python dictionary of their bytes, the rare path).
+- `Strings`: byte strings as one buffer with offsets; `Runs`: byte strings where they lie in
+  a buffer (a text's words); `chunk_hashes` a 64-bit hash of each (its bytes read 8 at a time,
+  `Chunks`, each uint64 mixed with its place, summed over the string, mixed with its length);
+  `number_runs` and `StringTable` number strings by their hashes and then compare every
+  string with the one its number stands for, byte for byte, so that two strings of one hash
+  are told apart (by a Python dictionary of their bytes, the rare path).
 
 Key 0 marks an empty slot: keys are never 0 (hashes are made odd).
 """
@@ -35,7 +36,8 @@ MIN_BITS, MAX_FIRST_BITS = 10, 16  # a batch's first table: 2**10 to 2**16 slots
 def _slots(keys: np.ndarray, bits: int, round_: int = 0) -> np.ndarray:
     """Each key's slot in a table of 2**bits (int64, for indexing)."""
     product = keys * _MULTIPLIERS[round_ % _MULTIPLIERS.size]
-    return (product >> np.uint64(64 - bits)).view(np.int64)
+    product >>= np.uint64(64 - bits)
+    return product.view(np.int64)
 
 
 def number_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,14 +53,14 @@ def _numbered(keys: np.ndarray, bits: int, round_: int) -> tuple[np.ndarray, np.
     table = np.zeros(1 << bits, np.uint64)
     table[slot] = keys
     missed = np.flatnonzero(table.take(slot) != keys)
-    occupied = np.flatnonzero(table)
-    number = np.zeros(1 << bits, np.int32)
+    occupied = np.flatnonzero(table != 0)  # bool: numpy's fast nonzero
+    number = np.empty(1 << bits, np.int32)  # read at every key's slot, each one occupied
     number[occupied] = np.arange(occupied.size, dtype=np.int32)
     numbers = number.take(slot)
-    distinct = table[occupied]
+    distinct = table.take(occupied)
     if missed.size:
         rest_bits = max(int(missed.size).bit_length() + 1, MIN_BITS)
-        rest, rest_numbers = _numbered(keys[missed], rest_bits, round_ + 1)
+        rest, rest_numbers = _numbered(keys.take(missed), rest_bits, round_ + 1)
         numbers[missed] = rest_numbers + occupied.size
         distinct = np.concatenate([distinct, rest])
     return distinct, numbers
@@ -83,13 +85,13 @@ class KeyTable:
 
     def keys(self) -> np.ndarray:
         """Every key, in the order of their numbers."""
-        occupied = np.flatnonzero(self._keys)
+        occupied = np.flatnonzero(self._keys != 0)
         ordered = np.empty(self.size, np.uint64)
         ordered[self._numbers[occupied]] = self._keys[occupied]
         return ordered
 
     def _grow(self, size: int) -> None:
-        occupied = np.flatnonzero(self._keys)
+        occupied = np.flatnonzero(self._keys != 0)
         keys, numbers = self._keys[occupied], self._numbers[occupied]
         capacity = 1 << max(int(4 * size - 1).bit_length(), MIN_BITS)
         self._keys = np.zeros(capacity, np.uint64)
@@ -193,33 +195,71 @@ def _mixed(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _words8(strings: Strings) -> tuple[np.ndarray, np.ndarray]:
-    """(each string's bytes 8 at a time as uint64, the last zero-padded, concatenated; where
-    each string's begin, [n + 1])."""
-    lengths = strings.lengths()
-    counts = (lengths + 7) >> 3
-    starts = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=starts[1:])
-    within = np.arange(starts[-1]) - np.repeat(starts[:-1], counts)  # a word's place (x 8)
+class Runs(NamedTuple):
+    """Byte strings lying in a buffer: string i is buffer[starts[i]:starts[i] + lengths[i]]
+    (uint8; int64 [n] each), with at least 8 bytes of the buffer after each string's start
+    (RUN_PADDING after the last string), so that the strings are read 8 bytes at a time where
+    they lie (a tokeniser's words in its text, say)."""
+
+    buffer: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @staticmethod
+    def of(strings: Strings) -> Runs:
+        """The strings as runs of a padded copy of their data."""
+        return Runs(np.concatenate([strings.data, np.zeros(RUN_PADDING, np.uint8)]),
+                    strings.offsets[:-1], strings.lengths())
+
+    def __len__(self) -> int:
+        return self.starts.size
+
+    def strings(self, indices: np.ndarray) -> Strings:
+        """The runs at `indices`, in that order, copied out."""
+        lengths = self.lengths.take(indices)
+        offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return Strings(self.buffer[byte_ranges(self.starts.take(indices), lengths)], offsets)
+
+
+RUN_PADDING = 8  # bytes of a Runs buffer after its last string
+
+
+class Chunks(NamedTuple):
+    """Byte strings 8 bytes at a time: string i's bytes are values[first[i]:first[i + 1]]
+    (little-endian uint64, the last zero-padded), lengths[i] of them."""
+
+    values: np.ndarray
+    first: np.ndarray
+    lengths: np.ndarray
+
+
+def chunks_of(runs: Runs) -> Chunks:
+    """The Chunks of runs, read where they lie."""
+    counts = (runs.lengths + 7) >> 3
+    first = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    within = np.arange(first[-1]) - np.repeat(first[:-1], counts)  # a chunk's place (x 8)
     within <<= 3
-    padded = np.concatenate([strings.data, np.zeros(8, np.uint8)])
-    windows = np.ndarray((padded.size - 7,), "<u8", padded, strides=(1,))
-    at = np.repeat(strings.offsets[:-1], counts) + within
-    rest = np.repeat(lengths, counts) - within
-    return windows[at] & _LOW_BYTES[np.minimum(rest, 8)], starts
+    windows = np.ndarray((runs.buffer.size - 7,), "<u8", runs.buffer, strides=(1,))
+    values = windows[np.repeat(runs.starts, counts) + within]
+    values &= _LOW_BYTES.take(np.repeat(runs.lengths, counts) - within, mode="clip")
+    return Chunks(values, first, runs.lengths)
 
 
-def string_hashes(strings: Strings) -> np.ndarray:
+def chunk_hashes(chunks: Chunks) -> np.ndarray:
     """A 64-bit odd hash of each string (see the module)."""
-    words, starts = _words8(strings)
-    places = np.arange(words.size, dtype=np.uint64) - np.repeat(
-        starts[:-1].astype(np.uint64), np.diff(starts))
-    values = _mixed(words ^ ((places + np.uint64(1)) * _BYTE_MIX))
-    hashes = np.zeros(len(strings), np.uint64)
-    nonempty = np.flatnonzero(np.diff(starts))
+    counts = np.diff(chunks.first)
+    places = np.arange(chunks.values.size, dtype=np.uint64) - np.repeat(
+        chunks.first[:-1].astype(np.uint64), counts)
+    places += np.uint64(1)
+    places *= _BYTE_MIX
+    values = _mixed(places ^ chunks.values)
+    hashes = np.zeros(counts.size, np.uint64)
+    nonempty = np.flatnonzero(counts != 0)
     if nonempty.size:
-        hashes[nonempty] = np.add.reduceat(values, starts[nonempty])
-    hashes ^= strings.lengths().astype(np.uint64) * _LENGTH_MIX
+        hashes[nonempty] = np.add.reduceat(values, chunks.first[nonempty])
+    hashes ^= chunks.lengths.astype(np.uint64) * _LENGTH_MIX
     return _mixed(hashes) | np.uint64(1)
 
 
@@ -235,18 +275,31 @@ def _equal_strings(first: Strings, first_index: np.ndarray, second: Strings,
     return same
 
 
-def number_strings(strings: Strings) -> tuple[np.ndarray, np.ndarray]:
+def _equal_chunks(chunks: Chunks, other: np.ndarray) -> np.ndarray:
+    """Whether string i of chunks equals string other[i]."""
+    same = chunks.lengths == chunks.lengths.take(other)
+    counts = np.diff(chunks.first)
+    at = np.repeat(chunks.first.take(other) - chunks.first[:-1], counts)
+    at += np.arange(chunks.values.size)  # the other's chunk (of the same place, when as long)
+    differ = np.flatnonzero(chunks.values != chunks.values.take(at, mode="clip"))
+    if differ.size:
+        same[np.searchsorted(chunks.first, differ, "right") - 1] = False
+    return same
+
+
+def number_runs(runs: Runs) -> tuple[np.ndarray, np.ndarray]:
     """(the index of the first of each distinct string, in the order of their numbers; each
     string's number, int32): number_keys of their hashes, checked byte for byte."""
-    if len(strings) == 0:
+    if len(runs) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    distinct, numbers = number_keys(string_hashes(strings))
+    chunks = chunks_of(runs)
+    distinct, numbers = number_keys(chunk_hashes(chunks))
     first = _firsts(numbers, distinct.size)
-    if _equal_strings(strings, np.arange(numbers.size), strings, first[numbers]).all():
+    if _equal_chunks(chunks, first.take(numbers)).all():
         return first, numbers
     index: dict[bytes, int] = {}  # two strings of one hash: numbered by their bytes
-    numbers = np.array([index.setdefault(value, len(index)) for value in strings.tolist()],
-                       np.int32)
+    values = runs.strings(np.arange(len(runs))).tolist()
+    numbers = np.array([index.setdefault(value, len(index)) for value in values], np.int32)
     return _firsts(numbers, len(index)), numbers
 
 
@@ -276,7 +329,7 @@ class StringTable:
     def numbers(self, strings: Strings) -> np.ndarray:
         """The numbers (int64) of strings, those not yet in the table numbered on from size."""
         known = self._hashes.size
-        hashes, of_hash = number_keys(string_hashes(strings))
+        hashes, of_hash = number_keys(chunk_hashes(chunks_of(Runs.of(strings))))
         firsts = _firsts(of_hash, hashes.size)
         hash_numbers = self._hashes.numbers(hashes)
         added = np.flatnonzero(hash_numbers >= known)  # in the order given (hash_numbers)

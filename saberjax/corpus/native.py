@@ -53,6 +53,13 @@ class _NpyAppender:
         self._file.write(data.data)
         self._length += data.size
 
+    def reserve(self, length: int) -> int:
+        """Sizes the file for `length` entries, for others to write (never appended to
+        after); the byte offset of the first entry."""
+        self._length = length
+        self._file.truncate(self._data_start + length * self._dtype.itemsize)
+        return self._data_start
+
     def finish(self) -> None:
         """Writes the final header and flushes the file to disk."""
         self._file.seek(0)
@@ -98,30 +105,47 @@ class NativeCorpusWriter:
             self._word_ids = _NpyAppender(self._staging / _WORD_IDS_FILE, np.int32)
             self._names = None  # the doc_names file, opened by the first append giving names
             self._named = None  # whether appends give doc_names, set by the first
+            self._reserved = None  # tokens whose word ids others write (reserve_word_ids)
         except BaseException:
             shutil.rmtree(self._staging, ignore_errors=True)
             raise
         self._offsets.append(np.zeros(1, np.int64))
 
     def append(self, doc_lengths, word_ids, doc_names=None) -> None:
-        """Adds documents: doc_lengths[i] tokens each, taken in order from word_ids, named
-        doc_names[i] (strings without line breaks) when the corpus has doc_names (given to
-        every append, or to none)."""
+        """Adds documents: doc_lengths[i] tokens each, taken in order from word_ids (None:
+        written in the reserved file, reserve_word_ids), named doc_names[i] (strings without
+        line breaks) when the corpus has doc_names (given to every append, or to none)."""
         if self._staging is None:
             raise ValueError(f"NativeCorpusWriter for {self.directory} is already closed")
         lengths = int_vector(doc_lengths, "doc_lengths")
-        ids = int_vector(word_ids, "word_ids")
         if lengths.size and lengths.min() < 0:
             raise CorpusFormatError(f"doc_lengths has a negative entry ({lengths.min()})")
-        if lengths.sum() != ids.size:
-            raise CorpusFormatError(
-                f"doc_lengths sum to {lengths.sum()} but {ids.size} word ids were given")
-        check_word_ids(ids, len(self.vocab))
+        if (word_ids is None) != (self._reserved is not None):
+            raise ValueError("word ids are given to append unless reserve_word_ids was "
+                             "called, and only then left out")
+        tokens = int(lengths.sum())
+        if word_ids is not None:
+            ids = int_vector(word_ids, "word_ids")
+            if tokens != ids.size:
+                raise CorpusFormatError(
+                    f"doc_lengths sum to {tokens} but {ids.size} word ids were given")
+            check_word_ids(ids, len(self.vocab))
+            self._word_ids.append(ids)
         self._append_names(doc_names, lengths.size)
         self._offsets.append(self.num_tokens + np.cumsum(lengths, dtype=np.int64))
-        self._word_ids.append(ids)
         self.num_docs += lengths.size
-        self.num_tokens += ids.size
+        self.num_tokens += tokens
+
+    def reserve_word_ids(self, num_tokens: int) -> tuple[Path, int]:
+        """(the word ids' file, sized for the corpus's `num_tokens`, and the byte offset of
+        its first id: int32, little-endian), for threads or processes to write the ids into
+        before the documents holding them are appended (append with word_ids None).  Called
+        before any append; close checks that the documents hold num_tokens tokens.  The ids
+        written are the caller's to check against the vocabulary."""
+        if self.num_docs or self._reserved is not None:
+            raise ValueError("reserve_word_ids comes once, before any append")
+        self._reserved = num_tokens
+        return self._staging / _WORD_IDS_FILE, self._word_ids.reserve(num_tokens)
 
     def _append_names(self, doc_names, count: int) -> None:
         if self._named is None:
@@ -143,6 +167,9 @@ class NativeCorpusWriter:
         if self._staging is None:
             return
         try:
+            if self._reserved is not None and self._reserved != self.num_tokens:
+                raise CorpusFormatError(f"{self._reserved} word ids were reserved for documents "
+                                        f"of {self.num_tokens} tokens")
             self._offsets.finish()
             self._word_ids.finish()
             if self._names is not None:
@@ -184,8 +211,10 @@ def save_native(corpus: Corpus, directory) -> None:
         writer.append(corpus.doc_lengths(), corpus.word_ids, corpus.doc_names)
 
 
-def load_native(directory, mmap: bool = True) -> Corpus:
-    """Loads a native corpus folder exactly as saved; arrays are memory-mapped when mmap."""
+def load_native(directory, mmap: bool = True, checked: bool = True) -> Corpus:
+    """Loads a native corpus folder exactly as saved; arrays are memory-mapped when mmap.
+    checked=False leaves the word ids unread, to be validated by whoever counts them
+    (Corpus.checked): each process of a run reads only its own documents' tokens."""
     directory = Path(directory)
     meta = _read_native_meta(directory / META_FILE)
     mmap_mode = "r" if mmap else None
@@ -205,7 +234,8 @@ def load_native(directory, mmap: bool = True) -> Corpus:
             raise CorpusFormatError(f"{directory / DOC_NAMES_FILE}: {len(names)} names for "
                                     f"{doc_offsets.size - 1} documents")
     try:
-        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"], doc_names=names)
+        return Corpus(doc_offsets, word_ids, vocab, name=meta["name"], doc_names=names,
+                      checked=checked)
     except CorpusFormatError as error:
         raise CorpusFormatError(f"{directory}: {error}") from error
 

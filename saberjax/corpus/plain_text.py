@@ -98,11 +98,14 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
 
 
 def _plain_size(path: Path, format: str) -> int | None:
-    """The bytes of text a plain text input holds (for the ETA of progress lines); None for
-    other inputs, whose files' sizes are not their text's."""
-    if (detect_text_format(path) if format == "auto" else format) != "text":
+    """The bytes of the blocks of a plain text or JSON Lines input (its files' sizes, the
+    lines read as they are: for the ETA of progress lines, and the reader's choice of
+    processes); None for other inputs and compressed files, whose sizes are not their
+    blocks'."""
+    chosen = detect_text_format(path) if format == "auto" else format
+    if chosen not in ("text", "jsonl"):
         return None
-    files = source_files(path, "text")
+    files = source_files(path, chosen)
     if any(compression_of(file) for file in files):
         return None
     return sum(file.stat().st_size for file in files)

@@ -20,11 +20,11 @@ document:
    Python call per distinct character of the block): ASCII characters never reorder under NFKD,
    so folding characters one at a time gives what folding the document whole gives.  The
    folded runs are cut into letter runs again, in place among the others.
-3. A word of at most 8 letters is keyed by its 8 bytes read at once (a strided uint64 view);
-   one of 9 to 12 letters by its first 8 letters' low 5 bits with the last 4 letters' 5 bits
-   in the 3 bits above them, and the top bit set.  Either key is exact.  Longer words (about
-   2% of English tokens) are copied out as bytes.
-4. The distinct long words are numbered by their bytes (key_tables.number_strings), each then
+3. A word of at most 8 letters is keyed by its 8 bytes (the two aligned uint64 of the buffer
+   holding them, shifted together); one of 9 to 12 letters by its first 8 letters' low 5
+   bits with the last 4 letters' 5 bits in the 3 bits above them, and the top bit set.
+   Either key is exact.  Longer words (about 2% of English tokens) are copied out as bytes.
+4. The distinct long words are numbered by their bytes (key_tables.number_runs), each then
    keyed LONG_KEY + its number, then every token's key (key_tables.number_keys): the block's
    dictionary.
 
@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from saberjax import text
-from saberjax.corpus.key_tables import Strings, byte_ranges, number_keys, number_strings
+from saberjax.corpus.key_tables import Runs, Strings, byte_ranges, number_keys, number_runs
 from saberjax.corpus.text_blocks import DocumentBlock, line_offsets
 
 MAX_KEY_LETTERS = 12  # longest word keyed by a uint64; longer words are kept as bytes
@@ -49,9 +49,10 @@ PACKED_FLAG = np.uint64(1 << 63)  # set on keys of 9 to 12 packed letters, never
 # LONG_KEY + n keys the block's n-th long word: bit 55 is clear in every other key
 LONG_KEY = np.uint64((1 << 63) | (1 << 55))
 _LOW5 = np.uint64(0x1F1F1F1F1F1F1F1F)
-_WINDOW_PAD = 8  # zero bytes after a buffer so that 8 bytes can be read from every position
-# _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them)
-_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1] * 9, np.uint64)
+_U3, _U63, _U64 = np.uint64(3), np.uint64(63), np.uint64(64)
+_PAD_WORDS = 2  # zero uint64 after the one holding a buffer's last byte (see _padded)
+# _BYTE_MASKS[k]: the low k bytes of a uint64 (k >= 8: all of them, by take's mode "clip")
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], np.uint64)
 # UTF-8: bytes in a character after its lead byte (-1: not a lead byte; continuation bytes
 # 0x80-0xBF, and 0xC0, 0xC1, 0xF5-0xFF, which no valid UTF-8 holds)
 _CONTINUATIONS = np.full(256, -1, np.int8)
@@ -119,23 +120,54 @@ def dictionary_words(words: BlockWords) -> list[str]:
     return entries.tolist()
 
 
-def _windows(buffer: np.ndarray) -> np.ndarray:
-    """uint64 of the 8 bytes from each position of `buffer` on (a strided view; the last
-    _WINDOW_PAD bytes of buffer are padding)."""
-    return np.ndarray((buffer.size - _WINDOW_PAD + 1,), "<u8", buffer, strides=(1,))
+def _padded(size: int) -> np.ndarray:
+    """A buffer for `size` bytes, for the caller to fill, then zero bytes: a whole number of
+    uint64, _PAD_WORDS of them after the one holding byte size - 1, so that 16 bytes can be
+    read from any of the first `size` positions as two aligned uint64 each (_word_keys)."""
+    buffer = np.empty((size // 8 + 1 + _PAD_WORDS) * 8, np.uint8)
+    buffer[size:] = 0
+    return buffer
 
 
-def _word_keys(windows: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Exact uint64 keys of lowercase words of 1 to MAX_KEY_LETTERS letters at `starts`: the
-    word's bytes for at most 8 letters; for 9 to 12, the first 8 letters' low 5 bits with the
-    last 4 letters' 5 bits (never 0 for a letter) in the 3 bits above them, and PACKED_FLAG."""
-    keys = windows[starts] & _BYTE_MASKS[np.minimum(lengths, _RAW_KEY_LETTERS)]
+def _word_keys(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(exact uint64 keys of the lowercase words at `starts` of a _padded buffer, where of
+    them are longer than 8 letters).  A key is the word's bytes for at most 8 letters; for 9
+    to 12, the first 8 letters' low 5 bits with the last 4 letters' 5 bits (never 0 for a
+    letter) in the 3 bits above them, and PACKED_FLAG; longer words get their first 12
+    letters' key (for the caller to replace).  The 8 bytes from a position are read as the
+    two aligned uint64 holding them, shifted together (unsigned arithmetic and `take`
+    throughout: numpy's fastest paths)."""
+    words = buffer.view(np.uint64)
+    positions = starts.view(np.uint64)  # starts are never negative
+    index = (positions >> _U3).view(np.int64)
+    shift = positions << _U3
+    shift &= _U63
+    back = _U64 - shift  # a shift by 64 gives 0 in numpy
+    keys = words.take(index)
+    keys >>= shift
+    index += 1
+    high = words.take(index)
+    high <<= back
+    keys |= high
+    keys &= _BYTE_MASKS.take(lengths, mode="clip")
     longer = np.flatnonzero(lengths > _RAW_KEY_LETTERS)
     if longer.size:
-        rest = windows[starts[longer] + 8] & _BYTE_MASKS[lengths[longer] - 8]
-        keys[longer] = ((keys[longer] & _LOW5) | ((rest & np.uint64(0x07070707)) << np.uint64(5))
-                        | ((rest & np.uint64(0x18181818)) << np.uint64(34)) | PACKED_FLAG)
-    return keys
+        after = index.take(longer)
+        rest = words.take(after)
+        rest >>= shift.take(longer)
+        after += 1
+        high = words.take(after)
+        high <<= back.take(longer)
+        rest |= high
+        rest &= _BYTE_MASKS.take(lengths.take(longer) - 8, mode="clip")
+        packed = keys.take(longer)
+        packed &= _LOW5
+        packed |= (rest & np.uint64(0x07070707)) << np.uint64(5)
+        packed |= (rest & np.uint64(0x18181818)) << np.uint64(34)
+        packed |= PACKED_FLAG
+        keys[longer] = packed
+    return keys, longer
 
 
 def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,8 +185,8 @@ def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _lowered(data: np.ndarray) -> np.ndarray:
-    """data | 0x20 (ASCII letters lowercased) followed by _WINDOW_PAD zero bytes."""
-    low = np.zeros(data.size + _WINDOW_PAD, np.uint8)
+    """data | 0x20 (ASCII letters lowercased), _padded."""
+    low = _padded(data.size)
     np.bitwise_or(data, np.uint8(0x20), out=low[:data.size])
     return low
 
@@ -162,9 +194,10 @@ def _lowered(data: np.ndarray) -> np.ndarray:
 def _letter_mask(low: np.ndarray, size: int, data: np.ndarray | None = None) -> np.ndarray:
     """[size + 2] bool, entry i + 1 true where byte i is an ASCII letter (or, given data, any
     byte of data at or above 0x80), False at both ends."""
-    mask = np.zeros(size + 2, bool)
+    mask = np.empty(size + 2, bool)
+    mask[0] = mask[-1] = False
     shifted = np.subtract(low[:size], np.uint8(0x61))
-    np.less(shifted, 26, out=mask[1:-1])
+    np.less(shifted, np.uint8(26), out=mask[1:-1])
     if data is not None:
         mask[1:-1] |= data >= 0x80
     return mask
@@ -178,8 +211,9 @@ def _default_rule_words(data: np.ndarray, offsets: np.ndarray) -> BlockWords:
     starts, ends = _runs(_letter_mask(low, size, data if non_ascii else None), offsets)
     if non_ascii:
         return _with_folded_runs(data, offsets, low, starts, ends)
-    keep = ends - starts >= 3
-    starts, lengths = starts[keep], (ends - starts)[keep]
+    lengths = ends - starts
+    keep = lengths >= 3
+    starts, lengths = starts[keep], lengths[keep]
     return _numbered(low, starts, lengths, starts, offsets, 0)
 
 
@@ -204,7 +238,9 @@ def _with_folded_runs(data: np.ndarray, offsets: np.ndarray, low: np.ndarray,
     simple = ~folding & (ends - starts >= 3)
     starts, lengths = starts[simple], (ends - starts)[simple]
     where = np.searchsorted(starts, f_positions)
-    buffer = np.concatenate([low[:data.size], folded_low])
+    buffer = _padded(data.size + folded.size)
+    buffer[:data.size] = low[:data.size]
+    buffer[data.size:data.size + folded.size] = folded_low[:folded.size]
     return _numbered(buffer, np.insert(starts, where, data.size + f_starts),
                      np.insert(lengths, where, f_lengths), np.insert(starts, where, f_positions),
                      offsets, invalid_docs)
@@ -282,16 +318,14 @@ def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     order, their text beginning at data position positions[i]).  A word longer than
     MAX_KEY_LETTERS is numbered among the long words first and keyed by LONG_KEY + its
     number, so that one dictionary_encode numbers every token."""
-    keys = _word_keys(_windows(buffer), starts, np.minimum(lengths, MAX_KEY_LETTERS))
-    long = np.flatnonzero(lengths > MAX_KEY_LETTERS)
+    keys, longer = _word_keys(buffer, starts, lengths)
+    long = longer[lengths.take(longer) > MAX_KEY_LETTERS]
     strings = Strings.empty()
     if long.size:
-        offsets_long = np.zeros(long.size + 1, np.int64)
-        np.cumsum(lengths[long], out=offsets_long[1:])
-        long_words = Strings(buffer[byte_ranges(starts[long], lengths[long])], offsets_long)
-        firsts, numbers = number_strings(long_words)
+        long_words = Runs(buffer, starts.take(long), lengths.take(long))
+        firsts, numbers = number_runs(long_words)
         keys[long] = LONG_KEY + numbers.astype(np.uint64)
-        strings = long_words.take(firsts)
+        strings = long_words.strings(firsts)
     distinct, token_ids = number_keys(keys)
     doc_tokens = np.searchsorted(positions, offsets)
     return BlockWords(distinct, strings, token_ids, doc_tokens, invalid_docs)

@@ -57,20 +57,21 @@ CPU_SCORING_BYTES_PER_TOPIC = 170
 # device_bytes_per_token compile the dense step, so the sparse model's plan takes this.
 SPARSE_BYTES_PER_TOKEN = 128
 # Device bytes per entry of the sparse model (saberjax.sparse_rows) during an iteration: B's
-# rows (topic and count, 4 bytes each) and term 2's prefix sums (4), the same again for the
-# rows being counted, and the (row, topic) sort keys and positions of the count (16).
-SPARSE_BYTES_PER_ENTRY = 40
+# rows (topic and count, 4 bytes each), term 2's prefix sums (4) and the bucket directory (4),
+# the same again for the rows being counted, and the (row, topic) sort keys and positions of
+# the count (16).
+SPARSE_BYTES_PER_ENTRY = 48
 
 
 def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
     """Device bytes of the sparse model during an iteration: `entries` slots of B's rows (a
-    device's share of tokens: no row holds more nonzeros than tokens), per row its start and
-    term 2's total (and their rebuild), per topic the totals, prior, denominators and term 3's
-    tree, and the dense rows of the most frequent words (sparse_rows.dense_row_count) and
-    their rebuild."""
-    dense_rows = sparse_rows.dense_row_count(num_rows, padded_topics)
-    return int(entries * SPARSE_BYTES_PER_ENTRY + num_rows * 16
-               + padded_topics * (6 * 4 + 4 / 31) + 2 * 4 * dense_rows * padded_topics)
+    device's share of tokens: no row holds more nonzeros than tokens), per row its start,
+    term 2's total and its buckets' base, shift, steps and directory slots (and their
+    rebuild), per topic the totals, prior, denominators and term 3's tree, and the dense rows
+    of the most frequent words (sparse_rows.dense_rows_bytes) and their rebuild."""
+    return int(entries * SPARSE_BYTES_PER_ENTRY + num_rows * 56
+               + padded_topics * (6 * 4 + 4 / 31)
+               + 2 * sparse_rows.dense_rows_bytes(num_rows, padded_topics))
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:

@@ -33,7 +33,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax.background import in_background
-from saberjax.sparse_rows import SparseModel, SparseRows
+from saberjax.sparse_rows import RowBuckets, SparseModel, SparseRows
 from saberjax.state import Model
 
 AXIS = "data"
@@ -48,9 +48,11 @@ WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree
 # The sparse model (partitioned by word): each device's rows of B and their prefix sums; the
 # totals, prior and the global tree of term 3 whole on every device.
 SPARSE_MODEL_SPEC = SparseModel(
-    word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
+    word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)),
+    buckets=RowBuckets(P(AXIS), P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
     bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
-    prior_tree=P(), prior_total=P(), dense_counts=P(AXIS))
+    prior_tree=P(), prior_total=P(), dense_bhat=P(AXIS), dense_tree=P(AXIS),
+    dense_tree_total=P(AXIS))
 
 
 # The two-axis mesh: B-hat and the trees by word share over the gpus, B's rows of a share

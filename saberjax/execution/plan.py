@@ -40,9 +40,10 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
                              parse_mesh_shape)
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.mesh import make_grid, make_mesh, model_rows
+from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
 from saberjax.execution.programs import (HOSTS_EXCHANGES, counts_exchange_bytes,
                                          topics_exchange_bytes)
+from saberjax.layout import chunk_spans
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -75,6 +76,25 @@ class Plan:
     @property
     def stored(self) -> bool:
         return self.store_directory is not None
+
+    def own_tokens(self, corpus: Corpus) -> tuple[int, int]:
+        """The tokens [first, last) of this process's documents: those of its devices' chunks
+        (on the two-axis mesh its hosts' rows', whose word shares it builds; a process's
+        devices hold consecutive mesh positions), from the document offsets alone, as
+        placement.placed cuts the chunks.  By documents and on the two-axis mesh the only
+        tokens it reads; by words on one axis it reads every document for its words' tokens,
+        but counts and hashes only its own towards the corpus's (Corpus.part)."""
+        size = self.mesh.size
+        spans = chunk_spans(corpus, self.chunk_tokens or -(-corpus.num_tokens // size), size)
+        devices = own_devices(self.mesh)
+        if self.partition == "hybrid":
+            gpus = self.mesh.shape[GPUS]
+            devices = [device for device in range(size) if device // gpus in
+                       {own // gpus for own in devices}]
+        per_device = len(spans) // size
+        first, last = (spans[min(devices) * per_device][0],
+                       spans[(max(devices) + 1) * per_device - 1][1])
+        return int(corpus.doc_offsets[first]), int(corpus.doc_offsets[last])
 
     @property
     def mesh_shape(self) -> dict[str, int]:

@@ -72,7 +72,6 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tree levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     level_refs, (topics_ref, doc_major_topics_ref) = refs[:-4], refs[-2:]
-    bhat_ref = level_refs[-1]
     lanes = warp.lane_offsets()
     first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
@@ -87,32 +86,46 @@ def _sample_kernel(token_base_ref, key_ref, alpha_ref, denominator_ref, tile_sta
         nnz = plgpu.load(a_nnz_ref.at[doc], mask=real, other=0)
         own = plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
         state = _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens)
-        lane_mass, kept_topics, own_count = _sparse_lanes(
-            a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
-        # the own topic's whole mass joins lane 0's reservoir as one more product
-        own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
-        own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
-        own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
-                                  plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
-        first_lane = lanes[None, :] == 0
-        lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
-        keep_own = (rng.uniform(state, rng.STREAM_OWN)
-                    * warp.pick_lane(lane_mass, jnp.zeros_like(own)) < own_mass)
-        kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
-        total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
-                 else jnp.sum(lane_mass, axis=1))
-        dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
-        take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
-                       * (total + dense_total) < total)
-        u_position = rng.uniform(state, rng.STREAM_POSITION)
-        lane, _ = search_block(lane_mass, u_position * total)
-        sparse_topic = warp.pick_lane(kept_topics, lane)
-        dense_topic = _dense_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
-                                   (u_position, dense_total), own, (own_bhat, own_alpha),
-                                   tile_tokens)
-        topic = jnp.where(take_sparse, sparse_topic, dense_topic)
+        topic = _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
+                            level_widths, block_reduction, lanes, word, own, start, nnz, state,
+                            real)
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
+
+
+def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
+                level_widths: tuple[int, ...], block_reduction: str, lanes, word, own, start,
+                nnz, state, real):
+    """New topics of a tile's tokens of `word` (own topics `own`, document rows of A at
+    `start`, `nnz` nonzeros long; `real`: the tile's tokens) drawn over the word's dense B-hat
+    row level_refs[-1][word] and its tree (the levels above it): the module docstring's
+    steps, from the sparse part to the topic."""
+    bhat_ref = level_refs[-1]
+    tile_tokens = own.shape[0]
+    lane_mass, kept_topics, own_count = _sparse_lanes(
+        a_pairs_ref, bhat_ref, lanes, word, own, start, nnz, state, tile_tokens)
+    # the own topic's whole mass joins lane 0's reservoir as one more product
+    own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
+    own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
+    own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
+                              plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
+    first_lane = lanes[None, :] == 0
+    lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
+    keep_own = (rng.uniform(state, rng.STREAM_OWN)
+                * warp.pick_lane(lane_mass, jnp.zeros_like(own)) < own_mass)
+    kept_topics = jnp.where(first_lane & keep_own[:, None], own[:, None], kept_topics)
+    total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
+             else jnp.sum(lane_mass, axis=1))
+    dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
+    take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
+                   * (total + dense_total) < total)
+    u_position = rng.uniform(state, rng.STREAM_POSITION)
+    lane, _ = search_block(lane_mass, u_position * total)
+    sparse_topic = warp.pick_lane(kept_topics, lane)
+    dense_topic = _dense_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
+                               (u_position, dense_total), own, (own_bhat, own_alpha),
+                               tile_tokens)
+    return jnp.where(take_sparse, sparse_topic, dense_topic)
 
 
 def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int):
