@@ -5,6 +5,7 @@ are described there."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -144,12 +145,14 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   optimize_alpha_every: tuple[int, ...] = (
                       trainer.TrainConfig.optimize_alpha_every,),
-                  mesh: str | None = None, emit=print) -> list[dict]:
+                  mesh: str | None = None, hosts_exchanges: tuple[str, ...] = ("auto",),
+                  emit=print) -> list[dict]:
     """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every);
     emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
     place's default).  heldout: (observed, held-out) halves of test documents to
     score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
-    is hybrid or auto (with num_devices 0)."""
+    is hybrid or auto (with num_devices 0).  hosts_exchanges: what crosses between the hosts
+    of the two-axis mesh (plan.hosts_exchange's settings), each run in turn there."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)
@@ -177,22 +180,28 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                          mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
                          num_chunks=placement.num_chunks,
                          padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
-        for k, every in itertools.product(num_topics, optimize_alpha_every):
+        exchanges = hosts_exchanges if placement.partition == "hybrid" else ("auto",)
+        for k, every, exchange in itertools.product(num_topics, optimize_alpha_every,
+                                                    exchanges):
             for backend in order:
                 head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
                 reason = backend_unavailable(backend)
                 if reason is not None:
                     put(dict(type="skipped", **head, reason=reason, **env))
                     continue
-                result = bench_one(placement.with_hyper(Hyperparams.create(k, backend=backend)),
-                                   corpus, iterations=iterations, warmup=warmup, seed=seed,
-                                   phases=phases, phase_repeats=phase_repeats, heldout=heldout,
+                run_placement = dataclasses.replace(
+                    placement.with_hyper(Hyperparams.create(k, backend=backend)),
+                    hosts_exchange_setting=exchange)
+                result = bench_one(run_placement, corpus, iterations=iterations,
+                                   warmup=warmup, seed=seed, phases=phases,
+                                   phase_repeats=phase_repeats, heldout=heldout,
                                    optimize_alpha_every=every, card=card,
                                    bandwidth_bytes=bandwidth_bytes)
                 result.update(**bandwidth, **_bandwidth_bound(result, copy_bps,
                                                               corpus.num_tokens),
                               placement=placed)
-                baselines.compare(result, run=(count, partition, chunk_size, k, every),
+                baselines.compare(result,
+                                  run=(count, partition, chunk_size, k, every, exchange),
                                   devices=placement.num_devices, k=k, backend=backend,
                                   every=every)
                 put(dict({**head, **result}, **env))
@@ -228,8 +237,9 @@ class _Baselines:
     def compare(self, result: dict, *, run: tuple, devices: int, k: int, backend: str,
                 every: int) -> None:
         """Add the ratios to the baselines to `result`, the result of `run` (the settings
-        that share xla's: devices setting, partition, chunk size, K, optimize_alpha_every)
-        on `devices` devices with `backend`, and record it as a baseline where it is one."""
+        that share xla's: devices setting, partition, chunk size, K, optimize_alpha_every,
+        hosts exchange) on `devices` devices with `backend`, and record it as a baseline
+        where it is one."""
         steady = result["Mtoken_per_s_steady"]
         if backend == "xla":
             self.xla[run] = steady
@@ -248,7 +258,7 @@ class _Baselines:
 
 
 # the fields of a result line that the summary line repeats
-SUMMARY_FIELDS = ("devices", "partition", "K", "backend", "optimize_alpha_every",
+SUMMARY_FIELDS = ("devices", "partition", "hosts_exchange", "K", "backend", "optimize_alpha_every",
                   "learned_alpha_cost", "Mtoken_per_s_steady", "Mtoken_per_s_mean",
                   "Mtoken_per_s_best", "compile_seconds", "speedup_vs_xla",
                   "speedup_vs_one_device", "reduction_share", "heldout_loglik_per_token")

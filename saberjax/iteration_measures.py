@@ -15,6 +15,7 @@ import numpy as np
 from saberjax import esca, roofline
 from saberjax.backend import backend_ops
 from saberjax.execution.placement import Placement
+from saberjax.execution.programs import counts_exchange_bytes, topics_exchange_bytes
 from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import timed
 
@@ -77,8 +78,9 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
     B's rows of the device (all of them by document, int32; its word share on the two-axis
     mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
-    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows.  Per
-    axis: bytes each device receives an iteration, the collectives' seconds alone, and their
+    Programs._model_of_partial_counts) and the all-gather of B-hat's bfloat16 rows, or,
+    where the hosts exchange topics (hosts_exchange), the all-gather of the topics of the
+    device's word share's tokens (Programs._peer_counts).  Per axis: bytes each device receives an iteration, the collectives' seconds alone, and their
     floor, bytes / the axis's bandwidth (axis_bandwidth of bandwidth_bytes).
     reduction_seconds: by document the whole reduction program (collectives, totals, B-hat
     and trees of each device's rows; Programs.reduce), else the collectives.
@@ -104,7 +106,14 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                                               repeats)
     documents = programs.size(axes.documents)
     counts = _zeros(placement, (programs.model_rows, hyper.padded_topics), jnp.int32)
-    if documents > 1:
+    if documents > 1 and programs.exchanges_topics:
+        share_tokens = placement.word_shares.word.shape[1]
+        moved[axes.documents] = topics_exchange_bytes(
+            share_tokens, np.dtype(hyper.topic_dtype).itemsize, documents)
+        seconds[axes.documents] = _median_seconds(
+            _on_mesh(placement, lambda topics: jax.lax.all_gather(topics, axes.documents)),
+            _zeros(placement, (share_tokens,), hyper.topic_dtype), repeats)
+    elif documents > 1:
         first = programs.first_float16_row  # int32 rows before it, float16 from it
 
         def row_collectives(rows):
@@ -114,9 +123,8 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                 for block, dtype in ((rows[:first], jnp.int32), (rows[first:], jnp.float16))
                 if block.shape[0]]
 
-        row_bytes = first * 4 + (programs.model_rows - first) * 2
-        moved[axes.documents] = int((row_bytes + programs.model_rows * bhat_bytes)
-                                    * hyper.padded_topics * (documents - 1) / documents)
+        moved[axes.documents] = counts_exchange_bytes(programs.model_rows, first,
+                                                      hyper.padded_topics, documents)
         seconds[axes.documents] = _median_seconds(_on_mesh(placement, row_collectives),
                                                   counts, repeats)
     total_bytes, total_seconds = sum(moved.values()), sum(seconds.values())
@@ -136,6 +144,7 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
                   collective_floor_seconds=significant(sum(moved[axis] / (bandwidth[axis] * 1e9)
                                                     for axis in moved)))
     if placement.partition == "hybrid":
+        record["hosts_exchange"] = placement.hosts_exchange
         by_documents = (programs.padded_words * hyper.padded_topics * (4 + bhat_bytes)
                         * (size - 1) / size)
         record["cross_host_share_of_by_documents"] = significant(

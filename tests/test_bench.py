@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -170,14 +171,24 @@ def test_append_lines_is_atomic_and_keeps_earlier_lines(tmp_path):
 
 
 def test_the_two_axis_mesh_reports_what_crosses_between_hosts():
-    """On hosts x gpus = 2 x 1 a device's rows of B cross the hosts axis as float16 (no word
-    has 2,048 tokens) and B-hat as bfloat16: 4 bytes a cell, halved by the 2 hosts, against
-    the 6 x 1/2 of the one-axis partition by documents."""
+    """On hosts x gpus = 2 x 1, exchanging counts, a device's rows of B cross the hosts axis
+    as float16 (no word has 2,048 tokens) and B-hat as bfloat16: 4 bytes a cell, halved by
+    the 2 hosts, against the 6 x 1/2 of the one-axis partition by documents.  Exchanging
+    topics, the other host's topics of the device's share: 2 bytes a token (int16) of its
+    padded share, fewer here, so auto takes them."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1)
-    placement = place(corpus, Hyperparams.create(8), mesh="2x1")
+    placement = place(corpus, Hyperparams.create(8), mesh="2x1", hosts_exchange="counts")
     record = measure_reduction(placement, 1, 1 << 16)
     assert set(record["collective_bytes_by_axis"]) == {"hosts"}
     assert record["collective_bytes_by_axis"]["hosts"] == 30 * 32 * 4 // 2
+    assert record["hosts_exchange"] == "counts"
     assert record["cross_host_share_of_by_documents"] == pytest.approx(4 / 6, rel=1e-3)
     assert record["axis_GB_per_s"]["hosts"] > 0 and record["collective_seconds"] > 0
+    topics = measure_reduction(dataclasses.replace(placement, hosts_exchange_setting="auto"),
+                               1, 1 << 16)
+    share_tokens = placement.word_shares.word.shape[1]
+    assert topics["hosts_exchange"] == "topics"
+    assert topics["collective_bytes_by_axis"]["hosts"] == share_tokens * 2 < 30 * 32 * 4 // 2
+    assert topics["cross_host_share_of_by_documents"] == pytest.approx(
+        share_tokens * 2 / (30 * 32 * 6 / 2), rel=1e-3)

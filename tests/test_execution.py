@@ -16,9 +16,10 @@ from helpers import ROOT, needs_local_devices, random_corpus, run_on_mesh
 from saberjax import checkpoint, esca, trainer
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory, placement
-from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, MODEL_SPEC, WORD_MODEL_SPEC,
-                                     make_mesh)
+from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, HYBRID_TOPICS_MODEL_SPEC, MODEL_SPEC,
+                                     WORD_MODEL_SPEC, make_mesh)
 from saberjax.execution.placement import place
+from saberjax.execution.plan import hosts_exchange
 from saberjax.layout import build_layout
 
 
@@ -58,7 +59,8 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
     spec = {"documents": MODEL_SPEC, "words": WORD_MODEL_SPEC,
-            "hybrid": HYBRID_MODEL_SPEC}[partition]
+            "hybrid": {"counts": HYBRID_MODEL_SPEC,
+                       "topics": HYBRID_TOPICS_MODEL_SPEC}[placed.hosts_exchange]}[partition]
     for name in ("word_topic", "bhat"):
         array = getattr(state.model, name)
         assert array.sharding.is_equivalent_to(placed.sharding(getattr(spec, name)), 2)
@@ -72,10 +74,56 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
                                           np.float32)[:, :40], rtol=2**-7)
 
 
+@pytest.mark.parametrize("exchange", ["counts", "topics"])
+def test_the_hosts_exchange_counts_or_topics_to_the_one_device_model(exchange):
+    """Exchanging topics, each host counts its word share's B whole from every host's topics
+    and holds the whole share's rows; exchanging counts, the share's rows are split between
+    the hosts.  Either way the model of one device, with the learned prior too."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
+    hyper = Hyperparams.create(40)
+    topics, word_topic, _ = reference(corpus, hyper, 3, seed=5)
+    placed, state = run_on_mesh(corpus, hyper, 3, 5, mesh="2x1", hosts_exchange=exchange)
+    assert placed.hosts_exchange == exchange
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+    spec = HYBRID_TOPICS_MODEL_SPEC if exchange == "topics" else HYBRID_MODEL_SPEC
+    for name in ("word_topic", "bhat"):
+        array = getattr(state.model, name)
+        assert array.sharding.is_equivalent_to(placed.sharding(getattr(spec, name)), 2)
+    assert state.model.word_topic.sharding.is_fully_replicated == (exchange == "topics")
+    learned = placed.compile_alpha_update(state, corpus.doc_lengths())(state)
+    one = place(corpus, hyper, 1, partition="documents")
+    one_state = one.init(5)
+    step = one.compile(one_state)
+    for _ in range(3):
+        one_state = step(one_state)
+    one_learned = one.compile_alpha_update(one_state, corpus.doc_lengths())(one_state)
+    np.testing.assert_array_equal(placed.alpha(learned), one.alpha(one_learned))
+    np.testing.assert_array_equal(np.asarray(placed.topic_word(learned)),
+                                  np.asarray(one.topic_word(one_learned)))
+
+
+def test_the_hosts_exchange_whichever_moves_fewer_bytes():
+    """auto: the topics of a share's tokens (2 bytes a token as int16) against the counts of
+    its rows and their B-hat (float16 and bfloat16: 2 + 2 bytes a cell, half of them received
+    from 2 hosts); a setting is kept whatever the bytes."""
+    hyper = Hyperparams.create(1000)  # 1,024 padded topics, int16 topics
+    rows = 50_000  # counts: 4 x 50,000 x 1,024 / 2 = 102 MB a device
+    assert hosts_exchange("auto", 2, 25_000_000, rows, 0, hyper) == "topics"  # 50 MB
+    assert hosts_exchange("auto", 2, 60_000_000, rows, 0, hyper) == "counts"  # 120 MB
+    assert hosts_exchange("auto", 2, 45_000_000, rows, rows, hyper) == "topics"  # int32: 153 MB
+    assert hosts_exchange("counts", 2, 1, rows, 0, hyper) == "counts"
+    assert hosts_exchange("topics", 2, 10**9, rows, 0, hyper) == "topics"
+    with pytest.raises(ValueError, match="hosts_exchange must be 'auto', 'counts' or 'topics'"):
+        place(random_corpus(num_docs=5), hyper, hosts_exchange="z")
+
+
 def test_four_devices_give_the_one_device_model():
     """In a process of its own with four host devices (the test process has two); on the
-    two-axis meshes also a corpus with a word of more than 2,048 tokens, whose counts cross
-    between hosts as int32 (as float16 they would round)."""
+    two-axis meshes exchanging counts also a corpus with a word of more than 2,048 tokens,
+    whose counts cross between hosts as int32 (as float16 they would round); exchanging
+    topics also over 4 hosts (each counts the share's tokens of 3 others)."""
     script = """
 import numpy as np
 from helpers import random_corpus
@@ -85,9 +133,11 @@ from saberjax.config import Hyperparams
 
 def models(corpus, hyper, meshes):
     found = []
-    for count, partition, mesh in meshes:
+    for count, partition, mesh, *exchange in meshes:
         placed = place(corpus, hyper, count, partition=partition, mesh=mesh,
-                       chunk_tokens=200 if count == 3 and partition == "documents" else None)
+                       chunk_tokens=200 if count == 3 and partition == "documents" else None,
+                       hosts_exchange=(exchange or ["auto"])[0])
+        assert placed.hosts_exchange == (exchange or ["counts"])[0]
         state = placed.init(9)
         step = placed.compile(state)
         for _ in range(2):
@@ -102,14 +152,15 @@ def models(corpus, hyper, meshes):
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 same = models(corpus, Hyperparams.create(33), (
     (1, "documents", None), (3, "documents", None), (4, "documents", None),
-    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2")))
+    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2", "counts"),
+    (0, "hybrid", "2x2", "topics"), (0, "hybrid", "4x1", "topics")))
 rng = np.random.default_rng(1)
 lengths = rng.integers(40, 160, 120)
 words = rng.integers(0, 41, lengths.sum()).astype(np.int32)
 words[rng.random(len(words)) < 0.6] = 3  # about 7,300 tokens
 frequent = Corpus(np.concatenate([[0], np.cumsum(lengths)]), words, tuple(map(str, range(41))))
 same += models(frequent, Hyperparams.create(2), ((1, "documents", None),
-                                                  (0, "hybrid", "2x2")))
+                                                  (0, "hybrid", "2x2", "counts")))
 print("same on", same, "meshes")
 """
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
@@ -117,7 +168,7 @@ print("same on", same, "meshes")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 8 meshes" in result.stdout
+    assert "same on 10 meshes" in result.stdout
     assert "2x2 int32 rows 0" in result.stdout and "2x2 int32 rows 2" in result.stdout
 
 

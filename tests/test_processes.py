@@ -28,15 +28,18 @@ from helpers import random_corpus
 from saberjax.execution.placement import place
 from saberjax.config import Hyperparams
 corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
-placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None)
-print("partition", placed.partition, dict(placed.mesh.shape), flush=True)
+placed = place(corpus, Hyperparams.create(40), chunk_tokens=int(sys.argv[4]) or None,
+               hosts_exchange=sys.argv[7])
+# one string a line: Gloo's C++ lines may come between the pieces of a print of several
+print(f"partition {placed.partition} {dict(placed.mesh.shape)} {placed.hosts_exchange}",
+      flush=True)
 state = placed.init(5)
 step = placed.compile(state)
 for _ in range(3):
     state = step(state)
 word_topic = placed.word_topic(state)  # every process takes part in gathering B
-print("devices", jax.device_count(), "local", jax.local_device_count(), "chunks",
-      placed.own_chunks(), flush=True)
+print(f"devices {jax.device_count()} local {jax.local_device_count()} chunks "
+      f"{placed.own_chunks()}", flush=True)
 if processes.is_writer():
     np.save(sys.argv[5], word_topic)
 if sys.argv[6] == "stop":
@@ -56,13 +59,13 @@ def free_port() -> int:
 
 
 def start_processes(count: int, output, chunk_tokens: int = 0, end: str = "finish",
-                    devices: int = 1):
+                    devices: int = 1, hosts_exchange: str = "auto"):
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"}
     address = f"localhost:{free_port()}"
     return [subprocess.Popen([sys.executable, "-c", WORKER, address, str(count), str(index),
-                              str(chunk_tokens), str(output), end],
+                              str(chunk_tokens), str(output), end, hosts_exchange],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             for index in range(count)]
 
@@ -88,14 +91,19 @@ def test_two_processes_train_the_one_process_model(tmp_path, chunk_tokens):
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
 
 
+@pytest.mark.parametrize("exchange", ["counts", "topics"])
 def test_two_processes_of_two_devices_train_the_one_device_model_on_the_two_axis_mesh(
-        tmp_path):
-    workers = start_processes(2, tmp_path / "b.npy", end="stop", devices=2)
+        tmp_path, exchange):
+    """Between the processes the word shares' counts, or their tokens' topics (each process
+    then counts the share's B from the other's topics and word rows, gathered once)."""
+    workers = start_processes(2, tmp_path / "b.npy", end="stop", devices=2,
+                              hosts_exchange=exchange)
     outputs = [worker.communicate(timeout=300) for worker in workers]
     for worker, (out, err) in zip(workers, outputs):
         assert worker.returncode == 0, err[-3000:]
         assert "devices 4 local 2" in out
-        assert "partition hybrid {'hosts': 2, 'gpus': 2}" in out  # chosen by auto
+        # the partition chosen by auto
+        assert f"partition hybrid {{'hosts': 2, 'gpus': 2}} {exchange}" in out
     assert "chunks [0, 1]" in outputs[0][0] and "chunks [2, 3]" in outputs[1][0]
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), one_process_model())
 

@@ -26,6 +26,10 @@ def test_the_model_reproduces_a_hand_worked_two_axis_case():
     # the counts' changes as float16: 2 bytes a cell less, 1/2 x 500 x (516 - 128) = 97 kB
     half = scale_model.predict(setting, hosts=2, gpus=2, partition="two-axis f16")
     assert half.between_bytes == pytest.approx(97e3)
+    # exchanging topics: the other host's 1M / 4 tokens of the share, 2 bytes each
+    topics = scale_model.predict(setting, hosts=2, gpus=2, partition="two-axis topics")
+    assert (topics.within_bytes, topics.between_bytes) == (pytest.approx(1.51e6),
+                                                           pytest.approx(500e3))
     # one axis over all 4 devices, across hosts: every byte at the between-host bandwidth
     by_documents = scale_model.predict(setting, hosts=2, gpus=2, partition="documents")
     assert (by_documents.within_bytes, by_documents.between_bytes) == (0, pytest.approx(387e3))

@@ -18,6 +18,10 @@ array on each); nothing is overlapped.  The bytes are those of saberjax.executio
   (V / G rows of B each), the counts crossing as int32 ("two-axis") or as float16
   ("two-axis f16": 2 bytes a cell instead of 4).  The programs send the counts of words of
   at most 2,048 corpus tokens as float16 (exact) and the rest as int32: between the two.
+  "two-axis topics": across hosts each device receives instead the topics of its word
+  share's tokens on the other hosts, (H-1) x T / (H x G) x topic bytes, and counts their B
+  itself; that count, and B-hat of H times the rows, are compute the model does not add
+  (the programs choose the exchange that moves fewer bytes: execution.plan.hosts_exchange).
 
 A one-axis mesh that spans hosts moves all its bytes at the between-host bandwidth (a ring is
 as fast as its slowest link).  The topic totals' all-reduce (K integers) is left out.
@@ -45,7 +49,7 @@ from absl import app, flags
 
 from saberjax.tree import level_widths, padded_width
 
-PARTITIONS = ("documents", "words", "two-axis", "two-axis f16")
+PARTITIONS = ("documents", "words", "two-axis", "two-axis f16", "two-axis topics")
 # NYTimes (--synth_preset=nytimes): 99.7M tokens, 300,000 documents, 102,660 words
 NYTIMES_TOKENS, NYTIMES_DOCS, NYTIMES_WORDS = 99_700_000, 300_000, 102_660
 MAX_INT16_TOPICS = 32_767
@@ -120,6 +124,13 @@ def by_words_bytes(tokens: float, docs: float, num_topics: int, devices: int) ->
     return (devices - 1) / devices * (tokens * (4 + topic_bytes) + docs * 4)
 
 
+def topics_between_bytes(tokens: float, num_topics: int, hosts: int, gpus: int) -> float:
+    """Bytes a device receives between hosts an iteration on the two-axis mesh exchanging
+    topics: the other hosts' topics of its word share's tokens (T / (H x G) a host)."""
+    topic_bytes = 2 if num_topics <= MAX_INT16_TOPICS else 4
+    return (hosts - 1) * tokens / (hosts * gpus) * topic_bytes
+
+
 def predict(setting: Setting, hosts: int, gpus: int, partition: str) -> Prediction:
     """The iteration of `partition` on hosts x gpus devices (see the module doc)."""
     devices = hosts * gpus
@@ -130,10 +141,12 @@ def predict(setting: Setting, hosts: int, gpus: int, partition: str) -> Predicti
     elif partition == "words":
         moved, within = by_words_bytes(s.tokens, s.docs, s.num_topics, devices), hosts == 1
         within_bytes, between_bytes = (moved, 0.0) if within else (0.0, moved)
-    elif partition in ("two-axis", "two-axis f16"):
+    elif partition.startswith("two-axis"):
         within_bytes = by_words_bytes(s.tokens / hosts, s.docs / hosts, s.num_topics, gpus)
-        between_bytes = by_documents_bytes(-(-s.num_words // gpus), s.num_topics, hosts,
-                                           2 if partition == "two-axis f16" else 4)
+        between_bytes = (topics_between_bytes(s.tokens, s.num_topics, hosts, gpus)
+                         if partition == "two-axis topics" else
+                         by_documents_bytes(-(-s.num_words // gpus), s.num_topics, hosts,
+                                            2 if partition == "two-axis f16" else 4))
     else:
         raise ValueError(f"partition {partition!r}: one of {', '.join(PARTITIONS)}")
     collective = within_bytes / s.within_host + between_bytes / s.between_hosts
@@ -202,6 +215,28 @@ MEASURED = (
              (174, 98)),
     Measured("4 H100, 2026-11-27, 38a91d8", 10000, "two-axis f16", 2, 2, NYT, 1597, 4122,
              (174, 179)),
+    # 2 processes of one GPU each on the two-axis mesh (2 x 1), the hosts exchanging counts
+    # or topics, and by words on both GPUs: the between-"hosts" rates of each run
+    Measured("2 H200, 2026-11-27, f88e2d1", 1000, "two-axis f16", 2, 1, NYT, 2242, 4280,
+             (122, 122)),
+    Measured("2 H200, 2026-11-27, f88e2d1", 1000, "two-axis topics", 2, 1, NYT, 2242, 4291,
+             (119, 119)),
+    Measured("2 H200, 2026-11-27, f88e2d1", 10000, "two-axis f16", 2, 1, NYT, 1734, 2336,
+             (214, 214)),
+    Measured("2 H200, 2026-11-27, f88e2d1", 10000, "two-axis topics", 2, 1, NYT, 1734, 3127,
+             (134, 134)),
+    Measured("2 H200, 2026-11-27, f88e2d1", 10000, "words", 1, 2, NYT, 1734, 3278,
+             (230, 230)),
+    Measured("4 H200, 2026-11-27, 69b701f", 1000, "two-axis f16", 2, 2, NYT, 2247, 7854,
+             (203, 93)),
+    Measured("4 H200, 2026-11-27, 69b701f", 1000, "two-axis topics", 2, 2, NYT, 2247, 7774,
+             (190, 110)),
+    Measured("4 H200, 2026-11-27, 69b701f", 10000, "two-axis f16", 2, 2, NYT, 1743, 4386,
+             (206, 197)),
+    Measured("4 H200, 2026-11-27, 69b701f", 10000, "two-axis topics", 2, 2, NYT, 1743, 5931,
+             (173, 82)),
+    Measured("4 H200, 2026-11-27, 69b701f", 10000, "words", 1, 4, NYT, 1743, 5911,
+             (317, 317)),
 )
 
 

@@ -2,7 +2,9 @@
 # The two-axis mesh against one GPU and the one-axis partitions on one 4-GPU host, NYTimes
 # shape (docs/measurements/multi_gpu.md): run from the repository root with OUT set.
 #   SCALE (1: 99.7M tokens), TOPICS (1000,10000), BENCH (the bench flags shared by all runs),
-#   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs)
+#   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs),
+#   EXCHANGES (--hosts_exchange of the two-axis runs: auto, counts, topics; a comma list),
+#   PROCESS_GPUS (GPUs of each of the 2 processes, 2), TWO_PARTITION (their --partition, auto)
 set -u
 OUT=${OUT:-/tmp/two_axis}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -20,7 +22,8 @@ if [ ! -e "$CORPUS/corpus.json" ]; then
   timeout "$STEP" $PYTHON -m saberjax synth --preset=nytimes --scale="$SCALE" \
       --output="$CORPUS" > "$OUT/synth.log" 2>&1
 fi
-bench=($PYTHON -m saberjax bench --corpus="$CORPUS" --num_topics="$TOPICS" $BENCH)
+bench=($PYTHON -m saberjax bench --corpus="$CORPUS" --num_topics="$TOPICS" $BENCH \
+    --hosts_exchange="${EXCHANGES:-auto}")
 if [[ $STEPS == *one* ]]; then
 run one GPU
 CUDA_VISIBLE_DEVICES=0 timeout "$STEP" "${bench[@]}" --output="$OUT/one_gpu.jsonl" \
@@ -29,8 +32,10 @@ fi
 if [[ $STEPS == *two* ]]; then
 run two processes of two GPUs
 PORT=$((20000 + RANDOM % 20000))
+n=${PROCESS_GPUS:-2}
 for i in 0 1; do
-  CUDA_VISIBLE_DEVICES=$((2 * i)),$((2 * i + 1)) timeout "$STEP" "${bench[@]}" \
+  CUDA_VISIBLE_DEVICES=$(seq -s, $((n * i)) $((n * i + n - 1))) timeout "$STEP" "${bench[@]}" \
+      --partition="${TWO_PARTITION:-auto}" \
       --coordinator_address=localhost:$PORT --num_processes=2 --process_id=$i \
       --output="$OUT/two_by_two.jsonl" > "$OUT/two_by_two.p$i.log" 2>&1 &
 done

@@ -57,7 +57,9 @@ What is measured (field names of the per-(K, backend) line, "type": "result"):
                         axis_GB_per_s each axis's measured bandwidth (reduce-scatter and
                         all-gather of 256 MiB a GPU) and collective_floor_seconds the
                         bytes over it; hybrid: cross_host_share_of_by_documents, the bytes
-                        over the hosts axis against the one-axis partition by documents'.
+                        over the hosts axis against the one-axis partition by documents',
+                        and hosts_exchange, what crosses it ("counts": the word share's
+                        counts and B-hat; "topics": its tokens' topics; `--hosts_exchange`).
   placement             layout build and transfer to the devices (seconds, bytes, GB_per_s).
   peak_device_GB        the most memory a local device held so far in the process, beside
                         planned_device_GB, the memory plan's figure for the placement
@@ -115,6 +117,7 @@ from saberjax import command_line, processes, synth, trainer
 from saberjax.execution import memory
 from saberjax.config import PARTITIONS
 from saberjax.execution.placement import place
+from saberjax.execution.programs import HOSTS_EXCHANGES
 from saberjax.benchmark import BACKENDS, run_benchmark, synthetic_corpus
 from saberjax.corpus import Corpus, load_bundled, load_corpus
 from saberjax.files import atomic_write
@@ -163,6 +166,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flags.DEFINE_string("mesh", None, "The two-axis mesh HOSTSxGPUS (e.g. 2x2) of the "
                             "hybrid and auto runs of --num_devices 0 (default for hybrid: "
                             "processes x the devices of each).", **_flag)
+        flags.DEFINE_list("hosts_exchange", ["auto"], "Comma list of what crosses between "
+                          "the hosts of the two-axis mesh, out of auto, counts, topics, each "
+                          "run in turn on a hybrid placement (place).", **_flag)
         flags.DEFINE_list("chunk_tokens", [], "Comma list of tokens per PDOW chunk, each run in "
                           "turn (default: place's).", **_flag)
         processes.define_flags(flag_values)
@@ -226,6 +232,9 @@ _LIST_CHECKS = {
     "num_devices": (_check_num_devices, "--num_devices: a comma list of integers >= 0"),
     "partition": (_check_partition, "--partition: each must be one of auto, "
                   + ", ".join(PARTITIONS)),
+    "hosts_exchange": (lambda values: bool(values) and all(
+        v in ("auto",) + HOSTS_EXCHANGES for v in values),
+                       "--hosts_exchange: each must be one of auto, " + ", ".join(HOSTS_EXCHANGES)),
     "num_topics": (_check_num_topics, "--num_topics: a comma list of integers >= 2"),
     "chunk_tokens": (lambda values: all(v.strip().isdigit() and int(v) >= 1 for v in values),
                      "--chunk_tokens: each must be an integer >= 1"),
@@ -278,4 +287,5 @@ def main(argv, values: flags.FlagValues = flags.FLAGS):
                   partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
                   phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
                   optimize_alpha_every=tuple(int(n) for n in values.optimize_alpha_every),
-                  mesh=values.mesh, emit=emit)
+                  mesh=values.mesh, hosts_exchanges=tuple(values.hosts_exchange),
+                  emit=emit)

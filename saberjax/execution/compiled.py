@@ -39,7 +39,7 @@ def init(placement, seed: int) -> TrainState:
             placement, lambda chunk, _, counts: programs.slot_init(chunk, seed, counts), None,
             placement.replicated(placement.hyper.initial_alpha()))
     else:
-        states, model = programs.init(placement.slots, placement.word_shares, seed)
+        states, model = programs.init(placement.slots, placement.program_shares, seed)
     return TrainState(states, model, placement.replicated(np.int32(0)), seed)
 
 
@@ -76,7 +76,7 @@ class CompiledStep:
             self.num_executables = 3
         else:
             self._iteration = programs.iteration.lower(
-                placement.slots, placement.word_shares, state.chunks, state.model,
+                placement.slots, placement.program_shares, state.chunks, state.model,
                 key).compile()
             self.num_executables = 1
         # next_iteration compiles on its first call: here, so that calling never compiles
@@ -93,7 +93,7 @@ class CompiledStep:
                                                               key, counts),
                 state.chunks, state.model.alpha, self._counts, self._reduce)
         else:
-            states, model = self._iteration(placement.slots, placement.word_shares,
+            states, model = self._iteration(placement.slots, placement.program_shares,
                                             state.chunks, state.model, key)
         return TrainState(states, model, iteration, state.seed)
 

@@ -3,8 +3,8 @@
 A one-axis mesh ("data") spans every device of every process, partitioned by documents or by
 words.  The two-axis mesh (partition "hybrid") is hosts x gpus: documents are split across
 "hosts" and words within a host's "gpus", so the collectives a host's devices share (A
-gathered, topics sent back) stay on the inner axis and only B's word shares cross the outer
-one.  Axes names the roles: the axis over which B's rows are reduced (documents) and the one
+gathered, topics sent back) stay on the inner axis and only B's word shares (or their tokens'
+topics) cross the outer one.  Axes names the roles: the axis over which B's rows are reduced (documents) and the one
 over which A is gathered (words).
 
     slot arrays     a leading device axis sharded over every axis of the mesh (by_device):
@@ -14,7 +14,9 @@ over which A is gathered (words).
                     device's words (WORD_MODEL_SPEC; the sparse model: SPARSE_MODEL_SPEC,
                     or whole on every device streamed by document: WHOLE_SPARSE_MODEL_SPEC);
                     on the two-axis mesh B-hat's rows are those of the device's word share
-                    and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC)
+                    and B's rows a 1 / hosts part of them (HYBRID_MODEL_SPEC), or, where
+                    the hosts exchange topics, B's rows too are the whole share
+                    (HYBRID_TOPICS_MODEL_SPEC)
 
 Helpers here move pytrees between host and mesh: by-device arrays built from each process's
 own parts (by_device_array), a global array fetched whole (to_host), and a device's part of
@@ -64,6 +66,11 @@ WHOLE_SPARSE_MODEL_SPEC = SparseModel(
 # further split over the hosts (row block gpu * hosts + host).
 HYBRID_MODEL_SPEC = Model(word_topic=P((GPUS, HOSTS)), topic_totals=P(), bhat=P(GPUS),
                           tree=P(GPUS), tree_total=P(GPUS), alpha=P(), bhat_denominator=P())
+# The two-axis mesh exchanging topics between hosts: every row-wise array of the model with the
+# device's word share, the same on every host (each host counts the share's B whole).
+HYBRID_TOPICS_MODEL_SPEC = Model(word_topic=P(GPUS), topic_totals=P(), bhat=P(GPUS),
+                                 tree=P(GPUS), tree_total=P(GPUS), alpha=P(),
+                                 bhat_denominator=P())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ import os
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -31,8 +32,8 @@ from saberjax.corpus import Corpus
 from saberjax.execution import compiled, memory, model_placement
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
-from saberjax.execution.plan import Plan, plan
-from saberjax.execution.programs import FLOAT16_EXACT, Programs
+from saberjax.execution.plan import Plan, hosts_exchange, plan
+from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              word_shares)
 from saberjax.layout_cache import cached_layout
@@ -62,6 +63,9 @@ class Placement:
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
     streamed_tokens: int = 0  # streamed: the padded tokens of a device's slots
+    # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
+    # plan.hosts_exchange (the property hosts_exchange)
+    hosts_exchange_setting: str = "auto"
 
     @property
     def partition(self) -> str:
@@ -85,7 +89,45 @@ class Placement:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
         return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows, self.streamed_tokens)
+                        self.partition, self.int32_rows, self.streamed_tokens,
+                        self.hosts_exchange)
+
+    @property
+    def hosts_exchange(self) -> str:
+        """What crosses between the hosts of the two-axis mesh ("counts" on one axis):
+        plan.hosts_exchange for this placement's word shares and K."""
+        if self.partition != "hybrid":
+            return "counts"
+        return hosts_exchange(self.hosts_exchange_setting, self.mesh.shape[HOSTS],
+                              self.word_shares.word.shape[1],
+                              model_rows(self.num_words, self.num_devices, "hybrid",
+                                         self.mesh.shape[HOSTS]),
+                              self.int32_rows, self.hyper)
+
+    @property
+    def program_shares(self):
+        """The programs' shares argument: the word shares (None by document), with their
+        PeerShares where the hosts exchange topics."""
+        if self._unseeded_programs.exchanges_topics:
+            return self.word_shares, self._peer_shares
+        return self.word_shares
+
+    @functools.cached_property
+    def _peer_shares(self) -> PeerShares:
+        """Each device's PeerShares: the word rows and real tokens of its word share on the
+        other hosts, gathered once over the hosts axis."""
+        hosts = self.mesh.shape[HOSTS]
+
+        def body(word, num_tokens):
+            host = jax.lax.axis_index(HOSTS)
+            every = [jax.lax.all_gather(array[0], HOSTS) for array in (word, num_tokens)]
+            others = (host + 1 + jnp.arange(hosts - 1)) % hosts
+            return PeerShares(*(array[others][None] for array in every))
+
+        spec = by_device(self.mesh)
+        gather = jax.jit(jax.shard_map(body, mesh=self.mesh, in_specs=(spec, spec),
+                                       out_specs=spec, check_vma=False))
+        return gather(self.word_shares.word, self.word_shares.num_tokens)
 
     @property
     def model_rows(self) -> int:
@@ -102,6 +144,12 @@ class Placement:
         """The first row of a device's counts that crosses the documents axis as float16
         (Programs.first_float16_row)."""
         return self._unseeded_programs.first_float16_row
+
+    @property
+    def row_parts(self) -> int:
+        """The parts a word share's rows of B are split into over the hosts
+        (Programs.row_parts)."""
+        return self._unseeded_programs.row_parts
 
     @property
     def word_parts(self) -> int:
@@ -260,7 +308,8 @@ class Placement:
         corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
         chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
         device) where the state holds A.  By word, a device's z is its share's tokens from
-        every chunk of its group (all chunks on one axis, its host's on two)."""
+        every chunk of its group (all chunks on one axis, its host's on two), and its A that
+        of every chunk of the group (Programs.group_states)."""
         chunks = self.host_chunks()
         rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
         states = {}
@@ -282,6 +331,7 @@ class Placement:
                 every = group_doc_major(device // parts)
                 positions = np.minimum(share.doc_major_pos, len(every) - 1)
                 states[device] = states[device]._replace(topics=every[positions])
+            return self.programs.group_states(self.place_chunk_states(states))
         return self.place_chunk_states(states)
 
     def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
@@ -293,10 +343,13 @@ class Placement:
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its
-        share), A's pairs and nonzeros of its chunk."""
+        share), A's pairs and nonzeros of its chunk (by word of every chunk of its words
+        group)."""
         chunk = self.slots[0]
         tokens = (chunk.word if self.word_shares is None else self.word_shares.word).shape[1]
-        return ChunkState((tokens,), (chunk.word.shape[1],), (chunk.doc_start.shape[1] - 1,))
+        parts = self.word_parts
+        return ChunkState((tokens,), (parts * chunk.word.shape[1],),
+                          (parts * (chunk.doc_start.shape[1] - 1),))
 
 
 def place(corpus: Corpus, hyper: Hyperparams, *args, **settings) -> Placement:
@@ -368,7 +421,8 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, layout.word_order, _int32_rows(corpus, mesh))
+                     shares, layout.word_order, _int32_rows(corpus, mesh),
+                     run_plan.hosts_exchange)
 
 
 def _int32_rows(corpus: Corpus, mesh) -> int:

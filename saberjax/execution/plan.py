@@ -15,7 +15,8 @@ moves) is chosen on several devices when every share stays resident and the mode
 the corpus (WORD_PARTITION_CELLS_PER_TOKEN), or fits no other way.  The two-axis mesh
 (partition "hybrid", mesh HOSTSxGPUS) is chosen when several processes each drive several
 devices and every share stays resident: by word within a process, by document across
-processes, so that between hosts only each device's word share of B moves.
+processes, so that between hosts only each device's word share of B moves, or, where fewer
+bytes, the topics of its word share's tokens (hosts_exchange).
 
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
 runs on the one-axis mesh partitioned by word with every share resident, or (asked to
@@ -35,6 +36,7 @@ import functools
 import os
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from saberjax import chunk_store
@@ -43,6 +45,8 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
+from saberjax.execution.programs import (HOSTS_EXCHANGES, counts_exchange_bytes,
+                                         topics_exchange_bytes)
 from saberjax.layout import chunk_spans
 from saberjax.state import needs_wide_pairs
 
@@ -72,6 +76,9 @@ class Plan:
     model_format: str = "dense"  # "dense" or "sparse"
     # A's pairs are wide (state.needs_wide_pairs: a document longer than a packed pair counts)
     wide_pairs: bool = False
+    # the two-axis mesh: what crosses between hosts, "counts", "topics" or "auto" (for each
+    # K, hosts_exchange)
+    hosts_exchange: str = "auto"
 
     @property
     def stored(self) -> bool:
@@ -108,7 +115,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
          prefetch: int = DEFAULT_PREFETCH, stream: bool | None = None,
          partition: str = "auto", host_memory_gb: float | None = None,
          chunk_store_dir=None, scoring: bool = False, mesh: str | None = None,
-         layout_on_devices: bool | None = None, model_format: str | None = None) -> Plan:
+         layout_on_devices: bool | None = None, model_format: str | None = None,
+         hosts_exchange: str = "auto") -> Plan:
     """The plan of the corpus on a mesh of num_devices devices (0: all).
 
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
@@ -130,10 +138,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
     or in pinned host memory (None: where they are accelerators; on CPU devices, which share
     the host's cores, the host's builder is the faster one and its layouts are cached).
-    model_format: "dense", "sparse" or "auto" (None: hyper's).  Errors: MemoryError when the
-    model does not fit the devices or the host (memory.host_bytes, against the memory
-    available), ValueError for a partition or mesh that cannot hold the settings.
+    model_format: "dense", "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses
+    between the hosts of the two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).
+    Errors: MemoryError when the model does not fit the devices or the host
+    (memory.host_bytes, against the memory available), ValueError for a partition or mesh
+    that cannot hold the settings.
     """
+    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
+        raise ValueError(f"hosts_exchange must be 'auto', "
+                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
     hosts, gpus, num_devices = _grid(partition, mesh, num_devices)
     one_axis = make_mesh(num_devices)
     if layout_on_devices is None:
@@ -169,7 +182,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if partition == "hybrid":
         fits.check(partition)
         return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
-                    wide_pairs=hyper.wide_pairs)
+                    wide_pairs=hyper.wide_pairs, hosts_exchange=hosts_exchange)
     if stream is False or partition == "words":
         fits.check(partition)
         return Plan(one_axis, partition, chunk_tokens, False, prefetch,
@@ -345,6 +358,21 @@ def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool |
     stays resident in one chunk."""
     return (hosts > 1 and gpus > 1 and not stream and chunk_tokens is None
             and fits("hybrid"))
+
+
+def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32_rows: int,
+                   hyper: Hyperparams) -> str:
+    """What crosses between the hosts of the two-axis mesh each iteration (Programs): the
+    setting, or for "auto" whichever moves fewer bytes a device: the counts of its word
+    share's `rows` (int32_rows of them as int32) and their B-hat, or the other hosts' topics
+    of the share's tokens (share_tokens a host).  Exchanging topics costs each device a count
+    of the other hosts' tokens and B-hat of the whole share instead of 1 / hosts of it, which
+    the bytes saved pay for (DESIGN.md, the two-axis mesh)."""
+    if setting != "auto":
+        return setting
+    topics = topics_exchange_bytes(share_tokens, jnp.dtype(hyper.topic_dtype).itemsize, hosts)
+    counts = counts_exchange_bytes(rows, int32_rows, hyper.padded_topics, hosts)
+    return "topics" if topics < counts else "counts"
 
 
 def _coarse(tokens: int) -> int:

@@ -16,17 +16,29 @@ esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
-holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
-sparse model (hyper.sparse) runs resident partitioned by word: each device counts its share's
-sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
-Streamed by document, every device holds the whole sparse model: each slot's tokens' keys
-are kept (streamed_rows) and the reduction gathers and counts them on every device.
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
+device's state holds the A of every chunk of its words group: gathered at the end of the
+iteration that rebuilt it, the gather has the count of B, B-hat and the trees to hide behind
+(which do not read A; XLA overlaps them in part), where at the start of the next it would
+have nothing.  The sparse model (hyper.sparse) runs resident partitioned by word: each
+device counts its share's sparse rows of B whole (sparse_rows.count_rows) and only the topic
+totals are summed.  Streamed by document, every device holds the whole sparse model: each
+slot's tokens' keys are kept (streamed_rows) and the reduction gathers and counts them on
+every device.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
-only); each device's counts of its word share are then reduce-scattered over "hosts", its
-rows' B-hat and trees computed and gathered over "hosts" again, so the collectives between
-hosts move only the device's word share of B and B-hat, and the topic totals.
+only).  Between hosts, whichever moves fewer bytes (hosts_exchange, chosen by
+execution.plan.hosts_exchange):
+
+    "counts"   each device's counts of its word share are reduce-scattered over "hosts", its
+               rows' B-hat and trees computed and gathered over "hosts" again: the word
+               share of B and B-hat cross, about 4 bytes a cell of the share
+    "topics"   the topics the E-step drew for the share's tokens of every host are gathered
+               over "hosts" (2 bytes a token as int16), and each device counts its share's B
+               whole from every host's tokens, whose word rows it received once
+               (PeerShares) and computes B-hat and the trees of the whole share: B never
+               crosses, and the topic totals are summed over "gpus" alone
 
 The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
 program sums them over the mesh and runs the fixed point of esca.update_alpha.
@@ -39,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,13 +62,40 @@ from jax.sharding import PartitionSpec as P
 from saberjax import esca, prior, segmented_count, sparse_rows, streamed_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.execution.mesh import (HOSTS, SPARSE_MODEL_SPEC, WHOLE_SPARSE_MODEL_SPEC, Axes,
-                                     by_device, local, model_rows, stacked)
-from saberjax.state import ChunkState, Model
+from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
+                                     WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
+                                     model_rows, stacked)
+from saberjax.state import BHAT_DTYPE, ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
 FLOAT16_EXACT = 2048
+HOSTS_EXCHANGES = ("counts", "topics")
+
+
+class PeerShares(NamedTuple):
+    """The two-axis mesh exchanging topics: the word-major tokens of the same word share on
+    the other hosts, host (own + 1 + j) % hosts at j: their rows of the share (word, int32
+    [hosts - 1, share tokens]) and real tokens (num_tokens, int32 [hosts - 1])."""
+
+    word: jax.Array
+    num_tokens: jax.Array
+
+
+def counts_exchange_bytes(model_rows: int, int32_rows: int, padded_topics: int,
+                          hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging counts: the
+    reduce-scatter of its share's rows (int32 rows, the rest float16) and the all-gather of
+    their bfloat16 B-hat."""
+    row_bytes = (int32_rows * 4 + (model_rows - int32_rows) * 2
+                 + model_rows * jnp.dtype(BHAT_DTYPE).itemsize)
+    return int(row_bytes * padded_topics * (hosts - 1) / hosts)
+
+
+def topics_exchange_bytes(share_tokens: int, topic_bytes: int, hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging topics: the
+    other hosts' topics of its word share's tokens."""
+    return (hosts - 1) * share_tokens * topic_bytes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -75,6 +115,8 @@ class Programs:
     # the sparse model streamed by document: the padded tokens of a device's slots, the room
     # of its tokens' keys (streamed_rows)
     streamed_tokens: int = 0
+    # the two-axis mesh: what crosses between hosts, "counts" or "topics" (HOSTS_EXCHANGES)
+    hosts_exchange: str = "counts"
 
     @property
     def num_devices(self) -> int:
@@ -102,10 +144,21 @@ class Programs:
         return self.hyper.sparse and not self.by_word
 
     @property
+    def exchanges_topics(self) -> bool:
+        """Whether the hosts axis carries the share's tokens' topics instead of its counts."""
+        return self.partition == "hybrid" and self.hosts_exchange == "topics"
+
+    @property
+    def row_parts(self) -> int:
+        """The parts a device's rows of B are split into over the documents axis (1: each
+        device counts its rows whole)."""
+        return 1 if self.exchanges_topics else self.size(self.axes.documents)
+
+    @property
     def model_spec(self) -> Model:
         if self.hyper.sparse:
             return WHOLE_SPARSE_MODEL_SPEC if self.whole_sparse_model else SPARSE_MODEL_SPEC
-        return self.axes.model_spec()
+        return HYBRID_TOPICS_MODEL_SPEC if self.exchanges_topics else self.axes.model_spec()
 
     @property
     def model_rows(self) -> int:
@@ -127,15 +180,16 @@ class Programs:
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
     def _summed_totals(self, rows):
-        """The topic totals of every device's rows of B, summed over the mesh (a whole sparse
-        model's on each device)."""
+        """The topic totals of every device's rows of B, summed over the mesh (over the gpus
+        alone where every host holds the same rows; a whole sparse model's on each device)."""
         if self.hyper.sparse:
             totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
         else:
             totals = backend_ops(self.hyper.backend).topic_totals(rows)
         if self.num_devices == 1 or self.whole_sparse_model:
             return totals
-        return lax.psum(totals, self.mesh.axis_names)
+        return lax.psum(totals, (self.axes.words,) if self.exchanges_topics
+                        else self.mesh.axis_names)
 
     def _first_row(self, rows):
         """The row of the model's global arrays where this device's `rows` of B start: its
@@ -149,11 +203,12 @@ class Programs:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
         (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees
         gathered over the documents axis (whole on every device by document, the device's
-        word share on the two-axis mesh; by word they stay with their rows)."""
+        word share on the two-axis mesh; by word, or where every host counts its share's
+        rows whole, they stay with their rows)."""
         totals = self._summed_totals(rows) if totals is None else totals
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
                                      self._first_row(rows))
-        if self.size(self.axes.documents) == 1 or self.hyper.sparse:
+        if self.row_parts == 1 or self.hyper.sparse:
             return own
         return own._replace(bhat=self._gathered(own.bhat), tree=tuple(map(self._gathered,
                                                                           own.tree)),
@@ -178,7 +233,7 @@ class Programs:
         documents axis) and prior alpha.  On the two-axis mesh the rows from int32_rows on
         travel as float16, exactly: none of their words has more than FLOAT16_EXACT tokens,
         so no sum of their counts does either."""
-        if self.size(self.axes.documents) > 1:
+        if self.row_parts > 1:
             first = self.first_float16_row
             counts = jnp.concatenate([
                 lax.psum_scatter(block.astype(dtype), self.axes.documents,
@@ -220,19 +275,69 @@ class Programs:
             return new_state, counts
         return run
 
-    def _word_finish(self, slots, share, alpha, topics, doc_major):
+    def _word_finish(self, slots, shares, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
         words' B counted, and the model of its rows and prior alpha (totals summed over the
-        mesh; on the two-axis mesh the share's counts reduced over the hosts)."""
-        state = esca.chunk_state_from_topics(local(slots[0]), topics,
-                                             self._own_chunk_topics(doc_major), self.hyper)
+        mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
+        whole from every host's topics)."""
+        share, peers = self._local_shares(shares)
+        state = self._group_state(esca.chunk_state_from_topics(
+            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
         else:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+        if peers is not None:
+            counts = self._peer_counts(share, peers, topics, counts)
         return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+
+    def _group_state(self, state: ChunkState) -> ChunkState:
+        """Partition by word: a device's state with A of every chunk of its words group,
+        gathered over the words axis from each device's own."""
+        if self.size(self.axes.words) == 1:
+            return state
+        gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
+                                   tiled=True)
+        return state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
+
+    def _own_a_pairs(self, a_pairs):
+        """Partition by word: the A pairs of this device's chunk, of its group's
+        (_group_state); by document the chunk's own."""
+        words = self.size(self.axes.words)
+        if words == 1:
+            return a_pairs
+        tokens = a_pairs.shape[0] // words
+        return lax.dynamic_slice_in_dim(a_pairs, lax.axis_index(self.axes.words) * tokens,
+                                        tokens)
+
+    @functools.cached_property
+    def group_states(self):
+        """Partition by word: (states of each device's own chunk) -> the states holding A
+        of every chunk of its words group (_group_state), as an iteration leaves them."""
+        def body(slot_states):
+            return tuple(stacked(self._group_state(local(state))) for state in slot_states)
+        return jax.jit(self._shard_map(body, (self.by_device,), self.by_device))
+
+    def _local_shares(self, shares):
+        """(this device's word share, its PeerShares or None) of the programs' shares
+        argument: the word shares, with their PeerShares where the hosts exchange topics."""
+        if self.exchanges_topics:
+            return local(shares)
+        return local(shares), None
+
+    def _peer_counts(self, share, peers: PeerShares, topics, counts):
+        """counts plus the share's tokens of every other host, counted from their topics,
+        gathered over the documents axis (an integer sum: the order does not matter)."""
+        every = lax.all_gather(topics, self.axes.documents)  # [hosts, share tokens]
+        hosts, host = self.size(self.axes.documents), lax.axis_index(self.axes.documents)
+        for j in range(hosts - 1):
+            peer = dataclasses.replace(share, word=peers.word[j], num_tokens=peers.num_tokens[j])
+            peer_topics = lax.dynamic_index_in_dim(every, (host + 1 + j) % hosts,
+                                                   keepdims=False)
+            counts = esca.count_word_topic(peer, peer_topics, counts, self.hyper)
+        return counts
 
     def _own_chunk_topics(self, doc_major):
         """Partition by word: the doc-major topics of this device's chunk, from the topics
@@ -262,15 +367,16 @@ class Programs:
 
     @functools.cached_property
     def init(self):
-        """(slots, word shares, seed) -> (states, model)."""
+        """(slots, shares, seed) -> (states, model); shares: the word shares by word (with
+        their PeerShares where the hosts exchange topics: Placement.program_shares)."""
         def by_document(slots, _, seed):
             states, counts = self._over_slots(self._init_chunk(seed), slots, None,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts, self.hyper.initial_alpha())
 
         def by_word(slots, shares, seed):
-            share = local(shares)
-            return self._word_finish(slots, share, self.hyper.initial_alpha(),
+            share = self._local_shares(shares)[0]
+            return self._word_finish(slots, shares, self.hyper.initial_alpha(),
                                      *esca.initial_topics(share, seed, self.hyper,
                                                           self.size(self.axes.words)
                                                           * slots[0].word.shape[1]))
@@ -281,19 +387,15 @@ class Programs:
 
     @functools.cached_property
     def iteration(self):
-        """(slots, word shares, states, model, key) -> (states, model)."""
+        """(slots, shares, states, model, key) -> (states, model); shares as init's."""
         def by_document(slots, _, slot_states, model, key):
             states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts, model.alpha)
 
         def by_word(slots, shares, slot_states, model, key):
-            share, state = local(shares), local(slot_states[0])
-            if self.size(self.axes.words) > 1:  # A of the axis's documents, for this share
-                gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
-                                           tiled=True)
-                state = state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
-            return self._word_finish(slots, share, model.alpha,
+            share, state = self._local_shares(shares)[0], local(slot_states[0])
+            return self._word_finish(slots, shares, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
         return jax.jit(self._shard_map(by_word if self.by_word else by_document,
@@ -372,7 +474,11 @@ class Programs:
         (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
         (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
         def body(chunk, chunk_state, histogram):
-            return esca.count_topic_histogram(local(chunk), local(chunk_state), histogram[0],
+            chunk_state = local(chunk_state)
+            if chunk_state.a_pairs is not None:  # by word: of the device's own chunk
+                chunk_state = chunk_state._replace(a_pairs=self._own_a_pairs(
+                    chunk_state.a_pairs))
+            return esca.count_topic_histogram(local(chunk), chunk_state, histogram[0],
                                               self.hyper)[None]
         device = self.by_device
         return jax.jit(self._shard_map(body, (device, device, device), device),
