@@ -161,9 +161,8 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     if hyper.sparse:
         partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits)
     host_budget = memory.host_memory_budget(host_memory_gb)
-    # a resident layout the host builds (on CPU devices, whose memory is the host's) whose
-    # chunks and states do not fit the host budget beside the model go to a chunk store (one
-    # process's)
+    # a resident layout the host builds (CPU devices) whose chunks and states do not fit the
+    # host budget beside the model goes to a chunk store (one process's)
     host_layout_stored = (not layout_on_devices and stream is not False and mesh is None
                           and partition in ("auto", "documents") and jax.process_count() == 1
                           and _only_a_store_fits(corpus, hyper, host_budget))
