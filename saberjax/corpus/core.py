@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from saberjax.corpus import fingerprint as fingerprints
+import saberjax.corpus.fingerprint as fingerprints
 from saberjax.corpus.fingerprint import CorpusPart
 from saberjax.corpus.word_ids import check_word_ids, count_words
 from saberjax.errors import CorpusFormatError
