@@ -196,7 +196,7 @@ class Hyperparams:
     backend: str
     model_format: str
     seeds: SeedPrior | None
-    wide_pairs: bool = False
+    wide_pairs: bool
 
     @classmethod
     def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":
@@ -208,7 +208,7 @@ class Hyperparams:
         seeds = None if vocab is None else seed_prior(config.seed_words, config.seed_weight,
                                                       vocab, config.num_topics)
         return cls(int(config.num_topics), alpha, float(config.beta),
-                   resolve_backend(config.backend), model_format, seeds)
+                   resolve_backend(config.backend), model_format, seeds, wide_pairs=False)
 
     @classmethod
     def create(cls, num_topics: int, **settings) -> "Hyperparams":

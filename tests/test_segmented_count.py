@@ -28,9 +28,10 @@ def doc_major(seed: int, num_topics: int, topic_dtype):
                                                      (300, np.int32)])
 def test_the_table_of_counts_and_the_sort_give_the_same_pairs(seed, num_topics, topic_dtype):
     doc, topics, doc_start, num_tokens = doc_major(seed, num_topics, topic_dtype)
-    table = segmented_count._count_in_table(doc, topics, doc_start, num_tokens, num_topics)
+    table = segmented_count._count_in_table(doc, topics, doc_start, num_tokens, num_topics,
+                                            wide=False)
     by_sorting = segmented_count._count_by_sorting(doc, topics, doc_start, num_tokens,
-                                                   num_topics)
+                                                   num_topics, wide=False)
     for mine, theirs in zip(table, by_sorting):
         assert mine.dtype == theirs.dtype
         np.testing.assert_array_equal(mine, theirs)

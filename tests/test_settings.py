@@ -92,7 +92,7 @@ def test_hyperparams_take_every_default_and_check_from_the_config():
                                                         resolve_backend(default.backend))
     assert Hyperparams.from_config(TrainConfig(num_topics=4, alpha=0.3, beta=0.2,
                                                backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla",
-                                                                              "dense", None)
+                                                                              "dense", None, False)
     assert Hyperparams.create(4, model_format="sparse").sparse
     assert Hyperparams.create(4, model_format="auto").model_format == "dense"  # until planned
     with pytest.raises(ValueError, match="beta=0.0: must be positive"):

@@ -422,7 +422,7 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, layout.word_order, _int32_rows(corpus, mesh),
-                     run_plan.hosts_exchange)
+                     hosts_exchange_setting=run_plan.hosts_exchange)
 
 
 def _int32_rows(corpus: Corpus, mesh) -> int:
