@@ -55,9 +55,7 @@ def test_native_writer_with_several_appends_writes_the_same_files_as_save_native
             part = corpus.subset(docs)
             writer.append(part.doc_lengths(), part.word_ids)
         writer.append([], [])
-    for name in os.listdir(tmp_path / "whole"):
-        streamed, whole = (tmp_path / folder / name for folder in ("streamed", "whole"))
-        assert streamed.read_bytes() == whole.read_bytes()
+    assert_same_files(tmp_path / "streamed", tmp_path / "whole")
 
 
 def test_native_write_failure_leaves_no_target_and_no_staging_dir(tmp_path):
@@ -133,9 +131,7 @@ def test_native_writer_takes_word_ids_written_into_its_reserved_file(tmp_path):
                 file.write(corpus.word_ids[part].astype("<i4").tobytes())
         for docs in np.array_split(np.arange(corpus.num_docs), 4):
             writer.append(corpus.subset(docs).doc_lengths(), None)
-    for name in os.listdir(tmp_path / "whole"):
-        placed, whole = (tmp_path / folder / name for folder in ("placed", "whole"))
-        assert placed.read_bytes() == whole.read_bytes()
+    assert_same_files(tmp_path / "placed", tmp_path / "whole")
 
 
 def test_native_writer_refuses_documents_not_holding_the_reserved_tokens(tmp_path):
@@ -149,3 +145,9 @@ def test_native_writer_refuses_documents_not_holding_the_reserved_tokens(tmp_pat
             writer.append([2], None)
     assert not (tmp_path / "mixed").exists() and not (tmp_path / "short").exists()
     assert os.listdir(tmp_path) == []
+
+
+def assert_same_files(folder, reference):
+    """Every file of `reference` has a byte-identical twin in `folder`."""
+    for name in os.listdir(reference):
+        assert (folder / name).read_bytes() == (reference / name).read_bytes(), name
