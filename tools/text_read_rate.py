@@ -30,6 +30,9 @@ def main() -> None:
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
+    parser.add_argument("--worker_steps", action="store_true",
+                        help="time the worker processes' steps in the workers "
+                             "(tools/text_worker_steps.py): worker_steps in the JSON line")
     args = parser.parse_args()
     from saberjax.platform import reuse_freed_memory
 
@@ -59,6 +62,9 @@ def main() -> None:
     phases = {}
     for phase, *paths in _PHASES:
         _phased(*_located(*paths), phases, phase)
+    waits = dict(input_wait_s=0.0)
+    _input_timed(text_corpus, waits)
+    steps_dir = _worker_steps(text_corpus) if args.worker_steps else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -78,7 +84,9 @@ def main() -> None:
                                  - children.ru_utime - children.ru_stime, 2),
         collecting_cpu_seconds=round(thread_cpu["collecting"], 2),
         adding_cpu_seconds=round(thread_cpu["adding"], 2),
-        peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases)), flush=True)
+        peak_rss_mb=round(end.ru_maxrss / 1024), phases=phases,
+        input_wait_s=round(waits["input_wait_s"], 2),
+        worker_steps=_summed_steps(steps_dir) if steps_dir else None)), flush=True)
 
 
 # the reader's steps: (the step's name, the dotted paths of the function where this checkout
@@ -97,6 +105,70 @@ _PHASES = (("reading", _TEXT + "_read_pieces"),
            ("loading", "saberjax.corpus.text_ids.load_native", _TEXT + "load_native"),
            ("ending the workers", "saberjax.corpus.worker_pools.WorkerProcesses.__exit__"),
            ("deleting the spill files", "tempfile.TemporaryDirectory.cleanup"))
+
+
+def _input_timed(text_corpus, waits: dict) -> None:
+    """text_corpus._read_pieces wrapped to add to waits["input_wait_s"] the wall seconds the
+    collecting thread waits for the input's next block (the shard readers falling behind)."""
+    read_pieces = text_corpus._read_pieces
+
+    def timed_blocks(blocks):
+        blocks = iter(blocks)
+        while True:
+            start = time.perf_counter()
+            try:
+                block = next(blocks)
+            except StopIteration:
+                return
+            finally:
+                waits["input_wait_s"] += time.perf_counter() - start
+            yield block
+
+    text_corpus._read_pieces = lambda blocks, *rest: read_pieces(timed_blocks(blocks), *rest)
+
+
+def _worker_steps(text_corpus) -> str:
+    """The worker processes' steps timed (tools/text_worker_steps.py): the reader submits that
+    module's tokenised and mapped; the workers write their totals into the folder returned."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import text_worker_steps
+
+    from saberjax.corpus import text_ids
+
+    folder = tempfile.mkdtemp(prefix="worker-steps-")
+    os.environ[text_worker_steps.STEPS_DIR] = folder  # after the import: this process unwrapped
+    text_corpus.tokenised = text_worker_steps.tokenised
+    text_ids._mapped = text_worker_steps.mapped
+    return folder
+
+
+def _summed_steps(folder: str) -> dict:
+    """The workers' step totals (tools/text_worker_steps.py) summed: per step, CPU and wall
+    seconds over all workers and the most wall seconds of one worker; the workers' spans (first
+    call to last) from the earliest start to the latest end; their count."""
+    import glob
+
+    steps, starts, ends, workers = {}, [], [], 0
+    for path in glob.glob(f"{folder}/worker-*.json"):
+        with open(path) as file:
+            saved = json.load(file)
+        workers += 1
+        starts.append(saved["span"][0])
+        ends.append(saved["span"][1])
+        for step, (cpu, wall, calls) in saved["steps"].items():
+            total = steps.setdefault(step, dict(cpu_s=0.0, wall_s=0.0, most_wall_s=0.0, calls=0))
+            total["cpu_s"] += cpu
+            total["wall_s"] += wall
+            total["most_wall_s"] = max(total["most_wall_s"], wall)
+            total["calls"] += calls
+    for total in steps.values():
+        for key in ("cpu_s", "wall_s", "most_wall_s"):
+            total[key] = round(total[key], 2)
+    return dict(workers=workers, steps=steps,
+                first_start_to_last_end_s=round(max(ends) - min(starts), 2) if workers else 0)
 
 
 def _module(name: str):
