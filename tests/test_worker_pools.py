@@ -27,5 +27,12 @@ def test_workers_keep_their_state_and_hand_it_over_in_order(pool_type):
         assert [worker for worker, _ in handed] == list(range(len(handed)))
         assert sorted(value for _, values in handed for value in values) == list(range(40))
         assert all(values == [] for _, values in pool.each(_values))  # forgotten once handed
+        workers = len(handed)
+        assert pool.each_of(_remember, [(10 * i,) for i in range(workers)]) == [
+            100 * i * i for i in range(workers)]
+        assert [values for _, values in pool.each(_values)] == [[10 * i]
+                                                                for i in range(workers)]
+        with pytest.raises(ValueError, match="arguments for"):
+            pool.each_of(_remember, [(1,)] * (workers + 1))
         with pytest.raises(ValueError, match="bad input, line 3"):
             pool.submit(_fail).result()

@@ -98,7 +98,8 @@ _PHASES = (("reading", _TEXT + "_read_pieces"),
            ("merging", _TEXT + "merged_words", _TEXT + "_merged_words"),
            ("words", "saberjax.corpus.text_words.Words.strings", _TEXT + "_Words.strings"),
            ("vocabulary", _TEXT + "choose_vocabulary"),
-           ("pieces' places", _TEXT + "vocabulary_lookups", _TEXT + "_lookups"),
+           ("pieces' places", _TEXT + "piece_starts",
+            _TEXT + "vocabulary_lookups", _TEXT + "_lookups"),
            ("mapping and writing", _TEXT + "written_corpus", _TEXT + "_written"),
            ("mapping", _TEXT + "in_memory_corpus", _TEXT + "_in_memory"),
            ("closing (fsync)", "saberjax.corpus.native.NativeCorpusWriter.close"),
@@ -141,7 +142,8 @@ def _worker_steps(text_corpus) -> str:
     folder = tempfile.mkdtemp(prefix="worker-steps-")
     os.environ[text_worker_steps.STEPS_DIR] = folder  # after the import: this process unwrapped
     text_corpus.tokenised = text_worker_steps.tokenised
-    text_ids._mapped = text_worker_steps.mapped
+    text_ids.worker_places = text_worker_steps.worker_places
+    text_ids.worker_mapped = text_worker_steps.worker_mapped
     return folder
 
 

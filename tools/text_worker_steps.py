@@ -1,7 +1,8 @@
 """The steps of the text reader's worker processes, timed in the workers themselves, for
-tools/text_read_rate.py --worker_steps: that tool submits `tokenised` and `mapped` (below) in
-place of the reader's, and the worker processes, which import this module by name to call
-them (it lies on their path, beside the tool), wrap the reader's steps when they import it.
+tools/text_read_rate.py --worker_steps: that tool submits `tokenised`, `worker_places` and
+`worker_mapped` (below) in place of the reader's, and the worker processes, which import this
+module by name to call them (it lies on their path, beside the tool), wrap the reader's steps
+when they import it.
 Each worker adds the thread CPU seconds and the wall seconds of each step to its totals and
 writes them, as JSON, to STEPS_DIR/worker-<index>.json after every call (the workers end
 without an orderly shutdown): the tool sums the files.
@@ -13,7 +14,7 @@ import json
 import os
 import time
 
-from saberjax.corpus import columnar_sources, text_ids, text_workers
+from saberjax.corpus import columnar_sources, text_workers
 
 STEPS_DIR = "SABERJAX_WORKER_STEPS"  # the environment variable naming the folder
 _TOTALS: dict[str, list[float]] = {}  # step: [thread CPU s, wall s, calls]
@@ -62,15 +63,19 @@ def tokenised(worker: dict, *args):
     return _saved(worker, "tokenised (the call)", lambda: text_workers.tokenised(worker, *args))
 
 
-def mapped(worker: dict, *args):
-    return _saved(worker, "mapped (the call)", lambda: _original_mapped(worker, *args))
+def worker_places(worker: dict, *args):
+    return _saved(worker, "places (the call)", lambda: text_workers.worker_places(worker, *args))
 
 
-_original_mapped = text_ids._mapped
+def worker_mapped(worker: dict, *args):
+    return _saved(worker, "mapped (the call)", lambda: text_workers.worker_mapped(worker, *args))
+
+
 if os.environ.get(STEPS_DIR):  # in a worker process: its steps timed
     _wrapped(columnar_sources, "_parsed_json_lines", "parsing JSON")
     _wrapped(text_workers, "block_words", "tokenising")
     _wrapped(text_workers, "frequencies", "counting")
     _wrapped(text_workers, "_add_pending", "adding words")
     _wrapped(text_workers, "_kept_tokens", "spilling ids")
-    _wrapped(text_ids.files, "write_mapped", "writing ids")
+    _wrapped(text_workers.files, "write_mapped", "writing ids")
+    _wrapped(text_workers, "_mapped", "mapping a piece")

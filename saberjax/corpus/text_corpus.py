@@ -6,14 +6,14 @@ them on a pool of workers (saberjax.corpus.worker_pools): a thread per core (num
 the GIL), or, with many cores and a large input written to a corpus folder, a worker process
 per core (_uses_processes), at most a few pieces ahead of the one being collected; a block
 of records (JSON Lines) is parsed by the worker that tokenises it.  A piece's tokens are ids
-into its own dictionary of words, kept in memory while the worker's share of `memory_bytes`
-holds them and in the worker's temporary file beside the output after that; each worker
-adds its pieces' dictionaries to its own words (text_workers, text_words); the collecting
-process keeps only where each piece's documents' tokens start and where its ids wait.  When
-every piece is read, the workers hand over their words, which are merged into the corpus's;
-the vocabulary is chosen from the summed counts (text.VocabularyRules), which gives each
-piece's tokens of vocabulary words and so its place in the corpus; the workers then map each
-piece's ids and write them there (text_ids), into a corpus folder on disk (memory-mapped
+into its own dictionary of words, kept by the worker that read it, in memory while the
+worker's share of `memory_bytes` holds them and in its temporary file beside the output after
+that; each worker adds its pieces' dictionaries to its own words (text_workers, text_words);
+the collecting process keeps only its pieces' documents' ids and counts.  When every piece is
+read, the workers hand over their words, which are merged into the corpus's; the vocabulary
+is chosen from the summed counts (text.VocabularyRules); each worker counts its pieces' tokens
+of vocabulary words, which place each piece in the corpus, then maps its pieces' ids and
+writes them there (text_ids), into a corpus folder on disk (memory-mapped
 when done) or an in-memory corpus.  The vocabulary is sorted and chosen by counts, never by
 the words' numbers (which depend on which worker read which piece), so the corpus depends
 only on the documents and the rules, never on how the input was cut into blocks, the number
@@ -40,7 +40,7 @@ from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.text_ids import (
     in_memory_corpus,
     mapped_pieces,
-    vocabulary_lookups,
+    piece_starts,
     written_corpus,
 )
 from saberjax.corpus.text_pieces import block_pieces, piece_size
@@ -91,10 +91,9 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     limit = float("inf") if memory_bytes is None else memory_bytes / threads
     with (tempfile.TemporaryDirectory(dir=spill_dir, prefix=".saberjax-tokens-") as spill,
           _tokenising_pool(threads, processes) as pool):
-        pieces, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit), progress)
-        corpus_words, worker_numbers, piece_words = merged_words(pool.each(worker_words),
-                                                                 len(pieces))
-        num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
+        doc_ids, num_docs, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit),
+                                                  progress)
+        corpus_words, worker_numbers = merged_words(pool.each(worker_words))
         words = corpus_words.strings()
         counts = corpus_words.counts[:len(words)]
         doc_freq = corpus_words.doc_freq[:len(words)]
@@ -108,9 +107,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
         vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
         del words, corpus_words, counts, doc_freq
-        lookups, starts = vocabulary_lookups(piece_words, [new_id[numbers]
-                                                           for numbers in worker_numbers])
-        mapped = functools.partial(mapped_pieces, pool, threads, pieces, lookups, starts)
+        starts = piece_starts(pool, len(doc_ids), [new_id[numbers] for numbers in worker_numbers])
+        mapped = functools.partial(mapped_pieces, pool, doc_ids, starts)
         num_tokens = int(starts[-1])  # every token of the vocabulary's words
         if directory is not None:
             corpus, dropped = written_corpus(mapped, num_tokens, vocab, name, directory)
@@ -158,17 +156,19 @@ def _tokenising_pool(workers: int, processes: bool) -> WorkerThreads | WorkerPro
 
 
 def _read_pieces(blocks, rules, threads, pool, keeping, progress):
-    """(the text_workers.Pieces of `blocks` in order, tokenised on `pool` at most a few pieces
-    ahead of the one collected, their words numbered among their workers' words and their
-    tokens kept as `keeping` says (text_workers.tokenised); the documents not valid UTF-8)."""
-    pieces, invalid = [], 0
+    """(the ids of each piece's documents, or None, in order; the documents; those not valid
+    UTF-8) of the pieces of `blocks`, tokenised on `pool` at most a few pieces ahead of the
+    one collected, their words numbered among their workers' words and their tokens kept by
+    their workers as `keeping` says (text_workers.tokenised)."""
+    doc_ids, num_docs, invalid = [], 0, 0
     parts = ((index, part, rules, keeping) for index, part in enumerate(
         part for block in blocks for part in block_pieces(block, piece_size(threads))))
-    for piece, invalid_docs, tokens, size in in_order(pool, tokenised, parts, 2 * threads):
+    for docs, ids, invalid_docs, tokens, size in in_order(pool, tokenised, parts, 2 * threads):
+        doc_ids.append(ids)
+        num_docs += docs
         invalid += invalid_docs
-        pieces.append(piece)
-        progress.add(piece.doc_tokens.size - 1, tokens, size)
-    return pieces, invalid
+        progress.add(docs, tokens, size)
+    return doc_ids, num_docs, invalid
 
 
 def _warn_dropped(source: str, dropped: int) -> None:

@@ -1,92 +1,53 @@
-"""The pieces' word ids mapped to the vocabulary and written into the corpus: each piece's
-words' vocabulary ids and its place in the corpus (vocabulary_lookups), its ids mapped and
-written there by a worker (_mapped, a few pieces ahead: mapped_pieces), into the word ids
-file of a NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus),
-while the documents' lengths are appended in order; documents left without a vocabulary
-word are dropped."""
+"""The pieces' word ids mapped to the vocabulary and written into the corpus, by the workers
+that read them (text_workers): each worker finds its pieces' words' vocabulary ids and their
+tokens of vocabulary words (piece_starts, which places the pieces in the corpus), then maps
+and writes its pieces' ids there (mapped_pieces), into the word ids file of a
+NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus), while the
+documents' lengths are appended in order; documents left without a vocabulary word are
+dropped."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from saberjax import files
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
-from saberjax.corpus.text_words import PieceWords
-from saberjax.corpus.worker_pools import WorkerProcesses, in_order
+from saberjax.corpus.text_workers import worker_mapped, worker_places
+from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
 
 
-def vocabulary_lookups(pieces: list[tuple[int, PieceWords]], workers: list[np.ndarray]
-                       ) -> tuple[list[np.ndarray], np.ndarray]:
-    """(the vocabulary ids of each piece's words, -1 for none; where each piece's tokens of
-    vocabulary words begin in the corpus, [pieces + 1]) of each piece's worker and words
-    (`workers`: the vocabulary ids of each worker's words), which are released one by one."""
-    lookups, kept = [], []
-    for index, (worker, piece) in enumerate(pieces):
-        pieces[index] = None
-        lookup = workers[worker][piece.entries]
-        lookups.append(lookup)
-        kept.append(piece.tokens(lookup >= 0))
-    starts = np.zeros(len(kept) + 1, np.int64)
-    np.cumsum(kept, out=starts[1:])
-    return lookups, starts
+def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
+                 vocabulary_ids: list[np.ndarray]) -> np.ndarray:
+    """Where each piece's tokens of vocabulary words begin in the corpus, [pieces + 1], from
+    the workers (`vocabulary_ids`: the vocabulary ids of each worker's words, -1 for none,
+    in the order of their indices), which keep their pieces' words' vocabulary ids."""
+    tokens = np.zeros(num_pieces, np.int64)
+    for kept in pool.each_of(worker_places, [(ids,) for ids in vocabulary_ids]):
+        for index, count in kept.items():
+            tokens[index] = count
+    starts = np.zeros(num_pieces + 1, np.int64)
+    np.cumsum(tokens, out=starts[1:])
+    return starts
 
 
-def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
-            spill: tuple[str, int] | None, entries: np.ndarray,
-            target: tuple[Path, int, bool]) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens of each document kept, which documents are kept) of a piece (see
-    text_workers.Piece), its vocabulary ids written into the file and at the byte offset
-    `target` names, by a worker process when target's flag says so: through a memory map,
-    its write-back to disk started at once (files.write_mapped: the processes writing one
-    file do not queue on its lock, and the writer's fsync waits for little), else by write()
-    (a few threads: a memory map's page faults would cost more than the lock); documents
-    without a vocabulary word are left out."""
-    if token_ids is None:
-        path, offset = spill
-        with open(path, "rb") as file:
-            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
-                                      np.int32)
-    ids = entries.take(token_ids)
-    kept = ids >= 0
-    lengths = np.diff(doc_tokens)
-    if not kept.all():
-        ends = np.zeros(kept.size + 1, np.int64)
-        np.cumsum(kept, out=ends[1:])
-        lengths = np.diff(ends[doc_tokens])
-        ids = ids[kept]
-    path, offset, in_process = target
-    if in_process:
-        files.write_mapped(path, offset, ids, write_back=True)
-    else:
-        with open(path, "r+b") as file:
-            files.write_at(file.fileno(), ids, offset)
-    nonempty = lengths > 0
-    return lengths[nonempty], nonempty
-
-
-def mapped_pieces(pool, threads, pieces, lookups, starts, target: tuple[Path, int]
-                  ) -> Iterator:
+def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
+                  starts: np.ndarray, target: tuple[Path, int]) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
-    None) of each piece in order, mapped on `pool` (of `threads` workers) a few pieces ahead
-    by its words' vocabulary ids (`lookups`), its vocabulary ids written into the file
-    `target` names (and the byte offset of its first id) at its start (starts), its tokens
-    released."""
+    None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
+    mapped and written by the worker that read it into the file `target` names (and the
+    byte offset of the corpus's first id) at its start (starts); worker processes write
+    through memory maps (text_workers._mapped)."""
     path, offset = target
-    in_processes = isinstance(pool, WorkerProcesses)
-
-    def items():
-        for piece, lookup, start in zip(pieces, lookups, starts.tolist()):
-            token_ids, piece.token_ids = piece.token_ids, None
-            yield (piece.doc_tokens, token_ids, piece.spill, lookup,
-                   (path, offset + 4 * start, in_processes))
-
-    for piece, (lengths, nonempty) in zip(pieces, in_order(pool, _mapped, items(), 2 * threads)):
-        yield lengths, nonempty, None if piece.ids is None else piece.ids[nonempty]
+    mapped = {}
+    for worker in pool.each(worker_mapped, starts,
+                            (path, offset, isinstance(pool, WorkerProcesses))):
+        mapped.update(worker)
+    for index, ids in enumerate(doc_ids):
+        lengths, nonempty = mapped.pop(index)
+        yield lengths, nonempty, None if ids is None else ids[nonempty]
 
 
 def written_corpus(mapped, num_tokens, vocab, name, directory):

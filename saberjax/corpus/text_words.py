@@ -119,15 +119,8 @@ class Words:
         return words.tolist()
 
 
-def merged_words(workers: list[tuple[Dictionary, dict[int, PieceWords]]], num_pieces: int
-                 ) -> tuple[Words, list[np.ndarray], list[tuple[int, PieceWords]]]:
+def merged_words(workers: list[Dictionary]) -> tuple[Words, list[np.ndarray]]:
     """(the words of the workers' dictionaries, merged; each worker's words' numbers among
-    them; each piece's worker and PieceWords) of what the workers hand over
-    (text_workers.worker_words)."""
+    them) of what the workers hand over (text_workers.worker_words)."""
     words = Words()  # a worker's words at a time: fewer passes than all at once
-    numbers = [words.add([dictionary])[0] for dictionary, _ in workers]
-    pieces: list = [None] * num_pieces
-    for worker, (_, worker_pieces) in enumerate(workers):
-        for index, piece in worker_pieces.items():
-            pieces[index] = (worker, piece)
-    return words, numbers, pieces
+    return words, [words.add([dictionary])[0] for dictionary in workers]

@@ -1,9 +1,19 @@
 """What a reader's worker (thread or process: saberjax.corpus.worker_pools) does with the
-pieces it tokenises: each piece's tokens become ids into its own dictionary of words (int32),
-kept in memory while the worker's share of the memory allowed holds them and in the
-worker's spill file after that (Piece); its dictionary, with the words' counts and document
-frequencies, waits for GROUP_PIECES of them to be added to the worker's words at once
-(text_words.Words), which the worker hands over when every piece is read (worker_words).
+pieces it tokenises, from their text to their ids in the corpus, keeping all of it in its own
+state so that no token passes through the collecting process:
+
+- tokenised: a piece's tokens become ids into its own dictionary of words (int32), kept in
+  memory while the worker's share of the memory allowed holds them and in the worker's
+  spill file after that; its dictionary, with the words' counts and document frequencies,
+  waits for GROUP_PIECES of them to be added to the worker's words at once
+  (text_words.Words);
+- worker_words: once every piece is read, the worker hands over its words;
+- worker_places: given its words' vocabulary ids, the worker finds each of its pieces'
+  words' ids and hands over how many tokens of vocabulary words each piece holds (the
+  collecting process places the pieces in the corpus from these);
+- worker_mapped: given where each piece's tokens begin in the corpus, the worker maps its
+  pieces' ids and writes them into the corpus's word ids file, and hands over the lengths
+  of each piece's documents (text_ids).
 
 A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
 radix sort: each word's tokens in text order), where a new document begins a new count.
@@ -13,10 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import numpy as np
 
-from saberjax import text
+from saberjax import files, text
 from saberjax.corpus.text_blocks import DocumentBlock
 from saberjax.corpus.text_words import Dictionary, PieceWords, Words
 from saberjax.corpus.tokenizing import BlockWords, block_words
@@ -25,50 +36,54 @@ GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
 
 
 @dataclasses.dataclass
-class Piece:
-    """What the collecting process keeps of a tokenised piece until its ids are mapped: where
-    its documents' tokens start; its tokens, ids into its own dictionary, in memory or None
-    while they wait in a worker's spill file (`spill`: its path and the byte offset); its
-    documents' ids."""
+class HeldPiece:
+    """What a worker keeps of a piece it tokenised until it writes its ids: where its
+    documents' tokens start; its tokens, ids into its own dictionary, in memory or None while
+    they wait in the worker's spill file (`spill`: its path and the byte offset); its words
+    among the worker's (PieceWords, once added), then their vocabulary ids (`lookup`)."""
 
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None
-    spill: tuple[str, int] | None
-    ids: np.ndarray | None
+    spill: tuple[str, int] | None = None
+    words: PieceWords | None = None
+    lookup: np.ndarray | None = None
 
 
 def tokenised(worker: dict, index: int, block: DocumentBlock, rules: text.TextRules,
-              keeping: tuple[str, float]) -> tuple[Piece, int, int, int]:
-    """(piece `index` of the input, `block` (parsed here, when it holds records), its tokens
-    kept as `keeping` says (_kept_tokens); its documents not valid UTF-8, its tokens, its
-    bytes).  Its dictionary waits in the worker's state for GROUP_PIECES of them to be
-    added to the worker's words at once (_add_pending)."""
+              keeping: tuple[str, float]) -> tuple[int, np.ndarray | None, int, int, int]:
+    """(the documents of piece `index` of the input, `block` (parsed here, when it holds
+    records), and their ids; its documents not valid UTF-8, its tokens, its bytes).  The
+    worker keeps its tokens as `keeping` says (_kept_tokens) and its dictionary waits in the
+    worker's state for GROUP_PIECES of them to be added to the worker's words at once
+    (_add_pending)."""
     size = len(block.data)
     block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = frequencies(words)
     pending = worker.setdefault("pending", {})
     pending[index] = Dictionary(words.keys, words.strings, counts, doc_freq)
+    piece = HeldPiece(words.doc_tokens, words.token_ids)
+    _kept_tokens(worker, piece, *keeping)
+    worker.setdefault("pieces", {})[index] = piece
     if len(pending) == GROUP_PIECES:
         _add_pending(worker)
-    piece = Piece(words.doc_tokens, words.token_ids, None, block.ids)
-    _kept_tokens(worker, piece, *keeping)
-    return piece, words.invalid_utf8_docs, words.token_ids.size, size
+    return (words.doc_tokens.size - 1, block.ids, words.invalid_utf8_docs,
+            words.token_ids.size, size)
 
 
 def _add_pending(worker: dict) -> None:
     """Adds the worker's pending dictionaries to its words (its state's "words"), keeping
-    each piece's PieceWords (its state's "pieces", by the pieces' indices)."""
+    each piece's PieceWords."""
     pending = worker.pop("pending", {})
     if not pending:
         return
     words = worker.setdefault("words", Words())
-    pieces = worker.setdefault("pieces", {})
+    pieces = worker["pieces"]
     for (index, dictionary), entries in zip(pending.items(), words.add(list(pending.values()))):
-        pieces[index] = PieceWords.of(entries, dictionary.counts)
+        pieces[index].words = PieceWords.of(entries, dictionary.counts)
 
 
-def _kept_tokens(worker: dict, piece: Piece, folder: str, limit: float) -> None:
+def _kept_tokens(worker: dict, piece: HeldPiece, folder: str, limit: float) -> None:
     """Keeps the piece's token ids in memory while the worker's so far and these fit `limit`
     bytes, else appends them to the worker's spill file in `folder` (piece.spill)."""
     size = piece.token_ids.nbytes
@@ -83,12 +98,66 @@ def _kept_tokens(worker: dict, piece: Piece, folder: str, limit: float) -> None:
     piece.token_ids = None
 
 
-def worker_words(worker: dict) -> tuple[Dictionary, dict[int, PieceWords]]:
-    """(the words a worker numbered, its pieces' PieceWords by their indices), which it
-    forgets."""
+def worker_words(worker: dict) -> Dictionary:
+    """The words a worker numbered, which it forgets (its pieces keep their numbers)."""
     _add_pending(worker)
     words = worker.pop("words", None) or Words()
-    return words.dictionary(), worker.pop("pieces", {})
+    return words.dictionary()
+
+
+def worker_places(worker: dict, vocabulary_ids: np.ndarray) -> dict[int, int]:
+    """The tokens of vocabulary words of each of the worker's pieces, by their indices, given
+    the vocabulary ids of its words (-1 for none), which it keeps for each piece's words."""
+    kept = {}
+    for index, piece in worker.get("pieces", {}).items():
+        piece.lookup = vocabulary_ids[piece.words.entries]
+        kept[index] = piece.words.tokens(piece.lookup >= 0)
+        piece.words = None
+    return kept
+
+
+def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, bool]
+                  ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """(tokens of each document kept, which documents are kept) of each of the worker's
+    pieces, by their indices, whose vocabulary ids it writes into the file and at the byte
+    offset `target` names, piece i's at starts[i] ids past it (_mapped), and forgets."""
+    pieces = worker.pop("pieces", {})
+    worker.pop("held bytes", None)
+    return {index: _mapped(pieces.pop(index), target, int(starts[index]))
+            for index in sorted(pieces)}
+
+
+def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens of each document kept, which documents are kept) of a piece, its vocabulary ids
+    written into the file `target` names, `start` ids past its byte offset, through a memory
+    map whose write-back to disk starts at once when target's flag says so (worker processes:
+    files.write_mapped; the processes writing one file do not queue on its lock, and the
+    writer's fsync waits for little), else by write() (a few threads: a memory map's page
+    faults would cost more than the lock); documents without a vocabulary word are left
+    out."""
+    token_ids, doc_tokens = piece.token_ids, piece.doc_tokens
+    if token_ids is None:
+        path, offset = piece.spill
+        with open(path, "rb") as file:
+            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
+                                      np.int32)
+    ids = piece.lookup.take(token_ids)
+    kept = ids >= 0
+    lengths = np.diff(doc_tokens)
+    if not kept.all():
+        ends = np.zeros(kept.size + 1, np.int64)
+        np.cumsum(kept, out=ends[1:])
+        lengths = np.diff(ends[doc_tokens])
+        ids = ids[kept]
+    path, offset, mapped = target
+    if mapped:
+        files.write_mapped(path, offset + 4 * start, ids, write_back=True)
+    else:
+        with open(path, "r+b") as file:
+            files.write_at(file.fileno(), ids, offset + 4 * start)
+    nonempty = lengths > 0
+    return lengths[nonempty], nonempty
 
 
 def frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:

@@ -2,9 +2,9 @@
 `WorkerProcesses(count)`, one interface.  `submit(function, *args)` calls
 function(state, *args) on some worker, `state` being that worker's own dict (its "worker",
 the worker's index, set by the pool), so that a worker can gather what it computes across
-its calls (a text reader's words and their counts) and hand it over once, by `each`, instead
-of with every result.  `in_order` keeps a pool a few calls ahead of the results it yields, in
-order.
+its calls (a text reader's words and their counts) and hand it over once, by `each` (or
+`each_of`, with each worker's own arguments), instead of with every result.  `in_order`
+keeps a pool a few calls ahead of the results it yields, in order.
 
 Tokenising text is numpy over bytes in many short calls, each taking the GIL back, so that
 threads of one process share about one core's worth of Python; processes each have their
@@ -55,9 +55,17 @@ class WorkerThreads:
         return function(state, *args)
 
     def each(self, function: Callable, *args) -> list:
-        """function(state, *args) of every worker that has state, in the order of their
-        indices, here; once every submitted call has returned."""
-        return [function(state, *args) for state in self._states.values()]
+        """function(state, *args) of every worker that has state, on the pool's threads at
+        once, in the order of their indices; once every submitted call has returned."""
+        return self.each_of(function, [args] * len(self._states))
+
+    def each_of(self, function: Callable, arguments: list[tuple]) -> list:
+        """function(state, *arguments[i]) of every worker i that has state (one tuple of
+        arguments each, in the order of their indices), on the pool's threads at once."""
+        states = list(self._states.values())
+        _check_each(arguments, len(states))
+        return list(self._threads.map(lambda state, args: function(state, *args), states,
+                                      arguments))
 
     def __enter__(self) -> WorkerThreads:
         return self
@@ -97,10 +105,16 @@ class WorkerProcesses:
             self._idle.put(process)
 
     def each(self, function: Callable, *args) -> list:
-        """function(state, *args) of every worker, in the order of their indices; once every
-        submitted call has returned."""
-        return list(self._threads.map(lambda process: _call(process, function, args),
-                                      self._processes))
+        """function(state, *args) of every worker, at once, in the order of their indices;
+        once every submitted call has returned."""
+        return self.each_of(function, [args] * len(self._processes))
+
+    def each_of(self, function: Callable, arguments: list[tuple]) -> list:
+        """function(state, *arguments[i]) of every worker i (one tuple of arguments each, in
+        the order of their indices), at once."""
+        _check_each(arguments, len(self._processes))
+        return list(self._threads.map(lambda process, args: _call(process, function, args),
+                                      self._processes, arguments))
 
     def __enter__(self) -> WorkerProcesses:
         return self
@@ -119,6 +133,11 @@ class WorkerProcesses:
                 process.kill()
                 process.wait()
             process.stdout.close()
+
+
+def _check_each(arguments: list[tuple], workers: int) -> None:
+    if len(arguments) != workers:
+        raise ValueError(f"{len(arguments)} tuples of arguments for {workers} workers")
 
 
 def in_order(pool: WorkerThreads | WorkerProcesses, function: Callable,
