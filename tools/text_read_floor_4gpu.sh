@@ -13,7 +13,8 @@
 # Environment: WORK (/tmp/text_read_floor), TOKENS (2e8), SHARDS (64), REPEAT (5), BASE (../..),
 # OUT (WORK), BUDGET (80 s from the start: later runs are skipped), RUNS (names of runs, from
 # this-jsonl-all this-jsonl-all-repeated this-jsonl-32 this-jsonl-16 this-text-all
-# this-text-16 and the same of base-; default all of them, this's first), EXTRA (more options
+# this-text-16 and the same of base-, each optionally with +OPTION+OPTION... of
+# text_read_rate.py appended; default all of them, this's first), EXTRA (more options
 # of text_read_rate.py for this checkout's runs, e.g. --piece_bytes=16777216).  Shards already
 # in WORK are kept, so that a second run with other RUNS or EXTRA reads the same.
 set -uo pipefail
@@ -34,6 +35,7 @@ main() {
 cores=$(nproc)
 echo "cores $cores ($(lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' | sed 's/  */ /g' | paste -sd';'));" \
      "memory $(free -g | awk '/Mem:/ {print $2}') GB; base $(git -C "$BASE" log --oneline -1 2>/dev/null | cut -c1-60); this $(git log --oneline -1 2>/dev/null | cut -c1-60)"
+echo "work folder on $(findmnt -no FSTYPE,SOURCE --target "$WORK" 2>/dev/null | head -1)"
 lscpu -e=CPU,CORE,NODE | awk 'NR == 1 || NR % 16 == 2' | paste -sd' '
 layouts=jsonl
 [[ $RUNS == *text* ]] && layouts="jsonl txt"
@@ -71,16 +73,18 @@ run() {  # NAME CHECKOUT CORES ARGS...
   fi
 }
 all="0-$((cores - 1))"
-for name in $RUNS; do
+for name in $RUNS; do  # NAME or NAME+OPTION+OPTION...: options of text_read_rate.py
+  options=""
+  [[ $name == *+* ]] && options="${name#*+}" && options="${options//+/ }"
   checkout=$([[ $name == this-* ]] && echo "$PWD" || echo "$BASE")
   steps=$([[ $name == this-* ]] && echo --worker_steps $EXTRA)
-  case $name in
-    *-jsonl-all) run "$name" "$checkout" "$all" "$WORK/shards" --format=jsonl --workers="$cores" $steps ;;
-    *-jsonl-all-repeated) run "$name" "$checkout" "$all" "$WORK/repeated" --format=jsonl --workers="$cores" $steps ;;
-    *-text-all) run "$name" "$checkout" "$all" "$WORK/all.txt" --format=text --workers="$cores" $steps ;;
-    *-jsonl-32) run "$name" "$checkout" 0-31 "$WORK/shards" --format=jsonl --workers=32 $steps ;;
-    *-jsonl-16) run "$name" "$checkout" 0-15 "$WORK/shards" --format=jsonl --workers=16 $steps ;;
-    *-text-16) run "$name" "$checkout" 0-15 "$WORK/all.txt" --format=text --workers=16 $steps ;;
+  case ${name%%+*} in
+    *-jsonl-all) run "$name" "$checkout" "$all" "$WORK/shards" --format=jsonl --workers="$cores" $steps $options ;;
+    *-jsonl-all-repeated) run "$name" "$checkout" "$all" "$WORK/repeated" --format=jsonl --workers="$cores" $steps $options ;;
+    *-text-all) run "$name" "$checkout" "$all" "$WORK/all.txt" --format=text --workers="$cores" $steps $options ;;
+    *-jsonl-32) run "$name" "$checkout" 0-31 "$WORK/shards" --format=jsonl --workers=32 $steps $options ;;
+    *-jsonl-16) run "$name" "$checkout" 0-15 "$WORK/shards" --format=jsonl --workers=16 $steps $options ;;
+    *-text-16) run "$name" "$checkout" 0-15 "$WORK/all.txt" --format=text --workers=16 $steps $options ;;
     *) echo "$name: no such run" ;;
   esac
 done

@@ -13,6 +13,7 @@ are looked up where this checkout or an earlier one holds them, those it lacks l
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import resource
@@ -30,6 +31,9 @@ def main() -> None:
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
+    parser.add_argument("--memory_maps", choices=["auto", "yes", "no"], default="auto",
+                        help="workers write the corpus's ids through memory maps (yes), by "
+                             "write() (no) or by the reader's rule (auto)")
     parser.add_argument("--worker_steps", action="store_true",
                         help="time the worker processes' steps in the workers "
                              "(tools/text_worker_steps.py): worker_steps in the JSON line")
@@ -62,6 +66,9 @@ def main() -> None:
     phases = {}
     for phase, *paths in _PHASES:
         _phased(*_located(*paths), phases, phase)
+    if args.memory_maps != "auto":
+        text_corpus.mapped_pieces = functools.partial(text_corpus.mapped_pieces,
+                                                      memory_maps=args.memory_maps == "yes")
     waits = dict(input_wait_s=0.0)
     _input_timed(text_corpus, waits)
     steps_dir = _worker_steps(text_corpus) if args.worker_steps else None
