@@ -191,25 +191,6 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
-def test_worker_processes_write_the_corpus_of_threads(monkeypatch, tmp_path):
-    documents = _varied_documents(4, 400)
-    vocabulary = text.VocabularyRules(min_df=2, max_df=0.9, max_features=50)
-    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 300)
-    built = {}
-    for processes, memory in ((False, None), (True, 0), (True, 2000)):
-        with pytest.warns(UserWarning, match="dropped"):
-            built[processes, memory] = build_corpus(
-                document_blocks(documents, block_bytes=1000), text.DEFAULT_RULES, vocabulary,
-                workers=3, memory_bytes=memory, processes=processes,
-                directory=tmp_path / f"{processes}-{memory}").corpus
-    reference = built[False, None]
-    for corpus in built.values():
-        assert corpus.vocab == reference.vocab
-        np.testing.assert_array_equal(corpus.doc_offsets, reference.doc_offsets)
-        np.testing.assert_array_equal(corpus.word_ids, reference.word_ids)
-        assert corpus.dropped_empty_docs == reference.dropped_empty_docs > 0
-
-
 @pytest.mark.parametrize("rules", [text.DEFAULT_RULES,
                                    text.TextRules(token_pattern=r"(?u)\b\w\w+\b")])
 def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):

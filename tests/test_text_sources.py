@@ -18,6 +18,7 @@ def documents_read(source, **options) -> list[bytes]:
     """Every document document_blocks yields, as bytes, checking each block's layout."""
     documents = []
     for block in document_blocks(source, **options):
+        block = block.parsed()  # a LineRange read
         offsets = block.document_offsets()  # a block of lines (offsets None) has them too
         assert block.data.dtype == np.uint8 and offsets.dtype == np.int64
         assert offsets[0] == 0 and offsets[-1] == block.data.size
@@ -38,6 +39,35 @@ def test_one_document_a_line_gives_each_line_with_its_line_feed_whatever_the_blo
     path = write_lines(tmp_path / "docs.txt", DOCUMENTS)
     assert documents_read(path, block_bytes=block_bytes) == [
         f"{document}\n".encode() for document in DOCUMENTS]
+
+
+@pytest.mark.parametrize("range_bytes", [1, 2, 3, 7, 40])
+def test_ranges_of_a_file_hold_each_line_once(tmp_path, monkeypatch, range_bytes):
+    from saberjax.corpus import text_blocks
+
+    monkeypatch.setattr(text_blocks, "RANGE_TAIL_BYTES", 2)  # lines read on past a range's end
+    lines = [b"\n", b"a\n", b"long line of words\n", b"\n", b"\n", b"xy\n", b"last"]
+    path = tmp_path / "docs.txt"
+    path.write_bytes(b"".join(lines))
+    ranges = list(text_blocks.line_ranges(path, range_bytes))
+    assert [(part.start, part.end) for part in ranges] == [
+        (start, min(start + range_bytes, path.stat().st_size))
+        for start in range(0, path.stat().st_size, range_bytes)]
+    read = [part.parsed() for part in ranges]
+    assert [line for block in read for line in map(block.document, range(block.num_docs))
+            ] == lines
+    assert documents_read(path, block_bytes=range_bytes, parsed=False) == lines
+
+
+def test_a_nul_byte_in_a_range_is_binary_data(tmp_path, monkeypatch):
+    from saberjax.corpus import text_blocks
+
+    monkeypatch.setattr(text_blocks, "SNIFF_BYTES", 16)  # the NUL past the bytes sniffed
+    path = tmp_path / "docs.txt"
+    path.write_bytes(b"text\n" * 30 + b"te\0xt\n")
+    ranges = list(text_blocks.line_ranges(path, 16))
+    with pytest.raises(CorpusFormatError, match="NUL byte at offset 152"):
+        [part.parsed() for part in ranges]
 
 
 def test_a_last_line_without_a_line_feed_is_a_document(tmp_path):
@@ -521,17 +551,19 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
-    built = {}
-    for processes, memory, directory in ((False, None, None), (True, 0, tmp_path / "native")):
+    built = []
+    for processes, memory, directory in ((False, None, None), (True, 0, "native"),
+                                         (True, 150, "some spilled")):
         blocks = document_blocks(path, block_bytes=200, parsed=False, **options)
-        built[processes] = build_corpus(blocks, vocabulary=vocabulary, workers=2,
-                                        memory_bytes=memory, processes=processes,
-                                        directory=directory).corpus
-    assert built[True].vocab == built[False].vocab
-    np.testing.assert_array_equal(built[True].doc_offsets, built[False].doc_offsets)
-    np.testing.assert_array_equal(built[True].word_ids, built[False].word_ids)
-    if name == "jsonl":
-        assert list(built[True].doc_names) == list(built[False].doc_names)
+        built.append(build_corpus(blocks, vocabulary=vocabulary, workers=2,
+                                  memory_bytes=memory, processes=processes,
+                                  directory=directory and tmp_path / directory).corpus)
+    for corpus in built[1:]:
+        assert corpus.vocab == built[0].vocab
+        np.testing.assert_array_equal(corpus.doc_offsets, built[0].doc_offsets)
+        np.testing.assert_array_equal(corpus.word_ids, built[0].word_ids)
+        if name == "jsonl":
+            assert list(corpus.doc_names) == list(built[0].doc_names)
 
 
 def test_processes_tokenise_only_many_workers_on_a_large_input():

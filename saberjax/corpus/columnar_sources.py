@@ -21,6 +21,7 @@ from saberjax.corpus.text_blocks import (
     Fields,
     compression_of,
     line_blocks,
+    line_ranges,
     open_stream,
     read_block,
 )
@@ -35,8 +36,9 @@ def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = Tr
     """JSON Lines: the text field of each object (a record without it is an empty document;
     the first record must have it, so that a misnamed field is caught at once).  Blocks of
     whole lines, each parsed by pyarrow.json on one thread: here, or, when not `parsed`, by
-    the thread that tokenises it (DocumentBlock.parse), so that parsing runs on every core
-    with the tokenising."""
+    the thread that tokenises it (DocumentBlock.parse; an uncompressed file's lines as
+    LineRanges, which that thread reads too), so that parsing runs on every core with the
+    tokenising."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
@@ -54,6 +56,9 @@ def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = Tr
     options = pa_json.ParseOptions(explicit_schema=pa.schema(schema),
                                    unexpected_field_behavior="ignore")
     parse = functools.partial(_parsed_json_lines, path, fields, options)
+    if not parsed and compression_of(path) is None:
+        yield from line_ranges(path, max(block_bytes, MIN_PARSE_BYTES), parse)
+        return
     for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES)):
         yield parse(lines.data) if parsed else DocumentBlock(lines.data, None, None, parse)
 
@@ -64,6 +69,8 @@ def _parsed_json_lines(path: Path, fields: Fields, options, lines: np.ndarray
     import pyarrow as pa
     import pyarrow.json as pa_json
 
+    if not lines.size:  # no lines (a LineRange within one line): no records
+        lines = np.frombuffer(b"\n", np.uint8)
     try:
         batch = pa_json.read_json(
             pa.BufferReader(pa.py_buffer(lines)), parse_options=options,

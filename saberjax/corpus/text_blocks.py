@@ -10,6 +10,7 @@ streams, which decompress gzip and zstd; others as they are.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -55,10 +56,86 @@ class DocumentBlock(NamedTuple):
     def num_docs(self) -> int:
         return self.document_offsets().size - 1
 
+    @property
+    def size(self) -> int:
+        """Its bytes."""
+        return self.data.size
+
     def document(self, i: int) -> bytes:
         """Document i's bytes."""
         offsets = self.document_offsets()
         return self.data[offsets[i]:offsets[i + 1]].tobytes()
+
+
+class LineRange(NamedTuple):
+    """The lines of an uncompressed file (one document, or one record, a line) that begin in
+    its bytes [start, end), a line beginning at the file's start or after a line feed: where
+    lines are, handed to whoever tokenises them, who reads them (parsed) so that the reader of
+    a large file passes on no bytes.  The ranges of a file, in order, hold each of its lines
+    once.  parse: as DocumentBlock's."""
+
+    path: Path
+    start: int
+    end: int
+    parse: Callable[[np.ndarray], DocumentBlock] | None = None
+
+    @property
+    def size(self) -> int:
+        """Its bytes (of the file's, nominally: its lines end where they end)."""
+        return self.end - self.start
+
+    def parsed(self) -> DocumentBlock:
+        """The block of its documents (read_lines, then parse)."""
+        return DocumentBlock(read_lines(self.path, self.start, self.end), None, None,
+                             self.parse).parsed()
+
+
+RANGE_TAIL_BYTES = 1 << 16  # read at a time past a range's end, to the end of its last line
+
+
+def read_lines(path: Path, start: int, end: int) -> np.ndarray:
+    """The bytes of the lines of the file that begin in [start, end) (LineRange), each with its
+    line break; CorpusFormatError for a NUL byte in them (binary data)."""
+    first = max(start - 1, 0)  # a line begins at start when the byte before it is a line feed
+    try:
+        with open(path, "rb") as file:
+            data = bytearray(os.pread(file.fileno(), end - first, first))
+            begin = 0 if start == 0 else data.find(b"\n") + 1
+            if begin == 0 and start > 0 or first + begin >= end:
+                return np.zeros(0, np.uint8)  # no line begins in the range
+            stop = len(data)
+            if stop == end - first and data[-1] != _LINE_FEED:  # the last line goes on
+                while tail := os.pread(file.fileno(), RANGE_TAIL_BYTES, first + len(data)):
+                    line_end = tail.find(b"\n")
+                    data += tail if line_end < 0 else tail[:line_end + 1]
+                    if line_end >= 0:
+                        break
+                stop = len(data)
+    except OSError as error:
+        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+    if (nul := data.find(b"\0", begin, stop)) >= 0:
+        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
+                                f"{first + nul}); plain text input is UTF-8 or Latin-1")
+    return np.frombuffer(data, np.uint8)[begin:stop]
+
+
+def line_ranges(path: Path, range_bytes: int, parse=None) -> Iterator[LineRange]:
+    """The lines of an uncompressed file as LineRanges of range_bytes, the file first checked
+    to be text (check_is_text of its first SNIFF_BYTES, a NUL byte there refused)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(SNIFF_BYTES)
+            size = os.fstat(file.fileno()).st_size
+    except FileNotFoundError:
+        raise CorpusFormatError(f"{path}: file not found") from None
+    except OSError as error:
+        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+    if (nul := head.find(b"\0")) >= 0:
+        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset {nul}); "
+                                f"plain text input is UTF-8 or Latin-1")
+    check_is_text(path, np.frombuffer(head, np.uint8))
+    for start in range(0, size, range_bytes):
+        yield LineRange(path, start, min(start + range_bytes, size), parse)
 
 
 def line_offsets(data: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from saberjax.corpus.text_blocks import DocumentBlock
+from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
@@ -23,10 +23,15 @@ def piece_size(threads: int) -> int:
                min(MIN_PIECE_BYTES, PIECE_BYTES))
 
 
-def block_pieces(block: DocumentBlock, piece_bytes: int) -> Iterator[DocumentBlock]:
+def block_pieces(block: DocumentBlock | LineRange, piece_bytes: int
+                 ) -> Iterator[DocumentBlock | LineRange]:
     """`block` cut into pieces of whole documents of about piece_bytes (a block of lines or of
     records, its offsets None, is cut after a line break, its pieces' offsets, or records,
-    left to the tokenising workers)."""
+    left to the tokenising workers; a range of a file's lines into ranges of piece_bytes)."""
+    if isinstance(block, LineRange):
+        for start in range(block.start, block.end, piece_bytes):
+            yield block._replace(start=start, end=min(start + piece_bytes, block.end))
+        return
     if block.offsets is None:
         yield from line_pieces(block.data, piece_bytes, block.parse)
         return

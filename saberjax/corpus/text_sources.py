@@ -55,8 +55,11 @@ from saberjax.corpus.text_blocks import (
     DEFAULT_BLOCK_BYTES,
     DocumentBlock,
     Fields,
+    LineRange,
+    compression_of,
     file_blocks,
     line_blocks,
+    line_ranges,
     reading_fields,
 )
 from saberjax.errors import CorpusFormatError
@@ -80,11 +83,13 @@ def document_blocks(source, *, format: str = "auto", block_bytes: int | None = N
                     text_column: str | None = None, id_column: str | None = None,
                     parsed: bool = True) -> Iterator[DocumentBlock]:
     """The documents of `source` (a path or glob, or a Python object: see the module) in
-    order, in blocks of about `block_bytes` (default DEFAULT_BLOCK_BYTES; from half to twice as much; a document larger
-    than that is a block of its own).  `format` ("auto" or one of FORMATS) applies to paths.
-    A text file of one document a line gives blocks of lines (offsets None: DocumentBlock),
-    of block_bytes; JSON Lines, when not `parsed`, blocks of lines of records left for the
-    tokenising threads to parse (DocumentBlock.parse).  CorpusFormatError when the source cannot be read, lacks the fields named
+    order, in blocks of about `block_bytes` (default DEFAULT_BLOCK_BYTES; from half to twice
+    as much; a document larger than that is a block of its own).  `format` ("auto" or one of
+    FORMATS) applies to paths.  A text file of one document a line gives blocks of lines
+    (offsets None: DocumentBlock), of block_bytes; JSON Lines, when not `parsed`, blocks of
+    lines of records left for the tokenising threads to parse (DocumentBlock.parse).  When
+    not `parsed`, an uncompressed file of lines (text or JSON Lines) gives LineRanges
+    instead, which the tokenising workers read themselves.  CorpusFormatError when the source cannot be read, lacks the fields named
     or holds no document; TypeError for an object that is not a source of documents."""
     block_bytes = DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes
     if block_bytes < 1:
@@ -110,6 +115,8 @@ def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, pars
     if chosen == "text":
         if is_collection(path):
             yield from file_blocks(files, block_bytes)
+        elif not parsed and compression_of(files[0]) is None:
+            yield from line_ranges(files[0], block_bytes)
         else:
             yield from line_blocks(files[0], block_bytes)
         return
@@ -239,8 +246,8 @@ def _nonempty(blocks: Iterable[DocumentBlock], source: str) -> Iterator[Document
     """The blocks, then CorpusFormatError when there were no documents in them."""
     documents = False
     for block in blocks:
-        documents = documents or (block.data.size > 0 if block.offsets is None
-                                  else block.num_docs > 0)
+        documents = documents or (block.size > 0 if isinstance(block, LineRange)
+                                  or block.offsets is None else block.num_docs > 0)
         yield block
     if not documents:
         raise CorpusFormatError(f"{source}: no documents (the input is empty)")
@@ -252,7 +259,7 @@ def _rechunked(blocks: Iterable[DocumentBlock], block_bytes: int) -> Iterator[Do
     ones joined; blocks of lines pass as they are."""
     pending, size = [], 0
     for block in blocks:
-        if block.offsets is None:
+        if isinstance(block, LineRange) or block.offsets is None:
             yield block
             continue
         for piece in _cut(block, block_bytes):

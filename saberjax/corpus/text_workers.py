@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from saberjax import files, text
-from saberjax.corpus.text_blocks import DocumentBlock
+from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 from saberjax.corpus.text_words import Dictionary, PieceWords, Words
 from saberjax.corpus.tokenizing import BlockWords, block_words
 
@@ -49,14 +49,15 @@ class HeldPiece:
     lookup: np.ndarray | None = None
 
 
-def tokenised(worker: dict, index: int, block: DocumentBlock, rules: text.TextRules,
-              keeping: tuple[str, float]) -> tuple[int, np.ndarray | None, int, int, int]:
-    """(the documents of piece `index` of the input, `block` (parsed here, when it holds
-    records), and their ids; its documents not valid UTF-8, its tokens, its bytes).  The
-    worker keeps its tokens as `keeping` says (_kept_tokens) and its dictionary waits in the
-    worker's state for GROUP_PIECES of them to be added to the worker's words at once
-    (_add_pending)."""
-    size = len(block.data)
+def tokenised(worker: dict, index: int, block: DocumentBlock | LineRange,
+              rules: text.TextRules, keeping: tuple[str, float]
+              ) -> tuple[int, np.ndarray | None, int, int, int]:
+    """(the documents of piece `index` of the input, `block` (read and parsed here, when it
+    is a range of a file or holds records), and their ids; its documents not valid UTF-8,
+    its tokens, its bytes).  The worker keeps its tokens as `keeping` says (_kept_tokens)
+    and its dictionary waits in the worker's state for GROUP_PIECES of them to be added to
+    the worker's words at once (_add_pending)."""
+    size = block.size
     block = block.parsed()
     words = block_words(block, rules)
     counts, doc_freq = frequencies(words)
