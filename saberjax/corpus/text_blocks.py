@@ -99,7 +99,8 @@ def read_lines(path: Path, start: int, end: int) -> np.ndarray:
     first = max(start - 1, 0)  # a line begins at start when the byte before it is a line feed
     try:
         with open(path, "rb") as file:
-            data = bytearray(os.pread(file.fileno(), end - first, first))
+            data = bytearray(end - first)
+            del data[os.preadv(file.fileno(), [data], first):]  # short at the file's end
             begin = 0 if start == 0 else data.find(b"\n") + 1
             if begin == 0 and start > 0 or first + begin >= end:
                 return np.zeros(0, np.uint8)  # no line begins in the range
