@@ -53,34 +53,21 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
         raise
 
 
-def write_at(fd: int, data, offset: int) -> None:
+def write_at(fd: int, data, offset: int, write_back: bool = False) -> None:
     """Write all of `data` (a bytes-like object) into the file `fd` at `offset` (os.pwrite
-    writes part of a large buffer at a time)."""
+    writes part of a large buffer at a time).  write_back: start writing the range to disk at
+    once (Linux's sync_file_range; elsewhere nothing), so that a later fsync of the file waits
+    for little."""
     view = memoryview(data).cast("B")
+    size, start = view.nbytes, offset
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+    if write_back and size:
+        _start_write_back(fd, start, size)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting
-
-
-def write_mapped(path: pathlib.Path, offset: int, values: np.ndarray,
-                 write_back: bool = False) -> None:
-    """Write the array `values` into the file at `path` at byte `offset` (within its size)
-    through a memory map of that range: many processes writing parts of one file do not
-    queue on the file's lock, as write() does.  write_back: start writing the range to disk
-    at once (Linux's sync_file_range; elsewhere nothing), so that a later fsync of the file
-    waits for little."""
-    values = np.ascontiguousarray(values)
-    if not values.nbytes:
-        return
-    with open(path, "r+b") as file:
-        target = np.memmap(file, values.dtype, "r+", offset, values.shape)
-        target[...] = values
-        del target
-        if write_back:
-            _start_write_back(file.fileno(), offset, values.nbytes)
 
 
 def _start_write_back(fd: int, offset: int, size: int) -> None:

@@ -63,15 +63,16 @@ def test_crc32_combine_gives_the_crc_of_the_concatenation():
     assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head
 
 
-def test_write_mapped_writes_ranges_of_a_file_in_any_order(tmp_path):
-    from saberjax.files import write_mapped
+def test_write_at_writes_ranges_of_a_file_in_any_order(tmp_path):
+    from saberjax.files import write_at
 
     values = np.arange(10_000, dtype=np.int32)
     path = tmp_path / "ids"
     with open(path, "wb") as file:
         file.truncate(100 + values.nbytes)  # at an offset that is not a page's
-    for part, write_back in zip(np.array_split(np.arange(values.size), 4)[::-1],
-                                (True, False, True, False)):
-        write_mapped(path, 100 + 4 * int(part[0]), values[part], write_back)
-    write_mapped(path, 100, values[:0])  # nothing to write
+    with open(path, "r+b") as file:
+        for part, write_back in zip(np.array_split(np.arange(values.size), 4)[::-1],
+                                    (True, False, True, False)):
+            write_at(file.fileno(), values[part], 100 + 4 * int(part[0]), write_back)
+        write_at(file.fileno(), values[:0], 100, write_back=True)  # nothing to write
     assert path.read_bytes() == bytes(100) + values.tobytes()

@@ -31,9 +31,10 @@ def main() -> None:
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
-    parser.add_argument("--memory_maps", choices=["auto", "yes", "no"], default="auto",
-                        help="workers write the corpus's ids through memory maps (yes), by "
-                             "write() (no) or by the reader's rule (auto)")
+    parser.add_argument("--write_back", choices=["auto", "yes", "no"], default="auto",
+                        help="workers start the write-back of the corpus's ids as they write "
+                             "them (yes), leave it to the writer's fsync (no), or follow the "
+                             "reader's rule (auto)")
     parser.add_argument("--worker_steps", action="store_true",
                         help="time the worker processes' steps in the workers "
                              "(tools/text_worker_steps.py): worker_steps in the JSON line")
@@ -66,9 +67,9 @@ def main() -> None:
     phases = {}
     for phase, *paths in _PHASES:
         _phased(*_located(*paths), phases, phase)
-    if args.memory_maps != "auto":
+    if args.write_back != "auto":
         text_corpus.mapped_pieces = functools.partial(text_corpus.mapped_pieces,
-                                                      memory_maps=args.memory_maps == "yes")
+                                                      write_back=args.write_back == "yes")
     waits = dict(input_wait_s=0.0)
     _input_timed(text_corpus, waits)
     steps_dir = _worker_steps(text_corpus) if args.worker_steps else None

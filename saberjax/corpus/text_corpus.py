@@ -161,8 +161,9 @@ def _read_pieces(blocks, rules, threads, pool, keeping, progress):
     one collected, their words numbered among their workers' words and their tokens kept by
     their workers as `keeping` says (text_workers.tokenised)."""
     doc_ids, num_docs, invalid = [], 0, 0
+    size = piece_size(threads, isinstance(pool, WorkerProcesses))
     parts = ((index, part, rules, keeping) for index, part in enumerate(
-        part for block in blocks for part in block_pieces(block, piece_size(threads))))
+        part for block in blocks for part in block_pieces(block, size)))
     for docs, ids, invalid_docs, tokens, size in in_order(pool, tokenised, parts, 2 * threads):
         doc_ids.append(ids)
         num_docs += docs

@@ -35,18 +35,18 @@ def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
 
 def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
                   starts: np.ndarray, target: tuple[Path, int], *,
-                  memory_maps: bool | None = None) -> Iterator:
+                  write_back: bool | None = None) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
     mapped and written by the worker that read it into the file `target` names (and the
-    byte offset of the corpus's first id) at its start (starts), through memory maps or by
-    write() as `memory_maps` says (None: memory maps for worker processes;
-    text_workers._mapped)."""
+    byte offset of the corpus's first id) at its start (starts), their write-back to disk
+    started at once where `write_back` says (None: by worker processes, whose writes outrun
+    the disk; text_workers._mapped)."""
     path, offset = target
-    if memory_maps is None:
-        memory_maps = isinstance(pool, WorkerProcesses)
+    if write_back is None:
+        write_back = isinstance(pool, WorkerProcesses)
     mapped = {}
-    for worker in pool.each(worker_mapped, starts, (path, offset, memory_maps)):
+    for worker in pool.each(worker_mapped, starts, (path, offset, write_back)):
         mapped.update(worker)
     for index, ids in enumerate(doc_ids):
         lengths, nonempty = mapped.pop(index)

@@ -14,11 +14,15 @@ MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
 
 
-def piece_size(threads: int) -> int:
-    """The size of pieces: PIECE_BYTES_PER_THREAD times the threads, within MIN_PIECE_BYTES
-    and PIECE_BYTES.  Every numpy call of a piece's takes the GIL back, which waits longer the
-    more threads share it, so many threads tokenise larger pieces; a few keep them small, so
-    that the pieces in flight (a few per thread) hold little memory."""
+def piece_size(threads: int, processes: bool = False) -> int:
+    """The size of pieces: for threads, PIECE_BYTES_PER_THREAD times the threads, within
+    MIN_PIECE_BYTES and PIECE_BYTES: every numpy call of a piece's takes the GIL back, which
+    waits longer the more threads share it, so many threads tokenise larger pieces, and a few
+    keep them small, so that the pieces in flight (a few per thread) hold little memory.
+    Worker processes share no GIL: their pieces are MIN_PIECE_BYTES, whose passes stay in a
+    core's caches while every core tokenises (larger ones cost more per byte)."""
+    if processes:
+        return min(MIN_PIECE_BYTES, PIECE_BYTES)
     return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
                min(MIN_PIECE_BYTES, PIECE_BYTES))
 

@@ -131,12 +131,9 @@ def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, boo
 def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
             ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens of each document kept, which documents are kept) of a piece, its vocabulary ids
-    written into the file `target` names, `start` ids past its byte offset, through a memory
-    map whose write-back to disk starts at once when target's flag says so (worker processes:
-    files.write_mapped; the processes writing one file do not queue on its lock, and the
-    writer's fsync waits for little), else by write() (a few threads: a memory map's page
-    faults would cost more than the lock); documents without a vocabulary word are left
-    out."""
+    written into the file `target` names, `start` ids past its byte offset, their write-back
+    to disk started at once when target's flag says so (files.write_at: the writer's fsync
+    then waits for little); documents without a vocabulary word are left out."""
     token_ids, doc_tokens = piece.token_ids, piece.doc_tokens
     if token_ids is None:
         path, offset = piece.spill
@@ -151,12 +148,9 @@ def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
         ids = ids[kept]
-    path, offset, mapped = target
-    if mapped:
-        files.write_mapped(path, offset + 4 * start, ids, write_back=True)
-    else:
-        with open(path, "r+b") as file:
-            files.write_at(file.fileno(), ids, offset + 4 * start)
+    path, offset, write_back = target
+    with open(path, "r+b") as file:
+        files.write_at(file.fileno(), ids, offset + 4 * start, write_back)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 
