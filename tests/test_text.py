@@ -191,6 +191,29 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
+def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
+    from saberjax.corpus import text_workers
+    from saberjax.corpus.tokenizing import word_strings
+
+    documents = ["apple banana cherry", "banana cherry", "cherry durian apple"]
+    worker = dict(worker=0)
+    for index, part in enumerate(document_blocks(documents, block_bytes=10)):
+        text_workers.tokenised(worker, index, part, text.DEFAULT_RULES, (str(tmp_path), 0))
+    assert [path.name for path in tmp_path.iterdir()] == ["worker-0.ids"]  # every piece's ids
+    words = text_workers.worker_words(worker)
+    vocabulary_ids = np.array([0 if word == "cherry" else -1  # the vocabulary's one word
+                               for word in word_strings(words.keys)], np.int32)
+    assert text_workers.worker_places(worker, vocabulary_ids) == {0: 1, 1: 1, 2: 1}
+    target = tmp_path / "ids"
+    target.write_bytes(bytes(4 * 5))
+    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), (target, 4, True))
+    assert list(mapped) == [0, 1, 2]
+    assert [lengths.tolist() for lengths, _ in mapped.values()] == [[1], [1], [1]]
+    assert np.fromfile(target, np.int32).tolist() == [0, 0, 0, 0, 0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ids"]  # the spill deleted
+    assert worker == dict(worker=0)  # the worker forgets its pieces
+
+
 @pytest.mark.parametrize("rules", [text.DEFAULT_RULES,
                                    text.TextRules(token_pattern=r"(?u)\b\w\w+\b")])
 def test_words_of_one_hash_are_still_told_apart(rules, monkeypatch):

@@ -121,11 +121,16 @@ def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, boo
                   ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """(tokens of each document kept, which documents are kept) of each of the worker's
     pieces, by their indices, whose vocabulary ids it writes into the file and at the byte
-    offset `target` names, piece i's at starts[i] ids past it (_mapped), and forgets."""
+    offset `target` names, piece i's at starts[i] ids past it (_mapped), and forgets, its
+    spill file deleted (by every worker at once, rather than by the collecting process)."""
     pieces = worker.pop("pieces", {})
     worker.pop("held bytes", None)
-    return {index: _mapped(pieces.pop(index), target, int(starts[index]))
-            for index in sorted(pieces)}
+    spills = {piece.spill[0] for piece in pieces.values() if piece.spill is not None}
+    mapped = {index: _mapped(pieces.pop(index), target, int(starts[index]))
+              for index in sorted(pieces)}
+    for path in spills:
+        os.unlink(path)
+    return mapped
 
 
 def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
