@@ -43,9 +43,9 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
     text_workers.Piece), its vocabulary ids written into the file and at the byte offset
     `target` names, by a worker process when target's flag says so: through a memory map,
     its write-back to disk started at once (files.write_mapped: the processes writing one
-    file do not queue on its lock, and the writer's fsync waits for little), else by write()
-    (a few threads: a memory map's page faults would cost more than the lock); documents
-    without a vocabulary word are left out."""
+    file do not queue on its lock), else by write() (a few threads: a memory map's page
+    faults would cost more than the lock); either way its write-back starts at once, so that
+    the writer's fsync waits for little.  Documents without a vocabulary word are left out."""
     if token_ids is None:
         path, offset = spill
         with open(path, "rb") as file:
@@ -65,6 +65,7 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
     else:
         with open(path, "r+b") as file:
             files.write_at(file.fileno(), ids, offset)
+            files.start_write_back(file.fileno(), offset, ids.nbytes)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 

@@ -184,6 +184,26 @@ def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return starts, ends
 
 
+def _token_runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the maximal runs of at least three True in mask[1:-1] (mask padded
+    as _runs takes it), cut at the document offsets: the runs of `triple`, true at byte i
+    when bytes i, i + 1 and i + 2 are, which begin where their runs of mask do and end two
+    bytes before them, so that shorter runs are never found (nor dropped by a pass over
+    every run).  A triple across a document offset is cleared, which cuts its run there."""
+    size = mask.size - 2
+    triple = np.logical_and(mask[:-2], mask[1:-1])  # triple[i]: bytes i - 1 to i + 1 (padded)
+    triple &= mask[2:]
+    inner = offsets[1:-1]
+    inner = inner[(inner > 0) & (inner < size)]
+    triple[inner - 1] = False
+    triple[inner] = False
+    edges = np.flatnonzero(triple[1:] != triple[:-1])  # a start, an end - 2, a start, ...
+    starts = edges[0::2].copy()  # contiguous: every later pass over them is faster
+    lengths = edges[1::2] - starts
+    lengths += 2
+    return starts, lengths
+
+
 def _lowered(data: np.ndarray) -> np.ndarray:
     """data | 0x20 (ASCII letters lowercased), _padded."""
     low = _padded(data.size)
@@ -208,12 +228,10 @@ def _default_rule_words(data: np.ndarray, offsets: np.ndarray) -> BlockWords:
     size = data.size
     low = _lowered(data)
     non_ascii = size > 0 and int(data.max()) >= 0x80
-    starts, ends = _runs(_letter_mask(low, size, data if non_ascii else None), offsets)
     if non_ascii:
+        starts, ends = _runs(_letter_mask(low, size, data), offsets)
         return _with_folded_runs(data, offsets, low, starts, ends)
-    lengths = ends - starts
-    keep = lengths >= 3
-    starts, lengths = starts[keep], lengths[keep]
+    starts, lengths = _token_runs(_letter_mask(low, size), offsets)
     return _numbered(low, starts, lengths, starts, offsets, 0)
 
 
@@ -231,9 +249,7 @@ def _with_folded_runs(data: np.ndarray, offsets: np.ndarray, low: np.ndarray,
     folded, folded_offsets, invalid_docs = _folded(data, run_starts, run_ends, run_docs,
                                                    offsets.size - 1)
     folded_low = _lowered(folded)
-    f_starts, f_ends = _runs(_letter_mask(folded_low, folded.size), folded_offsets)
-    f_keep = f_ends - f_starts >= 3
-    f_starts, f_lengths = f_starts[f_keep], (f_ends - f_starts)[f_keep]
+    f_starts, f_lengths = _token_runs(_letter_mask(folded_low, folded.size), folded_offsets)
     f_positions = run_starts[np.searchsorted(folded_offsets, f_starts, "right") - 1]
     simple = ~folding & (ends - starts >= 3)
     starts, lengths = starts[simple], (ends - starts)[simple]
