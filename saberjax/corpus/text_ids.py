@@ -17,6 +17,7 @@ from saberjax import files
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_words import PieceWords
+from saberjax.corpus.tokenizing import token_id_dtype
 from saberjax.corpus.worker_pools import WorkerProcesses, in_order
 
 
@@ -48,9 +49,10 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
     the writer's fsync waits for little.  Documents without a vocabulary word are left out."""
     if token_ids is None:
         path, offset = spill
+        dtype = token_id_dtype(entries.size)  # entries: one per word of the piece
         with open(path, "rb") as file:
-            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
-                                      np.int32)
+            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * dtype.itemsize,
+                                               offset), dtype)
     ids = entries.take(token_ids)
     kept = ids >= 0
     lengths = np.diff(doc_tokens)

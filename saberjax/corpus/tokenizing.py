@@ -67,7 +67,7 @@ class BlockWords(NamedTuple):
     """The tokens of a DocumentBlock as ids into the block's dictionary `keys`: a key is a
     word (see word_strings) or, at LONG_KEY + n and up, the n-th of the block's `strings`
     (UTF-8 bytes); document i's tokens are token_ids[doc_tokens[i]:doc_tokens[i + 1]], in
-    text order."""
+    text order, of token_id_dtype(keys.size)."""
 
     keys: np.ndarray
     strings: Strings
@@ -87,6 +87,12 @@ def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES
     if rules.is_default():
         return _default_rule_words(data, offsets)
     return _general_words(data, offsets, rules)
+
+
+def token_id_dtype(num_words: int) -> np.dtype:
+    """The dtype of the token ids of a block of `num_words` words: uint16 while they fit (half
+    the bytes to keep, spill and read back), else int32."""
+    return np.dtype(np.uint16 if num_words <= 1 << 16 else np.int32)
 
 
 def word_strings(keys: np.ndarray) -> list[str]:
@@ -344,7 +350,8 @@ def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
         strings = long_words.strings(firsts)
     distinct, token_ids = number_keys(keys)
     doc_tokens = np.searchsorted(positions, offsets)
-    return BlockWords(distinct, strings, token_ids, doc_tokens, invalid_docs)
+    return BlockWords(distinct, strings, token_ids.astype(token_id_dtype(distinct.size),
+                                                          copy=False), doc_tokens, invalid_docs)
 
 
 def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules) -> BlockWords:
@@ -363,4 +370,5 @@ def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules)
         token_ids.extend(numbers.setdefault(word, len(numbers)) for word in words)
     strings = Strings.of([word.encode("utf-8", "surrogateescape") for word in numbers])
     return BlockWords(LONG_KEY + np.arange(len(numbers), dtype=np.uint64), strings,
-                      np.array(token_ids, np.int32), np.cumsum(counts), invalid)
+                      np.array(token_ids, token_id_dtype(len(numbers))), np.cumsum(counts),
+                      invalid)
