@@ -60,7 +60,7 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
         ends = np.zeros(kept.size + 1, np.int64)
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
-        ids = ids[kept]
+        ids = ids.take(np.flatnonzero(kept))  # numpy's boolean index branches on each
     path, offset, in_process = target
     if in_process:
         files.write_mapped(path, offset, ids, write_back=True)

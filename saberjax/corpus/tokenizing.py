@@ -257,8 +257,9 @@ def _with_folded_runs(data: np.ndarray, offsets: np.ndarray, low: np.ndarray,
     folded_low = _lowered(folded)
     f_starts, f_lengths = _token_runs(_letter_mask(folded_low, folded.size), folded_offsets)
     f_positions = run_starts[np.searchsorted(folded_offsets, f_starts, "right") - 1]
-    simple = ~folding & (ends - starts >= 3)
-    starts, lengths = starts[simple], (ends - starts)[simple]
+    lengths = ends - starts
+    simple = np.flatnonzero(~folding & (lengths >= 3))  # a boolean index branches on each
+    starts, lengths = starts.take(simple), lengths.take(simple)
     where = np.searchsorted(starts, f_positions)
     buffer = _padded(data.size + folded.size)
     buffer[:data.size] = low[:data.size]
