@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import prior, rng, segmented_count, sparse_rows, sparse_sampler
+from saberjax import compilation, prior, rng, segmented_count, sparse_rows, sparse_sampler
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
@@ -171,7 +171,7 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed) ->
                       jnp.int32(0), seed)
 
 
-@jax.jit
+@compilation.jit
 def next_iteration(seed, iteration):
     """(iteration + 1, its random key), as one dispatch compiled ahead (eagerly, the key's ten
     ops would be ten dispatches of host time a step, during which a GPU waits)."""
