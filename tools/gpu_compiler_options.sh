@@ -5,7 +5,7 @@
 #   OUT=LOG_DIR BASE=../.. bash tools/gpu_compiler_options.sh
 # GPU 0 times launch/bench.py (NYTimes shape, K = 1,000) plain, with this tree's
 # xla_gpu_deterministic_ops, with xla_gpu_autotune_level=0 instead, and plain again.  GPUs
-# 1-3 meanwhile train one seed with --nocache (each run compiles everything afresh, no cache
+# 1-3 (1 on a 2-GPU host: the plain and this tree's runs alone) meanwhile train one seed with --nocache (each run compiles everything afresh, no cache
 # folder): three runs of each tree, and the first plain run dumps its optimised HLO and XLA's
 # autotuning results (which fusions were autotuned).  Writes summary.txt (model MD5s, bench
 # lines, the autotuned instructions), bench.jsonl, hlo.tgz and logs.tgz to LOG_DIR.
@@ -40,9 +40,14 @@ bench() { # TREE NAME
 DUMP="--xla_dump_to=$W/dump --xla_dump_hlo_as_text --xla_gpu_dump_autotune_results_to=$W/autotune.txt"
 (bench "$BASE" plain; bench "$ROOT" deterministic_ops; bench $W/at0 autotune_level_0
  bench "$BASE" plain_again) &
-(train 1 "$BASE" plain1 "$DUMP"; train 1 "$ROOT" det3; train 1 $W/at0 at0_3) &
-(train 2 "$ROOT" det1; train 2 $W/at0 at0_1; train 2 "$BASE" plain2) &
-(train 3 "$ROOT" det2; train 3 $W/at0 at0_2; train 3 "$BASE" plain3) &
+if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
+    (train 1 "$BASE" plain1 "$DUMP"; train 1 "$ROOT" det3; train 1 $W/at0 at0_3) &
+    (train 2 "$ROOT" det1; train 2 $W/at0 at0_1; train 2 "$BASE" plain2) &
+    (train 3 "$ROOT" det2; train 3 $W/at0 at0_2; train 3 "$BASE" plain3) &
+else  # two GPUs: this tree's three runs and the dumping plain run on GPU 1
+    (train 1 "$BASE" plain1 "$DUMP"; train 1 "$ROOT" det1; train 1 "$ROOT" det2
+     train 1 "$ROOT" det3) &
+fi
 wait
 {
     echo "== autotuned (xla_gpu_dump_autotune_results_to)"; cat $W/autotune.txt
