@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Which XLA option keeps GPU compilations deterministic at the least cost, and does it reach
-# saberjax's programs (saberjax/compilation.py)?  From this tree's root on a host of 2 or 4
-# GPUs, BASE a tree without compilation.COMPILER_OPTIONS (the plain compiler):
-#   OUT=LOG_DIR BASE=../.. bash tools/gpu_compiler_options.sh
-# GPU 0 times launch/bench.py (NYTimes shape, K = 1,000): plain, this tree
-# (xla_gpu_deterministic_ops), this tree with xla_gpu_autotune_level=0 instead, plain again.
-# Meanwhile GPU 1 trains one seed with --nocache (every program compiled afresh, no cache
-# folder): plain once, dumping its optimised HLO and XLA's autotuning results, then this tree
-# three times; GPUs 2-3, where there are 4, train autotune level 0 three times and plain
-# twice more.  Each result is appended to LOG_DIR/summary.txt as it comes (a run cut short
-# keeps what ended); hlo.tgz holds the dump, logs.tgz the logs.
+# Do saberjax's GPU compilations give one model, and at what cost?  From this tree's root on a
+# host of 2 or 4 GPUs, BASE a tree to compare with (main before the change):
+#   OUT=LOG_DIR BASE=../.. [DUMP=1] bash tools/gpu_compiler_options.sh
+# Variants: base (BASE as it is), this tree, this tree with compilation.COMPILER_OPTIONS
+# emptied (noopts: the code alone) and with xla_gpu_autotune_level=0 instead (at0).  GPU 0
+# times launch/bench.py (NYTimes shape, K = 1,000) for base, this tree and at0, twice in turn.
+# Meanwhile the other GPUs train one seed with --nocache (every program compiled afresh, no
+# cache folder), three runs of each variant (base and at0 only on 4 GPUs), and print each
+# model.npz MD5.  DUMP=1: the first base run also dumps its optimised HLO and XLA's
+# autotuning results (hlo.tgz; summary.txt lists the autotuned fusions).  Each result is
+# appended to LOG_DIR/summary.txt as it comes (a run cut short keeps what ended).
 set -u
 export PYTHONUNBUFFERED=1
 ROOT=$PWD
-BASE=$(cd "${BASE:?a tree without the options}" && pwd)
+BASE=$(cd "${BASE:?a tree to compare with}" && pwd)
 S=$OUT/summary.txt
 W=/tmp/compiler_options; rm -rf $W; mkdir -p $W/logs
-mkdir $W/at0 && (cd "$ROOT" && tar cf - --exclude=.git --exclude=.corpora --exclude=runs .) \
-    | tar xf - -C $W/at0
-sed -i 's/^COMPILER_OPTIONS = .*/COMPILER_OPTIONS = {"xla_gpu_autotune_level": 0}/' \
-    $W/at0/saberjax/compilation.py
-grep -H '^COMPILER_OPTIONS' "$ROOT/saberjax/compilation.py" $W/at0/saberjax/compilation.py > $S
+variant() { # NAME OPTIONS: a copy of this tree with COMPILER_OPTIONS = OPTIONS
+    mkdir $W/$1 && (cd "$ROOT" && tar cf - --exclude=.git --exclude=.corpora --exclude=runs .) \
+        | tar xf - -C $W/$1
+    sed -i "s/^COMPILER_OPTIONS = .*/COMPILER_OPTIONS = $2/" $W/$1/saberjax/compilation.py
+}
+variant at0 '{"xla_gpu_autotune_level": 0}'
+variant noopts '{}'
+grep -H '^COMPILER_OPTIONS' "$ROOT/saberjax/compilation.py" $W/*/saberjax/compilation.py > $S
 python3 launch/synth.py --preset=nytimes --num_docs=10000 --num_words=20000 --seed=1 \
     --output=$W/corpus > $W/logs/synth.log 2>&1
 T=(--corpus=$W/corpus --num_topics=256 --iterations=30 --optimize_alpha_every=10 --seed=0
@@ -35,11 +38,12 @@ bench() { # TREE NAME
     local start=$SECONDS
     (cd "$1" && CUDA_VISIBLE_DEVICES=0 PYTHONPATH=$1 timeout 90 python3 launch/bench.py \
         --synth_preset=nytimes --synth_scale=0.09 --num_topics=1000 --backends=pallas \
-        --iterations=10 --warmup=2 --nophases > $W/logs/bench_$2.log 2>&1)
+        --iterations=30 --warmup=2 --nophases > $W/logs/bench_$2.log 2>&1)
     grep '"type": "result"' $W/logs/bench_$2.log > $W/b.json
     python3 -c "import json,sys; b=json.load(open(sys.argv[1])); print('bench $2', \
 {k: b.get(k) for k in ('Mtoken_per_s_mean', 'Mtoken_per_s_steady', 'Mtoken_per_s_best', \
-'compile_seconds', 'iteration_seconds')}, '$((SECONDS - start)) s')" $W/b.json >> $S 2>&1
+'compile_seconds')}, 'iteration_ms', [round(1e3 * t, 2) for t in b['iteration_seconds']], \
+'$((SECONDS - start)) s')" $W/b.json >> $S 2>&1
 }
 dumped() {
     { echo "== autotuned (xla_gpu_dump_autotune_results_to)"; cat $W/autotune.txt
@@ -51,15 +55,19 @@ dumped() {
       done; } >> $S 2>&1
     (cd $W/dump && tar czf "$OUT"/hlo.tgz *after_optimizations.txt ../autotune.txt)
 }
-DUMP="--xla_dump_to=$W/dump --xla_dump_hlo_as_text --xla_gpu_dump_autotune_results_to=$W/autotune.txt"
-(bench "$BASE" plain; bench "$ROOT" deterministic_ops; bench $W/at0 autotune_level_0
- bench "$BASE" plain_again) &
-(train 1 "$BASE" plain1 "$DUMP"; dumped; train 1 "$ROOT" det1; train 1 "$ROOT" det2
- train 1 "$ROOT" det3) &
+FLAGS=""
+[ "${DUMP:-0}" = 1 ] && FLAGS="--xla_dump_to=$W/dump --xla_dump_hlo_as_text --xla_gpu_dump_autotune_results_to=$W/autotune.txt"
+(for round in 1 2; do bench "$BASE" base$round; bench "$ROOT" this$round
+                      bench $W/at0 at0_$round; done) &
 if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
-    (train 2 $W/at0 at0_1; train 2 $W/at0 at0_2; train 2 "$BASE" plain2) &
-    (train 3 $W/at0 at0_3; train 3 "$BASE" plain3) &
+    (train 1 "$ROOT" this1; train 1 "$ROOT" this2; train 1 "$ROOT" this3) &
+    (train 2 $W/noopts noopts1; train 2 $W/noopts noopts2; train 2 $W/noopts noopts3) &
+    (train 3 "$BASE" base1 "$FLAGS"; [ -n "$FLAGS" ] && dumped; train 3 "$BASE" base2
+     train 3 "$BASE" base3; train 3 $W/at0 at0_1; train 3 $W/at0 at0_2) &
+else
+    (train 1 "$ROOT" this1; train 1 $W/noopts noopts1; train 1 "$ROOT" this2
+     train 1 $W/noopts noopts2; train 1 "$ROOT" this3; train 1 $W/noopts noopts3) &
 fi
 wait
 (cd $W && tar czf "$OUT"/logs.tgz logs)
-cut -c1-600 $S
+cut -c1-700 $S
