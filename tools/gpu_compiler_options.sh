@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Do saberjax's GPU compilations give one model, and at what cost?  From this tree's root on a
 # host of 2 or 4 GPUs, BASE a tree to compare with (main before the change):
-#   OUT=LOG_DIR BASE=../.. [DUMP=1] bash tools/gpu_compiler_options.sh
+#   OUT=LOG_DIR BASE=../.. [DUMP=1] [ROUNDS=2] bash tools/gpu_compiler_options.sh
 # Variants: base (BASE as it is), this tree, this tree with compilation.COMPILER_OPTIONS
 # emptied (noopts: the code alone) and with xla_gpu_autotune_level=0 instead (at0).  GPU 0
-# times launch/bench.py (NYTimes shape, K = 1,000) for base, this tree and at0, twice in turn.
+# times launch/bench.py (NYTimes shape, K = 1,000) for base, this tree and at0, ROUNDS times in turn.
 # Meanwhile the other GPUs train one seed with --nocache (every program compiled afresh, no
 # cache folder), three runs of each variant (base and at0 only on 4 GPUs), and print each
 # model.npz MD5.  DUMP=1: the first base run also dumps its optimised HLO and XLA's
@@ -57,7 +57,7 @@ dumped() {
 }
 FLAGS=""
 [ "${DUMP:-0}" = 1 ] && FLAGS="--xla_dump_to=$W/dump --xla_dump_hlo_as_text --xla_gpu_dump_autotune_results_to=$W/autotune.txt"
-(for round in 1 2; do bench "$BASE" base$round; bench "$ROOT" this$round
+(for round in $(seq ${ROUNDS:-2}); do bench "$BASE" base$round; bench "$ROOT" this$round
                       bench $W/at0 at0_$round; done) &
 if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
     (train 1 "$ROOT" this1; train 1 "$ROOT" this2; train 1 "$ROOT" this3) &
