@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Do saberjax's GPU compilations give one model, and at what cost?  From this tree's root on a
 # host of 2 or 4 GPUs, BASE a tree to compare with (main before the change):
-#   OUT=LOG_DIR BASE=../.. [DUMP=1] [ROUNDS=2] bash tools/gpu_compiler_options.sh
+#   OUT=LOG_DIR BASE=../.. [DUMP=1] [ROUNDS=2] [BENCHES='base this at0'] \
+#       bash tools/gpu_compiler_options.sh
 # Variants: base (BASE as it is), this tree, this tree with compilation.COMPILER_OPTIONS
 # emptied (noopts: the code alone) and with xla_gpu_autotune_level=0 instead (at0).  GPU 0
-# times launch/bench.py (NYTimes shape, K = 1,000) for base, this tree and at0, ROUNDS times in turn.
+# times launch/bench.py (NYTimes shape, K = 1,000) for BENCHES, ROUNDS times in turn.
 # Meanwhile the other GPUs train one seed with --nocache (every program compiled afresh, no
-# cache folder), three runs of each variant (base and at0 only on 4 GPUs), and print each
+# cache folder): this tree and noopts three times each (on 4 GPUs also base three times and at0
+# twice), and print each
 # model.npz MD5.  DUMP=1: the first base run also dumps its optimised HLO and XLA's
 # autotuning results (hlo.tgz; summary.txt lists the autotuned fusions).  Each result is
 # appended to LOG_DIR/summary.txt as it comes (a run cut short keeps what ended).
@@ -57,16 +59,20 @@ dumped() {
 }
 FLAGS=""
 [ "${DUMP:-0}" = 1 ] && FLAGS="--xla_dump_to=$W/dump --xla_dump_hlo_as_text --xla_gpu_dump_autotune_results_to=$W/autotune.txt"
-(for round in $(seq ${ROUNDS:-2}); do bench "$BASE" base$round; bench "$ROOT" this$round
-                      bench $W/at0 at0_$round; done) &
+declare -A TREE=([base]="$BASE" [this]="$ROOT" [at0]=$W/at0)
+benches() { for round in $(seq ${ROUNDS:-2}); do
+                for name in ${BENCHES:-base this at0}; do bench "${TREE[$name]}" $name$round; done
+            done; }
 if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
+    benches &
     (train 1 "$ROOT" this1; train 1 "$ROOT" this2; train 1 "$ROOT" this3) &
     (train 2 $W/noopts noopts1; train 2 $W/noopts noopts2; train 2 $W/noopts noopts3) &
     (train 3 "$BASE" base1 "$FLAGS"; [ -n "$FLAGS" ] && dumped; train 3 "$BASE" base2
      train 3 "$BASE" base3; train 3 $W/at0 at0_1; train 3 $W/at0 at0_2) &
-else
+else  # two GPUs: GPU 0 trains one run once its benches end
+    (benches; train 0 $W/noopts noopts3) &
     (train 1 "$ROOT" this1; train 1 $W/noopts noopts1; train 1 "$ROOT" this2
-     train 1 $W/noopts noopts2; train 1 "$ROOT" this3; train 1 $W/noopts noopts3) &
+     train 1 $W/noopts noopts2; train 1 "$ROOT" this3) &
 fi
 wait
 (cd $W && tar czf "$OUT"/logs.tgz logs)
