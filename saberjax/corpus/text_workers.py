@@ -1,9 +1,10 @@
 """What a reader's worker (thread or process: saberjax.corpus.worker_pools) does with the
 pieces it tokenises: each piece's tokens become ids into its own dictionary of words
-(tokenizing.token_id_dtype), kept in memory while the worker's share of the memory
-allowed holds them and in the worker's spill file after that (Piece); its dictionary, with the words' counts and document
-frequencies, waits for GROUP_PIECES of them to be added to the worker's words at once
-(text_words.Words), which the worker hands over when every piece is read (worker_words).
+(tokenizing.token_id_dtype), kept in memory while the worker's share of the memory allowed
+holds them and in the worker's spill file after that (Piece); its dictionary, with the
+words' counts and document frequencies, waits for GROUP_PIECES of them to be added to the
+worker's words at once (text_words.Words), which the worker hands over when every piece is
+read (worker_words).
 
 A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
 radix sort: each word's tokens in text order), where a new document begins a new count.
