@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import io
 import os
 import pathlib
@@ -53,30 +54,35 @@ def atomic_write(path: pathlib.Path, write: Callable[[Any], None], mode: str = "
         raise
 
 
-def write_at(fd: int, data, offset: int, write_back: bool = False) -> None:
+def write_at(fd: int, data, offset: int) -> None:
     """Write all of `data` (a bytes-like object) into the file `fd` at `offset` (os.pwrite
-    writes part of a large buffer at a time).  write_back: start writing the range to disk at
-    once (Linux's sync_file_range; elsewhere nothing), so that a later fsync of the file waits
-    for little."""
+    writes part of a large buffer at a time)."""
     view = memoryview(data).cast("B")
-    size, start = view.nbytes, offset
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
-    if write_back and size:
-        _start_write_back(fd, start, size)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting
 
 
-def _start_write_back(fd: int, offset: int, size: int) -> None:
+def start_write_back(fd: int, offset: int, size: int) -> None:
+    """Start writing the file's dirty pages of the byte range to disk, not waiting for them
+    (Linux's sync_file_range; elsewhere nothing), so that a later fsync waits for little."""
+    sync_file_range = _sync_file_range()
+    if sync_file_range is not None:
+        sync_file_range(fd, offset, size, _SYNC_FILE_RANGE_WRITE)
+
+
+@functools.cache
+def _sync_file_range():
+    """The C library's sync_file_range, or None where there is none."""
     try:
         sync_file_range = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError):
-        return
+        return None
     sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    sync_file_range(fd, offset, size, _SYNC_FILE_RANGE_WRITE)
+    return sync_file_range
 
 
 def fsync_directory(directory: pathlib.Path) -> None:

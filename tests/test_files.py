@@ -63,8 +63,8 @@ def test_crc32_combine_gives_the_crc_of_the_concatenation():
     assert crc32_combine(zlib.crc32(head), alone, 33 << 24) == after_head
 
 
-def test_write_at_writes_ranges_of_a_file_in_any_order(tmp_path):
-    from saberjax.files import write_at
+def test_ranges_written_in_any_order_with_their_write_back_make_the_file(tmp_path):
+    from saberjax.files import start_write_back, write_at
 
     values = np.arange(10_000, dtype=np.int32)
     path = tmp_path / "ids"
@@ -73,6 +73,8 @@ def test_write_at_writes_ranges_of_a_file_in_any_order(tmp_path):
     with open(path, "r+b") as file:
         for part, write_back in zip(np.array_split(np.arange(values.size), 4)[::-1],
                                     (True, False, True, False)):
-            write_at(file.fileno(), values[part], 100 + 4 * int(part[0]), write_back)
-        write_at(file.fileno(), values[:0], 100, write_back=True)  # nothing to write
+            write_at(file.fileno(), values[part], 100 + 4 * int(part[0]))
+            if write_back:
+                start_write_back(file.fileno(), 100 + 4 * int(part[0]), values[part].nbytes)
+        write_at(file.fileno(), values[:0], 100)  # nothing to write
     assert path.read_bytes() == bytes(100) + values.tobytes()

@@ -35,16 +35,13 @@ def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
 
 def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
                   starts: np.ndarray, target: tuple[Path, int], *,
-                  write_back: bool | None = None) -> Iterator:
+                  write_back: bool = True) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
     mapped and written by the worker that read it into the file `target` names (and the
     byte offset of the corpus's first id) at its start (starts), their write-back to disk
-    started at once where `write_back` says (None: by worker processes, whose writes outrun
-    the disk; text_workers._mapped)."""
+    started at once where `write_back` says (text_workers._mapped)."""
     path, offset = target
-    if write_back is None:
-        write_back = isinstance(pool, WorkerProcesses)
     mapped = {}
     for worker in pool.each(worker_mapped, starts, (path, offset, write_back)):
         mapped.update(worker)

@@ -2,11 +2,11 @@
 pieces it tokenises, from their text to their ids in the corpus, keeping all of it in its own
 state so that no token passes through the collecting process:
 
-- tokenised: a piece's tokens become ids into its own dictionary of words (int32), kept in
-  memory while the worker's share of the memory allowed holds them and in the worker's
-  spill file after that; its dictionary, with the words' counts and document frequencies,
-  waits for GROUP_PIECES of them to be added to the worker's words at once
-  (text_words.Words);
+- tokenised: a piece's tokens become ids into its own dictionary of words
+  (tokenizing.token_id_dtype), kept in memory while the worker's share of the memory
+  allowed holds them and in the worker's spill file after that; its dictionary, with the
+  words' counts and document frequencies, waits for GROUP_PIECES of them to be added to the
+  worker's words at once (text_words.Words);
 - worker_words: once every piece is read, the worker hands over its words;
 - worker_places: given its words' vocabulary ids, the worker finds each of its pieces'
   words' ids and hands over how many tokens of vocabulary words each piece holds (the
@@ -30,7 +30,7 @@ import numpy as np
 from saberjax import files, text
 from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 from saberjax.corpus.text_words import Dictionary, PieceWords, Words
-from saberjax.corpus.tokenizing import BlockWords, block_words
+from saberjax.corpus.tokenizing import BlockWords, block_words, token_id_dtype
 
 GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
 
@@ -38,9 +38,10 @@ GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
 @dataclasses.dataclass
 class HeldPiece:
     """What a worker keeps of a piece it tokenised until it writes its ids: where its
-    documents' tokens start; its tokens, ids into its own dictionary, in memory or None while
-    they wait in the worker's spill file (`spill`: its path and the byte offset); its words
-    among the worker's (PieceWords, once added), then their vocabulary ids (`lookup`)."""
+    documents' tokens start; its tokens, ids into its own dictionary (of
+    tokenizing.token_id_dtype), in memory or None while they wait in the worker's spill file
+    (`spill`: its path and the byte offset); its words among the worker's (PieceWords, once
+    added), then their vocabulary ids (`lookup`)."""
 
     doc_tokens: np.ndarray
     token_ids: np.ndarray | None
@@ -136,15 +137,17 @@ def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, boo
 def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
             ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens of each document kept, which documents are kept) of a piece, its vocabulary ids
-    written into the file `target` names, `start` ids past its byte offset, their write-back
-    to disk started at once when target's flag says so (files.write_at: the writer's fsync
-    then waits for little); documents without a vocabulary word are left out."""
+    written into the file `target` names, `start` ids past its byte offset, by write(), their
+    write-back to disk started at once when target's flag says so (files.start_write_back:
+    the writer's fsync then waits for little); documents without a vocabulary word are left
+    out."""
     token_ids, doc_tokens = piece.token_ids, piece.doc_tokens
     if token_ids is None:
         path, offset = piece.spill
+        dtype = token_id_dtype(piece.lookup.size)  # the lookup: one per word of the piece
         with open(path, "rb") as file:
-            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
-                                      np.int32)
+            token_ids = np.frombuffer(
+                os.pread(file.fileno(), int(doc_tokens[-1]) * dtype.itemsize, offset), dtype)
     ids = piece.lookup.take(token_ids)
     kept = ids >= 0
     lengths = np.diff(doc_tokens)
@@ -152,10 +155,12 @@ def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
         ends = np.zeros(kept.size + 1, np.int64)
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
-        ids = ids[kept]
+        ids = ids.take(np.flatnonzero(kept))  # numpy's boolean index branches on each
     path, offset, write_back = target
     with open(path, "r+b") as file:
-        files.write_at(file.fileno(), ids, offset + 4 * start, write_back)
+        files.write_at(file.fileno(), ids, offset + 4 * start)
+        if write_back:
+            files.start_write_back(file.fileno(), offset + 4 * start, ids.nbytes)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 
@@ -165,21 +170,23 @@ def frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
     (_word_order: each word's tokens in text order), where a word's first token and a token
     in another document than its word's previous token begin a new document of that word."""
     num_words = words.num_words
-    counts = np.bincount(words.token_ids, minlength=num_words)
+    counts = np.bincount(words.token_ids, minlength=num_words).astype(np.int64, copy=False)
     if words.token_ids.size == 0:
-        return counts.astype(np.int64), np.zeros(num_words, np.int64)
+        return counts, np.zeros(num_words, np.int64)
     num_docs = words.doc_tokens.size - 1
     docs = np.repeat(np.arange(num_docs, dtype=np.min_scalar_type(num_docs)),  # fewest bytes
                      np.diff(words.doc_tokens))
     docs = docs.take(_word_order(words.token_ids, num_words))
     new_doc = np.empty(docs.size, bool)
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
-    word_ends = np.zeros(num_words + 1, np.int64)
+    word_ends = np.empty(num_words + 1, np.int64)
+    word_ends[0] = 0
     np.cumsum(counts, out=word_ends[1:])
     new_doc[word_ends[:-1]] = True  # every word of the dictionary has a token
-    new_docs = np.zeros(docs.size + 1, np.int64)  # new documents before each token
+    new_docs = np.empty(docs.size + 1, np.int64)  # new documents before each token
+    new_docs[0] = 0
     np.cumsum(new_doc, out=new_docs[1:])
-    return counts.astype(np.int64), np.diff(new_docs.take(word_ends))
+    return counts, np.diff(new_docs.take(word_ends))
 
 
 def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
@@ -187,7 +194,8 @@ def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
     16-bit digits, each a stable argsort of uint16 (numpy's radix sort)."""
     order = None
     for shift in range(0, max(num_words - 1, 1).bit_length(), 16):
-        digit = (token_ids >> shift).astype(np.uint16)  # the low 16 bits of the shifted ids
+        shifted = token_ids >> shift if shift else token_ids
+        digit = shifted.astype(np.uint16, copy=False)  # the low 16 bits of the shifted ids
         order = (np.argsort(digit, kind="stable") if order is None
                  else order[np.argsort(digit[order], kind="stable")])
     return order
