@@ -153,7 +153,7 @@ ABLATIONS = dict(  # what a sampler variant's ablate=a+b... removes (its topics 
         uniform=lambda state, stream: ((state ^ jax.numpy.asarray(stream).astype(
             jax.numpy.uint32)) >> 8).astype(jax.numpy.float32) * 2.0**-24,
         token_hash=rng.token_hash, global_token_ids=rng.global_token_ids)),
-    dense=("_tree_topic",  # every token's tree draw: topic 0
+    dense=("tree_topic",  # every token's tree draw: topic 0
            lambda level_refs, alpha_ref, level_widths, row, take, *rest, **knobs:
            jax.numpy.zeros(take.shape, jax.numpy.int32)))
 
