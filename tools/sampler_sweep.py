@@ -13,8 +13,9 @@ roofline floor (saberjax.roofline.floor), then the A rebuild, the B count and th
 phase, each with its defaults (the sample phase: the baseline kernel) and with every variant's
 knobs (this tree's kernels), timed (median of --repeats) and compared with the default's
 result (mismatches: 0 for an exact variant).  Sampler knobs are sample_and_shuffle's keyword
-arguments, plus tile_tokens (layout.with_tile_tokens).  With --full_run the fastest exact
-variant of each phase (none with tile_tokens) then trains the same iterations.
+arguments, plus tile_tokens (layout.with_tile_tokens) and file (another sampler.py whose
+kernel the variant runs).  With --full_run the fastest exact variant of each phase (none with
+tile_tokens) then trains the same iterations.
 
 Every knob named in COMPILE_KNOBS is not the kernel's but the compiler's (XLA debug options of
 that one compilation): regs=N caps ptxas at N registers a thread (-maxrregcount), which sets
@@ -288,8 +289,9 @@ def main(argv):
 
         def this_tree(args, knobs):
             args, knobs = tiled(args, knobs)
-            ablate = knobs.pop("ablate", "")
+            ablate, path = knobs.pop("ablate", ""), knobs.pop("file", None)
             kernel = (functools.partial(ablated, ablate.split("+")) if ablate
+                      else load_module(path).sample_and_shuffle if path
                       else pallas_sampler.sample_and_shuffle)
             return args, dict(knobs, kernel=kernel)
 
