@@ -32,7 +32,9 @@ The floor is the largest of the three times: HBM bytes over the measured copy ba
 bytes over the card's L2 read rate, L1 sectors over 4 a cycle per SM.  The L2 rate and size
 and the clock come from a table by device kind (jax reports none of them; the rate is an
 assumption, docs/measurements/roofline.md).  The floor leaves out issue and latency, which is
-what a kernel at none of the three floors is bound by.
+what a kernel at none of the three floors is bound by; it reports the kernel's tiles and block
+steps (a tile runs its block loop to its longest row), which times the compiled kernel's
+instructions a tile and a step give the issue floor.
 """
 
 from __future__ import annotations

@@ -149,10 +149,11 @@ def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_r
     from the sparse part to the topic."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
-    def products(topics, counts):
-        """counts times the word's B-hat at topics, gathered unmasked (a lane past the row
-        holds topic 0 and count 0)."""
-        weights = plgpu.load(bhat_ref.at[word, topics], eviction_policy="evict_last")
+    def products(topics, counts, inside):
+        """counts times the word's B-hat at topics, gathered where inside the row (the
+        predicate keeps ptxas issuing a block's gathers together, ahead of their uses)."""
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+                             eviction_policy="evict_last")
         return counts * weights.astype(jnp.float32)
 
     lane_mass, kept_topics, own_count = _sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
@@ -192,23 +193,22 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
 def _sparse_lanes(a_pairs_ref, padded_topics: int, tile: _Tile, products):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes).  products(topics, counts): a block's
-    products, every topic a column of the word's row (the own topic and the lanes past the
-    row come with count 0).
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside): a block's
+    products, the own topic's and the lanes' past the row (not inside) with count 0.
 
     The kernel is bound by issuing instructions (docs/measurements/roofline.md), so a block
     costs per nonzero one mask (lane < the row's remaining nonzeros), one own-topic test and
-    one select: the B-hat gathers are unmasked, and the own topic's count is what the select
-    takes out of its lane's counts.
+    one select, whose counts are the products' and whose remainder is the own topic's count.
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
 
     def load_block(block):
-        """Topics and counts of block (nonzeros 32*block .. 32*block + 31; 0 past the row)."""
+        """Lanes inside the row, topics and counts of block (nonzeros 32*block ..
+        32*block + 31; 0 past the row)."""
         inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
         pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
                            mask=inside, other=0)
-        return unpack_pairs(pairs, padded_topics)
+        return inside, *unpack_pairs(pairs, padded_topics)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -217,10 +217,10 @@ def _sparse_lanes(a_pairs_ref, padded_topics: int, tile: _Tile, products):
         The next block's A entries are loaded first (they do not depend on this block), so
         their latency overlaps this block's gathers.
         """
-        lane_mass, kept_topics, own_counts, (topics, counts) = carry
+        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
         following = load_block(block + 1)
         others = jnp.where(topics == own[:, None], 0, counts)
-        block_products = products(topics, others.astype(jnp.float32))
+        block_products = products(topics, others.astype(jnp.float32), inside)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
