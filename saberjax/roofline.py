@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import compilation
 from saberjax.layout import Chunk
 from saberjax.state import BHAT_DTYPE, ChunkState
 
@@ -81,7 +82,7 @@ class Card:
                    int(getattr(device, "core_count", 0) or 132), clock)
 
 
-@functools.partial(jax.jit, static_argnames=("num_words",))
+@functools.partial(compilation.jit, static_argnames=("num_words",))
 def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict:
     """The per-chunk sums the floor is made of (device arrays): real tokens and tiles, the
     kernel's block steps (each tile's longest row in 32-blocks, summed over tiles), the
