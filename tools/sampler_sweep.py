@@ -19,10 +19,8 @@ tile_tokens) then trains the same iterations.
 
 Every knob named in COMPILE_KNOBS is not the kernel's but the compiler's (XLA debug options of
 that one compilation): regs=N caps ptxas at N registers a thread (-maxrregcount), which sets
-how many one-warp programs an SM holds.  --dump_dir keeps each sample-phase variant's
-compiled module (XLA's dump: its PTX, for ptxas -v and cuobjdump); --profile runs each variant
-once between cuProfilerStart and cuProfilerStop (for `ncu --profile-from-start off`) instead
-of timing it.
+how many one-warp programs an SM holds.  --profile runs each variant once between
+cuProfilerStart and cuProfilerStop (for `ncu --profile-from-start off`) instead of timing it.
 """
 
 from __future__ import annotations
@@ -70,8 +68,6 @@ flags.DEFINE_bool("full_run", True, "Also train with the fastest exact variant o
                   "(2% or more faster than its default).")
 flags.DEFINE_integer("repeats", 5, "Timed calls per variant (median).")
 flags.DEFINE_string("output", None, "JSON lines file.")
-flags.DEFINE_string("dump_dir", None, "Dump each sample-phase variant's compiled module here "
-                    "(a folder per K and variant).")
 flags.DEFINE_bool("profile", False, "Run each variant once inside a CUDA profiler range "
                   "(ncu --profile-from-start off) instead of timing it.")
 
@@ -158,33 +154,27 @@ def time_call(fn, *args, options: dict | None = None):
     return statistics.median(seconds), result
 
 
-def compile_options(knobs: dict, dump: str | None) -> dict:
-    """The XLA debug options of knobs' COMPILE_KNOBS (removed from knobs), and a dump folder."""
+def compile_options(knobs: dict) -> dict:
+    """The XLA debug options of knobs' COMPILE_KNOBS (removed from knobs)."""
     options = {}
     for name in [name for name in knobs if name in COMPILE_KNOBS]:
         options.update(COMPILE_KNOBS[name](knobs.pop(name)))
-    if dump:
-        options["xla_dump_to"] = dump
     return options
 
 
 def sweep(emit, num_topics, kind, operation, args, variants,
-          prepare=lambda args, knobs: (args, knobs), dump: str | None = None):
+          prepare=lambda args, knobs: (args, knobs)):
     """Time `operation` with its defaults and with each variant's knobs on args (prepare:
-    the args and knobs a variant's call takes; dump: a folder under which each variant's
-    module is dumped); mismatches count the result's elements that differ from the defaults'.
+    the args and knobs a variant's call takes); mismatches count the result's elements that
+    differ from the defaults'.
     Returns (name, knobs) of the fastest exact variant 2% or more faster than the defaults and
     with no compiler knobs, or None (always under --profile)."""
-    def dumped(name):
-        return f"{dump}/{name}" if dump else None
-
-    base_seconds, base = time_call(operation, *args,
-                                   options=compile_options({}, dumped("default")))
+    base_seconds, base = time_call(operation, *args)
     emit(K=num_topics, kind=kind, variant="default", seconds=base_seconds)
     best, best_seconds = None, 0.98 * (base_seconds or 0.0)
     for name, knobs in variants.items():
         call_knobs = dict(knobs)
-        options = compile_options(call_knobs, dumped(name))
+        options = compile_options(call_knobs)
         call_args, call_knobs = prepare(args, call_knobs)
         try:
             seconds, result = time_call(functools.partial(operation, **call_knobs),
@@ -197,7 +187,7 @@ def sweep(emit, num_topics, kind, operation, args, variants,
         emit(K=num_topics, kind=kind, variant=name, knobs=knobs, seconds=seconds,
              over_default=seconds / base_seconds if seconds else None, mismatches=mismatches)
         if (seconds is not None and mismatches == 0 and seconds < best_seconds
-                and call_args is args and not options.keys() - {"xla_dump_to"}):
+                and call_args is args and not options):
             best, best_seconds = (name, call_knobs), seconds
     if not FLAGS.profile:
         again, _ = time_call(operation, *args)  # drift over the sweep shows here
@@ -300,8 +290,7 @@ def main(argv):
 
         best["sample_and_shuffle"] = sweep(
             emit, num_topics, "sample", sample_with, (chunk, chunk_state, state.model, key),
-            sampler_variants, this_tree,
-            dump=f"{FLAGS.dump_dir}/K{num_topics}" if FLAGS.dump_dir else None)
+            sampler_variants, this_tree)
         chosen = {op: functools.partial(DEFAULTS[op] if op != "sample_and_shuffle"
                                         else sample_with, **knobs)
                   for op, found in best.items() if found for knobs in [found[1]]}
