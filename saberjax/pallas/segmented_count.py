@@ -253,7 +253,7 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
     two) is the segment slice a program handles at once; num_programs the programs, each with
-    a scratch row of num_topics + 3 K/32 ints: fewer, down to min_programs (at large K), where
+    a scratch row of num_topics + 3 K/32 + 3 K/1024 ints: fewer, down to min_programs (at large K), where
     their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
     levels the bitmap's (1, or 2 with the summary; None: 2 where K/32 words take more than
     one scan of WORD_BLOCK lanes); semantic that of the scratch atomics
