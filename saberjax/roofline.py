@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import compilation
 from saberjax.layout import Chunk
 from saberjax.state import BHAT_DTYPE, ChunkState
 
@@ -79,7 +80,7 @@ class Card:
                    int(getattr(device, "core_count", 0) or 132), clock)
 
 
-@functools.partial(jax.jit, static_argnames=("num_words",))
+@functools.partial(compilation.jit, static_argnames=("num_words",))
 def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict:
     """The per-chunk sums the floor is made of (device arrays): real tokens and tiles, the
     token-weighted mean nonzeros of a row, A sectors summed over (word, document) runs, the
