@@ -62,7 +62,6 @@ class Placement:
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
-    streamed_tokens: int = 0  # streamed: the padded tokens of a device's slots
     # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
     # plan.hosts_exchange (the property hosts_exchange)
     hosts_exchange_setting: str = "auto"
@@ -176,6 +175,14 @@ class Placement:
     @property
     def streamed(self) -> bool:
         return isinstance(self.slots, (streaming.HostChunks, chunk_store.StoredChunks))
+
+    @property
+    def streamed_tokens(self) -> int:
+        """Streamed by document: the padded tokens of a device's slots (Programs'
+        streamed_tokens); else 0."""
+        if not self.streamed or self.partition != "documents":
+            return 0
+        return self.slots.padded_tokens * self.num_slots
 
     @property
     def stored(self) -> bool:
@@ -375,8 +382,7 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
                                      workers, run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
-                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper,
-                     streamed_tokens=layout_plan.padded_tokens * len(slots))
+                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
 
 def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
@@ -412,8 +418,7 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      run_plan.prefetch)
     chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition == "documents":
-        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                         streamed_tokens=slots[0].word.shape[1] * len(slots) if streamed else 0)
+        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
     shares = word_shares(corpus, layout, parts, own,
