@@ -68,7 +68,9 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                  source: str = "text", directory=None, workers: int | None = None,
                  memory_bytes: int | None = None, total_bytes: int | None = None,
                  log: Callable[[str], None] | None = None,
-                 processes: bool | None = None) -> TextCorpus:
+                 processes: bool | None = None,
+                 shared_words: Callable[[WordTable], SharedWords] | None = None
+                 ) -> TextCorpus:
     """The corpus of the documents of `blocks` (see the module).
 
     directory: write the corpus there as a native folder (atomically) and return it
@@ -80,6 +82,10 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     (False); None: processes from PROCESS_MIN_WORKERS workers and PROCESS_MIN_BYTES of input
     on, when writing a directory (_uses_processes).  Documents left without a vocabulary word
     are dropped and counted (Corpus.dropped_empty_docs, and a warning naming `source`).
+    shared_words: when `blocks` are one reader's share of an input that other readers (the
+    processes of a run) read the rest of, exchanges this reader's WordTable for every
+    reader's (SharedWords), from which the vocabulary is chosen (chosen_vocabulary); the
+    corpus returned is then that of the share's documents, over the input's vocabulary.
     """
     threads = workers or os.cpu_count() or 1
     spill_dir = Path(directory).parent if directory is not None else None
@@ -96,18 +102,11 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                                                                  len(pieces))
         num_docs = sum(piece.doc_tokens.size - 1 for piece in pieces)
         words = corpus_words.strings()
-        counts = corpus_words.counts[:len(words)]
-        doc_freq = corpus_words.doc_freq[:len(words)]
-        vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
-        if vocab_index.size == 0:
-            raise CorpusFormatError(
-                f"{source}: no word is in at least min_df={vocabulary.min_df} and at most "
-                f"max_df={vocabulary.max_df} of the {num_docs} documents (stop words left "
-                f"out); lower min_df or give more documents")
-        new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
-        new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
-        vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
-        del words, corpus_words, counts, doc_freq
+        table = WordTable(words, corpus_words.counts[:len(words)],
+                          corpus_words.doc_freq[:len(words)], num_docs)
+        del words, corpus_words
+        vocab, new_id = chosen_vocabulary(table, vocabulary, source, shared_words)
+        del table
         lookups, starts = vocabulary_lookups(piece_words, [new_id[numbers]
                                                            for numbers in worker_numbers])
         mapped = functools.partial(mapped_pieces, pool, threads, pieces, lookups, starts)
@@ -117,10 +116,49 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         else:
             corpus, dropped = in_memory_corpus(mapped, num_tokens, vocab, name,
                                                Path(spill) / "word_ids")
-    if dropped:
+    if dropped and shared_words is None:  # a share's: the caller warns of the input's
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
     return TextCorpus(corpus, invalid)
+
+
+class WordTable(NamedTuple):
+    """The distinct words of some documents, with their tokens and documents (int64 each),
+    and how many documents there are (those left empty included)."""
+
+    words: list[str]
+    counts: np.ndarray
+    doc_freq: np.ndarray
+    num_docs: int
+
+
+class SharedWords(NamedTuple):
+    """The words of every reader's share of an input (their tables merged: the counts and
+    document frequencies summed) and where each of this reader's words lies among them."""
+
+    table: WordTable
+    places: np.ndarray  # int64 [this reader's words]
+
+
+def chosen_vocabulary(table: WordTable, rules: text.VocabularyRules, source: str,
+                      shared_words: Callable[[WordTable], SharedWords] | None = None
+                      ) -> tuple[tuple[str, ...], np.ndarray]:
+    """(the vocabulary `rules` choose from the words of `table`, or of every reader's when
+    `shared_words` exchanges them (build_corpus); each of table's words' vocabulary id, -1
+    for none, int32).  CorpusFormatError naming `source` when no word is chosen."""
+    places = None
+    if shared_words is not None:
+        table, places = shared_words(table)
+    vocab_index = choose_vocabulary(*table, rules)
+    if vocab_index.size == 0:
+        raise CorpusFormatError(
+            f"{source}: no word is in at least min_df={rules.min_df} and at most "
+            f"max_df={rules.max_df} of the {table.num_docs} documents (stop words left "
+            f"out); lower min_df or give more documents")
+    new_id = np.full(len(table.words), -1, np.int32)  # a word's vocabulary id, -1 for none
+    new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
+    vocab = tuple(map(table.words.__getitem__, vocab_index.tolist()))
+    return vocab, new_id if places is None else new_id[places]
 
 
 def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,

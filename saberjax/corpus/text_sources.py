@@ -78,40 +78,45 @@ DETECTION_RULE = ("text (a .txt file of one document a line, or a folder or glob
 def document_blocks(source, *, format: str = "auto", block_bytes: int | None = None,
                     text_field: str | None = None, id_field: str | None = None,
                     text_column: str | None = None, id_column: str | None = None,
-                    parsed: bool = True) -> Iterator[DocumentBlock]:
+                    parsed: bool = True, files: list[Path] | None = None
+                    ) -> Iterator[DocumentBlock]:
     """The documents of `source` (a path or glob, or a Python object: see the module) in
     order, in blocks of about `block_bytes` (default DEFAULT_BLOCK_BYTES; from half to twice as much; a document larger
     than that is a block of its own).  `format` ("auto" or one of FORMATS) applies to paths.
     A text file of one document a line gives blocks of lines (offsets None: DocumentBlock),
     of block_bytes; JSON Lines, when not `parsed`, blocks of lines of records left for the
     tokenising threads to parse (DocumentBlock.parse).  CorpusFormatError when the source cannot be read, lacks the fields named
-    or holds no document; TypeError for an object that is not a source of documents."""
+    or holds no document; TypeError for an object that is not a source of documents.
+    files: only these of a path's files (source_files), one process's share of them
+    (shared_text), which may hold no document."""
     block_bytes = DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes
     if block_bytes < 1:
         raise ValueError(f"block_bytes must be positive, got {block_bytes}")
     fields = reading_fields(text_field, id_field, text_column, id_column)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        blocks, name = _path_blocks(path, format, fields, block_bytes, parsed), str(path)
+        blocks, name = _path_blocks(path, format, fields, block_bytes, parsed, files), str(path)
     else:
         blocks, name = object_blocks(source, fields, block_bytes), type(source).__name__
-    yield from _nonempty(_rechunked(blocks, block_bytes), name)
+    blocks = _rechunked(blocks, block_bytes)
+    yield from blocks if files is not None else _nonempty(blocks, name)
 
 
-def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, parsed: bool
-                 ) -> Iterator[DocumentBlock]:
+def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, parsed: bool,
+                 files: list[Path] | None = None) -> Iterator[DocumentBlock]:
     chosen = detect_text_format(path) if format == "auto" else format
     if chosen not in FORMATS:
         raise ValueError(f"{chosen!r} is not a text format; expected one of {FORMATS}")
     if chosen == "text" and (fields.id is not None or fields != Fields()):
         raise ValueError(f"{path}: plain text has no fields; text_field and id_field apply to "
                          f"{', '.join(FIELD_FORMATS)}")
-    files = source_files(path, chosen)
+    files = source_files(path, chosen) if files is None else files
     if chosen == "text":
         if is_collection(path):
             yield from file_blocks(files, block_bytes)
         else:
-            yield from line_blocks(files[0], block_bytes)
+            for file in files:
+                yield from line_blocks(file, block_bytes)
         return
     read = dict(jsonl=functools.partial(jsonl_blocks, parsed=parsed), csv=csv_blocks,
                 tsv=tsv_blocks, parquet=parquet_blocks)[chosen]

@@ -1,0 +1,196 @@
+"""A text input (files of plain text, JSON Lines, CSV, TSV, Parquet) read by the processes of a
+run together, each tokenising only its share of the files, into the corpus one process reading
+the whole input builds.
+
+The input's files (text_sources.source_files, in reading order) are cut into one run of
+consecutive files per process, of about equal bytes (file_shares); every process checks that
+the others see the same files, of the same sizes, and reads only its own.  Each tokenises and
+counts its share (text_corpus.build_corpus); the processes then exchange their tables of
+words, with their tokens and document frequencies (one all-gather of bytes:
+processes.gathered_bytes), and each merges them, in process order, into the input's table,
+from which it chooses the vocabulary by the input's rules (min_df, max_df, max_features on
+the whole input's counts: text_corpus.chosen_vocabulary), the same on every process.  Each
+maps its share's tokens to that vocabulary, and the processes exchange their documents'
+lengths (and ids), so that each holds the whole corpus's outline (document offsets,
+vocabulary, names) and its own share's tokens (Corpus.held_tokens): the document order, the
+ids and the fingerprint those of the input read whole, whatever the number of processes.  The
+trainer then gives each process the tokens its devices train on from the processes that read
+them (processes.share_tokens) and combines the fingerprint from every process's part
+(processes.combine_corpus_parts).
+
+An error reading a share (a malformed record, a missing field) is exchanged at the next
+exchange in place of the process's words or documents, so that every process stops with the
+same one line naming the file, instead of waiting for the one that stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from saberjax import processes
+from saberjax.corpus import plain_text
+from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
+from saberjax.corpus.text_corpus import SharedWords, TextCorpus, WordTable, build_corpus
+from saberjax.corpus.text_sources import (
+    FORMATS,
+    detect_text_format,
+    document_blocks,
+    source_files,
+    source_name,
+)
+from saberjax.errors import CorpusFormatError
+
+# the first byte of an exchanged message: what the rest holds
+_DATA, _FORMAT_ERROR, _OTHER_ERROR = b"\0", b"\1", b"\2"
+
+
+def is_text_input(path, format: str = "auto") -> bool:
+    """Whether load_shared_text reads `path` in `format`: a raw text format (FORMATS), given
+    or detected."""
+    from saberjax.corpus.formats import detect_format  # noqa: PLC0415 (formats imports much)
+
+    return (format if format != "auto" else detect_format(Path(path))) in FORMATS
+
+
+def file_shares(sizes: list[int], count: int) -> list[range]:
+    """The files (their indices) of each of `count` readers of files of `sizes` bytes: runs
+    of consecutive files, file i going to the reader whose equal share of the bytes holds
+    its first byte (so that shares differ by at most a file)."""
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
+    total = max(int(sum(sizes)), 1)
+    owner = (starts * count // total).tolist()
+    return [range(np.searchsorted(owner, reader, "left"),
+                  np.searchsorted(owner, reader, "right")) for reader in range(count)]
+
+
+def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | None = None,
+                     workers: int | None = None, memory_bytes: int | None = None,
+                     **options) -> Corpus:
+    """The corpus plain_text.load_text(path, ...) reads, of which this process holds only its
+    share's tokens (see the module); every process of the run calls it with the same
+    arguments.  `options`: the text and reading options (plain_text.text_rules)."""
+    path = Path(path)
+    chosen = detect_text_format(path) if format == "auto" else format
+    files = source_files(path, chosen)
+    sizes = [file.stat().st_size for file in files]
+    processes.check_agreement(f"the files of {path}", *(f"{file.name} {size}" for file, size
+                                                        in zip(files, sizes)))
+    share = file_shares(sizes, jax.process_count())[jax.process_index()]
+    rules, vocabulary = plain_text.text_rules(**options)
+    blocks = document_blocks(path, format=chosen, parsed=False,
+                             files=[files[index] for index in share],
+                             **plain_text.reading_options(options))
+    exchange = _Exchange()
+    try:
+        built = build_corpus(blocks, rules, vocabulary, name=source_name(path),
+                             source=str(path), workers=workers, memory_bytes=memory_bytes,
+                             total_bytes=sum(sizes[index] for index in share), log=log,
+                             shared_words=exchange.words)
+    except Exception as error:
+        exchange.fail(error)
+        raise
+    return exchange.corpus(built, str(path))
+
+
+class _Exchange:
+    """The exchanges of load_shared_text, in order: the words (words), then the documents
+    (corpus); an error in their place (fail)."""
+
+    def __init__(self):
+        self.done = 0  # exchanges made
+
+    def words(self, table: WordTable) -> SharedWords:
+        """Every process's words merged, in process order (build_corpus's shared_words)."""
+        encoded = [word.encode("utf-8", "surrogateescape") for word in table.words]
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        data = b"".join([np.array([len(encoded), table.num_docs], "<i8").tobytes(),
+                         lengths.astype("<i8").tobytes(),
+                         np.asarray(table.counts, "<i8").tobytes(),
+                         np.asarray(table.doc_freq, "<i8").tobytes(), *encoded])
+        numbers: dict[str, int] = {}
+        counts, doc_freq, num_docs, places = [], [], 0, None
+        for process, message in enumerate(self._exchanged(data)):
+            size, docs = np.frombuffer(message, "<i8", 2)
+            lengths, process_counts, process_doc_freq = np.frombuffer(
+                message, "<i8", 3 * size, 16).reshape(3, size)
+            ends = np.cumsum(lengths) + 16 + 24 * size
+            text = [message[end - length:end].decode("utf-8", "surrogateescape")
+                    for end, length in zip(ends.tolist(), lengths.tolist())]
+            indices = np.fromiter((numbers.setdefault(word, len(numbers)) for word in text),
+                                  np.int64, len(text))
+            counts.append((indices, process_counts))
+            doc_freq.append(process_doc_freq)
+            num_docs += int(docs)
+            if process == jax.process_index():
+                places = indices
+        merged_counts = np.zeros(len(numbers), np.int64)
+        merged_doc_freq = np.zeros(len(numbers), np.int64)
+        for (indices, process_counts), process_doc_freq in zip(counts, doc_freq):
+            merged_counts[indices] += process_counts  # a process's words are distinct
+            merged_doc_freq[indices] += process_doc_freq
+        return SharedWords(WordTable(list(numbers), merged_counts, merged_doc_freq, num_docs),
+                           places)
+
+    def corpus(self, built: TextCorpus, source: str) -> Corpus:
+        """The whole corpus's outline with this process's tokens, from every process's
+        documents (their lengths, ids, dropped and invalid documents)."""
+        share = built.corpus
+        names = share.doc_names
+        header = np.array([share.num_docs, share.dropped_empty_docs, built.invalid_utf8_docs,
+                           names is not None], "<i8")
+        data = b"".join([header.tobytes(), share.doc_lengths().astype("<i8").tobytes(),
+                         "\n".join(names.tolist() if names is not None else []).encode(
+                             "utf-8", "surrogateescape")])
+        lengths, doc_names, dropped, invalid, first = [], [], 0, 0, 0
+        for process, message in enumerate(self._exchanged(data)):
+            docs, process_dropped, process_invalid, named = np.frombuffer(message, "<i8", 4)
+            lengths.append(np.frombuffer(message, "<i8", docs, 32))
+            text = message[32 + 8 * docs:].decode("utf-8", "surrogateescape")
+            doc_names.append(text.split("\n") if named and docs else [] if named else None)
+            dropped += int(process_dropped)
+            invalid += int(process_invalid)
+            if process < jax.process_index():
+                first += int(lengths[-1].sum())
+        offsets = offsets_from_lengths(np.concatenate(lengths))
+        if not offsets[-1]:
+            raise CorpusFormatError(f"{source}: no documents (the input is empty)")
+        word_ids = np.zeros(int(offsets[-1]), np.int32)  # pages untouched outside the share
+        word_ids[first:first + share.num_tokens] = share.word_ids
+        corpus = Corpus(offsets, word_ids, share.vocab, share.name, dropped,
+                        doc_names=None if any(part is None for part in doc_names)
+                        else np.array(list(itertools.chain(*doc_names)), dtype=object),
+                        checked=False, held_tokens=(first, first + share.num_tokens))
+        for count, what in ((dropped, "dropped {} empty document(s)"),
+                            (invalid, "{:,} document(s) are not valid UTF-8; read as Latin-1")):
+            if count:
+                warnings.warn(f"{source}: {what.format(count)}", stacklevel=3,
+                              skip_file_prefixes=(PACKAGE_DIR,))
+        return corpus
+
+    def fail(self, error: Exception) -> None:
+        """Take part in the exchanges still to come with `error` in place of this process's
+        data, so that the others stop with it too."""
+        if self.done < 2:
+            kind = _FORMAT_ERROR if isinstance(error, CorpusFormatError) else _OTHER_ERROR
+            processes.gathered_bytes(kind + str(error).encode("utf-8", "replace"))
+            self.done = 2
+
+    def _exchanged(self, data: bytes) -> list[bytes]:
+        """Every process's data; the first error a process sent in its place raised here."""
+        messages = processes.gathered_bytes(_DATA + data)
+        self.done += 1
+        for process, message in enumerate(messages):
+            if message[:1] != _DATA:
+                self.done = 2  # every process stops here: no exchange follows
+            if message[:1] == _FORMAT_ERROR:
+                raise CorpusFormatError(message[1:].decode())
+            if message[:1] == _OTHER_ERROR:
+                raise RuntimeError(f"process {process} could not read its share of the "
+                                   f"input: {message[1:].decode()}")
+        return [message[1:] for message in messages]
