@@ -2,9 +2,11 @@
 run together, each tokenising only its share of the files, into the corpus one process reading
 the whole input builds.
 
-The input's files (text_sources.source_files, in reading order) are cut into one run of
-consecutive files per process, of about equal bytes (file_shares); every process checks that
-the others see the same files, of the same sizes, and reads only its own.  Each tokenises and
+The input's bytes (its files', text_sources.source_files, in reading order) are cut into one
+run per process, of equal length: a process reads the lines beginning in its run of the files
+of lines (plain text, JSON Lines) and the other files (CSV, Parquet, compressed files, a
+folder of documents) beginning in it (file_shares); every process checks that the others see
+the same files, of the same sizes, and reads only its share.  Each tokenises and
 counts its share (text_corpus.build_corpus); the processes then exchange their tables of
 words, with their tokens and document frequencies (one all-gather of bytes:
 processes.gathered_bytes), and each merges them, in process order, into the input's table,
@@ -37,10 +39,13 @@ from saberjax import processes
 from saberjax.corpus import plain_text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.text_corpus import SharedWords, TextCorpus, WordTable, build_corpus
+from saberjax.corpus.text_blocks import compression_of
 from saberjax.corpus.text_sources import (
     FORMATS,
+    FileShare,
     detect_text_format,
     document_blocks,
+    is_collection,
     source_files,
     source_name,
 )
@@ -58,15 +63,27 @@ def is_text_input(path, format: str = "auto") -> bool:
     return (format if format != "auto" else detect_format(Path(path))) in FORMATS
 
 
-def file_shares(sizes: list[int], count: int) -> list[range]:
-    """The files (their indices) of each of `count` readers of files of `sizes` bytes: runs
-    of consecutive files, file i going to the reader whose equal share of the bytes holds
-    its first byte (so that shares differ by at most a file)."""
-    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
-    total = max(int(sum(sizes)), 1)
-    owner = (starts * count // total).tolist()
-    return [range(np.searchsorted(owner, reader, "left"),
-                  np.searchsorted(owner, reader, "right")) for reader in range(count)]
+def file_shares(files: list[Path], sizes: list[int], lines: list[bool], count: int
+                ) -> list[list[FileShare]]:
+    """The share of each of `count` readers of `files` (of `sizes` bytes, in reading order):
+    the input's bytes cut into `count` runs of equal length, each reader holds the lines
+    beginning in its run of the files of lines (`lines`: plain text and JSON Lines,
+    uncompressed; text_blocks.line_span) and, whole, the other files whose first byte lies in
+    its run.  Documents follow each other in the readers' order as in the input."""
+    total = max(sum(sizes), 1)
+    cuts = [total * reader // count for reader in range(count + 1)]
+    shares: list[list[FileShare]] = [[] for _ in range(count)]
+    start = 0
+    for file, size, of_lines in zip(files, sizes, lines):
+        if of_lines:
+            for reader, share in enumerate(shares):
+                first, last = max(cuts[reader], start), min(cuts[reader + 1], start + size)
+                if first < last:
+                    share.append(FileShare(file, (first - start, last - start)))
+        else:
+            shares[min(start * count // total, count - 1)].append(FileShare(file))
+        start += size
+    return shares
 
 
 def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | None = None,
@@ -81,21 +98,29 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
     sizes = [file.stat().st_size for file in files]
     processes.check_agreement(f"the files of {path}", *(f"{file.name} {size}" for file, size
                                                         in zip(files, sizes)))
-    share = file_shares(sizes, jax.process_count())[jax.process_index()]
+    of_lines = chosen == "jsonl" or (chosen == "text" and not is_collection(path))
+    lines = [of_lines and compression_of(file) is None for file in files]
+    share = file_shares(files, sizes, lines, jax.process_count())[jax.process_index()]
     rules, vocabulary = plain_text.text_rules(**options)
-    blocks = document_blocks(path, format=chosen, parsed=False,
-                             files=[files[index] for index in share],
+    blocks = document_blocks(path, format=chosen, parsed=False, share=share,
                              **plain_text.reading_options(options))
     exchange = _Exchange()
     try:
         built = build_corpus(blocks, rules, vocabulary, name=source_name(path),
                              source=str(path), workers=workers, memory_bytes=memory_bytes,
-                             total_bytes=sum(sizes[index] for index in share), log=log,
+                             total_bytes=_share_bytes(share, files, sizes), log=log,
                              shared_words=exchange.words)
     except Exception as error:
         exchange.fail(error)
         raise
     return exchange.corpus(built, str(path))
+
+
+def _share_bytes(share: list[FileShare], files: list[Path], sizes: list[int]) -> int:
+    """The bytes of a share (its spans' runs), for the ETA of progress lines."""
+    size_of = dict(zip(files, sizes))
+    return sum(size_of[file.path] if file.span is None else file.span[1] - file.span[0]
+               for file in share)
 
 
 class _Exchange:

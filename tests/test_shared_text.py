@@ -2,12 +2,14 @@
 (saberjax.shared_text), into the corpus and the model of one process reading it whole."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_processes import start_training, train_processes, word_topic_counts
 
 from saberjax.corpus import load_text
+from saberjax.corpus.text_sources import FileShare
 from saberjax.shared_text import file_shares
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi")
@@ -18,36 +20,52 @@ WORD_WEIGHTS = 1 / np.arange(1, len(WORDS) + 1) / np.sum(1 / np.arange(1, len(WO
 RULES = ("--min_df=3", "--max_features=40")
 
 
-def write_shards(folder, shards: int = 4, docs: int = 25, seed: int = 5) -> list:
-    """JSON Lines shards of documents of made-up words, of unequal sizes; their paths in
-    reading order."""
+def write_shards(folder, shards: int = 4, docs: int = 25, seed: int = 5,
+                 suffix: str = "jsonl") -> list:
+    """Shards of documents of made-up words, of unequal sizes, as JSON Lines (with ids) or
+    plain text (suffix "txt": one document a line); their paths in reading order."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True)
     paths = []
     for shard in range(shards):
-        path = folder / f"part-{shard}.jsonl"
+        path = folder / f"part-{shard}.{suffix}"
         with open(path, "w") as file:
             for doc in range(docs + 7 * shard):
-                words = rng.choice(WORDS, int(rng.integers(0, 30)), p=WORD_WEIGHTS)
-                file.write(json.dumps({"id": f"{shard}-{doc}", "text": " ".join(words)}) + "\n")
+                text = " ".join(rng.choice(WORDS, int(rng.integers(0, 30)), p=WORD_WEIGHTS))
+                file.write((text if suffix == "txt" else
+                            json.dumps({"id": f"{shard}-{doc}", "text": text})) + "\n")
         paths.append(path)
     return paths
 
 
 def readable_only_in_share(paths: list, directory, count: int) -> list:
-    """A copy of the shards for each of `count` processes in which the shards outside that
-    process's share are garbage of the same size (file_shares: the shares depend on the
-    sizes), so that reading one fails; each copy's folder has the input's name."""
-    shares = file_shares([path.stat().st_size for path in paths], count)
-    assert all(len(share) for share in shares)
+    """A copy of the input for each of `count` processes in which every byte but the line
+    breaks outside the lines of that process's share is "{", so that reading them fails
+    (the shares depend on the files' sizes only: file_shares); each copy has the input's
+    name.  At least one file is shared by two processes."""
+    from saberjax.corpus.text_blocks import line_span
+
+    sizes = [path.stat().st_size for path in paths]
+    shares = file_shares(paths, sizes, [True] * len(paths), count)
+    assert any(file.span != (0, size) for share in shares for file in share
+               for size in [sizes[paths.index(file.path)]])
     copies = []
     for process, share in enumerate(shares):
-        folder = directory / f"process{process}" / paths[0].parent.name
+        kept = {path: np.zeros(size, bool) for path, size in zip(paths, sizes)}
+        for file in share:
+            with open(file.path, "rb") as stream:
+                first, last = line_span(stream, file.path, *file.span)
+            kept[file.path][first:last] = True
+        assert any(mask.any() for mask in kept.values())
+        folder = directory / f"process{process}"
+        if len(paths) > 1:  # a folder of shards
+            folder = folder / paths[0].parent.name
         folder.mkdir(parents=True)
-        for index, path in enumerate(paths):
-            data = path.read_bytes()
-            (folder / path.name).write_bytes(data if index in share else b"{" * len(data))
-        copies.append(folder)
+        for path in paths:
+            data = np.frombuffer(path.read_bytes(), np.uint8).copy()
+            data[~kept[path] & (data != ord("\n"))] = ord("{")
+            (folder / path.name).write_bytes(data.tobytes())
+        copies.append(folder / paths[0].name if len(paths) == 1 else folder)
     return copies
 
 
@@ -55,29 +73,35 @@ def one_process_model(source, iterations: int, partition: str = "auto"):
     """(the corpus of the input read whole by this one process under RULES, B of
     train_command's training on it on one device)."""
     from saberjax import trainer
-    from saberjax.corpus import load_text
 
-    corpus = load_text(source, format="jsonl", min_df=3, max_features=40)
+    corpus = load_text(source, format="auto", min_df=3, max_features=40)
     config = trainer.TrainConfig(num_topics=6, iterations=iterations, backend="xla",
                                  num_devices=1, partition=partition)
     return corpus, trainer.train(corpus, config).model.word_topic_counts
 
 
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
-@pytest.mark.parametrize("partition", ["documents", "words"])
-def test_processes_reading_their_shares_train_the_one_process_model(tmp_path, partition):
-    """2 processes, each given a copy of the input readable only in its share of the shards,
-    train the model one process trains on the input read whole and record its corpus
-    fingerprint: the vocabulary rules apply to the whole input's counts (those of a share
-    choose another vocabulary), each process receives the tokens of its documents in training
-    that it did not read (by words: every document's) from the process that read them."""
-    paths = write_shards(tmp_path / "shards")
+@pytest.mark.parametrize("partition, suffix", [("documents", "jsonl"), ("words", "txt")])
+def test_processes_reading_their_shares_train_the_one_process_model(tmp_path, partition,
+                                                                    suffix):
+    """2 processes, each given a copy of the input readable only in its share (JSON Lines
+    shards, or one plain text file), train the model one process trains on the input read
+    whole and record its corpus fingerprint: the vocabulary rules apply to the whole input's
+    counts (those of a share choose another vocabulary), each process receives the tokens
+    of its documents in training that it did not read (by words: every document's) from the
+    process that read them."""
+    paths = write_shards(tmp_path / "input", suffix=suffix)
+    first_shard = paths[0]
+    if suffix == "txt":  # one file
+        whole = tmp_path / "input.txt"
+        whole.write_bytes(b"".join(path.read_bytes() for path in paths))
+        paths = [whole]
     copies = readable_only_in_share(paths, tmp_path, 2)
+    source = paths[0] if len(paths) == 1 else paths[0].parent
     train_processes(2, copies, tmp_path / "two", "--iterations=3", "--nocache", *RULES,
                     f"--partition={partition}")
-    corpus, model = one_process_model(tmp_path / "shards", 3)
-    share = load_text(tmp_path / "shards" / "part-0.jsonl", min_df=3, max_features=40)
-    assert share.vocab != corpus.vocab
+    corpus, model = one_process_model(source, 3)
+    assert load_text(first_shard, min_df=3, max_features=40).vocab != corpus.vocab
     recorded = json.loads((tmp_path / "two" / "config.json").read_text())
     assert recorded["processes"] == 2 and recorded["partition"] == partition
     assert recorded["corpus_fingerprint"] == corpus.fingerprint()
@@ -99,9 +123,11 @@ def test_a_bad_shard_stops_every_process_with_one_line_naming_it(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_shares_are_runs_of_consecutive_files_of_about_equal_bytes():
-    assert file_shares([10, 10, 10, 10], 2) == [range(0, 2), range(2, 4)]
-    assert file_shares([100, 1, 1, 1], 2) == [range(0, 1), range(1, 4)]
-    assert file_shares([5], 3) == [range(0, 1), range(1, 1), range(1, 1)]
-    shares = file_shares(list(range(1, 40)), 7)
-    assert [index for share in shares for index in share] == list(range(39))
+def test_shares_cut_the_input_bytes_evenly_files_of_lines_within():
+    files = [Path(f"f{index}") for index in range(4)]
+    whole = [FileShare(file) for file in files]
+    assert file_shares(files, [10] * 4, [False] * 4, 2) == [whole[:2], whole[2:]]
+    assert file_shares(files, [100, 1, 1, 1], [False] * 4, 2) == [whole[:1], whole[1:]]
+    assert file_shares(files[:1], [5], [False], 3) == [whole[:1], [], []]
+    assert file_shares(files[:2], [30, 10], [True, False], 2) == [
+        [FileShare(files[0], (0, 20))], [FileShare(files[0], (20, 30)), whole[1]]]

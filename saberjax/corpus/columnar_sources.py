@@ -30,17 +30,17 @@ MIN_PARSE_BYTES = 1 << 20  # fewest bytes pyarrow's JSON and CSV readers parse a
 DATASET_BATCH_ROWS = 10_000  # rows of a datasets.Dataset read at a time
 
 
-def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = True
-                 ) -> Iterator[DocumentBlock]:
+def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = True,
+                 span: tuple[int, int] | None = None) -> Iterator[DocumentBlock]:
     """JSON Lines: the text field of each object (a record without it is an empty document;
     the first record must have it, so that a misnamed field is caught at once).  Blocks of
     whole lines, each parsed by pyarrow.json on one thread: here, or, when not `parsed`, by
     the thread that tokenises it (DocumentBlock.parse), so that parsing runs on every core
-    with the tokenising."""
+    with the tokenising.  span: only the lines beginning in those bytes (line_blocks)."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    first = _first_json_record(path)
+    first = _first_json_record(path, fields, span)
     if first is None:
         return
     for name, option in ((fields.text, "text_field"), (fields.id, "id_field")):
@@ -54,7 +54,7 @@ def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = Tr
     options = pa_json.ParseOptions(explicit_schema=pa.schema(schema),
                                    unexpected_field_behavior="ignore")
     parse = functools.partial(_parsed_json_lines, path, fields, options)
-    for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES)):
+    for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES), span):
         yield parse(lines.data) if parsed else DocumentBlock(lines.data, None, None, parse)
 
 
@@ -99,11 +99,26 @@ def _json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield number + 1, carried
 
 
-def _first_json_record(path: Path) -> dict | None:
-    """The first record of a JSON Lines file (None when it has none)."""
-    for number, line in _json_lines(path):
-        if line.strip():
-            return _json_record(path, number, line)
+def _first_json_record(path: Path, fields: Fields, span: tuple[int, int] | None = None
+                       ) -> dict | None:
+    """The first record of a JSON Lines file, or of its lines beginning in the bytes `span`
+    (line_blocks; one that is not a JSON object is reported at the file's first bad line:
+    _json_error); None when there is none."""
+    if span is None:
+        for number, line in _json_lines(path):
+            if line.strip():
+                return _json_record(path, number, line)
+        return None
+    for lines in line_blocks(path, MIN_PARSE_BYTES, span):
+        for line in lines.data.tobytes().split(b"\n"):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except ValueError as error:
+                    raise CorpusFormatError(_json_error(path, fields, error)) from None
+                if not isinstance(record, dict):
+                    raise CorpusFormatError(_json_error(path, fields, ValueError(line[:40])))
+                return record
     return None
 
 
