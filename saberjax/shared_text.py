@@ -27,6 +27,7 @@ same one line naming the file, instead of waiting for the one that stopped.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import warnings
 from collections.abc import Callable
@@ -36,7 +37,8 @@ import jax
 import numpy as np
 
 from saberjax import processes
-from saberjax.corpus import plain_text
+from saberjax.corpus import cache, plain_text
+from saberjax.corpus.cache import CorpusShare
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.text_corpus import SharedWords, TextCorpus, WordTable, build_corpus
 from saberjax.corpus.text_blocks import compression_of
@@ -88,10 +90,12 @@ def file_shares(files: list[Path], sizes: list[int], lines: list[bool], count: i
 
 def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | None = None,
                      workers: int | None = None, memory_bytes: int | None = None,
-                     **options) -> Corpus:
+                     cache_dir=None, **options) -> Corpus:
     """The corpus plain_text.load_text(path, ...) reads, of which this process holds only its
     share's tokens (see the module); every process of the run calls it with the same
-    arguments.  `options`: the text and reading options (plain_text.text_rules)."""
+    arguments.  `options`: the text and reading options (plain_text.text_rules).
+    cache_dir: keep each process's share there (_cached_share), and load it from there when
+    every process finds its own."""
     path = Path(path)
     chosen = detect_text_format(path) if format == "auto" else format
     files = source_files(path, chosen)
@@ -101,6 +105,12 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
     of_lines = chosen == "jsonl" or (chosen == "text" and not is_collection(path))
     lines = [of_lines and compression_of(file) is None for file in files]
     share = file_shares(files, sizes, lines, jax.process_count())[jax.process_index()]
+    entry = None
+    if cache_dir is not None:
+        entry, cached = _cached_share(Path(cache_dir), path, share,
+                                      cache.reading_options(path, chosen, **options))
+        if cached is not None:
+            return _held_corpus(cached, source_name(path), str(path))
     rules, vocabulary = plain_text.text_rules(**options)
     blocks = document_blocks(path, format=chosen, parsed=False, share=share,
                              **plain_text.reading_options(options))
@@ -110,10 +120,57 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
                              source=str(path), workers=workers, memory_bytes=memory_bytes,
                              total_bytes=_share_bytes(share, files, sizes), log=log,
                              shared_words=exchange.words)
+        read = exchange.share(built)
     except Exception as error:
         exchange.fail(error)
         raise
-    return exchange.corpus(built, str(path))
+    if entry is not None:
+        place, key, origin = entry
+        cache.write_share_entry(place, key, read, origin)
+    return _held_corpus(read, source_name(path), str(path))
+
+
+def _cached_share(cache_dir: Path, path: Path, share: list[FileShare], options: dict):
+    """((this process's entry of the input in cache_dir, its key, its origin: for
+    cache.write_share_entry), the share it holds when every process's entry holds theirs,
+    else None).  An entry's key is that of every process's share (cache.share_key: each
+    process hashes only its own) and the entry's process: an entry is found only for the
+    same contents, options and shares."""
+    try:
+        own = cache.share_key(share, options)
+    except OSError:  # an unreadable file: the read names it
+        own = ""
+    keys = processes.gathered_bytes(own.encode())
+    key = hashlib.sha256(b"\0".join(keys) + f"\0{jax.process_index()}".encode()).hexdigest()
+    entry = cache_dir / f"share-{key[:32]}"
+    origin = dict(source=str(path.resolve()), options=options, process=jax.process_index(),
+                  processes=jax.process_count())
+    found = None if not all(keys) else cache.read_share_entry(entry, key)
+    everywhere = all(processes.gathered_bytes(b"\1" if found is not None else b""))
+    return (entry, key, origin), found if everywhere else None
+
+
+def _held_corpus(share: CorpusShare, name: str, source: str) -> Corpus:
+    """The corpus of which this process holds `share`'s tokens (Corpus.held_tokens); warnings
+    naming `source` of the whole input's dropped and invalid documents, as reading it whole
+    gives them."""
+    num_tokens = int(share.doc_offsets[-1])
+    if not num_tokens:
+        raise CorpusFormatError(f"{source}: no documents (the input is empty)")
+    word_ids = np.zeros(num_tokens, np.int32)  # pages untouched outside the share
+    last = share.first + share.word_ids.size
+    word_ids[share.first:last] = share.word_ids
+    corpus = Corpus(share.doc_offsets, word_ids, share.vocab, name, share.dropped,
+                    doc_names=None if share.doc_names is None
+                    else np.array(share.doc_names, dtype=object),
+                    checked=False, held_tokens=(share.first, last))
+    for count, what in ((share.dropped, "dropped {} empty document(s)"),
+                        (share.invalid, "{:,} document(s) are not valid UTF-8; read as "
+                                        "Latin-1")):
+        if count:
+            warnings.warn(f"{source}: {what.format(count)}", stacklevel=3,
+                          skip_file_prefixes=(PACKAGE_DIR,))
+    return corpus
 
 
 def _share_bytes(share: list[FileShare], files: list[Path], sizes: list[int]) -> int:
@@ -125,7 +182,7 @@ def _share_bytes(share: list[FileShare], files: list[Path], sizes: list[int]) ->
 
 class _Exchange:
     """The exchanges of load_shared_text, in order: the words (words), then the documents
-    (corpus); an error in their place (fail)."""
+    (share); an error in their place (fail)."""
 
     def __init__(self):
         self.done = 0  # exchanges made
@@ -162,9 +219,9 @@ class _Exchange:
         return SharedWords(WordTable(list(numbers), merged_counts, merged_doc_freq, num_docs),
                            places)
 
-    def corpus(self, built: TextCorpus, source: str) -> Corpus:
-        """The whole corpus's outline with this process's tokens, from every process's
-        documents (their lengths, ids, dropped and invalid documents)."""
+    def share(self, built: TextCorpus) -> CorpusShare:
+        """This process's share of the corpus, with the whole corpus's outline from every
+        process's documents (their lengths, ids, dropped and invalid documents)."""
         share = built.corpus
         names = share.doc_names
         header = np.array([share.num_docs, share.dropped_empty_docs, built.invalid_utf8_docs,
@@ -182,21 +239,10 @@ class _Exchange:
             invalid += int(process_invalid)
             if process < jax.process_index():
                 first += int(lengths[-1].sum())
-        offsets = offsets_from_lengths(np.concatenate(lengths))
-        if not offsets[-1]:
-            raise CorpusFormatError(f"{source}: no documents (the input is empty)")
-        word_ids = np.zeros(int(offsets[-1]), np.int32)  # pages untouched outside the share
-        word_ids[first:first + share.num_tokens] = share.word_ids
-        corpus = Corpus(offsets, word_ids, share.vocab, share.name, dropped,
-                        doc_names=None if any(part is None for part in doc_names)
-                        else np.array(list(itertools.chain(*doc_names)), dtype=object),
-                        checked=False, held_tokens=(first, first + share.num_tokens))
-        for count, what in ((dropped, "dropped {} empty document(s)"),
-                            (invalid, "{:,} document(s) are not valid UTF-8; read as Latin-1")):
-            if count:
-                warnings.warn(f"{source}: {what.format(count)}", stacklevel=3,
-                              skip_file_prefixes=(PACKAGE_DIR,))
-        return corpus
+        return CorpusShare(offsets_from_lengths(np.concatenate(lengths)), share.vocab,
+                           None if any(part is None for part in doc_names)
+                           else list(itertools.chain(*doc_names)),
+                           np.asarray(share.word_ids), first, dropped, invalid)
 
     def fail(self, error: Exception) -> None:
         """Take part in the exchanges still to come with `error` in place of this process's

@@ -131,3 +131,45 @@ def test_shares_cut_the_input_bytes_evenly_files_of_lines_within():
     assert file_shares(files[:1], [5], [False], 3) == [whole[:1], [], []]
     assert file_shares(files[:2], [30, 10], [True, False], 2) == [
         [FileShare(files[0], (0, 20))], [FileShare(files[0], (20, 30)), whole[1]]]
+
+
+def test_each_process_keeps_its_share_in_the_cache_and_loads_it_next_time(tmp_path):
+    """A first run writes each process's share into the corpus cache; the next loads them
+    (the entries untouched), to the same model."""
+    write_shards(tmp_path / "shards")
+    cache = tmp_path / "cache"
+    for output in ("first", "second"):
+        train_processes(2, tmp_path / "shards", tmp_path / output, "--iterations=1",
+                        f"--cache_dir={cache}", *RULES)
+        if output == "first":
+            entries = sorted((cache / "corpora").glob("share-*"))
+            assert len(entries) == 2
+            written = {file: file.stat().st_mtime_ns for entry in entries
+                       for file in entry.iterdir()}
+    assert {file: file.stat().st_mtime_ns for file in written} == written
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "second"),
+                                  word_topic_counts(tmp_path / "first"))
+
+
+def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
+    """An entry gives back the share written; one whose files changed, or made for another
+    key, gives None (a damaged one with a warning), and the entries of the same origin made
+    for other contents are removed when one is written."""
+    from saberjax.corpus.cache import CorpusShare, read_share_entry, write_share_entry
+
+    share = CorpusShare(np.array([0, 2, 5]), ("kalo", "mine"), ["a", "b"],
+                        np.array([1, 0, 1], np.int32), 2, 3, 1)
+    origin = dict(source="input", options={}, process=1, processes=2)
+    write_share_entry(tmp_path / "old", "0" * 64, share, origin)
+    write_share_entry(tmp_path / "entry", "1" * 64, share, origin)
+    assert not (tmp_path / "old").exists()
+    read = read_share_entry(tmp_path / "entry", "1" * 64)
+    for field, value in zip(share._fields, share):
+        np.testing.assert_array_equal(getattr(read, field), value)
+    with pytest.warns(UserWarning, match="damaged or stale"):
+        assert read_share_entry(tmp_path / "entry", "2" * 64) is None
+    with open(tmp_path / "entry" / "word_ids.npy", "r+b") as file:
+        file.seek(-4, 2)
+        file.write(b"\xff\xff\xff\x7f")
+    with pytest.warns(UserWarning, match="damaged or stale.*files differ"):
+        assert read_share_entry(tmp_path / "entry", "1" * 64) is None
