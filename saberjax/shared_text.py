@@ -7,11 +7,12 @@ run per process, of equal length: a process reads the lines beginning in its run
 of lines (plain text, JSON Lines) and the other files (CSV, Parquet, compressed files, a
 folder of documents) beginning in it (file_shares); every process checks that the others see
 the same files, of the same sizes, and reads only its share.  Each tokenises and
-counts its share (text_corpus.build_corpus); the processes then exchange their tables of
-words, with their tokens and document frequencies (one all-gather of bytes:
-processes.gathered_bytes), and each merges them, in process order, into the input's table,
-from which it chooses the vocabulary by the input's rules (min_df, max_df, max_features on
-the whole input's counts: text_corpus.chosen_vocabulary), the same on every process.  Each
+counts its share (text_corpus.build_corpus); the processes then exchange their words (each
+one's text_words.Dictionary: word keys, long words' bytes, tokens, document frequencies; one
+all-gather of bytes: processes.gathered_bytes), and each merges them in process order as a
+reader merges its workers' (text_words.Words) and chooses the vocabulary from the merged
+words by the input's rules (min_df, max_df, max_features on the whole input's counts:
+text_corpus.chosen_vocabulary), the same on every process.  Each
 maps its share's tokens to that vocabulary, and the processes exchange their documents'
 lengths (and ids), so that each holds the whole corpus's outline (document offsets,
 vocabulary, names) and its own share's tokens (Corpus.held_tokens): the document order, the
@@ -19,6 +20,9 @@ ids and the fingerprint those of the input read whole, whatever the number of pr
 trainer then gives each process the tokens its devices train on from the processes that read
 them (processes.share_tokens) and combines the fingerprint from every process's part
 (processes.combine_corpus_parts).
+
+With a cache folder, each process keeps its share there (cache.CorpusShare) and the next run
+of the same processes on the same input loads it instead of reading (_cached_share).
 
 An error reading a share (a malformed record, a missing field) is exchanged at the next
 exchange in place of the process's words or documents, so that every process stops with the
@@ -40,8 +44,10 @@ from saberjax import processes
 from saberjax.corpus import cache, plain_text
 from saberjax.corpus.cache import CorpusShare
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
-from saberjax.corpus.text_corpus import SharedWords, TextCorpus, WordTable, build_corpus
+from saberjax.corpus.key_tables import Strings
+from saberjax.corpus.text_corpus import SharedWords, TextCorpus, build_corpus
 from saberjax.corpus.text_blocks import compression_of
+from saberjax.corpus.text_words import Dictionary, Words
 from saberjax.corpus.text_sources import (
     FORMATS,
     FileShare,
@@ -187,37 +193,28 @@ class _Exchange:
     def __init__(self):
         self.done = 0  # exchanges made
 
-    def words(self, table: WordTable) -> SharedWords:
-        """Every process's words merged, in process order (build_corpus's shared_words)."""
-        encoded = [word.encode("utf-8", "surrogateescape") for word in table.words]
-        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
-        data = b"".join([np.array([len(encoded), table.num_docs], "<i8").tobytes(),
-                         lengths.astype("<i8").tobytes(),
-                         np.asarray(table.counts, "<i8").tobytes(),
-                         np.asarray(table.doc_freq, "<i8").tobytes(), *encoded])
-        numbers: dict[str, int] = {}
-        counts, doc_freq, num_docs, places = [], [], 0, None
-        for process, message in enumerate(self._exchanged(data)):
-            size, docs = np.frombuffer(message, "<i8", 2)
-            lengths, process_counts, process_doc_freq = np.frombuffer(
-                message, "<i8", 3 * size, 16).reshape(3, size)
-            ends = np.cumsum(lengths) + 16 + 24 * size
-            text = [message[end - length:end].decode("utf-8", "surrogateescape")
-                    for end, length in zip(ends.tolist(), lengths.tolist())]
-            indices = np.fromiter((numbers.setdefault(word, len(numbers)) for word in text),
-                                  np.int64, len(text))
-            counts.append((indices, process_counts))
-            doc_freq.append(process_doc_freq)
-            num_docs += int(docs)
+    def words(self, dictionary: Dictionary, num_docs: int) -> SharedWords:
+        """Every process's words merged, in process order, as a reader merges its workers'
+        (text_words.Words), and every process's documents (build_corpus's shared_words)."""
+        arrays = (dictionary.keys.astype("<u8"), dictionary.strings.offsets.astype("<i8"),
+                  dictionary.strings.data, dictionary.counts.astype("<i8"),
+                  dictionary.doc_freq.astype("<i8"))
+        sizes = np.array([num_docs, *(array.size for array in arrays)], "<i8")
+        words, places, docs = Words(), None, 0
+        for process, message in enumerate(self._exchanged(
+                b"".join([sizes.tobytes(), *(array.tobytes() for array in arrays)]))):
+            process_docs, *counts = np.frombuffer(message, "<i8", sizes.size).tolist()
+            at, fields = sizes.nbytes, []
+            for array, count in zip(arrays, counts):
+                fields.append(np.frombuffer(message, array.dtype, count, at))
+                at += fields[-1].nbytes
+            keys, offsets, data, word_counts, doc_freq = fields
+            numbers = words.add([Dictionary(keys.copy(), Strings(data, offsets), word_counts,
+                                            doc_freq)])[0]
+            docs += process_docs
             if process == jax.process_index():
-                places = indices
-        merged_counts = np.zeros(len(numbers), np.int64)
-        merged_doc_freq = np.zeros(len(numbers), np.int64)
-        for (indices, process_counts), process_doc_freq in zip(counts, doc_freq):
-            merged_counts[indices] += process_counts  # a process's words are distinct
-            merged_doc_freq[indices] += process_doc_freq
-        return SharedWords(WordTable(list(numbers), merged_counts, merged_doc_freq, num_docs),
-                           places)
+                places = numbers
+        return SharedWords(words, places, docs)
 
     def share(self, built: TextCorpus) -> CorpusShare:
         """This process's share of the corpus, with the whole corpus's outline from every

@@ -173,3 +173,21 @@ def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
         file.write(b"\xff\xff\xff\x7f")
     with pytest.warns(UserWarning, match="damaged or stale.*files differ"):
         assert read_share_entry(tmp_path / "entry", "1" * 64) is None
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
+    """Alone, a process's share is the whole input: load_shared_text gives load_text's
+    corpus (held whole), and then the same from its cache entry."""
+    from saberjax.shared_text import load_shared_text
+
+    write_shards(tmp_path / "shards")
+    whole = load_text(tmp_path / "shards", format="jsonl", min_df=3, max_features=40,
+                      id_field="id")
+    for _ in range(2):
+        shared = load_shared_text(tmp_path / "shards", cache_dir=tmp_path / "cache",
+                                  min_df=3, max_features=40, id_field="id")
+        assert shared.held_tokens == (0, whole.num_tokens) and shared.vocab == whole.vocab
+        for field in ("doc_offsets", "word_ids", "doc_names"):
+            np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
+    assert len(list((tmp_path / "cache").glob("share-*"))) == 1

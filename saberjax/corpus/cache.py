@@ -18,6 +18,11 @@ or full disk) is a warning too: the corpus read from the source is returned eith
 an entry is written, entries of earlier contents of the same source path are removed, so
 editing a corpus in place does not fill the cache.
 
+A text input that the processes of a run read in shares (saberjax.shared_text) has an entry
+per process instead (CorpusShare: the corpus's outline and the process's share's tokens),
+keyed by every process's share (share_key, each hashing only its own) and checked against its
+files' SHA-256 on loading (read_share_entry, write_share_entry).
+
 Entries are written into a hidden staging folder and renamed into place (saberjax.outputs),
 so concurrent runs and kills never leave a half-written entry under a key.
 
