@@ -31,6 +31,7 @@ same one line naming the file, instead of waiting for the one that stopped.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import warnings
@@ -89,7 +90,7 @@ def file_shares(files: list[Path], sizes: list[int], lines: list[bool], count: i
                 if first < last:
                     share.append(FileShare(file, (first - start, last - start)))
         else:
-            shares[min(start * count // total, count - 1)].append(FileShare(file))
+            shares[min(bisect.bisect_right(cuts, start) - 1, count - 1)].append(FileShare(file))
         start += size
     return shares
 

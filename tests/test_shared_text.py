@@ -69,44 +69,45 @@ def readable_only_in_share(paths: list, directory, count: int) -> list:
     return copies
 
 
-def one_process_model(source, iterations: int, partition: str = "auto"):
+def one_process_model(source, iterations: int):
     """(the corpus of the input read whole by this one process under RULES, B of
     train_command's training on it on one device)."""
     from saberjax import trainer
 
     corpus = load_text(source, format="auto", min_df=3, max_features=40)
     config = trainer.TrainConfig(num_topics=6, iterations=iterations, backend="xla",
-                                 num_devices=1, partition=partition)
+                                 num_devices=1)
     return corpus, trainer.train(corpus, config).model.word_topic_counts
 
 
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
-@pytest.mark.parametrize("partition, suffix", [("documents", "jsonl"), ("words", "txt")])
-def test_processes_reading_their_shares_train_the_one_process_model(tmp_path, partition,
-                                                                    suffix):
-    """2 processes, each given a copy of the input readable only in its share (JSON Lines
-    shards, or one plain text file), train the model one process trains on the input read
-    whole and record its corpus fingerprint: the vocabulary rules apply to the whole input's
-    counts (those of a share choose another vocabulary), each process receives the tokens
-    of its documents in training that it did not read (by words: every document's) from the
-    process that read them."""
-    paths = write_shards(tmp_path / "input", suffix=suffix)
-    first_shard = paths[0]
-    if suffix == "txt":  # one file
-        whole = tmp_path / "input.txt"
-        whole.write_bytes(b"".join(path.read_bytes() for path in paths))
-        paths = [whole]
+def test_processes_reading_their_shares_train_the_one_process_model(tmp_path):
+    """2 processes, each given a copy of JSON Lines shards readable only in its share (one
+    shard split between them), train the model one process trains on the input read whole
+    and record its corpus fingerprint: the vocabulary rules apply to the whole input's counts
+    (those of a share choose another vocabulary), each process receives the tokens of its
+    documents in training that it did not read from the process that read them.  Each keeps
+    its share in the cache, and a second run loads it (the entries untouched) and, by words,
+    receives every document's tokens it did not read: the same model again."""
+    paths = write_shards(tmp_path / "shards")
     copies = readable_only_in_share(paths, tmp_path, 2)
-    source = paths[0] if len(paths) == 1 else paths[0].parent
-    train_processes(2, copies, tmp_path / "two", "--iterations=3", "--nocache", *RULES,
-                    f"--partition={partition}")
-    corpus, model = one_process_model(source, 3)
-    assert load_text(first_shard, min_df=3, max_features=40).vocab != corpus.vocab
-    recorded = json.loads((tmp_path / "two" / "config.json").read_text())
-    assert recorded["processes"] == 2 and recorded["partition"] == partition
-    assert recorded["corpus_fingerprint"] == corpus.fingerprint()
-    assert (tmp_path / "two" / "vocab.txt").read_text().split() == list(corpus.vocab)
-    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"), model)
+    cache = tmp_path / "cache"
+    corpus, model = one_process_model(tmp_path / "shards", 3)
+    assert load_text(paths[0], min_df=3, max_features=40).vocab != corpus.vocab
+    for run, partition in (("first", "documents"), ("second", "words")):
+        train_processes(2, copies, tmp_path / run, "--iterations=3", f"--cache_dir={cache}",
+                        *RULES, f"--partition={partition}")
+        recorded = json.loads((tmp_path / run / "config.json").read_text())
+        assert recorded["processes"] == 2 and recorded["partition"] == partition
+        assert recorded["corpus_fingerprint"] == corpus.fingerprint()
+        assert (tmp_path / run / "vocab.txt").read_text().split() == list(corpus.vocab)
+        np.testing.assert_array_equal(word_topic_counts(tmp_path / run), model)
+        if run == "first":
+            entries = sorted((cache / "corpora").glob("share-*"))
+            assert len(entries) == 2
+            written = {file: file.stat().st_mtime_ns for entry in entries
+                       for file in entry.iterdir()}
+    assert {file: file.stat().st_mtime_ns for file in written} == written
 
 
 def test_a_bad_shard_stops_every_process_with_one_line_naming_it(tmp_path):
@@ -131,24 +132,27 @@ def test_shares_cut_the_input_bytes_evenly_files_of_lines_within():
     assert file_shares(files[:1], [5], [False], 3) == [whole[:1], [], []]
     assert file_shares(files[:2], [30, 10], [True, False], 2) == [
         [FileShare(files[0], (0, 20))], [FileShare(files[0], (20, 30)), whole[1]]]
+    # a file beginning at a cut is its reader's, after the lines before the cut
+    assert file_shares(files[:3], [1, 1, 1], [True, False, True], 3) == [
+        [FileShare(files[0], (0, 1))], [whole[1]], [FileShare(files[2], (0, 1))]]
+    assert file_shares(files[:2], [2, 1], [True, False], 6) == [
+        [], [FileShare(files[0], (0, 1))], [], [FileShare(files[0], (1, 2))], [], [whole[1]]]
 
 
-def test_each_process_keeps_its_share_in_the_cache_and_loads_it_next_time(tmp_path):
-    """A first run writes each process's share into the corpus cache; the next loads them
-    (the entries untouched), to the same model."""
-    write_shards(tmp_path / "shards")
-    cache = tmp_path / "cache"
-    for output in ("first", "second"):
-        train_processes(2, tmp_path / "shards", tmp_path / output, "--iterations=1",
-                        f"--cache_dir={cache}", *RULES)
-        if output == "first":
-            entries = sorted((cache / "corpora").glob("share-*"))
-            assert len(entries) == 2
-            written = {file: file.stat().st_mtime_ns for entry in entries
-                       for file in entry.iterdir()}
-    assert {file: file.stat().st_mtime_ns for file in written} == written
-    np.testing.assert_array_equal(word_topic_counts(tmp_path / "second"),
-                                  word_topic_counts(tmp_path / "first"))
+def test_the_spans_of_a_file_of_lines_hold_each_line_once(tmp_path):
+    """Consecutive byte ranges covering a file give its lines, each once, whatever the cuts
+    (in a line, at its start, at its line break) and the blocks."""
+    from saberjax.corpus.text_blocks import line_blocks
+
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"kalo mine\nrutavo\n\nzika lo\nmine ru ta vo zi ka")
+    size = path.stat().st_size
+    for cuts in ([0, size], [0, 1, 10, 11, 17, size], [0, 9, 10, 30, size],
+                 list(range(size + 1))):
+        pieces = [block.data.tobytes() for first, last in zip(cuts[:-1], cuts[1:])
+                  for block in line_blocks(path, 4, (first, last))]
+        assert b"".join(pieces) == path.read_bytes()
+        assert all(piece.endswith(b"\n") or piece.endswith(b"ka") for piece in pieces)
 
 
 def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
