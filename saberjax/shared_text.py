@@ -4,8 +4,8 @@ the whole input builds.
 
 The input's bytes (its files', text_sources.source_files, in reading order) are cut into one
 run per process, of equal length: a process reads the lines beginning in its run of the files
-of lines (plain text, JSON Lines) and the other files (CSV, Parquet, compressed files, a
-folder of documents) beginning in it (file_shares); every process checks that the others see
+of lines (plain text, JSON Lines), the row groups of Parquet files beginning in it, and the
+other files (CSV, compressed files, a folder of documents) beginning in it (file_shares); every process checks that the others see
 the same files, of the same sizes, and reads only its share.  Each tokenises and
 counts its share (text_corpus.build_corpus); the processes then exchange their words (each
 one's text_words.Dictionary: word keys, long words' bytes, tokens, document frequencies; one
@@ -72,19 +72,20 @@ def is_text_input(path, format: str = "auto") -> bool:
     return (format if format != "auto" else detect_format(Path(path))) in FORMATS
 
 
-def file_shares(files: list[Path], sizes: list[int], lines: list[bool], count: int
+def file_shares(files: list[Path], sizes: list[int], divisible: list[bool], count: int
                 ) -> list[list[FileShare]]:
     """The share of each of `count` readers of `files` (of `sizes` bytes, in reading order):
-    the input's bytes cut into `count` runs of equal length, each reader holds the lines
-    beginning in its run of the files of lines (`lines`: plain text and JSON Lines,
-    uncompressed; text_blocks.line_span) and, whole, the other files whose first byte lies in
-    its run.  Documents follow each other in the readers' order as in the input."""
+    the input's bytes cut into `count` runs of equal length, each reader holds what begins
+    in its run of the files that can be divided (`divisible`: the lines of plain text and
+    JSON Lines, the row groups of Parquet, uncompressed: FileShare.span) and, whole, the
+    other files whose first byte lies in its run.  Documents follow each other in the
+    readers' order as in the input."""
     total = max(sum(sizes), 1)
     cuts = [total * reader // count for reader in range(count + 1)]
     shares: list[list[FileShare]] = [[] for _ in range(count)]
     start = 0
-    for file, size, of_lines in zip(files, sizes, lines):
-        if of_lines:
+    for file, size, divided in zip(files, sizes, divisible):
+        if divided:
             for reader, share in enumerate(shares):
                 first, last = max(cuts[reader], start), min(cuts[reader + 1], start + size)
                 if first < last:
@@ -109,9 +110,9 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
     sizes = [file.stat().st_size for file in files]
     processes.check_agreement(f"the files of {path}", *(f"{file.name} {size}" for file, size
                                                         in zip(files, sizes)))
-    of_lines = chosen == "jsonl" or (chosen == "text" and not is_collection(path))
-    lines = [of_lines and compression_of(file) is None for file in files]
-    share = file_shares(files, sizes, lines, jax.process_count())[jax.process_index()]
+    divisible = chosen in ("jsonl", "parquet") or (chosen == "text" and not is_collection(path))
+    spans = [divisible and compression_of(file) is None for file in files]
+    share = file_shares(files, sizes, spans, jax.process_count())[jax.process_index()]
     entry = None
     if cache_dir is not None:
         entry, cached = _cached_share(Path(cache_dir), path, share,

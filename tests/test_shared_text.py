@@ -155,6 +155,31 @@ def test_the_spans_of_a_file_of_lines_hold_each_line_once(tmp_path):
         assert all(piece.endswith(b"\n") or piece.endswith(b"ka") for piece in pieces)
 
 
+def test_the_spans_of_a_parquet_file_hold_each_row_group_once(tmp_path):
+    """Consecutive byte ranges covering a Parquet file give its documents, each once, in
+    order, whatever the cuts: a row group is the range's in which it begins."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from saberjax.corpus.text_sources import document_blocks
+
+    path = tmp_path / "docs.parquet"
+    texts = [f"kalo mine {index}" for index in range(100)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=30)
+    size = path.stat().st_size
+
+    def documents(share):
+        return [block.document(index).decode() for block in document_blocks(path, share=share)
+                for index in range(block.num_docs)]
+
+    assert documents(None) == texts
+    for cuts in ([0, size], [0, 300, size], [0, 4, 5, 640, 1000, size],
+                 list(range(0, size + 1, 97)) + [size]):
+        spans = [FileShare(path, (first, last)) for first, last in zip(cuts[:-1], cuts[1:])]
+        assert documents(spans) == texts
+        assert [documents([span]) != [] for span in spans].count(True) <= 4  # row groups
+
+
 def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
     """An entry gives back the share written; one whose files changed, or made for another
     key, gives None (a damaged one with a warning), and the entries of the same origin made

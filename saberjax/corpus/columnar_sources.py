@@ -217,10 +217,13 @@ def _missing_column(source, wanted: list[str], present: list[str]) -> str:
     return f"{source}: no column {missing!r} (its columns: {shown or 'none'})"
 
 
-def parquet_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[DocumentBlock]:
+def parquet_blocks(path: Path, fields: Fields, block_bytes: int,
+                   span: tuple[int, int] | None = None) -> Iterator[DocumentBlock]:
     """Parquet: the text column, in batches of about block_bytes of rows (by the file's
     recorded sizes).  A gzip- or zstd-compressed file is decompressed into memory first
-    (Parquet compresses inside; reading needs random access)."""
+    (Parquet compresses inside; reading needs random access).  span: only the row groups
+    beginning in the bytes [first, last) of an uncompressed file (row_group_starts), the
+    share of the file one reader of several reads (saberjax.shared_text)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -239,12 +242,31 @@ def parquet_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Doc
     metadata = parquet.metadata
     row_bytes = sum(metadata.row_group(group).total_byte_size
                     for group in range(metadata.num_row_groups)) / max(metadata.num_rows, 1)
+    groups = None
+    if span is not None:
+        starts = row_group_starts(metadata)
+        groups = [group for group, start in enumerate(starts) if span[0] <= start < span[1]]
+        if not groups:
+            return
     try:
         for batch in parquet.iter_batches(batch_size=max(1, int(block_bytes / max(row_bytes, 1))),
-                                          columns=columns):
+                                          row_groups=groups, columns=columns):
             yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
     except (pa.ArrowException, OSError) as error:
         raise CorpusFormatError(f"{path}: cannot read: {error}") from None
+
+
+def row_group_starts(metadata) -> list[int]:
+    """The byte offset in a Parquet file of each row group's first page (of any column):
+    where the row group begins, for cutting the file into byte ranges of whole row groups."""
+    starts = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        starts.append(min(
+            column.dictionary_page_offset if column.has_dictionary_page
+            else column.data_page_offset
+            for column in map(row_group.column, range(row_group.num_columns))))
+    return starts
 
 
 def _ids_of(table, fields: Fields, source) -> np.ndarray | None:

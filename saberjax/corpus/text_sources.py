@@ -104,8 +104,9 @@ def document_blocks(source, *, format: str = "auto", block_bytes: int | None = N
 
 
 class FileShare(NamedTuple):
-    """A file of a source, or the lines beginning in its bytes [first, last) (`span`:
-    text_blocks.line_span) of a file of lines (plain text, JSON Lines), uncompressed."""
+    """A file of a source, or, of an uncompressed file of lines (plain text, JSON Lines) or
+    Parquet file, the lines (text_blocks.line_span) or row groups
+    (columnar_sources.row_group_starts) beginning in its bytes [first, last) (`span`)."""
 
     path: Path
     span: tuple[int, int] | None = None
