@@ -173,10 +173,6 @@ class Corpus:
         counts (combine_parts), reading only those tokens (fingerprint.corpus_part)."""
         return fingerprints.corpus_part(self, first, last, workers)
 
-    def largest_part_bytes(self) -> int:
-        """The most bytes CorpusPart.to_bytes takes for a part of this corpus."""
-        return fingerprints.largest_part_bytes(self)
-
     def combine_parts(self, parts: Sequence[CorpusPart]) -> None:
         """Take the corpus's fingerprint and word counts from parts (part) covering its tokens,
         one after another, instead of reading the tokens: the processes of a run each read
