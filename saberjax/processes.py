@@ -23,6 +23,7 @@ from absl import flags
 from saberjax.corpus import Corpus, CorpusPart
 
 DEFAULT_HEARTBEAT_SECONDS = 60
+GATHER_ROUND_BYTES = 1 << 28  # most bytes of each process's that gathered_bytes sends at once
 # Variables whose presence says a cluster manager started this process among several.
 CLUSTER_ENVIRONMENT = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
@@ -113,19 +114,24 @@ def largest(value: int) -> int:
                                                         tiled=True)))
 
 
-def gathered_bytes(data: bytes) -> list[bytes]:
-    """Every process's `data`, in process order ([data] when alone): one all-gather of their
-    sizes, then one of the bytes, each padded to the largest."""
-    if jax.process_count() == 1:
-        return [bytes(data)]
+def gathered_bytes(data: bytes, round_bytes: int = GATHER_ROUND_BYTES) -> list[bytes]:
+    """Every process's `data`, in process order: one all-gather of their sizes, then of the
+    bytes, each padded to the largest, in rounds of at most `round_bytes` of each process's
+    (an all-gather's result lies on every device, processes times as large)."""
     from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
 
     sizes = np.asarray(multihost_utils.process_allgather(np.array([len(data)], np.int64),
-                                                         tiled=True))
-    padded = np.zeros((1, max(int(sizes.max()), 1)), np.uint8)
-    padded[0, :len(data)] = np.frombuffer(data, np.uint8)
-    rows = np.asarray(multihost_utils.process_allgather(padded, tiled=True))
-    return [row[:size].tobytes() for row, size in zip(rows, sizes.tolist())]
+                                                         tiled=True)).tolist()
+    source = np.frombuffer(data, np.uint8)
+    gathered = [np.empty(size, np.uint8) for size in sizes]
+    for start in range(0, max(sizes), round_bytes):
+        end = min(start + round_bytes, max(sizes))
+        piece = np.zeros((1, end - start), np.uint8)
+        piece[0, :max(0, min(end, source.size) - start)] = source[start:end]
+        rows = np.asarray(multihost_utils.process_allgather(piece, tiled=True))
+        for row, whole in zip(rows, gathered):
+            whole[start:end] = row[:max(0, min(end, whole.size) - start)]
+    return [whole.tobytes() for whole in gathered]
 
 
 def combine_corpus_parts(corpus: Corpus, first: int, last: int) -> None:

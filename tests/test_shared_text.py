@@ -220,3 +220,12 @@ def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
         for field in ("doc_offsets", "word_ids", "doc_names"):
             np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
     assert len(list((tmp_path / "cache").glob("share-*"))) == 1
+
+
+def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
+    from saberjax.processes import gathered_bytes
+
+    data = bytes(range(256)) * 3
+    for round_bytes in (1, 7, 256, 10_000):
+        assert gathered_bytes(data, round_bytes) == [data]
+    assert gathered_bytes(b"") == [b""]
