@@ -282,8 +282,8 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = self._group_state(esca.chunk_state_from_topics(
-            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
+        state = esca.chunk_state_from_topics(local(slots[0]), topics,
+                                             self._own_chunk_topics(doc_major), self.hyper)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -291,16 +291,22 @@ class Programs:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
-        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        model = self._model_of_partial_counts(counts, alpha)
+        return (stacked(self._group_state(state, after=model.topic_totals)),), model
 
-    def _group_state(self, state: ChunkState) -> ChunkState:
+    def _group_state(self, state: ChunkState, after=None) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
-        gathered over the words axis from each device's own."""
+        gathered over the words axis from each device's own; with `after`, the gather starts
+        once `after` is computed (the model's summed totals: their small collective then
+        does not queue behind the gather, and B-hat and the trees run while it moves)."""
         if self.size(self.axes.words) == 1:
             return state
+        a_pairs, a_nnz = state.a_pairs, state.a_nnz
+        if after is not None:
+            a_pairs, a_nnz, _ = lax.optimization_barrier((a_pairs, a_nnz, after))
         gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
                                    tiled=True)
-        return state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
+        return state._replace(a_pairs=gather(a_pairs), a_nnz=gather(a_nnz))
 
     def _own_a_pairs(self, a_pairs):
         """Partition by word: the A pairs of this device's chunk, of its group's
