@@ -29,7 +29,7 @@ from saberjax import chunk_store, esca, layout_device, processes, streaming, tim
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import compiled, memory, model_placement
+from saberjax.execution import compiled, link_speed, memory, model_placement
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
@@ -102,7 +102,17 @@ class Placement:
                               self.word_shares.word.shape[1],
                               model_rows(self.num_words, self.num_devices, "hybrid",
                                          self.mesh.shape[HOSTS]),
-                              self.int32_rows, self.hyper)
+                              self.int32_rows, self.hyper,
+                              self._hosts_bytes_per_second
+                              if self.hosts_exchange_setting == "auto" else None)
+
+    @functools.cached_property
+    def _hosts_bytes_per_second(self) -> float:
+        """The hosts axis's bandwidth, measured on this placement's mesh (link_speed), which
+        the "auto" hosts exchange weighs bytes with."""
+        platform = self.mesh.devices.flat[0].platform
+        return link_speed.axis_bytes_per_second(
+            self.mesh, HOSTS, link_speed.PROBE_BYTES.get(platform, link_speed.PROBE_BYTES["cpu"]))
 
     @property
     def program_shares(self):
