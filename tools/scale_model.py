@@ -238,6 +238,9 @@ MEASURED = (
              (173, 82)),
     Measured("4 H200, 2026-11-27, 69b701f", 10000, "words", 1, 4, NYT, 1743, 5911,
              (317, 317)),
+    # by words on 2 GPUs, the shares dealt round robin (main) and near-equal (share_order)
+    Measured("2 H200, 2026-11-27, b22fab3", 10000, "words", 1, 2, NYT, 1771, 3332, (254, 254)),
+    Measured("2 H200, 2026-11-27, 7bf8ea5", 10000, "words", 1, 2, NYT, 1771, 3399, (244, 244)),
 )
 
 
