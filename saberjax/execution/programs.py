@@ -18,14 +18,14 @@ Partition by word: each device samples its words' tokens (its word share) agains
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
 device's state holds the A of every chunk of its words group: gathered at the end of the
-iteration that rebuilt it, once the model's totals are summed, the gather has B-hat and the
-trees to hide behind (which do not read A), where at the start of the next it would have
-nothing.  Word shares hold near-equal tokens (layout.share_order): every device waits for the
-one of most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident partitioned by word: each
-device counts its share's sparse rows of B whole (sparse_rows.count_rows) and only the topic
-totals are summed.  Streamed by document, every device holds the whole sparse model: each
-slot's tokens' keys are kept (streamed_rows) and the reduction gathers and counts them on
-every device.
+iteration that rebuilt it, the gather has the count of B, B-hat and the trees to hide behind
+(which do not read A; XLA overlaps them in part), where at the start of the next it would
+have nothing.  Word shares hold near-equal tokens (layout.share_order): every device waits
+for the one of most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident
+partitioned by word: each device counts its share's sparse rows of B whole
+(sparse_rows.count_rows) and only the topic totals are summed.  Streamed by document, every
+device holds the whole sparse model: each slot's tokens' keys are kept (streamed_rows) and the
+reduction gathers and counts them on every device.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -283,8 +283,8 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = esca.chunk_state_from_topics(local(slots[0]), topics,
-                                             self._own_chunk_topics(doc_major), self.hyper)
+        state = self._group_state(esca.chunk_state_from_topics(
+            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -292,22 +292,16 @@ class Programs:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
-        model = self._model_of_partial_counts(counts, alpha)
-        return (stacked(self._group_state(state, after=model.topic_totals)),), model
+        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
 
-    def _group_state(self, state: ChunkState, after=None) -> ChunkState:
+    def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
-        gathered over the words axis from each device's own; with `after`, the gather starts
-        once `after` is computed (the model's summed totals: their small collective then
-        does not queue behind the gather, and B-hat and the trees run while it moves)."""
+        gathered over the words axis from each device's own."""
         if self.size(self.axes.words) == 1:
             return state
-        a_pairs, a_nnz = state.a_pairs, state.a_nnz
-        if after is not None:
-            a_pairs, a_nnz, _ = lax.optimization_barrier((a_pairs, a_nnz, after))
         gather = functools.partial(lax.all_gather, axis_name=self.axes.words, axis=0,
                                    tiled=True)
-        return state._replace(a_pairs=gather(a_pairs), a_nnz=gather(a_nnz))
+        return state._replace(a_pairs=gather(state.a_pairs), a_nnz=gather(state.a_nnz))
 
     def _own_a_pairs(self, a_pairs):
         """Partition by word: the A pairs of this device's chunk, of its group's
