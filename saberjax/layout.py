@@ -357,19 +357,23 @@ def share_order(word_counts: np.ndarray, word_order: np.ndarray, num_parts: int)
     return order
 
 
-def _share_rank(corpus: Corpus, layout: Layout, num_parts: int) -> np.ndarray:
-    """Each word's position in share_order (row rank // num_parts of share rank % num_parts)."""
-    order = share_order(corpus.word_counts(), layout.word_order, num_parts)
+def _share_rank(corpus: Corpus, layout: Layout, num_parts: int,
+                order: np.ndarray | None) -> np.ndarray:
+    """Each word's position in the share order (row rank // num_parts of share rank %
+    num_parts): `order`, or None for share_order of the corpus's word counts."""
+    if order is None:
+        order = share_order(corpus.word_counts(), layout.word_order, num_parts)
     word_rank = np.empty(corpus.num_words, np.int32)
     word_rank[order] = np.arange(corpus.num_words, dtype=np.int32)
     return word_rank
 
 
 def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
-                       groups: Collection[int]) -> int:
+                       groups: Collection[int], order: np.ndarray | None = None) -> int:
     """The most tokens of one share of word_shares among the given groups' (reading only
-    their documents)."""
-    word_rank, offsets = _share_rank(corpus, layout, num_parts), np.asarray(corpus.doc_offsets)
+    their documents); order as word_shares'."""
+    word_rank = _share_rank(corpus, layout, num_parts, order)
+    offsets = np.asarray(corpus.doc_offsets)
 
     def largest(group: int) -> int:
         first = layout.chunk_docs[group * num_parts][0]
@@ -381,16 +385,18 @@ def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
 
 
 def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],
-                share_tokens: int | None = None) -> dict[int, Chunk]:
+                share_tokens: int | None = None,
+                order: np.ndarray | None = None) -> dict[int, Chunk]:
     """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
     its group of chunks, for a layout of one chunk per part (partition by word,
     saberjax.execution).
 
     Parts come in groups of num_parts, group g holding chunks g * n ... (g + 1) * n - 1 (n =
     num_parts; one group on a one-axis mesh, one per host on the two-axis mesh).  Part p
-    holds the words at positions p % n, p % n + n, p % n + 2n, ... of share_order (rows
-    equal and tokens near-equal, from the whole corpus's word counts, so every group has the
-    same shares) of its group's documents, as rows position // n of its share of B.  Its tokens come from every chunk of the group, chunk
+    holds the words at positions p % n, p % n + n, p % n + 2n, ... of the share order
+    (`order`, None: share_order of the whole corpus's word counts, so every group has the
+    same shares: rows equal, tokens near-equal) of its group's documents, as rows
+    position // n of its share of B.  Its tokens come from every chunk of the group, chunk
     e's doc-major positions and documents offset by e * (padded tokens) and e * (padded
     documents), so a document's segment, its A pairs and its tokens' global ids are those of
     the by-document layout.  Word-major order as in build_chunk: by row, then longer
@@ -404,7 +410,7 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collectio
     if num_parts * padded_tokens + padded_tokens >= 2**31:
         raise ValueError(f"partition by word spans {num_parts} x {padded_tokens:,} doc-major "
                          f"positions, more than int32 indexes; partition by document")
-    word_rank = _share_rank(corpus, layout, num_parts)
+    word_rank = _share_rank(corpus, layout, num_parts, order)
     groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank)
               for group in sorted({part // num_parts for part in parts})}
     share_tokens = share_tokens or bucket_size(max(

@@ -425,13 +425,14 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
         return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                          streamed_tokens=slots[0].word.shape[1] * len(slots) if streamed else 0)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
-    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
-    shares = word_shares(corpus, layout, parts, own,
-                         bucket_size(processes.largest(largest)))
-    with timing.phase("transfer"):
-        shares = by_device_array(shares, sharding)
     counts = corpus.word_counts()
     order = share_order(counts, layout.word_order, parts)
+    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
+                                 order)
+    shares = word_shares(corpus, layout, parts, own,
+                         bucket_size(processes.largest(largest)), order)
+    with timing.phase("transfer"):
+        shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)
