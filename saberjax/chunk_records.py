@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import files
+from saberjax import compilation, files
 from saberjax.chunk_compact import COMPACT_FIELDS
 from saberjax.config import Hyperparams
 from saberjax.layout import TILE_TOKENS, LayoutPlan, max_tiles
@@ -138,8 +138,8 @@ def pinned_rows(sharding: jax.sharding.NamedSharding, size: int,
     views of each device's row (filled in place through their addresses, then put on the
     devices as one pinned-to-device copy)."""
     devices = sharding.mesh.size
-    raw = jax.jit(lambda: jnp.zeros((devices, size), dtype),
-                  out_shardings=sharding.with_memory_kind("pinned_host"))()
+    raw = compilation.jit(lambda: jnp.zeros((devices, size), dtype),
+                          out_shardings=sharding.with_memory_kind("pinned_host"))()
     rows = {shard.index[0].start or 0: shard.data for shard in raw.addressable_shards}
     c_type = np.ctypeslib.as_ctypes_type(np.dtype(dtype))
     return raw, [np.ctypeslib.as_array((c_type * size).from_address(

@@ -70,7 +70,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from saberjax import layout_device, outputs, streaming, timing
+from saberjax import compilation, layout_device, outputs, streaming, timing
 from saberjax.chunk_compact import (COMPACT_FIELDS, CompactChunk, compact, compact_on_device,
                                     expand)
 from saberjax.chunk_records import (ChunkStoreError, Records, pinned_rows, state_records,
@@ -360,7 +360,7 @@ class StoredChunks:
                                                   block_tokens=self.static.fields[0].shape[0]))
             return chunk, (self.states.unpack(raw, self.static.device_bytes)["topics"]
                            if with_topics else None)
-        return jax.jit(unpack, static_argnums=1, out_shardings=self.sharding)
+        return compilation.jit(unpack, static_argnums=1, out_shardings=self.sharding)
 
     def _buffer(self) -> tuple[jax.Array, list[np.ndarray]]:
         """A free read buffer: pinned host bytes [devices, a slot's chunk and z], and writable

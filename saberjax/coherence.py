@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import compilation
 from saberjax.corpus import (Corpus, align_vocabulary, detect_format, load_bundled, load_corpus,
                              train_test_split)
 from saberjax.corpus.text_sources import FORMATS as TEXT_FORMATS
@@ -320,7 +321,7 @@ def pair_document_counts(top_ids: np.ndarray, reference: Corpus,
     return np.asarray(totals).astype(np.int64)
 
 
-@jax.jit
+@compilation.jit
 def _add_batch_pair_counts(totals, incidence, slots):
     """totals + every topic's N x N co-document counts in one batch (B x U incidence).
 

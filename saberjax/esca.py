@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import prior, rng, segmented_count, sparse_rows, sparse_sampler
+from saberjax import compilation, prior, rng, segmented_count, sparse_rows, sparse_sampler
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
@@ -171,16 +171,19 @@ def init(chunks: tuple[Chunk, ...], num_words: int, hyper: Hyperparams, seed) ->
                       jnp.int32(0), seed)
 
 
-@jax.jit
-def next_iteration(seed, iteration):
-    """(iteration + 1, its random key), as one dispatch compiled ahead (eagerly, the key's ten
-    ops would be ten dispatches of host time a step, during which a GPU waits)."""
+def iteration_and_key(seed, iteration):
+    """(iteration + 1, its random key)."""
     return iteration + 1, rng.iteration_key(seed, iteration + 1)
+
+
+# one dispatch compiled ahead (eagerly, the key's ten ops would be ten dispatches of host time
+# a step, during which a GPU waits); traced inside a program, iteration_and_key
+next_iteration = compilation.jit(iteration_and_key)
 
 
 def step(state: TrainState, chunks: tuple[Chunk, ...], hyper: Hyperparams) -> TrainState:
     """One ESCA iteration over all chunks: new_state = step(state, chunks, hyper)."""
-    iteration, key = next_iteration(state.seed, state.iteration)
+    iteration, key = iteration_and_key(state.seed, state.iteration)
     word_topic = zero_counts(state.model.word_topic.shape[0], hyper)
     chunk_states = []
     for chunk, chunk_state in zip(chunks, state.chunks):

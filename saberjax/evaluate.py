@@ -21,12 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from saberjax import timing
+from saberjax import compilation, timing
 from saberjax.background import in_background
 from saberjax.coherence import recorded_split
 from saberjax.config import DEFAULT_EM_ITERATIONS
 from saberjax.corpus import Corpus, load_corpus, plain_text
-from saberjax.inference import (Batch, BatchWordRows, DocumentWords, ModelTopics, fold_in,
+from saberjax.inference import (Batch, BatchWordRows, DocumentWords, ModelTopics, em_fold_in,
                                 load_in_model_vocabulary, load_in_vocabulary, model_text_rules,
                                 plan_batches, row_width)
 
@@ -50,8 +50,8 @@ def _batch_loglik(topic_word, observed_words, observed_counts, heldout_words, he
     """Sum of held-out log-likelihoods of one batch of rows (padding has count 0) under topics
     topic_word [K, V]."""
     topics_of_word = topic_word.T
-    theta = fold_in(topics_of_word, observed_words, observed_counts, row_start, row_end, alpha,
-                    em_iterations)
+    theta = em_fold_in(topics_of_word, observed_words, observed_counts, row_start, row_end,
+                       alpha, em_iterations)
     mixture = jnp.sum(topics_of_word[heldout_words] * theta[:, None, :], axis=2)
     return jnp.sum(heldout_counts * jnp.log(jnp.maximum(mixture, 1e-30)))
 
@@ -131,9 +131,9 @@ def _scoring_program(mesh: Mesh, em_iterations: int):
         return jax.lax.all_gather(sums, axis, tiled=True)
 
     spec = PartitionSpec(axis)
-    return jax.jit(jax.shard_map(one_device, mesh=mesh,
-                                 in_specs=(PartitionSpec(), PartitionSpec(), *[spec] * 6),
-                                 out_specs=PartitionSpec(), check_vma=False))
+    return compilation.jit(jax.shard_map(one_device, mesh=mesh,
+                                         in_specs=(PartitionSpec(), PartitionSpec(), *[spec] * 6),
+                                         out_specs=PartitionSpec(), check_vma=False))
 
 
 class HeldoutScorer:
@@ -171,7 +171,7 @@ class HeldoutScorer:
         if num_words is None:  # a batch's observed and held-out slots are its columns
             topic_word = jax.ShapeDtypeStruct((num_topics, 2 * batches.observed_words[0].size),
                                               jnp.float32, sharding=self._whole)
-            program = jax.jit(_batch_loglik, static_argnames="em_iterations").lower(
+            program = compilation.jit(_batch_loglik, static_argnames="em_iterations").lower(
                 topic_word, *(array[0] for array in batches[:-1]), alpha,
                 em_iterations=em_iterations).compile()
             return batches[:-1], batches.count, program

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, rng, text
+from saberjax import compilation, esca, rng, text
 from saberjax.config import DEFAULT_EM_ITERATIONS, Hyperparams
 from saberjax.corpus import (Corpus, align_vocabulary, corpus_in_vocabulary, count_matrix_entries,
                              detect_format, from_count_matrix, load_corpus)
@@ -197,10 +197,10 @@ def document_totals(values, row_start, row_end):
     return sums[row_end]
 
 
-@functools.partial(jax.jit, static_argnames="iterations")
-def fold_in(topics_of_word, words, counts, row_start, row_end, alpha, iterations: int):
+def em_fold_in(topics_of_word, words, counts, row_start, row_end, alpha, iterations: int):
     """theta [rows, K] fitted by `iterations` EM rounds to the documents of a batch's rows of
-    (word, count) slots, every row of a document holding its theta.
+    (word, count) slots, every row of a document holding its theta (traced inside the
+    program that calls it; `fold_in` is it compiled as a program of its own).
 
     topics_of_word: B-hat [V, K]; words, counts: [rows, width], padding slots have count 0
     (a document without counts keeps the uniform theta); row_start, row_end: the rows'
@@ -222,6 +222,9 @@ def fold_in(topics_of_word, words, counts, row_start, row_end, alpha, iterations
     uniform = jnp.full((words.shape[0], num_topics), 1.0 / num_topics, jnp.float32)
     theta = jax.lax.fori_loop(0, iterations, em_round, uniform)
     return theta / jnp.sum(theta, axis=1, keepdims=True)  # rows sum to 1 to float precision
+
+
+fold_in = compilation.jit(em_fold_in, static_argnames="iterations")
 
 
 METHODS = ("em", "esca")
@@ -371,7 +374,7 @@ class BatchWordRows:
         return _word_rows_table(floor, *entries, table_rows=self.table_rows)
 
 
-@functools.partial(jax.jit, static_argnames="table_rows")
+@functools.partial(compilation.jit, static_argnames="table_rows")
 def _word_rows_table(floor, rows, topics, values, table_rows: int):
     """[table_rows, K]: floor in every row, values set at (rows, topics); rows past the table
     (padding) are dropped."""
@@ -442,14 +445,14 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
                        jax.local_devices()[0])
     counts = np.zeros((model.num_words, hyper.padded_topics), np.int32)
     counts[:, : model.num_topics] = model.word_topic_rows(np.arange(model.num_words))
-    topics_fixed = esca.model_from_counts(jnp.asarray(counts), jnp.asarray(alpha), hyper)
+    topics_fixed = _esca_model(counts, alpha, hyper=hyper)
     theta_sum = np.zeros((corpus.num_docs, model.num_topics), np.float32)
     layout = build_layout(corpus)
     chunks = jax.device_put(layout.chunks)
-    chunk_states = esca.init(chunks, model.num_words, hyper, seed).chunks
+    chunk_states = _esca_init(chunks, model.num_words, hyper, seed).chunks
     for round_ in range(1, iterations + 1):
-        key = rng.iteration_key(seed, round_)
-        chunk_states = tuple(esca.resample_chunk(chunk, chunk_state, topics_fixed, key, hyper)
+        chunk_states = tuple(_esca_round(chunk, chunk_state, topics_fixed, seed, round_,
+                                         hyper=hyper)
                              for chunk, chunk_state in zip(chunks, chunk_states))
         if round_ > iterations // 2:  # averaged over the second half of the rounds
             for chunk, chunk_state, (first, last) in zip(chunks, chunk_states, layout.chunk_docs):
@@ -460,6 +463,19 @@ def sample_topics(model: ModelTopics, documents, iterations: int = DEFAULT_EM_IT
     return (theta / theta.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
+
+@functools.partial(compilation.jit, static_argnames="hyper")
+def _esca_round(chunk, chunk_state, topics_fixed, seed, round_, hyper):
+    """A chunk's state after ESCA fold-in round `round_` (esca.resample_chunk, keyed as
+    training keys its iterations)."""
+    return esca.resample_chunk(chunk, chunk_state, topics_fixed,
+                               rng.iteration_key(seed, round_), hyper)
+
+
+# the ESCA fold-in's other steps, each compiled as a program of its own (esca's jitted steps
+# are traced inside the training programs, so they take no compiler options themselves)
+_esca_model = compilation.jit(esca.model_from_counts, static_argnames="hyper")
+_esca_init = compilation.jit(esca.init, static_argnames=("num_words", "hyper"))
 def _add_doc_topic(doc_topic: np.ndarray, chunk, chunk_state) -> None:
     """Add the chunk's sparse A (its documents' (topic, count) pairs) into doc_topic [D, K]."""
     num_docs = doc_topic.shape[0]

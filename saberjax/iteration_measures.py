@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import esca, roofline
+from saberjax import compilation, esca, roofline
 from saberjax.backend import backend_ops
 from saberjax.execution.link_speed import axis_bytes_per_second
 from saberjax.execution.placement import Placement
@@ -46,15 +46,15 @@ def axis_bandwidth(placement: Placement, num_bytes: int, repeats: int) -> dict[s
 
 def _zeros(placement: Placement, shape, dtype):
     """A program making zeros of `shape` on every device (by device)."""
-    return jax.jit(lambda: jnp.zeros((placement.num_devices, *shape), dtype),
-                   out_shardings=placement.sharding())
+    return compilation.jit(lambda: jnp.zeros((placement.num_devices, *shape), dtype),
+                           out_shardings=placement.sharding())
 
 
 def _on_mesh(placement: Placement, body):
     """body on each device's part of by-device arrays, jitted over the placement's mesh."""
     spec = placement.sharding().spec
-    return jax.jit(jax.shard_map(lambda x: jax.tree.map(lambda y: y[None], body(x[0])),
-                                 mesh=placement.mesh, in_specs=spec, out_specs=spec))
+    return compilation.jit(jax.shard_map(lambda x: jax.tree.map(lambda y: y[None], body(x[0])),
+                                         mesh=placement.mesh, in_specs=spec, out_specs=spec))
 
 
 def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) -> dict:
@@ -151,12 +151,12 @@ def measure_phases(placement: Placement, state: TrainState, repeats: int,
     num_tokens = sum(int(chunk.num_tokens) for chunk in chunks)
     ops = backend_ops(hyper.backend)
     key = esca.next_iteration(state.seed, state.iteration)[1]
-    sample = jax.jit(ops.sample_and_shuffle)
-    rebuild = jax.jit(ops.rebuild_doc_topic, static_argnums=2)
-    count = jax.jit(ops.count_word_topic, donate_argnums=2)
+    sample = compilation.jit(ops.sample_and_shuffle)
+    rebuild = compilation.jit(ops.rebuild_doc_topic, static_argnums=2)
+    count = compilation.jit(ops.count_word_topic, donate_argnums=2)
     # what esca.finish_step runs on B, B not donated: the state's B serves every pass, where a
     # copy of it per pass (a third V x K int32 array) ran an H100 out of memory at K = 30,000
-    @jax.jit
+    @compilation.jit
     def bhat_trees(word_topic):
         totals = ops.topic_totals(word_topic)
         return totals, ops.bhat_and_tree(word_topic, totals, state.model.alpha, hyper.num_topics,

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from saberjax import compilation
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
 from saberjax.rng import split_token_id
@@ -152,6 +153,6 @@ def slot_builder(sharding: jax.sharding.NamedSharding,
         chunk = build_chunk(jax.tree.map(lambda x: x[0], inputs), word_rank)
         return jax.tree.map(lambda x: x[None], finish(chunk))
 
-    return jax.jit(jax.shard_map(one_device, mesh=sharding.mesh,
-                                 in_specs=(sharding.spec, jax.sharding.PartitionSpec()),
-                                 out_specs=sharding.spec))
+    return compilation.jit(jax.shard_map(one_device, mesh=sharding.mesh,
+                                         in_specs=(sharding.spec, jax.sharding.PartitionSpec()),
+                                         out_specs=sharding.spec))

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from saberjax.state import unpack_pairs
+from saberjax.tree import pairwise_sum
 
 FIXED_POINT_ROUNDS = 10
 MIN_ALPHA = 1e-5
@@ -74,8 +75,9 @@ def fixed_point(alpha: jax.Array, counts: jax.Array, lengths: jax.Array,
     lengths = lengths.astype(jnp.float32)
 
     def round_(_, alpha):
-        numerator = jnp.sum(counts * _digamma_steps(alpha, counts.shape[1]), axis=1)
-        denominator = jnp.sum(lengths * _digamma_steps(jnp.sum(alpha), lengths.shape[0]))
+        numerator = pairwise_sum(counts * _digamma_steps(alpha, counts.shape[1]))
+        denominator = pairwise_sum(lengths * _digamma_steps(pairwise_sum(alpha),
+                                                            lengths.shape[0]))
         updated = jnp.maximum(alpha * numerator / denominator, MIN_ALPHA)
         return jnp.where(real & (denominator > 0), updated, alpha)
 

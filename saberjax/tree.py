@@ -69,7 +69,8 @@ def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array, weights: jax.Arr
 
 
 def lane_sums(values: jax.Array) -> list[jax.Array]:
-    """Pairwise sums of the last axis (width 32): [values, 16 pair sums, 8, 4, 2, total].
+    """Pairwise sums of the last axis (a power of two wide, 32 in the samplers): [values,
+    16 pair sums, 8, 4, 2, total].
 
     A fixed butterfly order, like a warp reduction, so every token's sums are the same floats
     however tokens are batched.
@@ -79,6 +80,17 @@ def lane_sums(values: jax.Array) -> list[jax.Array]:
         half = levels[-1].shape[-1] // 2
         levels.append(levels[-1][..., :half] + levels[-1][..., half:])
     return levels
+
+
+def pairwise_sum(values: jax.Array) -> jax.Array:
+    """The sum of the last axis in the order lane_sums fixes (zeros padding it to a power of
+    two): the same floats whichever reduction kernel a compiler picks, where jnp.sum leaves
+    the order to the kernel (XLA's GPU autotuning chooses among kernels that add in other
+    orders)."""
+    width = values.shape[-1]
+    padding = (1 << max(0, width - 1).bit_length()) - width
+    padded = jnp.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, padding)])
+    return lane_sums(padded)[-1][..., 0]
 
 
 def search_block(values: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:

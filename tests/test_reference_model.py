@@ -1,5 +1,7 @@
 """The model a seed gives stays the model it gave: training now against a small model saved by
-the code of 2026-11-27 (commit 1180931, before the engine became a package), alpha learned."""
+the code of 2026-11-27, alpha learned (first saved at commit 1180931, before the engine became
+a package; saved again when the learned prior's sums took pairwise_sum's order, which moved
+alpha by its last bits and left the counts as they were)."""
 
 import numpy as np
 import pytest

@@ -343,6 +343,21 @@ def test_a_piece_counts_each_words_tokens_and_documents_past_16_bit_word_ids():
     np.testing.assert_array_equal(doc_freq, np.bincount(pairs % num_words, minlength=num_words))
 
 
+def test_pieces_past_16_bit_word_ids_read_back_from_spill_files(tmp_path):
+    letters = np.random.default_rng(5).integers(ord("a"), ord("z") + 1, (70_000, 8), np.uint8)
+    words = letters.view("S8").ravel().astype(str)
+    assert np.unique(words).size > 1 << 16  # one piece's ids need 32 bits
+    documents = [" ".join(words[i:i + 500]) for i in range(0, words.size, 500)]
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0, max_features=100_000)
+    in_memory = build_corpus(document_blocks(documents), vocabulary=vocabulary,
+                             workers=1).corpus
+    spilled = build_corpus(document_blocks(documents), vocabulary=vocabulary, workers=1,
+                           memory_bytes=0, directory=tmp_path / "native").corpus
+    assert spilled.vocab == in_memory.vocab
+    np.testing.assert_array_equal(spilled.word_ids, in_memory.word_ids)
+    np.testing.assert_array_equal(spilled.doc_offsets, in_memory.doc_offsets)
+
+
 def test_reading_plain_text_imports_neither_jax_nor_pyarrow(tmp_path):
     (tmp_path / "lines.txt").write_text("\n".join(THEMED) + "\n")
     code = ("import sys\n"

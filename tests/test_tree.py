@@ -92,3 +92,15 @@ def test_search_block_finds_the_lane_whose_prefix_interval_holds_x():
     low, high = (prefix - values)[rows, lane], prefix[rows, lane]
     assert np.all((low[inside] <= x[inside] * (1 + 1e-5)) & (x[inside] < high[inside] * (1 + 1e-5)))
     np.testing.assert_allclose(before[inside], low[inside], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 32, 2041])
+def test_pairwise_sum_adds_halves_of_the_zero_padded_row(width):
+    values = np.random.default_rng(width).random((3, width), np.float32)
+    padded = np.zeros((3, 1 << max(0, width - 1).bit_length()), np.float32)
+    padded[:, :width] = values
+    while padded.shape[1] > 1:
+        half = padded.shape[1] // 2
+        padded = padded[:, :half] + padded[:, half:]
+    np.testing.assert_array_equal(np.asarray(tree.pairwise_sum(jnp.asarray(values))),
+                                  padded[:, 0])

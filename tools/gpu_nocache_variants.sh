@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Do two GPU runs of one seed that each compile afresh (--nocache) give one model, and does
-# an XLA flag (autotuning off, deterministic ops) change that?  Prints each model.npz MD5.
+# Do GPU runs of one seed that each compile afresh (--nocache: no compilation or autotuning
+# cache) give one model?  Trains the same run RUNS times (3 by default) with no XLA_FLAGS,
+# prints each model.npz MD5 and exits 1 when they differ.
 #   OUT=LOG_DIR bash tools/gpu_nocache_variants.sh   (device: from the repository root)
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=0
-W=/tmp/detx; rm -rf $W; mkdir -p $W
-python3 launch/synth.py --preset=nytimes --num_docs=10000 --num_words=20000 --seed=1 --output=$W/corpus > $W/synth.log 2>&1
-T=(--corpus=$W/corpus --num_topics=256 --iterations=30 --optimize_alpha_every=10 --seed=0 --test_fraction=0)
-one() { # NAME XLA_FLAGS EXTRA...
-  local name=$1 xf=$2; shift 2
-  XLA_FLAGS="$xf" timeout 40 python3 launch/train.py "${T[@]}" "$@" --output=$W/$name > $OUT/$name.log 2>&1
-  echo "$name $(md5sum < $W/$name/model.npz | cut -c1-12) xla='$xf' $*"
-}
-one nocache1 "" --nocache
-one nocache2 "" --nocache
-one at0_1 "--xla_gpu_autotune_level=0" --nocache
-one at0_2 "--xla_gpu_autotune_level=0" --nocache
-one det_1 "--xla_gpu_deterministic_ops=true" --nocache
-one det_2 "--xla_gpu_deterministic_ops=true" --nocache
-one nocache3 "" --nocache
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+unset XLA_FLAGS
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+python3 launch/synth.py --preset=nytimes --num_docs=10000 --num_words=20000 --seed=1 \
+    --output=$W/corpus > $W/synth.log 2>&1
+T=(--corpus=$W/corpus --num_topics=256 --iterations=30 --optimize_alpha_every=10 --seed=0
+   --test_fraction=0 --nocache)
+sums=()
+for run in $(seq "${RUNS:-3}"); do
+    timeout 90 python3 launch/train.py "${T[@]}" --output=$W/run$run > "$OUT/run$run.log" 2>&1
+    sums+=("$(md5sum < $W/run$run/model.npz | cut -c1-12)")
+    echo "run$run model.npz md5 ${sums[-1]}"
+done
+[ "$(printf '%s\n' "${sums[@]}" | sort -u | wc -l)" = 1 ] && echo "one model" && exit 0
+echo "DIFFERENT MODELS"; exit 1

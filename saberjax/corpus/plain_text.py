@@ -168,7 +168,7 @@ def vocabulary_tokens(blocks: Iterable[DocumentBlock], vocab,
         ends = np.zeros(ids.size + 1, np.int64)
         np.cumsum(known, out=ends[1:])
         lengths.append(np.diff(ends[words.doc_tokens]))
-        word_ids.append(ids[known])
+        word_ids.append(ids.take(np.flatnonzero(known)))
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     ids = np.concatenate(word_ids) if word_ids else np.zeros(0, np.int32)
     doc_names = (None if not names or any(part is None for part in names)

@@ -17,6 +17,7 @@ from saberjax import files
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_words import PieceWords
+from saberjax.corpus.tokenizing import token_id_dtype
 from saberjax.corpus.worker_pools import WorkerProcesses, in_order
 
 
@@ -43,14 +44,15 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
     text_workers.Piece), its vocabulary ids written into the file and at the byte offset
     `target` names, by a worker process when target's flag says so: through a memory map,
     its write-back to disk started at once (files.write_mapped: the processes writing one
-    file do not queue on its lock, and the writer's fsync waits for little), else by write()
-    (a few threads: a memory map's page faults would cost more than the lock); documents
-    without a vocabulary word are left out."""
+    file do not queue on its lock), else by write() (a few threads: a memory map's page
+    faults would cost more than the lock); either way its write-back starts at once, so that
+    the writer's fsync waits for little.  Documents without a vocabulary word are left out."""
     if token_ids is None:
         path, offset = spill
+        dtype = token_id_dtype(entries.size)  # entries: one per word of the piece
         with open(path, "rb") as file:
-            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * 4, offset),
-                                      np.int32)
+            token_ids = np.frombuffer(os.pread(file.fileno(), int(doc_tokens[-1]) * dtype.itemsize,
+                                               offset), dtype)
     ids = entries.take(token_ids)
     kept = ids >= 0
     lengths = np.diff(doc_tokens)
@@ -58,13 +60,14 @@ def _mapped(worker: dict, doc_tokens: np.ndarray, token_ids: np.ndarray | None,
         ends = np.zeros(kept.size + 1, np.int64)
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
-        ids = ids[kept]
+        ids = ids.take(np.flatnonzero(kept))  # numpy's boolean index branches on each
     path, offset, in_process = target
     if in_process:
         files.write_mapped(path, offset, ids, write_back=True)
     else:
         with open(path, "r+b") as file:
             files.write_at(file.fileno(), ids, offset)
+            files.start_write_back(file.fileno(), offset, ids.nbytes)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 

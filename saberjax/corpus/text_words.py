@@ -44,7 +44,7 @@ class PieceWords(NamedTuple):
 
     def tokens(self, words: np.ndarray) -> int:
         """The tokens of the words where `words` (bool, a word's place) is true."""
-        return int(self.counts[words].sum(dtype=np.int64)
+        return int((self.counts * words).sum(dtype=np.int64)  # no boolean index: no gather
                    + (self.frequent_counts[words[self.frequent]] - SMALL_COUNT).sum())
 
 
@@ -62,33 +62,30 @@ class Words:
     def add(self, dictionaries: list[Dictionary]) -> list[np.ndarray]:
         """The numbers (int32) of each dictionary's words, their counts added: the group's
         words numbered among themselves first (key_tables.number_keys; one dictionary's
-        are distinct already), so that the table sees each distinct word once."""
+        are distinct already), so that the table sees each distinct word once; every
+        word's counts added at its number by one unbuffered add (np.add.at) per count."""
         keys = np.concatenate([part.keys for part in dictionaries])
         long = np.flatnonzero(is_long_key(keys))
         if long.size:
             keys[long] = LONG_KEY + self._long_numbers(dictionaries, keys, long)
         if len(dictionaries) == 1:  # a dictionary's words are distinct
             distinct, index = keys, None
-            counts, doc_freq = dictionaries[0].counts, dictionaries[0].doc_freq
         else:
             distinct, index = number_keys(keys)
-            counts, doc_freq = (  # float64 sums: exact below 2**53
-                np.bincount(index, np.concatenate([getattr(part, name) for part in dictionaries]),
-                            minlength=distinct.size).astype(np.int64)
-                for name in ("counts", "doc_freq"))
-        numbers = self.keys.numbers(distinct)
+        numbers = self.keys.numbers(distinct).astype(np.int32)
         if self.keys.size > self.counts.size:
             size = max(2 * self.counts.size, self.keys.size)
             self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
                                                                 np.int64)])
             self.doc_freq = np.concatenate([self.doc_freq,
                                             np.zeros(size - self.doc_freq.size, np.int64)])
-        self.counts[numbers] += counts  # the numbers of distinct words are distinct
-        self.doc_freq[numbers] += doc_freq
-        entries = numbers.astype(np.int32)
+        entries = numbers if index is None else numbers.take(index)  # each word's number
+        for name in ("counts", "doc_freq"):
+            np.add.at(getattr(self, name), entries,
+                      np.concatenate([getattr(part, name) for part in dictionaries]))
         if index is None:
             return [entries]
-        return np.split(entries[index], np.cumsum([part.keys.size for part in dictionaries])[:-1])
+        return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
 
     def _long_numbers(self, dictionaries: list[Dictionary], keys: np.ndarray,
                       long: np.ndarray) -> np.ndarray:

@@ -1,9 +1,10 @@
 """What a reader's worker (thread or process: saberjax.corpus.worker_pools) does with the
-pieces it tokenises: each piece's tokens become ids into its own dictionary of words (int32),
-kept in memory while the worker's share of the memory allowed holds them and in the
-worker's spill file after that (Piece); its dictionary, with the words' counts and document
-frequencies, waits for GROUP_PIECES of them to be added to the worker's words at once
-(text_words.Words), which the worker hands over when every piece is read (worker_words).
+pieces it tokenises: each piece's tokens become ids into its own dictionary of words
+(tokenizing.token_id_dtype), kept in memory while the worker's share of the memory allowed
+holds them and in the worker's spill file after that (Piece); its dictionary, with the
+words' counts and document frequencies, waits for GROUP_PIECES of them to be added to the
+worker's words at once (text_words.Words), which the worker hands over when every piece is
+read (worker_words).
 
 A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
 radix sort: each word's tokens in text order), where a new document begins a new count.
@@ -96,21 +97,23 @@ def frequencies(words: BlockWords) -> tuple[np.ndarray, np.ndarray]:
     (_word_order: each word's tokens in text order), where a word's first token and a token
     in another document than its word's previous token begin a new document of that word."""
     num_words = words.num_words
-    counts = np.bincount(words.token_ids, minlength=num_words)
+    counts = np.bincount(words.token_ids, minlength=num_words).astype(np.int64, copy=False)
     if words.token_ids.size == 0:
-        return counts.astype(np.int64), np.zeros(num_words, np.int64)
+        return counts, np.zeros(num_words, np.int64)
     num_docs = words.doc_tokens.size - 1
     docs = np.repeat(np.arange(num_docs, dtype=np.min_scalar_type(num_docs)),  # fewest bytes
                      np.diff(words.doc_tokens))
     docs = docs.take(_word_order(words.token_ids, num_words))
     new_doc = np.empty(docs.size, bool)
     np.not_equal(docs[1:], docs[:-1], out=new_doc[1:])
-    word_ends = np.zeros(num_words + 1, np.int64)
+    word_ends = np.empty(num_words + 1, np.int64)
+    word_ends[0] = 0
     np.cumsum(counts, out=word_ends[1:])
     new_doc[word_ends[:-1]] = True  # every word of the dictionary has a token
-    new_docs = np.zeros(docs.size + 1, np.int64)  # new documents before each token
+    new_docs = np.empty(docs.size + 1, np.int64)  # new documents before each token
+    new_docs[0] = 0
     np.cumsum(new_doc, out=new_docs[1:])
-    return counts.astype(np.int64), np.diff(new_docs.take(word_ends))
+    return counts, np.diff(new_docs.take(word_ends))
 
 
 def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
@@ -118,7 +121,8 @@ def _word_order(token_ids: np.ndarray, num_words: int) -> np.ndarray:
     16-bit digits, each a stable argsort of uint16 (numpy's radix sort)."""
     order = None
     for shift in range(0, max(num_words - 1, 1).bit_length(), 16):
-        digit = (token_ids >> shift).astype(np.uint16)  # the low 16 bits of the shifted ids
+        shifted = token_ids >> shift if shift else token_ids
+        digit = shifted.astype(np.uint16, copy=False)  # the low 16 bits of the shifted ids
         order = (np.argsort(digit, kind="stable") if order is None
                  else order[np.argsort(digit[order], kind="stable")])
     return order

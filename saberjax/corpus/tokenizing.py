@@ -67,7 +67,7 @@ class BlockWords(NamedTuple):
     """The tokens of a DocumentBlock as ids into the block's dictionary `keys`: a key is a
     word (see word_strings) or, at LONG_KEY + n and up, the n-th of the block's `strings`
     (UTF-8 bytes); document i's tokens are token_ids[doc_tokens[i]:doc_tokens[i + 1]], in
-    text order."""
+    text order, of token_id_dtype(keys.size)."""
 
     keys: np.ndarray
     strings: Strings
@@ -87,6 +87,12 @@ def block_words(block: DocumentBlock, rules: text.TextRules = text.DEFAULT_RULES
     if rules.is_default():
         return _default_rule_words(data, offsets)
     return _general_words(data, offsets, rules)
+
+
+def token_id_dtype(num_words: int) -> np.dtype:
+    """The dtype of the token ids of a block of `num_words` words: uint16 while they fit (half
+    the bytes to keep, spill and read back), else int32."""
+    return np.dtype(np.uint16 if num_words <= 1 << 16 else np.int32)
 
 
 def word_strings(keys: np.ndarray) -> list[str]:
@@ -184,6 +190,26 @@ def _runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return starts, ends
 
 
+def _token_runs(mask: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the maximal runs of at least three True in mask[1:-1] (mask padded
+    as _runs takes it), cut at the document offsets: the runs of `triple`, true at byte i
+    when bytes i, i + 1 and i + 2 are, which begin where their runs of mask do and end two
+    bytes before them, so that shorter runs are never found (nor dropped by a pass over
+    every run).  A triple across a document offset is cleared, which cuts its run there."""
+    size = mask.size - 2
+    triple = np.logical_and(mask[:-2], mask[1:-1])  # triple[i]: bytes i - 1 to i + 1 (padded)
+    triple &= mask[2:]
+    inner = offsets[1:-1]
+    inner = inner[(inner > 0) & (inner < size)]
+    triple[inner - 1] = False
+    triple[inner] = False
+    edges = np.flatnonzero(triple[1:] != triple[:-1])  # a start, an end - 2, a start, ...
+    starts = edges[0::2].copy()  # contiguous: every later pass over them is faster
+    lengths = edges[1::2] - starts
+    lengths += 2
+    return starts, lengths
+
+
 def _lowered(data: np.ndarray) -> np.ndarray:
     """data | 0x20 (ASCII letters lowercased), _padded."""
     low = _padded(data.size)
@@ -208,12 +234,10 @@ def _default_rule_words(data: np.ndarray, offsets: np.ndarray) -> BlockWords:
     size = data.size
     low = _lowered(data)
     non_ascii = size > 0 and int(data.max()) >= 0x80
-    starts, ends = _runs(_letter_mask(low, size, data if non_ascii else None), offsets)
     if non_ascii:
+        starts, ends = _runs(_letter_mask(low, size, data), offsets)
         return _with_folded_runs(data, offsets, low, starts, ends)
-    lengths = ends - starts
-    keep = lengths >= 3
-    starts, lengths = starts[keep], lengths[keep]
+    starts, lengths = _token_runs(_letter_mask(low, size), offsets)
     return _numbered(low, starts, lengths, starts, offsets, 0)
 
 
@@ -231,12 +255,11 @@ def _with_folded_runs(data: np.ndarray, offsets: np.ndarray, low: np.ndarray,
     folded, folded_offsets, invalid_docs = _folded(data, run_starts, run_ends, run_docs,
                                                    offsets.size - 1)
     folded_low = _lowered(folded)
-    f_starts, f_ends = _runs(_letter_mask(folded_low, folded.size), folded_offsets)
-    f_keep = f_ends - f_starts >= 3
-    f_starts, f_lengths = f_starts[f_keep], (f_ends - f_starts)[f_keep]
+    f_starts, f_lengths = _token_runs(_letter_mask(folded_low, folded.size), folded_offsets)
     f_positions = run_starts[np.searchsorted(folded_offsets, f_starts, "right") - 1]
-    simple = ~folding & (ends - starts >= 3)
-    starts, lengths = starts[simple], (ends - starts)[simple]
+    lengths = ends - starts
+    simple = np.flatnonzero(~folding & (lengths >= 3))  # a boolean index branches on each
+    starts, lengths = starts.take(simple), lengths.take(simple)
     where = np.searchsorted(starts, f_positions)
     buffer = _padded(data.size + folded.size)
     buffer[:data.size] = low[:data.size]
@@ -328,7 +351,8 @@ def _numbered(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
         strings = long_words.strings(firsts)
     distinct, token_ids = number_keys(keys)
     doc_tokens = np.searchsorted(positions, offsets)
-    return BlockWords(distinct, strings, token_ids, doc_tokens, invalid_docs)
+    return BlockWords(distinct, strings, token_ids.astype(token_id_dtype(distinct.size),
+                                                          copy=False), doc_tokens, invalid_docs)
 
 
 def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules) -> BlockWords:
@@ -347,4 +371,5 @@ def _general_words(data: np.ndarray, offsets: np.ndarray, rules: text.TextRules)
         token_ids.extend(numbers.setdefault(word, len(numbers)) for word in words)
     strings = Strings.of([word.encode("utf-8", "surrogateescape") for word in numbers])
     return BlockWords(LONG_KEY + np.arange(len(numbers), dtype=np.uint64), strings,
-                      np.array(token_ids, np.int32), np.cumsum(counts), invalid)
+                      np.array(token_ids, token_id_dtype(len(numbers))), np.cumsum(counts),
+                      invalid)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from saberjax import compilation
 from saberjax import sparse_word_topic as swt
 from saberjax.execution.mesh import to_host
 from saberjax.mstep import float32_bhat
@@ -149,23 +150,25 @@ def topic_word(placement, state: TrainState) -> jax.Array:
         return _sparse_topic_word(state.model.word_topic, state.model.topic_totals, rows,
                                   placement.sparse_copies, hyper.num_topics, hyper.beta,
                                   placement.num_words, placement.sharding(P()))
-    return _topic_word(state.model.word_topic, state.model.topic_totals, rows,
-                       hyper.num_topics, hyper.beta, placement.num_words, hyper.seeds,
-                       placement.sharding(P()))
+    return _dense_topic_word(state.model.word_topic, state.model.topic_totals, rows,
+                             hyper.num_topics, hyper.beta, placement.num_words, hyper.seeds,
+                             placement.sharding(P()))
 
 
-@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words", "seeds",
-                                             "sharding"))
 def _topic_word(word_topic, totals, row_of_word, num_topics: int, beta: float,
                 num_words: int, seeds, sharding):
     """float32 B-hat [K, V] of B's rows row_of_word (by word id; seeds over word ids), laid
-    out by `sharding`."""
+    out by `sharding` (traced inside the program calling it)."""
     bhat = float32_bhat(word_topic[row_of_word], totals, num_topics, beta, num_words, seeds)
     return jax.lax.with_sharding_constraint(bhat[:, :num_topics].T, sharding)
 
 
-@functools.partial(jax.jit, static_argnames=("num_devices", "num_topics", "beta", "num_words",
-                                             "sharding"))
+_dense_topic_word = compilation.jit(_topic_word, static_argnames=(
+    "num_topics", "beta", "num_words", "seeds", "sharding"))
+
+
+@functools.partial(compilation.jit, static_argnames=("num_devices", "num_topics", "beta",
+                                                     "num_words", "sharding"))
 def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
                        num_topics: int, beta: float, num_words: int, sharding):
     """float32 B-hat [K, V] of every device's sparse rows of B (rows of row_of_word by word

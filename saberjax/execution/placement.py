@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, esca, layout_device, processes, streaming, timing
+from saberjax import chunk_store, compilation, esca, layout_device, processes, streaming, timing
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
@@ -135,8 +135,8 @@ class Placement:
             return PeerShares(*(array[others][None] for array in every))
 
         spec = by_device(self.mesh)
-        gather = jax.jit(jax.shard_map(body, mesh=self.mesh, in_specs=(spec, spec),
-                                       out_specs=spec, check_vma=False))
+        gather = compilation.jit(jax.shard_map(body, mesh=self.mesh, in_specs=(spec, spec),
+                                               out_specs=spec, check_vma=False))
         return gather(self.word_shares.word, self.word_shares.num_tokens)
 
     @property
@@ -321,7 +321,7 @@ class Placement:
         every chunk of its group (all chunks on one axis, its host's on two), and its A that
         of every chunk of the group (Programs.group_states)."""
         chunks = self.host_chunks()
-        rebuild = jax.jit(esca.state_of_topics, static_argnames="hyper")
+        rebuild = compilation.jit(esca.state_of_topics, static_argnames="hyper")
         states = {}
         for index, chunk in chunks.items():
             doc_major = self._doc_major(corpus_topics, index, chunk.padded_tokens)

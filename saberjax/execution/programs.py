@@ -60,7 +60,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import esca, prior, segmented_count, sparse_rows, streamed_rows
+from saberjax import compilation, esca, prior, segmented_count, sparse_rows, streamed_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
@@ -319,7 +319,7 @@ class Programs:
         of every chunk of its words group (_group_state), as an iteration leaves them."""
         def body(slot_states):
             return tuple(stacked(self._group_state(local(state))) for state in slot_states)
-        return jax.jit(self._shard_map(body, (self.by_device,), self.by_device))
+        return compilation.jit(self._shard_map(body, (self.by_device,), self.by_device))
 
     def _local_shares(self, shares):
         """(this device's word share, its PeerShares or None) of the programs' shares
@@ -362,7 +362,7 @@ class Programs:
                 self.size(self.axes.words) * slots[0].word.shape[1])
             return self._own_chunk_topics(doc_major)[None]
 
-        return jax.jit(self._shard_map(body, (self.by_device,) * 3, self.by_device))
+        return compilation.jit(self._shard_map(body, (self.by_device,) * 3, self.by_device))
 
     # -- resident slots: a whole iteration in one program --
 
@@ -382,9 +382,9 @@ class Programs:
                                                           self.size(self.axes.words)
                                                           * slots[0].word.shape[1]))
 
-        return jax.jit(self._shard_map(by_word if self.by_word else by_document,
-                                       (self.by_device, self.by_device, P()),
-                                       (self.by_device, self.model_spec)))
+        return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
+                                               (self.by_device, self.by_device, P()),
+                                               (self.by_device, self.model_spec)))
 
     @functools.cached_property
     def iteration(self):
@@ -399,9 +399,9 @@ class Programs:
             return self._word_finish(slots, shares, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
-        return jax.jit(self._shard_map(by_word if self.by_word else by_document,
-                                       (self.by_device,) * 3 + (self.model_spec, P()),
-                                       (self.by_device, self.model_spec)))
+        return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
+                                               (self.by_device,) * 3 + (self.model_spec, P()),
+                                               (self.by_device, self.model_spec)))
 
     # -- streamed slots: one program a slot, then the reduction --
 
@@ -412,8 +412,8 @@ class Programs:
             states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None,
                                               local(counts))
             return states[0], stacked(counts)
-        return jax.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
-                                       (self.by_device, self.by_device)), donate_argnums=2)
+        return compilation.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
+                                               (self.by_device, self.by_device)), donate_argnums=2)
 
     @functools.cached_property
     def slot_step(self):
@@ -424,8 +424,8 @@ class Programs:
                                               local(counts))
             return states[0], stacked(counts)
         device = self.by_device
-        return jax.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
-                                       (device, device)), donate_argnums=4)
+        return compilation.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
+                                               (device, device)), donate_argnums=4)
 
     @functools.cached_property
     def zero_partial_counts(self):
@@ -437,7 +437,7 @@ class Programs:
                                     streamed_rows.empty(self.streamed_tokens))
             return jnp.zeros((self.num_devices, self.padded_words, self.hyper.padded_topics),
                              jnp.int32)
-        return jax.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
+        return compilation.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def reduce(self):
@@ -451,23 +451,25 @@ class Programs:
                 keys = streamed_rows.gathered(keys, self.mesh.axis_names)
             return self._model_of_rows(streamed_rows.counted(keys, self.model_rows,
                                                              self.hyper.padded_topics), alpha)
-        return jax.jit(self._shard_map(body, (self.by_device, P()), self.model_spec),
-                       donate_argnums=0)
+        return compilation.jit(self._shard_map(body, (self.by_device, P()), self.model_spec),
+                               donate_argnums=0)
 
     @functools.cached_property
     def model(self):
         """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
-        return jax.jit(self._shard_map(self._model_of_rows, (self.model_spec.word_topic, P()),
-                                       self.model_spec))
+        return compilation.jit(self._shard_map(self._model_of_rows,
+                                               (self.model_spec.word_topic, P()),
+                                               self.model_spec))
 
     # -- the learned prior --
 
     @functools.cached_property
     def zero_histograms(self):
         """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
-        return jax.jit(lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics,
-                                                width), jnp.int32),
-                       static_argnums=0, out_shardings=NamedSharding(self.mesh, self.by_device))
+        return compilation.jit(
+            lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics, width),
+                                    jnp.int32),
+            static_argnums=0, out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def count_histogram(self):
@@ -482,8 +484,8 @@ class Programs:
             return esca.count_topic_histogram(local(chunk), chunk_state, histogram[0],
                                               self.hyper)[None]
         device = self.by_device
-        return jax.jit(self._shard_map(body, (device, device, device), device),
-                       donate_argnums=2)
+        return compilation.jit(self._shard_map(body, (device, device, device), device),
+                               donate_argnums=2)
 
     @functools.cached_property
     def learned_alpha(self):
@@ -496,5 +498,5 @@ class Programs:
                 histogram = lax.psum(histogram, self.mesh.axis_names)
             alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
             return self._model_of_rows(model.word_topic, alpha, model.topic_totals)
-        return jax.jit(self._shard_map(body, (self.by_device, self.model_spec, P()),
-                                       self.model_spec))
+        return compilation.jit(self._shard_map(body, (self.by_device, self.model_spec, P()),
+                                               self.model_spec))
