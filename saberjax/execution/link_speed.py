@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding
 
-from saberjax import processes
+from saberjax import compilation, processes
 from saberjax.execution.mesh import by_device
 from saberjax.timing import timed
 
@@ -31,14 +31,15 @@ def axis_bytes_per_second(mesh: Mesh, axis: str, num_bytes: int, repeats: int = 
         return math.inf
     rows = max(num_bytes // 4 // 1024 // size, 1) * size
     spec = by_device(mesh)
-    zeros = jax.jit(lambda: jnp.zeros((mesh.size, rows, 1024), jnp.int32),
-                    out_shardings=NamedSharding(mesh, spec))
+    zeros = compilation.jit(lambda: jnp.zeros((mesh.size, rows, 1024), jnp.int32),
+                            out_shardings=NamedSharding(mesh, spec))
 
     def collectives(x):
         rows_of_axis = jax.lax.psum_scatter(x[0], axis, scatter_dimension=0, tiled=True)
         return jax.lax.all_gather(rows_of_axis, axis, axis=0, tiled=True)[None]
 
-    program = jax.jit(jax.shard_map(collectives, mesh=mesh, in_specs=spec, out_specs=spec))
+    program = compilation.jit(jax.shard_map(collectives, mesh=mesh, in_specs=spec,
+                                            out_specs=spec))
     times = []
     for _ in range(repeats + 1):
         argument = jax.block_until_ready(zeros())
