@@ -241,6 +241,7 @@ MEASURED = (
     # by words on 2 GPUs, the shares dealt round robin (main) and near-equal (share_order)
     Measured("2 H200, 2026-11-27, b22fab3", 10000, "words", 1, 2, NYT, 1771, 3332, (254, 254)),
     Measured("2 H200, 2026-11-27, 7bf8ea5", 10000, "words", 1, 2, NYT, 1771, 3399, (244, 244)),
+    Measured("4 H200, 2026-11-27, 8cd7a0b", 10000, "words", 1, 4, NYT, 1721, 6197, (326, 326)),
 )
 
 
