@@ -305,8 +305,14 @@ def train(corpus: Corpus, config: TrainConfig,
     processes.check_agreement("the corpus and the settings", corpus.outline(),
                               repr(dataclasses.asdict(config)))
     run_plan = plan_run(corpus, hyper, config, scoring=heldout is not None)
-    processes.combine_corpus_parts(corpus, *run_plan.own_tokens(corpus))
-    if run_plan.partition == "words":  # each process reads its words' tokens of every document
+    own_tokens = run_plan.own_tokens(corpus)
+    # by words on one axis each process reads its words' tokens of every document
+    every_document = run_plan.partition == "words"
+    # a corpus of which each process read a share of the text: the tokens it reads, from
+    # the processes that read them
+    processes.share_tokens(corpus, *((0, corpus.num_tokens) if every_document else own_tokens))
+    processes.combine_corpus_parts(corpus, *own_tokens)
+    if every_document:
         corpus.check()
     placement = placed(corpus, hyper, run_plan)
     # the seed words found in the vocabulary (as JSON) and their weight, which the model's

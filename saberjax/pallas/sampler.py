@@ -143,10 +143,12 @@ def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tup
 
 
 def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
-                level_widths: tuple[int, ...], block_reduction: str, tile: _Tile):
+                level_widths: tuple[int, ...], block_reduction: str, tile: _Tile,
+                own_mass=own_topic_mass):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
-    from the sparse part to the topic."""
+    from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
     def products(topics, counts, inside):
@@ -160,9 +162,9 @@ def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_r
                                                       products)
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
-    own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
-                              plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
-    lane_mass, kept_topics = _join_own_topic(lane_mass, kept_topics, own_mass, tile)
+    lane_mass, kept_topics = _join_own_topic(
+        lane_mass, kept_topics, own_mass(own_count, own_alpha, own_bhat, plgpu.load(
+            denominator_ref.at[own], mask=real, other=1.0)), tile)
     total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
              else jnp.sum(lane_mass, axis=1))
     dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)

@@ -5,7 +5,8 @@ One program (one warp) samples a tile: up to chunk.tile_tokens consecutive word-
 one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its tiles run.  A
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
-nonzero of A_d, terms 2 and 3 one descent of the row's tree).  Any other word's tile searches
+nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
+found in its sparse row (as the reference).  Any other word's tile searches
 its sparse row (topics, counts and term 2's prefix sums): term 1's lookups search one bucket
 of the row (sparse_rows.RowBuckets: about two entries), term 2's draw the whole row, with as
 many halvings as the row's length needs (a rare word's row is short).  Token t of the tile
@@ -86,11 +87,20 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
     dense_level_refs = refs[model_end + len(level_widths):-4]
 
     def draw(tile):
+        def own_mass(own_count, own_alpha, own_bhat, own_denominator):
+            """The own topic's mass from B_vz, found in the word's sparse row (B-hat held in
+            bfloat16 loses B_vz - 1 + beta where B_vz = 1)."""
+            del own_bhat
+            _, own_word_count = _word_count(model, _word_row(model, tile.word), tile.own,
+                                            tile.real)
+            return own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
+                                  model.beta[0], own_denominator)
+
         return jax.lax.cond(
             tile.word < model.dense_tree_total.shape[0],
             lambda: _row_topics(model.a_pairs, model.alpha, model.denominator,
                                 model.dense_tree_total, dense_level_refs, dense_level_widths,
-                                "sum", tile),
+                                "sum", tile, own_mass),
             lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
 
     _sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
@@ -102,11 +112,7 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
-    low, high = model.row_start[word], model.row_start[word + 1]
-    row = _Row(low, high,
-               # halvings for a range of the row's length (one spare: log2 of a float)
-               jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
-               model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
+    row = _word_row(model, word)
 
     def products(topics, counts, inside):
         """Term 1's products A_dk (B_vk + beta) / D_k (0 past the row and for the own topic,
@@ -144,6 +150,15 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     from_prior = _tree_topic(level_refs, model.alpha, level_widths, 0, take_prior,
                              lambda: u_position * prior_mass, own, lambda: own_prior)
     return jnp.where(take_prior, from_prior, jnp.where(take_row, from_row, from_doc))
+
+
+def _word_row(model: _ModelRefs, word) -> _Row:
+    """The word's sparse row."""
+    low, high = model.row_start[word], model.row_start[word + 1]
+    return _Row(low, high,
+                # halvings for a range of the row's length (one spare: log2 of a float)
+                jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
+                model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
 
 
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
