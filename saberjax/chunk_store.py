@@ -288,6 +288,7 @@ class StoredChunks:
         outputs.check_replaceable(directory, OWN_NAMES, "a saberjax chunk store")
         devices = sharding.mesh.size
         self.directory, self.sharding, self.prefetch = directory, sharding, prefetch
+        self.padded_tokens = plan.padded_tokens  # of one device's chunk in a slot
         self.counters = streaming.StreamCounters()
         self.static = static_records(plan, corpus.num_words, devices)
         self.states = state_records(plan, hyper, devices)

@@ -324,8 +324,18 @@ def load_corpus_as_flagged(path, format: str = "auto", checked: bool = True,
                            **text_options) -> Corpus:
     """corpus.cache.load_corpus with the cache --cache_dir/corpora, or corpus.load_corpus
     under --nocache; reading raw text into the cache logs progress lines to stderr.
-    checked=False: a native corpus's word ids are left to whoever counts them (load_native)."""
+    checked=False: each process of a run reads only its own documents: a native corpus's
+    word ids are left to whoever counts them (load_native), a raw text input is read by the
+    processes together, each tokenising its share (shared_text.load_shared_text, each
+    process's share kept in the cache)."""
     root = flagged_cache_root()
+    if not checked:
+        from saberjax import shared_text  # noqa: PLC0415 (imports jax; several processes only)
+
+        if shared_text.is_text_input(path, format):
+            return shared_text.load_shared_text(
+                path, format, log=_stderr_line,
+                cache_dir=None if root is None else root / "corpora", **text_options)
     if root is None:
         return load_corpus(path, format, checked, **text_options)
     return corpus_cache.load_corpus(path, format, root / "corpora", log=_stderr_line,

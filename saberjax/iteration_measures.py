@@ -14,6 +14,7 @@ import numpy as np
 
 from saberjax import compilation, esca, roofline
 from saberjax.backend import backend_ops
+from saberjax.execution.link_speed import axis_bytes_per_second
 from saberjax.execution.placement import Placement
 from saberjax.execution.programs import counts_exchange_bytes, topics_exchange_bytes
 from saberjax.state import BHAT_DTYPE, TrainState
@@ -37,24 +38,10 @@ def _median_seconds(program, make_input, repeats: int) -> float:
 
 def axis_bandwidth(placement: Placement, num_bytes: int, repeats: int) -> dict[str, float]:
     """GB/s each device receives in collectives along each axis of the placement's mesh of
-    more than one device: a reduce-scatter of num_bytes of int32 a device, then an
-    all-gather of the result (the shape of the model's reduction), bytes received / median
-    seconds."""
-    mesh = placement.mesh
-    found = {}
-    for axis, size in mesh.shape.items():
-        if size == 1:
-            continue
-        rows = max(num_bytes // 4 // 1024 // size, 1) * size
-
-        def collectives(x, axis=axis):
-            return jax.lax.all_gather(jax.lax.psum_scatter(x, axis, scatter_dimension=0,
-                                                           tiled=True), axis, axis=0, tiled=True)
-
-        seconds = _median_seconds(_on_mesh(placement, collectives),
-                                  _zeros(placement, (rows, 1024), jnp.int32), repeats)
-        found[axis] = significant(2 * rows * 1024 * 4 * (size - 1) / size / seconds / 1e9)
-    return found
+    more than one device (link_speed.axis_bytes_per_second of num_bytes a device)."""
+    return {axis: significant(axis_bytes_per_second(placement.mesh, axis, num_bytes,
+                                                    repeats) / 1e9)
+            for axis, size in placement.mesh.shape.items() if size > 1}
 
 
 def _zeros(placement: Placement, shape, dtype):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import heapq
 import os
 from collections.abc import Collection
 
@@ -327,17 +328,52 @@ class _WordGroup:
                                    np.uint32)
 
 
-def _word_rank(corpus: Corpus, layout: Layout) -> np.ndarray:
+def share_order(word_counts: np.ndarray, word_order: np.ndarray, num_parts: int) -> np.ndarray:
+    """The words in share order for num_parts shares of the vocabulary (partition by word):
+    position r holds the word of row r // num_parts of share r % num_parts.
+
+    The words are dealt out in falling frequency (word_order), each to the share holding the
+    fewest tokens so far among those with a row left, so the shares' tokens are near-equal
+    (dealt round robin, the share of the most frequent words holds several percent more than
+    the others on a Zipfian corpus, and every device samples as many tokens as the largest
+    share holds).  A share's rows keep falling frequency; share s has V // num_parts rows, one
+    more for s < V % num_parts.  One share keeps word_order."""
+    num_words = len(word_order)
+    if num_parts == 1:
+        return np.asarray(word_order)
+    counts = np.asarray(word_counts)[word_order].tolist()
+    rows_left = [num_words // num_parts + (part < num_words % num_parts)
+                 for part in range(num_parts)]
+    lightest = [(0, part) for part in range(num_parts) if rows_left[part]]
+    positions, next_row = [], [0] * num_parts
+    for count in counts:
+        tokens, part = heapq.heappop(lightest)
+        positions.append(next_row[part] * num_parts + part)
+        next_row[part] += 1
+        if next_row[part] < rows_left[part]:
+            heapq.heappush(lightest, (tokens + count, part))
+    order = np.empty(num_words, np.int64)
+    order[positions] = word_order
+    return order
+
+
+def _share_rank(corpus: Corpus, layout: Layout, num_parts: int,
+                order: np.ndarray | None) -> np.ndarray:
+    """Each word's position in the share order (row rank // num_parts of share rank %
+    num_parts): `order`, or None for share_order of the corpus's word counts."""
+    if order is None:
+        order = share_order(corpus.word_counts(), layout.word_order, num_parts)
     word_rank = np.empty(corpus.num_words, np.int32)
-    word_rank[layout.word_order] = np.arange(corpus.num_words, dtype=np.int32)
+    word_rank[order] = np.arange(corpus.num_words, dtype=np.int32)
     return word_rank
 
 
 def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
-                       groups: Collection[int]) -> int:
+                       groups: Collection[int], order: np.ndarray | None = None) -> int:
     """The most tokens of one share of word_shares among the given groups' (reading only
-    their documents)."""
-    word_rank, offsets = _word_rank(corpus, layout), np.asarray(corpus.doc_offsets)
+    their documents); order as word_shares'."""
+    word_rank = _share_rank(corpus, layout, num_parts, order)
+    offsets = np.asarray(corpus.doc_offsets)
 
     def largest(group: int) -> int:
         first = layout.chunk_docs[group * num_parts][0]
@@ -349,16 +385,18 @@ def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
 
 
 def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],
-                share_tokens: int | None = None) -> dict[int, Chunk]:
+                share_tokens: int | None = None,
+                order: np.ndarray | None = None) -> dict[int, Chunk]:
     """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
     its group of chunks, for a layout of one chunk per part (partition by word,
     saberjax.execution).
 
     Parts come in groups of num_parts, group g holding chunks g * n ... (g + 1) * n - 1 (n =
     num_parts; one group on a one-axis mesh, one per host on the two-axis mesh).  Part p
-    holds the words of rank p % n, p % n + n, p % n + 2n, ... (rows and tokens both
-    near-balanced, as word frequencies fall smoothly with rank) of its group's documents, as
-    rows rank // n of its share of B.  Its tokens come from every chunk of the group, chunk
+    holds the words at positions p % n, p % n + n, p % n + 2n, ... of the share order
+    (`order`, None: share_order of the whole corpus's word counts, so every group has the
+    same shares: rows equal, tokens near-equal) of its group's documents, as rows
+    position // n of its share of B.  Its tokens come from every chunk of the group, chunk
     e's doc-major positions and documents offset by e * (padded tokens) and e * (padded
     documents), so a document's segment, its A pairs and its tokens' global ids are those of
     the by-document layout.  Word-major order as in build_chunk: by row, then longer
@@ -372,7 +410,7 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collectio
     if num_parts * padded_tokens + padded_tokens >= 2**31:
         raise ValueError(f"partition by word spans {num_parts} x {padded_tokens:,} doc-major "
                          f"positions, more than int32 indexes; partition by document")
-    word_rank = _word_rank(corpus, layout)
+    word_rank = _share_rank(corpus, layout, num_parts, order)
     groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank)
               for group in sorted({part // num_parts for part in parts})}
     share_tokens = share_tokens or bucket_size(max(

@@ -23,6 +23,7 @@ from absl import flags
 from saberjax.corpus import Corpus, CorpusPart
 
 DEFAULT_HEARTBEAT_SECONDS = 60
+GATHER_ROUND_BYTES = 1 << 28  # most bytes of each process's that gathered_bytes sends at once
 # Variables whose presence says a cluster manager started this process among several.
 CLUSTER_ENVIRONMENT = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
@@ -113,23 +114,69 @@ def largest(value: int) -> int:
                                                         tiled=True)))
 
 
+def gathered_bytes(data: bytes, round_bytes: int = GATHER_ROUND_BYTES) -> list[bytes]:
+    """Every process's `data`, in process order: one all-gather of their sizes, then of the
+    bytes, each padded to the largest, in rounds of at most `round_bytes` of each process's
+    (an all-gather's result lies on every device, processes times as large)."""
+    from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
+
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([len(data)], np.int64),
+                                                         tiled=True)).tolist()
+    source = np.frombuffer(data, np.uint8)
+    gathered = [np.empty(size, np.uint8) for size in sizes]
+    for start in range(0, max(sizes), round_bytes):
+        end = min(start + round_bytes, max(sizes))
+        piece = np.zeros((1, end - start), np.uint8)
+        piece[0, :max(0, min(end, source.size) - start)] = source[start:end]
+        rows = np.asarray(multihost_utils.process_allgather(piece, tiled=True))
+        for row, whole in zip(rows, gathered):
+            whole[start:end] = row[:max(0, min(end, whole.size) - start)]
+    return [whole.tobytes() for whole in gathered]
+
+
 def combine_corpus_parts(corpus: Corpus, first: int, last: int) -> None:
     """Give the corpus, on every process, the fingerprint and word counts of all its tokens
     while each process reads only its own tokens [first, last) (its documents'): each one's
-    part (Corpus.part) is gathered from every process (one all-gather of bytes, padded to the
-    most any part takes: Corpus.largest_part_bytes) and combined (Corpus.combine_parts), as
-    one process reading the whole corpus computes them.  The processes' ranges must cover the
-    corpus once (ValueError naming them).  Nothing when alone: the corpus computes them itself
-    when asked."""
+    part (Corpus.part) is gathered from every process (gathered_bytes) and combined
+    (Corpus.combine_parts), as one process reading the whole corpus computes them.  The
+    processes' ranges must cover the corpus once (ValueError naming them).  Nothing when
+    alone: the corpus computes them itself when asked."""
     if jax.process_count() == 1:
+        return
+    corpus.combine_parts([CorpusPart.from_bytes(data) for data in
+                          gathered_bytes(corpus.part(first, last).to_bytes())])
+
+
+def share_tokens(corpus: Corpus, first: int, last: int) -> None:
+    """Give this process the tokens [first, last) of a corpus that each process holds only in
+    part (Corpus.held_tokens: its share of a text input, saberjax.shared_text): the tokens it
+    needs are received from the processes holding them.  Every process sends the run of its
+    held tokens that the others need (one all-gather of the ranges, one of the tokens:
+    gathered_bytes), so that what moves is what the processes' shares of the input and their
+    documents in training do not have in common.  Nothing for a corpus held whole."""
+    if corpus.held_tokens is None or jax.process_count() == 1:
         return
     from jax.experimental import multihost_utils  # noqa: PLC0415 (several processes only)
 
-    data = np.frombuffer(corpus.part(first, last).to_bytes(), np.uint8)
-    padded = np.zeros((1, corpus.largest_part_bytes()), np.uint8)
-    padded[0, :data.size] = data
-    rows = np.asarray(multihost_utils.process_allgather(padded, tiled=True))
-    corpus.combine_parts([CorpusPart.from_bytes(row.tobytes()) for row in rows])
+    ranges = np.asarray(multihost_utils.process_allgather(
+        np.array([[*corpus.held_tokens, first, last]], np.int64), tiled=True))
+    held_first, held_last = corpus.held_tokens
+    wanted = [(max(held_first, start), min(held_last, end))
+              for process, (_, _, start, end) in enumerate(ranges.tolist())
+              if process != jax.process_index()]
+    wanted = [(start, end) for start, end in wanted if start < end]
+    sent_first = min((start for start, _ in wanted), default=held_first)
+    sent_last = max((end for _, end in wanted), default=held_first)
+    sent = np.ascontiguousarray(corpus.word_ids[sent_first:sent_last], "<i4")
+    header = np.array([sent_first], "<i8").tobytes()
+    for process, data in enumerate(gathered_bytes(header + sent.tobytes())):
+        if process == jax.process_index():
+            continue
+        start = int(np.frombuffer(data, "<i8", 1)[0])
+        tokens = np.frombuffer(data, "<i4", offset=8)
+        lo, hi = max(start, first), min(start + tokens.size, last)
+        if lo < hi:
+            corpus.receive_tokens(lo, tokens[lo - start : hi - start])
 
 
 def is_writer() -> bool:

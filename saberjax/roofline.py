@@ -32,7 +32,9 @@ The floor is the largest of the three times: HBM bytes over the measured copy ba
 bytes over the card's L2 read rate, L1 sectors over 4 a cycle per SM.  The L2 rate and size
 and the clock come from a table by device kind (jax reports none of them; the rate is an
 assumption, docs/measurements/roofline.md).  The floor leaves out issue and latency, which is
-what a kernel at none of the three floors is bound by.
+what a kernel at none of the three floors is bound by; it reports the kernel's tiles and block
+steps (a tile runs its block loop to its longest row), which times the compiled kernel's
+instructions a tile and a step give the issue floor.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Card:
 @functools.partial(compilation.jit, static_argnames=("num_words",))
 def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict:
     """The per-chunk sums the floor is made of (device arrays): real tokens and tiles, the
+    kernel's block steps (each tile's longest row in 32-blocks, summed over tiles), the
     token-weighted mean nonzeros of a row, A sectors summed over (word, document) runs, the
     chunk's A footprint and resident set (bytes), tokens and tiles of each word, and each
     document's nonzeros and length."""
@@ -104,8 +107,12 @@ def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict
     tile_real = tile_first < chunk.tile_start[1:]
     tile_word = chunk.word[jnp.minimum(tile_first, chunk.padded_tokens - 1)]
     footprint = SECTOR * jnp.sum(sectors)
+    tile_of = jnp.searchsorted(chunk.tile_start, positions, side="right") - 1
+    token_blocks = jnp.where(real, (nnz[jnp.minimum(chunk.doc, nnz.shape[0] - 1)] + 31) // 32, 0)
+    tile_blocks = jax.ops.segment_max(token_blocks, tile_of, num_segments=tile_first.shape[0])
     return dict(
         tokens=tokens, tiles=jnp.sum(tile_real),
+        block_steps=jnp.sum(jnp.maximum(tile_blocks, 0).astype(jnp.float32)),
         nnz_per_token=jnp.sum(lengths * nnz) / jnp.maximum(tokens, 1.0),
         run_sectors=jnp.sum(jnp.where(new_run, sectors[chunk.doc], 0.0)),
         footprint=footprint,
@@ -128,7 +135,8 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
     bhat_bytes = np.dtype(BHAT_DTYPE).itemsize
     row_bytes = padded_topics * bhat_bytes
     moved = {name: dict.fromkeys(LEVELS, 0.0) for name in ARRAYS}  # summed over tokens
-    totals = dict(tokens=0.0, nnz=0.0, footprint=0.0, a_l2_share=0.0)
+    totals = dict(tokens=0.0, nnz=0.0, footprint=0.0, a_l2_share=0.0, tiles=0.0,
+                  block_steps=0.0)
     for chunk, chunk_state in zip(chunks, chunk_states):
         sums = jax.device_get(chunk_traffic(chunk, chunk_state, num_words))
         tokens = float(sums["tokens"])
@@ -164,6 +172,8 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
         totals["nnz"] += nnz_mean * tokens
         totals["footprint"] = max(totals["footprint"], float(sums["footprint"]))
         totals["a_l2_share"] += hit * tokens
+        totals["tiles"] += float(sums["tiles"])
+        totals["block_steps"] += float(sums["block_steps"])
     tokens = max(totals["tokens"], 1.0)
     level_sums = {level: sum(moved[name][level] for name in ARRAYS) for level in LEVELS}
     seconds = dict(hbm=level_sums["hbm"] / card.hbm_bytes_per_s,
@@ -178,5 +188,6 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
                 nnz_per_token=totals["nnz"] / tokens,
                 chunk_a_footprint_bytes=totals["footprint"],
                 a_l2_share=totals["a_l2_share"] / tokens,
+                tiles=totals["tiles"], block_steps=totals["block_steps"],
                 arrays={name: {level: float(f"{value / tokens:.4g}")
                                for level, value in moved[name].items()} for name in ARRAYS})

@@ -41,11 +41,11 @@ from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 
 
 # Bytes of a device's dense B-hat rows (K_pad each) for the most frequent words, and their
-# type: float32 keeps the draws those of the float32 formula; bfloat16 (the dense model's
-# B-hat) holds twice the rows and halves each lookup's bytes, but the own topic's mass, from
-# B-hat_vz D_z - 1, then loses up to a fifth of itself where B_vz = 1 (beta = 0.01).
+# type: bfloat16 (the dense model's B-hat) holds twice the rows of float32 and halves each
+# lookup's bytes; the samplers take the own topic's mass from B_vz in the sparse row, not from
+# B-hat_vz D_z - 1, which in bfloat16 cancels to rounding where B_vz = 1.
 DENSE_ROW_BYTES = 1 << 32
-DENSE_ROW_DTYPE = jnp.float32
+DENSE_ROW_DTYPE = jnp.bfloat16
 
 
 def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DENSE_ROW_BYTES,

@@ -13,7 +13,9 @@ Term 1 runs as the dense sampler's sparse part (32 lanes of weighted reservoirs 
 nonzeros, the own topic joining lane 0), each product looking B_vk up in the word's row.  A
 word with a dense row (SparseModel.dense_bhat: the most frequent words) draws as the dense
 sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one part, alpha_k
-B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3).  Any other word looks B_vk up
+B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3); its own topic's mass comes
+from B_vz in its sparse row as any word's does (B-hat_vz D_z - 1 cancels to B-hat's rounding
+where B_vz = 1).  Any other word looks B_vk up
 by a binary search of the topic's bucket of its sparse row (sparse_rows.RowBuckets); its
 term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
 it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
@@ -112,14 +114,11 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         lane_mass, kept_topics, own_count = sampler._doc_lanes(
             read_block, chunk.doc_start[chunk.doc[batch]], tokens.doc_nnz[batch], own, state,
             jnp.max(tokens.blocks[batch]), products)
-        own_position, own_word_count = find_in_bucket(rows, model.buckets, word, jnp.where(
-            dense_word, padded_topics, own))
+        own_position, own_word_count = find_in_bucket(rows, model.buckets, word, own)
         own_alpha = model.alpha[own]
         own_bhat = model.dense_bhat[dense_row, own].astype(jnp.float32)
-        own_mass = jnp.where(
-            dense_word, sampler.own_topic_mass(own_count, own_alpha, own_bhat, denominator[own]),
-            own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
-                           denominator[own]))
+        own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
+                                  beta, denominator[own])
         doc_mass, from_doc = sampler._lanes_draw(lane_mass, kept_topics, own, own_mass, state,
                                                  u_position)
         # a dense row: terms 2 and 3 as one, the row's tree without the own topic's leaf

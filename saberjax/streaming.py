@@ -93,6 +93,11 @@ class HostChunks:
     def __len__(self) -> int:
         return len(self.chunks)
 
+    @property
+    def padded_tokens(self) -> int:
+        """The padded tokens of one device's chunk in a slot."""
+        return self.chunks[0].word.shape[1]
+
     def __iter__(self):
         return iter(self.chunks)
 

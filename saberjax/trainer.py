@@ -272,6 +272,21 @@ class _Loop:
                                        self.corpus.fingerprint(), metrics)
 
 
+def read_own_tokens(corpus: Corpus, run_plan: Plan) -> None:
+    """Give this process the tokens the plan has it train on, then combine the corpus's
+    fingerprint and word counts with the other processes.
+
+    By words on one axis a process trains on its words' tokens of every document, so it needs
+    them all; a corpus of which each process read a share of the text receives the tokens it
+    needs from the processes that read them."""
+    own_tokens = run_plan.own_tokens(corpus)
+    every_document = run_plan.partition == "words"
+    processes.share_tokens(corpus, *((0, corpus.num_tokens) if every_document else own_tokens))
+    processes.combine_corpus_parts(corpus, *own_tokens)
+    if every_document:
+        corpus.check()
+
+
 def train(corpus: Corpus, config: TrainConfig,
           heldout: tuple[Corpus, Corpus] | None = None,
           callback: Callable[[int, dict, TrainState], bool | None] | None = None,
@@ -305,9 +320,7 @@ def train(corpus: Corpus, config: TrainConfig,
     processes.check_agreement("the corpus and the settings", corpus.outline(),
                               repr(dataclasses.asdict(config)))
     run_plan = plan_run(corpus, hyper, config, scoring=heldout is not None)
-    processes.combine_corpus_parts(corpus, *run_plan.own_tokens(corpus))
-    if run_plan.partition == "words":  # each process reads its words' tokens of every document
-        corpus.check()
+    read_own_tokens(corpus, run_plan)
     placement = placed(corpus, hyper, run_plan)
     # the seed words found in the vocabulary (as JSON) and their weight, which the model's
     # topic_word reads

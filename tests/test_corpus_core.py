@@ -195,8 +195,7 @@ def test_parts_of_any_cut_combine_into_the_whole_corpus_fingerprint_and_counts(
                            [num_tokens]])
     combined = Corpus(*arrays)
     parts = [combined.part(first, last) for first, last in zip(cuts[:-1], cuts[1:])]
-    assert all(len(part.edges) <= 2 and len(part.to_bytes()) <= whole.largest_part_bytes()
-               for part in parts)
+    assert all(len(part.edges) <= 2 for part in parts)
     combined.combine_parts([corpus_fingerprint.CorpusPart.from_bytes(part.to_bytes() + b"padding")
                             for part in reversed(parts)])
     assert combined.fingerprint() == whole.fingerprint() == block_fingerprint(whole, 64)

@@ -3,6 +3,7 @@ resident or streamed; placement errors are clear; the package's imports have no 
 
 import ast
 import dataclasses
+import math
 import pathlib
 import subprocess
 import sys
@@ -104,15 +105,27 @@ def test_the_hosts_exchange_counts_or_topics_to_the_one_device_model(exchange):
                                   np.asarray(one.topic_word(one_learned)))
 
 
-def test_the_hosts_exchange_whichever_moves_fewer_bytes():
-    """auto: the topics of a share's tokens (2 bytes a token as int16) against the counts of
-    its rows and their B-hat (float16 and bfloat16: 2 + 2 bytes a cell, half of them received
-    from 2 hosts); a setting is kept whatever the bytes."""
+def test_the_hosts_exchange_whichever_costs_less_time():
+    """auto: the topics of a share's tokens (2 bytes a token as int16) and their extra work
+    (the other hosts' tokens counted, B-hat of the rows no longer split) against the counts
+    of its rows and their B-hat (float16 and bfloat16: 2 + 2 bytes a cell, half of them
+    received from 2 hosts), the bytes at the hosts' measured bandwidth; a setting is kept
+    whatever the bytes."""
     hyper = Hyperparams.create(1000)  # 1,024 padded topics, int16 topics
     rows = 50_000  # counts: 4 x 50,000 x 1,024 / 2 = 102 MB a device
-    assert hosts_exchange("auto", 2, 25_000_000, rows, 0, hyper) == "topics"  # 50 MB
-    assert hosts_exchange("auto", 2, 60_000_000, rows, 0, hyper) == "counts"  # 120 MB
-    assert hosts_exchange("auto", 2, 45_000_000, rows, rows, hyper) == "topics"  # int32: 153 MB
+    slow, fast = 50e9, 200e9  # bytes a second between hosts
+    # 25M tokens: 50 MB and 0.65 ms of count, 25,000 rows of B-hat 0.08 ms
+    assert hosts_exchange("auto", 2, 25_000_000, rows, 0, hyper, slow) == "topics"
+    # where the link is fast, the topics' extra work costs more than the bytes they save:
+    # 0.25 + 0.73 ms against 0.51 ms
+    assert hosts_exchange("auto", 2, 25_000_000, rows, 0, hyper, fast) == "counts"
+    assert hosts_exchange("auto", 2, 60_000_000, rows, 0, hyper, slow) == "counts"  # 120 MB
+    assert hosts_exchange("auto", 2, 40_000_000, rows, rows, hyper, slow) == "topics"  # int32
+    assert hosts_exchange("auto", 2, 40_000_000, rows, 0, hyper, slow) == "counts"
+    ten_thousand = Hyperparams.create(10_000)  # the counts: 1 GB, 5 ms even at 200 GB/s
+    assert hosts_exchange("auto", 2, 25_000_000, rows, 0, ten_thousand, fast) == "topics"
+    # one host: nothing crosses (link_speed: an axis of one device is infinitely fast)
+    assert hosts_exchange("auto", 1, 25_000_000, rows, 0, hyper, math.inf) == "counts"
     assert hosts_exchange("counts", 2, 1, rows, 0, hyper) == "counts"
     assert hosts_exchange("topics", 2, 10**9, rows, 0, hyper) == "topics"
     with pytest.raises(ValueError, match="hosts_exchange must be 'auto', 'counts' or 'topics'"):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from helpers import random_corpus
 
-from saberjax.layout import bucket_size, build_layout, chunk_boundaries
+from saberjax.layout import bucket_size, build_layout, chunk_boundaries, share_order
 
 
 @pytest.mark.parametrize("chunk_tokens", [None, 300, 1000])
@@ -252,3 +252,21 @@ def test_build_layout_shares_the_cores_between_its_chunks(monkeypatch):
     asked.clear()
     layout.build_layout(corpus)
     assert asked == [8]
+
+
+def test_word_shares_split_a_zipfian_vocabulary_into_near_equal_tokens():
+    """share_order: equal rows, tokens within 1% of each other, rows in falling frequency
+    within a share.  Dealt round robin, the share of the most frequent word of these counts
+    holds 25% more tokens than the share of the fourth."""
+    counts = np.floor(100_000 / np.arange(1, 1004) ** 1.1).astype(np.int64)
+    word_order = np.random.default_rng(3).permutation(len(counts))
+    counts = counts[np.argsort(word_order)]  # word word_order[r] has the r-th largest count
+    round_robin = np.bincount(np.arange(len(counts)) % 4, counts[word_order])
+    assert round_robin.max() > 1.25 * round_robin.min()
+    order = share_order(counts, word_order, 4)
+    assert sorted(order.tolist()) == list(range(len(counts)))
+    shares = np.bincount(np.arange(len(counts)) % 4, counts[order])
+    assert shares.max() < 1.01 * shares.min()
+    for part in range(4):
+        assert np.all(np.diff(counts[order[part::4]]) <= 0)
+    np.testing.assert_array_equal(share_order(counts, word_order, 1), word_order)

@@ -126,16 +126,18 @@ def test_sampler_kernel_uses_both_parts_in_the_right_proportion(kernel_sampler):
     test_sampler.test_sampler_uses_both_parts_in_the_right_proportion()
 
 
-@pytest.mark.parametrize("num_topics,block_tokens,num_programs", [
-    (2, 32, 7), (37, 16, 64), (1000, 32, 5), (65_536, 64, 3)])
+@pytest.mark.parametrize("num_topics,block_tokens,num_programs,levels", [
+    (2, 32, 7, 2), (37, 16, 64, None), (1000, 32, 5, None), (65_536, 64, 3, None)])
 def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, block_tokens,
-                                                                 num_programs):
-    """Programs reuse their scratch rows over several documents (num_programs < documents)."""
+                                                                 num_programs, levels):
+    """Programs reuse their scratch rows over several documents (num_programs < documents);
+    the bitmap at one level and with its summary (levels 2: forced at K = 2, by default at
+    K = 65,536)."""
     corpus = ragged_corpus(seed=num_topics)
     chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
     topics = doc_major(chunk, chunk_state.topics)
-    got = pallas_ssc.rebuild_doc_topic(chunk, topics, num_topics,
-                                       block_tokens=block_tokens, num_programs=num_programs)
+    got = pallas_ssc.rebuild_doc_topic(chunk, topics, num_topics, block_tokens=block_tokens,
+                                       num_programs=num_programs, levels=levels)
     expected = pallas_ssc.rebuild_doc_topic_reference(chunk, topics, num_topics)
     assert got[0].dtype == expected[0].dtype == np.uint32
     np.testing.assert_array_equal(got[0], expected[0])

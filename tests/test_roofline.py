@@ -43,6 +43,9 @@ def test_chunk_sums_match_a_token_by_token_count():
     tile_start = np.asarray(chunk.tile_start)
     tiles = [s for s, e in zip(tile_start[:-1], tile_start[1:]) if s < e]
     assert sums["tiles"] == len(tiles)
+    # the kernel's block steps: each tile runs to its longest row's 32-blocks
+    assert sums["block_steps"] == sum(max(-(-int(nnz[doc[i]]) // 32) for i in range(s, e))
+                                      for s, e in zip(tile_start[:-1], tile_start[1:]) if s < e)
     assert np.array_equal(sums["word_tiles"],
                           np.bincount(word[tiles], minlength=layout.num_words))
 

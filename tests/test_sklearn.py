@@ -129,23 +129,6 @@ SKIPPED_CHECKS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    """Each fit compiles its training step ahead of time; the checks fit the same shapes over
-    and over, so JAX's persistent cache (for this module only) keeps them fast."""
-    import jax
-
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-             "jax_persistent_cache_min_entry_size_bytes")
-    before = {name: getattr(jax.config, name) for name in names}
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    yield
-    for name, value in before.items():
-        jax.config.update(name, value)
-
-
 @parametrize_with_checks([IntegerCountsLDA(n_components=2, max_iter=2, backend="xla")],
                          expected_failed_checks=lambda estimator: SKIPPED_CHECKS)
 def test_scikit_learn_estimator_checks(estimator, check):

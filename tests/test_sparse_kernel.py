@@ -10,11 +10,19 @@ import pytest
 import test_sparse_sampler
 from test_pallas import doc_major, lower_for_h100, ragged_corpus
 
-from saberjax import rng, sparse_rows, sparse_sampler
+from saberjax import esca, rng, sparse_rows, sparse_sampler
 from saberjax.config import Hyperparams
 from saberjax.execution.placement import place
 from saberjax.layout import with_tile_tokens
 from saberjax.pallas import sparse_sampler as kernel
+
+
+@functools.partial(jax.jit, static_argnames=("hyper",))
+def initial_state(share, chunk, seed, hyper):
+    """The state a placement's init gives a device's word share of its chunk (compiling only
+    the draw and A's rebuild, not the whole initialisation)."""
+    topics, doc_major = esca.initial_topics(share, seed, hyper, chunk.padded_tokens)
+    return esca.chunk_state_from_topics(chunk, topics, doc_major, hyper)
 
 
 def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
@@ -24,7 +32,10 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
     corpus = ragged_corpus(seed=seed)
     hyper = Hyperparams.create(num_topics, backend="xla", model_format="sparse")
     placed = place(corpus, hyper, 1, partition="words")
-    state = placed.init(seed)
+    # one device's part as plain arrays (off the placement's mesh)
+    share, chunk = jax.tree.map(lambda x: jax.device_put(np.asarray(x)[0]),
+                                (placed.word_shares, placed.slots[0]))
+    chunk_state = initial_state(share, chunk, seed, hyper)
     rng_np = np.random.default_rng(seed)
     counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)
     counts[:, :num_topics] = (rng_np.geometric(0.3, (corpus.num_words, num_topics)) - 1) * (
@@ -32,13 +43,11 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
     alpha = np.zeros(hyper.padded_topics, np.float32)
     alpha[:num_topics] = rng_np.gamma(0.5, 2 * hyper.alpha, num_topics)
     rows = test_sparse_sampler.rows_of_dense(counts, int(np.count_nonzero(counts)) + 32)
-    model = sparse_rows.model_from_totals(rows, sparse_rows.topic_totals(
-        rows, hyper.padded_topics), jax.numpy.asarray(alpha), num_topics, hyper.beta,
-        corpus.num_words, dense_row_bytes=np.dtype(dense_dtype).itemsize * hyper.padded_topics
-        * dense_rows, dense_dtype=dense_dtype)
-    # one device's part as plain arrays (off the placement's mesh)
-    share, chunk_state = jax.tree.map(lambda x: jax.device_put(np.asarray(x)[0]),
-                                      (placed.word_shares, state.chunks[0]))
+    model = test_sparse_sampler.sparse_model(
+        rows, jax.numpy.asarray(alpha), num_topics=num_topics, beta=hyper.beta,
+        num_words=corpus.num_words,
+        dense_row_bytes=np.dtype(dense_dtype).itemsize * hyper.padded_topics * dense_rows,
+        dense_dtype=dense_dtype)
     return share, chunk_state, model, rng.iteration_key(seed, 3)
 
 

@@ -2,6 +2,8 @@
 p(k) proportional to (A_dk + alpha_k) B-hat_vk with the token left out; its M-step counts B's
 rows as a recount of the tokens does."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,6 +27,18 @@ def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
     row_start = np.searchsorted(row, np.arange(counts.shape[0] + 1)).astype(np.int32)
     return sparse_rows.SparseRows(jnp.asarray(row_start), jnp.asarray(topics),
                                   jnp.asarray(values))
+
+
+@functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words",
+                                             "dense_row_bytes", "dense_dtype"))
+def sparse_model(rows: sparse_rows.SparseRows, alpha, *, num_topics: int, beta: float,
+                 num_words: int, dense_row_bytes: int,
+                 dense_dtype=sparse_rows.DENSE_ROW_DTYPE) -> sparse_rows.SparseModel:
+    """sparse_rows.model_from_totals of rows and their own totals, compiled as one program (op
+    by op it compiles each of its many small operations, most of a test's time on a CPU)."""
+    return sparse_rows.model_from_totals(
+        rows, sparse_rows.topic_totals(rows, alpha.shape[0]), alpha, num_topics, beta,
+        num_words, dense_row_bytes, dense_dtype)
 
 
 def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
@@ -55,12 +69,10 @@ def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alph
     padded_alpha = np.zeros(hyper.padded_topics, np.float32)
     padded_alpha[:num_topics] = alpha
     rows = rows_of_dense(counts, num_words * num_topics + 7)
-    totals = sparse_rows.topic_totals(rows, hyper.padded_topics)
-    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(padded_alpha), num_topics,
-                                          hyper.beta, num_words,
-                                          dense_row_bytes=np.dtype(
-                                              sparse_rows.DENSE_ROW_DTYPE).itemsize
-                                          * hyper.padded_topics)
+    model = sparse_model(rows, jnp.asarray(padded_alpha), num_topics=num_topics,
+                         beta=hyper.beta, num_words=num_words,
+                         dense_row_bytes=np.dtype(sparse_rows.DENSE_ROW_DTYPE).itemsize
+                         * hyper.padded_topics)
     assert model.dense_bhat.shape[0] == 1
 
     doc_counts = rng_np.integers(1, 8, nonzeros)
@@ -147,9 +159,8 @@ def test_model_prefix_sums_and_prior_tree():
     alpha = np.zeros(64, np.float32)
     alpha[:40] = rng_np.gamma(1.0, 0.5, 40)
     rows = rows_of_dense(counts, 300)
-    totals = sparse_rows.topic_totals(rows, 64)
-    model = sparse_rows.model_from_totals(rows, totals, jnp.asarray(alpha), 40, 0.1, 6,
-                                          dense_row_bytes=2 * 64 * 4, dense_dtype=jnp.bfloat16)
+    model = sparse_model(rows, jnp.asarray(alpha), num_topics=40, beta=0.1, num_words=6,
+                         dense_row_bytes=2 * 64 * 4, dense_dtype=jnp.bfloat16)
     denominator = counts.sum(axis=0) + 6 * 0.1
     bhat = np.where(np.arange(64) < 40, (counts + 0.1) / denominator, 0.0)
     held = np.asarray(model.dense_bhat, np.float32)

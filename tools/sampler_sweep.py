@@ -13,12 +13,19 @@ roofline floor (saberjax.roofline.floor), then the A rebuild, the B count and th
 phase, each with its defaults (the sample phase: the baseline kernel) and with every variant's
 knobs (this tree's kernels), timed (median of --repeats) and compared with the default's
 result (mismatches: 0 for an exact variant).  Sampler knobs are sample_and_shuffle's keyword
-arguments, plus tile_tokens (layout.with_tile_tokens).  With --full_run the fastest exact
-variant of each phase (none with tile_tokens) then trains the same iterations.
+arguments, plus tile_tokens (layout.with_tile_tokens) and file (another sampler.py whose
+kernel the variant runs).  With --full_run the fastest exact variant of each phase (none with
+tile_tokens) then trains the same iterations.
+
+Every knob named in COMPILE_KNOBS is not the kernel's but the compiler's (XLA debug options of
+that one compilation): regs=N caps ptxas at N registers a thread (-maxrregcount), which sets
+how many one-warp programs an SM holds.  --profile runs each variant once between
+cuProfilerStart and cuProfilerStop (for `ncu --profile-from-start off`) instead of timing it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.util
 import json
@@ -61,6 +68,12 @@ flags.DEFINE_bool("full_run", True, "Also train with the fastest exact variant o
                   "(2% or more faster than its default).")
 flags.DEFINE_integer("repeats", 5, "Timed calls per variant (median).")
 flags.DEFINE_string("output", None, "JSON lines file.")
+flags.DEFINE_bool("profile", False, "Run each variant once inside a CUDA profiler range "
+                  "(ncu --profile-from-start off) instead of timing it.")
+
+COMPILE_KNOBS = {  # knob -> the XLA debug options of its value
+    "regs": lambda value: {"xla_gpu_ptx_compiler_extra_flags": f"-maxrregcount={value}"},
+}
 
 
 def parse_variants(text: str) -> dict[str, dict[str, int]]:
@@ -102,48 +115,83 @@ def train(corpus, placement, num_topics, heldout, **operations):
     return record, run.state
 
 
-def time_call(fn, *args):
-    """(median seconds, the result on the host) of fn(*args), after one untimed call; each
-    call gets fresh copies of args, which it may donate."""
+def compiled(fn, args, options: dict):
+    """fn jitted and compiled for args with XLA debug `options` (a per-compile override)."""
+    return jax.jit(fn).lower(*args).compile(options or None)
+
+
+def profiled_range(run):
+    """run() between cuProfilerStart and cuProfilerStop (what ncu profiles when started with
+    --profile-from-start off)."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuProfilerStart()
+    try:
+        run()
+    finally:
+        cuda.cuProfilerStop()
+
+
+def time_call(fn, *args, options: dict | None = None):
+    """(median seconds, the result on the host) of fn(*args) compiled with XLA debug
+    `options`, after one untimed call (under --profile: one call in a profiler range, seconds
+    None); each call gets fresh copies of args, which it may donate."""
     def copies():
         return jax.block_until_ready(jax.tree.map(lambda x: x.copy(), args))
 
-    result = jax.device_get(fn(*copies()))
+    executable = compiled(fn, copies(), options)
+    result = jax.device_get(executable(*copies()))
+    if FLAGS.profile:
+        fresh = copies()
+        profiled_range(lambda: jax.block_until_ready(executable(*fresh)))
+        return None, result
     seconds = []
     for _ in range(FLAGS.repeats):
         fresh = copies()
         start = time.perf_counter()
-        jax.block_until_ready(fn(*fresh))
+        jax.block_until_ready(executable(*fresh))
         seconds.append(time.perf_counter() - start)
         del fresh
     return statistics.median(seconds), result
+
+
+def compile_options(knobs: dict) -> dict:
+    """The XLA debug options of knobs' COMPILE_KNOBS (removed from knobs)."""
+    options = {}
+    for name in [name for name in knobs if name in COMPILE_KNOBS]:
+        options.update(COMPILE_KNOBS[name](knobs.pop(name)))
+    return options
 
 
 def sweep(emit, num_topics, kind, operation, args, variants,
           prepare=lambda args, knobs: (args, knobs)):
     """Time `operation` with its defaults and with each variant's knobs on args (prepare:
     the args and knobs a variant's call takes); mismatches count the result's elements that
-    differ from the defaults'.  Returns (name, knobs) of the fastest exact variant 2% or more
-    faster than the defaults, or None."""
-    base_seconds, base = time_call(jax.jit(operation), *args)
+    differ from the defaults'.
+    Returns (name, knobs) of the fastest exact variant 2% or more faster than the defaults and
+    with no compiler knobs, or None (always under --profile)."""
+    base_seconds, base = time_call(operation, *args)
     emit(K=num_topics, kind=kind, variant="default", seconds=base_seconds)
-    best, best_seconds = None, 0.98 * base_seconds
+    best, best_seconds = None, 0.98 * (base_seconds or 0.0)
     for name, knobs in variants.items():
-        call_args, call_knobs = prepare(args, dict(knobs))
+        call_knobs = dict(knobs)
+        options = compile_options(call_knobs)
+        call_args, call_knobs = prepare(args, call_knobs)
         try:
-            seconds, result = time_call(jax.jit(functools.partial(operation, **call_knobs)),
-                                        *call_args)
+            seconds, result = time_call(functools.partial(operation, **call_knobs),
+                                        *call_args, options=options)
         except Exception as error:  # noqa: BLE001 (a variant that fails is recorded)
             emit(K=num_topics, kind=kind, variant=name, error=repr(error)[:300])
             continue
         mismatches = sum(int(np.sum(np.asarray(a) != np.asarray(b)))
                          for a, b in zip(jax.tree.leaves(result), jax.tree.leaves(base)))
         emit(K=num_topics, kind=kind, variant=name, knobs=knobs, seconds=seconds,
-             over_default=seconds / base_seconds, mismatches=mismatches)
-        if mismatches == 0 and seconds < best_seconds and call_args is args:
+             over_default=seconds / base_seconds if seconds else None, mismatches=mismatches)
+        if (seconds is not None and mismatches == 0 and seconds < best_seconds
+                and call_args is args and not options):
             best, best_seconds = (name, call_knobs), seconds
-    again, _ = time_call(jax.jit(operation), *args)  # drift over the sweep shows here
-    emit(K=num_topics, kind=kind, variant="default_again", seconds=again)
+    if not FLAGS.profile:
+        again, _ = time_call(operation, *args)  # drift over the sweep shows here
+        emit(K=num_topics, kind=kind, variant="default_again", seconds=again)
     return best
 
 
@@ -153,7 +201,7 @@ ABLATIONS = dict(  # what a sampler variant's ablate=a+b... removes (its topics 
         uniform=lambda state, stream: ((state ^ jax.numpy.asarray(stream).astype(
             jax.numpy.uint32)) >> 8).astype(jax.numpy.float32) * 2.0**-24,
         token_hash=rng.token_hash, global_token_ids=rng.global_token_ids)),
-    dense=("_tree_topic",  # every token's tree draw: topic 0
+    dense=("tree_topic",  # every token's tree draw: topic 0
            lambda level_refs, alpha_ref, level_widths, row, take, *rest, **knobs:
            jax.numpy.zeros(take.shape, jax.numpy.int32)))
 
@@ -231,8 +279,9 @@ def main(argv):
 
         def this_tree(args, knobs):
             args, knobs = tiled(args, knobs)
-            ablate = knobs.pop("ablate", "")
+            ablate, path = knobs.pop("ablate", ""), knobs.pop("file", None)
             kernel = (functools.partial(ablated, ablate.split("+")) if ablate
+                      else load_module(path).sample_and_shuffle if path
                       else pallas_sampler.sample_and_shuffle)
             return args, dict(knobs, kernel=kernel)
 

@@ -21,7 +21,8 @@ array on each); nothing is overlapped.  The bytes are those of saberjax.executio
   "two-axis topics": across hosts each device receives instead the topics of its word
   share's tokens on the other hosts, (H-1) x T / (H x G) x topic bytes, and counts their B
   itself; that count, and B-hat of H times the rows, are compute the model does not add
-  (the programs choose the exchange that moves fewer bytes: execution.plan.hosts_exchange).
+  (the programs choose the exchange of less time, its bytes at the measured bandwidth between
+  hosts and the topics' extra work: execution.plan.hosts_exchange).
 
 A one-axis mesh that spans hosts moves all its bytes at the between-host bandwidth (a ring is
 as fast as its slowest link).  The topic totals' all-reduce (K integers) is left out.
@@ -237,6 +238,10 @@ MEASURED = (
              (173, 82)),
     Measured("4 H200, 2026-11-27, 69b701f", 10000, "words", 1, 4, NYT, 1743, 5911,
              (317, 317)),
+    # by words on 2 GPUs, the shares dealt round robin (main) and near-equal (share_order)
+    Measured("2 H200, 2026-11-27, b22fab3", 10000, "words", 1, 2, NYT, 1771, 3332, (254, 254)),
+    Measured("2 H200, 2026-11-27, 7bf8ea5", 10000, "words", 1, 2, NYT, 1771, 3399, (244, 244)),
+    Measured("4 H200, 2026-11-27, 8cd7a0b", 10000, "words", 1, 4, NYT, 1721, 6197, (326, 326)),
 )
 
 

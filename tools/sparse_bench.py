@@ -23,6 +23,7 @@ import resource
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from saberjax import benchmark, esca, rng, sparse_rows, synth, trainer
@@ -30,6 +31,7 @@ from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.placement import placed
+from saberjax.pallas import segmented_count as pallas_segmented_count
 from saberjax.corpus import Corpus
 from saberjax.state import check_document_lengths, max_pair_count
 
@@ -54,10 +56,12 @@ def model_record(placement, state, corpus) -> dict:
 
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
-          heldout=None, phases: bool = False, wide_pairs: bool = False, **settings) -> dict:
+          heldout=None, phases: bool = False, wide_pairs: bool = False,
+          phase_variants: bool = False, **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
-    wide_pairs: A's pairs wide whatever the documents' lengths; settings: TrainConfig's
-    placement settings, e.g. partition, chunk_tokens)."""
+    phases, phase_variants: sparse_phases' timings after the run; wide_pairs: A's pairs wide
+    whatever the documents' lengths; settings: TrainConfig's placement settings, e.g.
+    partition, chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
@@ -98,7 +102,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         planned_device_GB=round(planned_device_bytes(placement, corpus) / 1e9, 2),
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
-        record["phase_seconds"] = sparse_phases(placement, result.state)
+        record["phase_seconds"] = sparse_phases(placement, result.state,
+                                                variants=phase_variants)
     if heldout is not None:
         record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
     return record
@@ -132,9 +137,22 @@ def split_long_documents(corpus, limit: int):
                   name=f"{corpus.name}-split{limit}")
 
 
-def sparse_phases(placement, state, repeats: int = 3) -> dict:
+def timed(program, repeats: int) -> float:
+    """Seconds of program() (median of `repeats` after a compiling pass)."""
+    jax.block_until_ready(program())
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(program())
+        seconds.append(time.perf_counter() - start)
+    return round(sorted(seconds)[len(seconds) // 2], 4)
+
+
+def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) -> dict:
     """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
-    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built."""
+    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built;
+    variants: also A's rebuild kernel at one and two bitmap levels (and whether their pairs
+    agree) and the E-step with float32 and bfloat16 dense rows (and how many rows each)."""
     hyper = placement.hyper
     share, chunk, chunk_state = jax.tree.map(
         lambda x: jax.device_put(np.asarray(x)[0]),
@@ -156,17 +174,47 @@ def sparse_phases(placement, state, repeats: int = 3) -> dict:
     build = functools.partial(jax.jit(lambda r, a: esca.model_from_totals(
         r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper, placement.num_words)),
         rows, model.alpha)
-    phases = {}
-    for name, program in (("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
-                          ("build_model", build)):
-        jax.block_until_ready(program())
-        seconds = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            jax.block_until_ready(program())
-            seconds.append(time.perf_counter() - start)
-        phases[name] = round(sorted(seconds)[len(seconds) // 2], 4)
+    phases = {name: timed(program, repeats) for name, program in (
+        ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
+        ("build_model", build))}
+    if variants:
+        phases.update(rebuild_levels(chunk, doc_major, hyper.num_topics, repeats))
+        phases.update(dense_row_types(placement, share, chunk_state, rows, model.alpha, key,
+                                      repeats))
     return phases
+
+
+def rebuild_levels(chunk, doc_major, num_topics: int, repeats: int) -> dict:
+    """Seconds of the segmented-count kernel at one and two bitmap levels on the same topics,
+    and whether both give the same A."""
+    record, results = {}, []
+    for levels in (1, 2):
+        program = functools.partial(jax.jit(functools.partial(
+            pallas_segmented_count.rebuild_doc_topic, num_topics=num_topics, levels=levels)),
+            chunk, doc_major)
+        record[f"rebuild_a_levels{levels}"] = timed(program, repeats)
+        results.append(jax.tree.map(np.asarray, program()))
+    record["rebuild_a_levels_agree"] = all(
+        np.array_equal(one, two) for one, two in zip(*results))
+    return record
+
+
+def dense_row_types(placement, share, chunk_state, rows, alpha, key, repeats: int) -> dict:
+    """Seconds of the E-step with the dense rows in float32 and in bfloat16 (the model built
+    from the same rows), and the dense rows of each."""
+    hyper = placement.hyper
+    record = {}
+    for dtype in (jnp.float32, jnp.bfloat16):
+        model = jax.jit(lambda r, a, dtype=dtype: sparse_rows.model_from_totals(
+            r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper.num_topics,
+            hyper.beta, placement.num_words, dense_dtype=dtype))(rows, alpha)
+        name = jnp.dtype(dtype).name
+        record[f"sample_{name}_rows"] = timed(functools.partial(
+            jax.jit(lambda s, c, m, k: esca.sample(s, c, m, k, hyper)), share, chunk_state,
+            model, key), repeats)
+        record[f"dense_rows_{name}"] = int(model.dense_bhat.shape[0])
+        del model  # one extra model on the device at a time
+    return record
 
 
 def run_all(corpus, runs: str, iterations: int, warmup: int, seed: int, output,
@@ -202,6 +250,9 @@ def main():
     parser.add_argument("--output", default=None)
     parser.add_argument("--phases", action="store_true", help="time each phase of a sparse "
                         "iteration on one device (after the run)")
+    parser.add_argument("--phase_variants", action="store_true", help="with --phases, also "
+                        "A's rebuild at one and two bitmap levels and the E-step with float32 "
+                        "and bfloat16 dense rows, on the same state")
     parser.add_argument("--partition", default="auto", help="TrainConfig's partition "
                         "(documents: the sparse model streams, whole on every device)")
     parser.add_argument("--chunk_tokens", type=int, default=None)
@@ -225,7 +276,8 @@ def main():
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
-                phases=args.phases, partition=args.partition, chunk_tokens=args.chunk_tokens,
+                phases=args.phases, phase_variants=args.phase_variants,
+                partition=args.partition, chunk_tokens=args.chunk_tokens,
                 num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:
         train, test = corpus_io.train_test_split(corpus, args.test_fraction, args.seed)

@@ -149,7 +149,9 @@ def load_data():
     else:
         return documents, corpus, None
     # the training corpus's fingerprint, the trainer's first need, hashed beside the halves
-    fingerprint = in_background(corpus.fingerprint, name="saberjax-fingerprint")
+    # (combined by the trainer from every process's part when each holds only its share)
+    fingerprint = in_background(corpus.fingerprint if corpus.held_tokens is None else str,
+                                name="saberjax-fingerprint")
     halves = corpus_io.split_document_halves(test, FLAGS.seed)
     check_scorable(*halves)
     fingerprint.result()

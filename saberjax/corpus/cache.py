@@ -18,6 +18,11 @@ or full disk) is a warning too: the corpus read from the source is returned eith
 an entry is written, entries of earlier contents of the same source path are removed, so
 editing a corpus in place does not fill the cache.
 
+A text input that the processes of a run read in shares (saberjax.shared_text) has an entry
+per process instead (CorpusShare: the corpus's outline and the process's share's tokens),
+keyed by every process's share (share_key, each hashing only its own) and checked against its
+files' SHA-256 on loading (read_share_entry, write_share_entry).
+
 Entries are written into a hidden staging folder and renamed into place (saberjax.outputs),
 so concurrent runs and kills never leave a half-written entry under a key.
 
@@ -46,6 +51,9 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 from saberjax import outputs
 from saberjax.background import thread_count
@@ -135,11 +143,13 @@ def _content_key(files: list[Path], options: dict) -> str:
     return digest.hexdigest()
 
 
-def _block_digest(block: tuple[Path, int]) -> bytes:
-    file, offset = block
+def _block_digest(block: tuple[Path, int] | tuple[Path, int, int]) -> bytes:
+    """SHA-256 of the bytes of a file from an offset: _READ_BLOCK of them, or as many as the
+    block's third item says."""
+    file, offset, *size = block
     with open(file, "rb") as stream:
         stream.seek(offset)
-        return hashlib.sha256(stream.read(_READ_BLOCK)).digest()
+        return hashlib.sha256(stream.read(size[0] if size else _READ_BLOCK)).digest()
 
 
 def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: bool = True,
@@ -346,3 +356,106 @@ def _write_entry(entry: Path, key: str, write_corpus, source: Path, options: dic
 def cache_warning(message: str) -> None:
     """A warning about a cache entry, attributed to the caller outside saberjax."""
     warnings.warn(message, stacklevel=2, skip_file_prefixes=(PACKAGE_DIR,))
+
+
+# A process's entry of a text input read in shares by several processes (saberjax.shared_text)
+SHARE_MANIFEST = "share.json"
+_SHARE_ARRAYS = ("doc_offsets.npy", "word_ids.npy")
+_SHARE_TEXTS = ("vocab.txt", "doc_names.txt")
+_SHARE_FILES = (SHARE_MANIFEST, *_SHARE_ARRAYS, *_SHARE_TEXTS)
+
+
+class CorpusShare(NamedTuple):
+    """What a process of a run holds of a text input read in shares (saberjax.shared_text):
+    the whole corpus's document offsets, vocabulary and document ids (None when the input
+    names none), the word ids of its share's tokens, from token `first` on, and the whole
+    input's dropped empty documents and documents not valid UTF-8."""
+
+    doc_offsets: np.ndarray
+    vocab: tuple[str, ...]
+    doc_names: list[str] | None
+    word_ids: np.ndarray
+    first: int
+    dropped: int
+    invalid: int
+
+
+def share_key(share, options: dict) -> str:
+    """SHA-256 hex of a process's share of a text input (text_sources.FileShare: each file's
+    name, size, span and the bytes of its span) and the reading options: the processes'
+    keys, together, identify the input (shared_text)."""
+    digest = hashlib.sha256(f"saberjax-corpus-share-v{CACHE_VERSION}\0".encode())
+    digest.update(json.dumps(options, sort_keys=True).encode())
+    blocks = []
+    for file in share:
+        size = file.path.stat().st_size
+        first, last = file.span or (0, size)
+        digest.update(f"\0{file.path.name}\0{size}\0{first}\0{last}\0".encode())
+        blocks += [(file.path, offset, min(_READ_BLOCK, last - offset))
+                   for offset in range(first, last, _READ_BLOCK)]
+    with ThreadPoolExecutor(thread_count(len(blocks))) as pool:
+        for block in pool.map(_block_digest, blocks):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_share_entry(entry: Path, key: str) -> CorpusShare | None:
+    """The share in a process's entry made for `key` (write_share_entry); None when there is
+    none, and with a warning when it is damaged (its files' SHA-256 differ from its
+    manifest's)."""
+    if not entry.exists():
+        return None
+    try:
+        manifest = keyed_manifest(entry / SHARE_MANIFEST, key)
+        if _share_files_digest(entry) != manifest["files_sha256"]:
+            raise ValueError("its files differ from those written")
+        offsets, word_ids = (np.load(entry / name) for name in _SHARE_ARRAYS)
+        vocab, names = ((entry / name).read_text(encoding="utf-8") for name in _SHARE_TEXTS)
+        share = CorpusShare(offsets, tuple(vocab.split("\n")),
+                            names.split("\n") if manifest["named"] else None, word_ids,
+                            int(manifest["first"]), int(manifest["dropped"]),
+                            int(manifest["invalid"]))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        cache_warning(f"corpus cache entry {entry} is damaged or stale ({error}); rebuilding "
+                      f"it")
+        return None
+    return share
+
+
+def write_share_entry(entry: Path, key: str, share: CorpusShare, origin: dict) -> None:
+    """Writes a process's entry of its share (read_share_entry), `origin` (the source, the
+    options, the process and their number) in its manifest, and removes the entries of the
+    same origin made for other contents; a warning when it cannot be written."""
+    try:
+        with outputs.staged_directory(entry, _SHARE_FILES, "a saberjax corpus cache entry"
+                                      ) as staging:
+            for name, array in zip(_SHARE_ARRAYS, (share.doc_offsets, share.word_ids)):
+                np.save(staging / name, array)
+            for name, lines in zip(_SHARE_TEXTS, (share.vocab, share.doc_names or [])):
+                (staging / name).write_text("\n".join(lines), encoding="utf-8")
+            manifest = dict(format="saberjax-corpus-share", version=CACHE_VERSION, key=key,
+                            **origin, first=share.first, dropped=share.dropped,
+                            invalid=share.invalid, named=share.doc_names is not None,
+                            files_sha256=_share_files_digest(staging))
+            (staging / SHARE_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n",
+                                                  encoding="utf-8")
+    except OSError as error:
+        cache_warning(f"corpus cache entry {entry} not written ({error}); the share is read "
+                      f"from the source each time")
+        return
+    for other in entry.parent.iterdir():
+        try:
+            earlier = json.loads((other / SHARE_MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if other != entry and isinstance(earlier, dict) and all(
+                earlier.get(name) == value for name, value in origin.items()):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def _share_files_digest(entry: Path) -> str:
+    """SHA-256 hex of a share entry's arrays and texts."""
+    digest = hashlib.sha256()
+    for name in (*_SHARE_ARRAYS, *_SHARE_TEXTS):
+        digest.update((entry / name).read_bytes())
+    return digest.hexdigest()

@@ -31,18 +31,18 @@ MIN_PARSE_BYTES = 1 << 20  # fewest bytes pyarrow's JSON and CSV readers parse a
 DATASET_BATCH_ROWS = 10_000  # rows of a datasets.Dataset read at a time
 
 
-def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = True
-                 ) -> Iterator[DocumentBlock]:
+def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = True,
+                 span: tuple[int, int] | None = None) -> Iterator[DocumentBlock]:
     """JSON Lines: the text field of each object (a record without it is an empty document;
     the first record must have it, so that a misnamed field is caught at once).  Blocks of
     whole lines, each parsed by pyarrow.json on one thread: here, or, when not `parsed`, by
     the thread that tokenises it (DocumentBlock.parse; an uncompressed file's lines as
     LineRanges, which that thread reads too), so that parsing runs on every core with the
-    tokenising."""
+    tokenising.  span: only the lines beginning in those bytes (line_blocks, line_ranges)."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    first = _first_json_record(path)
+    first = _first_json_record(path, fields, span)
     if first is None:
         return
     for name, option in ((fields.text, "text_field"), (fields.id, "id_field")):
@@ -57,9 +57,9 @@ def jsonl_blocks(path: Path, fields: Fields, block_bytes: int, parsed: bool = Tr
                                    unexpected_field_behavior="ignore")
     parse = functools.partial(_parsed_json_lines, path, fields, options)
     if not parsed and compression_of(path) is None:
-        yield from line_ranges(path, max(block_bytes, MIN_PARSE_BYTES), parse)
+        yield from line_ranges(path, max(block_bytes, MIN_PARSE_BYTES), parse, span)
         return
-    for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES)):
+    for lines in line_blocks(path, max(block_bytes, MIN_PARSE_BYTES), span):
         yield parse(lines.data) if parsed else DocumentBlock(lines.data, None, None, parse)
 
 
@@ -106,11 +106,26 @@ def _json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield number + 1, carried
 
 
-def _first_json_record(path: Path) -> dict | None:
-    """The first record of a JSON Lines file (None when it has none)."""
-    for number, line in _json_lines(path):
-        if line.strip():
-            return _json_record(path, number, line)
+def _first_json_record(path: Path, fields: Fields, span: tuple[int, int] | None = None
+                       ) -> dict | None:
+    """The first record of a JSON Lines file, or of its lines beginning in the bytes `span`
+    (line_blocks; one that is not a JSON object is reported at the file's first bad line:
+    _json_error); None when there is none."""
+    if span is None:
+        for number, line in _json_lines(path):
+            if line.strip():
+                return _json_record(path, number, line)
+        return None
+    for lines in line_blocks(path, MIN_PARSE_BYTES, span):
+        for line in lines.data.tobytes().split(b"\n"):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except ValueError as error:
+                    raise CorpusFormatError(_json_error(path, fields, error)) from None
+                if not isinstance(record, dict):
+                    raise CorpusFormatError(_json_error(path, fields, ValueError(line[:40])))
+                return record
     return None
 
 
@@ -209,10 +224,13 @@ def _missing_column(source, wanted: list[str], present: list[str]) -> str:
     return f"{source}: no column {missing!r} (its columns: {shown or 'none'})"
 
 
-def parquet_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[DocumentBlock]:
+def parquet_blocks(path: Path, fields: Fields, block_bytes: int,
+                   span: tuple[int, int] | None = None) -> Iterator[DocumentBlock]:
     """Parquet: the text column, in batches of about block_bytes of rows (by the file's
     recorded sizes).  A gzip- or zstd-compressed file is decompressed into memory first
-    (Parquet compresses inside; reading needs random access)."""
+    (Parquet compresses inside; reading needs random access).  span: only the row groups
+    beginning in the bytes [first, last) of an uncompressed file (row_group_starts), the
+    share of the file one reader of several reads (saberjax.shared_text)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -231,12 +249,31 @@ def parquet_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Doc
     metadata = parquet.metadata
     row_bytes = sum(metadata.row_group(group).total_byte_size
                     for group in range(metadata.num_row_groups)) / max(metadata.num_rows, 1)
+    groups = None
+    if span is not None:
+        starts = row_group_starts(metadata)
+        groups = [group for group, start in enumerate(starts) if span[0] <= start < span[1]]
+        if not groups:
+            return
     try:
         for batch in parquet.iter_batches(batch_size=max(1, int(block_bytes / max(row_bytes, 1))),
-                                          columns=columns):
+                                          row_groups=groups, columns=columns):
             yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
     except (pa.ArrowException, OSError) as error:
         raise CorpusFormatError(f"{path}: cannot read: {error}") from None
+
+
+def row_group_starts(metadata) -> list[int]:
+    """The byte offset in a Parquet file of each row group's first page (of any column):
+    where the row group begins, for cutting the file into byte ranges of whole row groups."""
+    starts = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        starts.append(min(
+            column.dictionary_page_offset if column.has_dictionary_page
+            else column.data_page_offset
+            for column in map(row_group.column, range(row_group.num_columns))))
+    return starts
 
 
 def _ids_of(table, fields: Fields, source) -> np.ndarray | None:

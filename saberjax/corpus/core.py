@@ -42,7 +42,11 @@ class Corpus:
     int64 / int32 (memory maps are not copied) and exposed read-only, so a corpus cannot change
     after its fingerprint is taken.  checked=False leaves the word ids to be validated by
     whoever counts them (word_counts, part): a memory-mapped corpus of which each process of a
-    run reads only its own documents (native.load_native).
+    run reads only its own documents (native.load_native).  held_tokens: the tokens [first,
+    last) this process holds of a corpus whose processes each read a share of its text
+    (saberjax.shared_text); its other word ids are zeros until they are received from the
+    processes holding them (receive_tokens), and its fingerprint is known only once combined
+    from every process's part (combine_parts).
     """
 
     doc_offsets: np.ndarray
@@ -53,6 +57,7 @@ class Corpus:
     unknown_tokens: int = 0
     doc_names: np.ndarray | None = None
     checked: bool = True
+    held_tokens: tuple[int, int] | None = None
 
     def __post_init__(self):
         offsets = int_vector(self.doc_offsets, "doc_offsets")
@@ -138,7 +143,25 @@ class Corpus:
 
     @functools.cached_property
     def _fingerprint(self) -> str:
+        if self.held_tokens is not None:
+            raise ValueError(f"corpus {self.name!r} is held in part by this process (tokens "
+                             f"{list(self.held_tokens)}); its fingerprint is combined from "
+                             f"every process's part (combine_parts)")
         return fingerprints.fingerprint(self)
+
+    def receive_tokens(self, first: int, word_ids: np.ndarray) -> None:
+        """Write the word ids of tokens [first, first + len(word_ids)), which lie outside
+        held_tokens, into a corpus held in part: tokens another process read
+        (processes.share_tokens).  They are validated when counted (check), as those of an
+        unchecked corpus."""
+        held_first, held_last = self.held_tokens
+        last = first + len(word_ids)
+        if not (0 <= first <= last <= self.num_tokens) or (first < held_last
+                                                          and held_first < last):
+            raise ValueError(f"tokens [{first}, {last}) are not outside the held tokens "
+                             f"[{held_first}, {held_last}) of the {self.num_tokens}")
+        buffer = self.word_ids.base  # the writable array __post_init__ made read-only
+        buffer[first:last] = word_ids
 
     def outline(self) -> str:
         """fingerprint()'s definition without the word ids: what every process of a run can
@@ -149,10 +172,6 @@ class Corpus:
         """What the tokens [first, last) give towards the whole corpus's fingerprint and word
         counts (combine_parts), reading only those tokens (fingerprint.corpus_part)."""
         return fingerprints.corpus_part(self, first, last, workers)
-
-    def largest_part_bytes(self) -> int:
-        """The most bytes CorpusPart.to_bytes takes for a part of this corpus."""
-        return fingerprints.largest_part_bytes(self)
 
     def combine_parts(self, parts: Sequence[CorpusPart]) -> None:
         """Take the corpus's fingerprint and word counts from parts (part) covering its tokens,

@@ -133,14 +133,6 @@ def corpus_part(corpus, first: int, last: int, workers: int | None = None) -> Co
                       tuple(edges))
 
 
-def largest_part_bytes(corpus) -> int:
-    """The most bytes CorpusPart.to_bytes takes for a part of the corpus: its header, the
-    counts, a digest for each block of the corpus and two edges of a block each."""
-    return (8 * (6 + 2 * 2) + 8 * corpus.num_words
-            + 32 * _blocks(corpus.num_tokens, 4, FINGERPRINT_BLOCK_BYTES)
-            + 2 * FINGERPRINT_BLOCK_BYTES)
-
-
 def combined_fingerprint(corpus, parts: Sequence[CorpusPart]) -> str:
     """The corpus's fingerprint from parts (corpus_part) covering its tokens, one after
     another, in any order, reading no token: the blocks lying wholly in a part give their

@@ -120,23 +120,28 @@ def read_lines(path: Path, start: int, end: int) -> np.ndarray:
     return np.frombuffer(data, np.uint8)[begin:stop]
 
 
-def line_ranges(path: Path, range_bytes: int, parse=None) -> Iterator[LineRange]:
+def line_ranges(path: Path, range_bytes: int, parse=None, span: tuple[int, int] | None = None
+                ) -> Iterator[LineRange]:
     """The lines of an uncompressed file as LineRanges of range_bytes, the file first checked
-    to be text (check_is_text of its first SNIFF_BYTES, a NUL byte there refused)."""
+    to be text (check_is_text of its first SNIFF_BYTES, a NUL byte there refused).  span:
+    only the lines beginning in the bytes [first, last) (line_span, as line_blocks' span:
+    the share of the file one reader of several reads, saberjax.shared_text), the first
+    SNIFF_BYTES of those lines checked."""
     try:
         with open(path, "rb") as file:
-            head = file.read(SNIFF_BYTES)
-            size = os.fstat(file.fileno()).st_size
+            first, last = ((0, os.fstat(file.fileno()).st_size) if span is None
+                           else line_span(file, path, *span))
+            head = os.pread(file.fileno(), min(SNIFF_BYTES, last - first), first)
     except FileNotFoundError:
         raise CorpusFormatError(f"{path}: file not found") from None
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
     if (nul := head.find(b"\0")) >= 0:
-        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset {nul}); "
-                                f"plain text input is UTF-8 or Latin-1")
+        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
+                                f"{first + nul}); plain text input is UTF-8 or Latin-1")
     check_is_text(path, np.frombuffer(head, np.uint8))
-    for start in range(0, size, range_bytes):
-        yield LineRange(path, start, min(start + range_bytes, size), parse)
+    for start in range(first, last, range_bytes):
+        yield LineRange(path, start, min(start + range_bytes, last), parse)
 
 
 def line_offsets(data: np.ndarray) -> np.ndarray:
@@ -229,27 +234,38 @@ def _read_into(stream, path: Path, buffer: memoryview) -> int:
     return done
 
 
-def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[DocumentBlock]:
+def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES,
+                span: tuple[int, int] | None = None) -> Iterator[DocumentBlock]:
     """A document per line of a file (its line break kept at its end, as whitespace): blocks
     of whole lines of about block_bytes, read into fresh buffers (no copy but the part of a
     line a block ends in), their offsets left to the tokenising threads (DocumentBlock); a
     last line without a line break is a document too, an empty file holds none.  The file is
     refused as binary data for a NUL byte anywhere (a memchr a block), or for control
-    characters in its first SNIFF_BYTES (check_is_text)."""
+    characters in its first SNIFF_BYTES (check_is_text).  span: only the lines beginning in
+    the bytes [first, last) of an uncompressed file (line_span), the share of the file one
+    reader of several reads (saberjax.shared_text); control characters are counted in the
+    span's first SNIFF_BYTES."""
     with open_stream(path) as stream:
-        rest, offset = b"", 0
-        while True:
-            buffer = bytearray(len(rest) + block_bytes)
+        offset, left = 0, None
+        if span is not None:
+            offset, end = line_span(stream, path, *span)
+            stream.seek(offset)
+            left = end - offset
+        rest, start = b"", offset
+        while left is None or left > 0:
+            size = block_bytes if left is None else min(block_bytes, left)
+            buffer = bytearray(len(rest) + size)
             buffer[:len(rest)] = rest
             read = _read_into(stream, path, memoryview(buffer)[len(rest):])
             if not read:
                 break
+            left = None if left is None else left - read
             size = len(rest) + read
             if (nul := buffer.find(b"\0", len(rest), size)) >= 0:
                 raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
                                         f"{offset + nul - len(rest)}); plain text input is "
                                         f"UTF-8 or Latin-1")
-            if offset == 0:
+            if offset == start:
                 check_is_text(path, np.frombuffer(buffer, np.uint8, min(size, SNIFF_BYTES)))
             offset += read
             end = buffer.rfind(b"\n", 0, size) + 1
@@ -258,6 +274,24 @@ def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[
             rest = bytes(buffer[end:size])
         if rest:
             yield DocumentBlock(np.frombuffer(rest, np.uint8), None)
+
+
+def line_span(stream, path: Path, first: int, last: int) -> tuple[int, int]:
+    """The bytes [start, end) of the lines of a file (an open, seekable stream) that begin in
+    its bytes [first, last): those from the first line beginning at `first` or after, to
+    the first beginning at `last` or after.  The spans of consecutive ranges that cover a
+    file hold each of its lines once."""
+    def line_start(position: int) -> int:
+        if position <= 0:
+            return 0
+        stream.seek(position - 1)
+        while chunk := read_block(stream, path, 1 << 16).tobytes():
+            if (found := chunk.find(b"\n")) >= 0:
+                return position + found
+            position += len(chunk)
+        return position - 1  # the end of the file
+    start = line_start(first)
+    return start, max(start, line_start(last))
 
 
 def file_blocks(files: list[Path], block_bytes: int = DEFAULT_BLOCK_BYTES

@@ -45,7 +45,7 @@ from saberjax.corpus.text_ids import (
 )
 from saberjax.corpus.text_pieces import block_pieces, piece_size
 from saberjax.corpus.text_workers import tokenised, worker_words
-from saberjax.corpus.text_words import merged_words
+from saberjax.corpus.text_words import Dictionary, Words, merged_words
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads, in_order
 from saberjax.errors import CorpusFormatError
 
@@ -68,7 +68,9 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                  source: str = "text", directory=None, workers: int | None = None,
                  memory_bytes: int | None = None, total_bytes: int | None = None,
                  log: Callable[[str], None] | None = None,
-                 processes: bool | None = None) -> TextCorpus:
+                 processes: bool | None = None,
+                 shared_words: Callable[[Dictionary, int], SharedWords] | None = None
+                 ) -> TextCorpus:
     """The corpus of the documents of `blocks` (see the module).
 
     directory: write the corpus there as a native folder (atomically) and return it
@@ -80,6 +82,11 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     (False); None: processes from PROCESS_MIN_WORKERS workers and PROCESS_MIN_BYTES of input
     on, when writing a directory (_uses_processes).  Documents left without a vocabulary word
     are dropped and counted (Corpus.dropped_empty_docs, and a warning naming `source`).
+    shared_words: when `blocks` are one reader's share of an input that other readers (the
+    processes of a run) read the rest of, exchanges this reader's words (a Dictionary of
+    them, and its documents) for every reader's (SharedWords), from which the vocabulary is
+    chosen; the corpus returned is then that of the share's documents, over the input's
+    vocabulary.
     """
     threads = workers or os.cpu_count() or 1
     spill_dir = Path(directory).parent if directory is not None else None
@@ -94,19 +101,13 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         doc_ids, num_docs, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit),
                                                   progress)
         corpus_words, worker_numbers = merged_words(pool.each(worker_words))
-        words = corpus_words.strings()
-        counts = corpus_words.counts[:len(words)]
-        doc_freq = corpus_words.doc_freq[:len(words)]
-        vocab_index = choose_vocabulary(words, counts, doc_freq, num_docs, vocabulary)
-        if vocab_index.size == 0:
-            raise CorpusFormatError(
-                f"{source}: no word is in at least min_df={vocabulary.min_df} and at most "
-                f"max_df={vocabulary.max_df} of the {num_docs} documents (stop words left "
-                f"out); lower min_df or give more documents")
-        new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
-        new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
-        vocab = tuple(map(words.__getitem__, vocab_index.tolist()))
-        del words, corpus_words, counts, doc_freq
+        places = None  # where this reader's words lie among every reader's
+        if shared_words is not None:
+            corpus_words, places, num_docs = shared_words(corpus_words.dictionary(), num_docs)
+        vocab, new_id = chosen_vocabulary(corpus_words, num_docs, vocabulary, source)
+        del corpus_words
+        if places is not None:
+            new_id = new_id[places]
         starts = piece_starts(pool, len(doc_ids), [new_id[numbers] for numbers in worker_numbers])
         mapped = functools.partial(mapped_pieces, pool, doc_ids, starts)
         num_tokens = int(starts[-1])  # every token of the vocabulary's words
@@ -115,10 +116,38 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         else:
             corpus, dropped = in_memory_corpus(mapped, num_tokens, vocab, name,
                                                Path(spill) / "word_ids")
-    if dropped:
+    if dropped and shared_words is None:  # a share's: the caller warns of the input's
         _warn_dropped(source, dropped)
     corpus = dataclasses.replace(corpus, dropped_empty_docs=dropped)
     return TextCorpus(corpus, invalid)
+
+
+class SharedWords(NamedTuple):
+    """Every reader's words of an input (their Words merged: the counts and document
+    frequencies summed), where each of this reader's words lies among them (int32 numbers)
+    and every reader's documents (those left empty included)."""
+
+    words: Words
+    places: np.ndarray
+    num_docs: int
+
+
+def chosen_vocabulary(corpus_words: Words, num_docs: int, rules: text.VocabularyRules,
+                      source: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """(the vocabulary `rules` choose from the words of `num_docs` documents; each word's
+    vocabulary id by its number, -1 for none, int32).  CorpusFormatError naming `source`
+    when no word is chosen."""
+    words = corpus_words.strings()
+    vocab_index = choose_vocabulary(words, corpus_words.counts[:len(words)],
+                                    corpus_words.doc_freq[:len(words)], num_docs, rules)
+    if vocab_index.size == 0:
+        raise CorpusFormatError(
+            f"{source}: no word is in at least min_df={rules.min_df} and at most "
+            f"max_df={rules.max_df} of the {num_docs} documents (stop words left "
+            f"out); lower min_df or give more documents")
+    new_id = np.full(len(words), -1, np.int32)  # a word's vocabulary id, -1 for none
+    new_id[vocab_index] = np.arange(vocab_index.size, dtype=np.int32)
+    return tuple(map(words.__getitem__, vocab_index.tolist())), new_id
 
 
 def choose_vocabulary(words: list[str], counts: np.ndarray, doc_freq: np.ndarray,

@@ -40,6 +40,7 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -81,7 +82,8 @@ DETECTION_RULE = ("text (a .txt file of one document a line, or a folder or glob
 def document_blocks(source, *, format: str = "auto", block_bytes: int | None = None,
                     text_field: str | None = None, id_field: str | None = None,
                     text_column: str | None = None, id_column: str | None = None,
-                    parsed: bool = True) -> Iterator[DocumentBlock]:
+                    parsed: bool = True, share: list[FileShare] | None = None
+                    ) -> Iterator[DocumentBlock]:
     """The documents of `source` (a path or glob, or a Python object: see the module) in
     order, in blocks of about `block_bytes` (default DEFAULT_BLOCK_BYTES; from half to twice
     as much; a document larger than that is a block of its own).  `format` ("auto" or one of
@@ -89,41 +91,58 @@ def document_blocks(source, *, format: str = "auto", block_bytes: int | None = N
     (offsets None: DocumentBlock), of block_bytes; JSON Lines, when not `parsed`, blocks of
     lines of records left for the tokenising threads to parse (DocumentBlock.parse).  When
     not `parsed`, an uncompressed file of lines (text or JSON Lines) gives LineRanges
-    instead, which the tokenising workers read themselves.  CorpusFormatError when the source cannot be read, lacks the fields named
-    or holds no document; TypeError for an object that is not a source of documents."""
+    instead, which the tokenising workers read themselves.  CorpusFormatError when the
+    source cannot be read, lacks the fields named or holds no document; TypeError for an
+    object that is not a source of documents.  share: only these of a path's files
+    (source_files) or of their lines, one process's share of them (saberjax.shared_text),
+    which may hold no document."""
     block_bytes = DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes
     if block_bytes < 1:
         raise ValueError(f"block_bytes must be positive, got {block_bytes}")
     fields = reading_fields(text_field, id_field, text_column, id_column)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        blocks, name = _path_blocks(path, format, fields, block_bytes, parsed), str(path)
+        blocks, name = _path_blocks(path, format, fields, block_bytes, parsed, share), str(path)
     else:
         blocks, name = object_blocks(source, fields, block_bytes), type(source).__name__
-    yield from _nonempty(_rechunked(blocks, block_bytes), name)
+    blocks = _rechunked(blocks, block_bytes)
+    yield from blocks if share is not None else _nonempty(blocks, name)
 
 
-def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, parsed: bool
-                 ) -> Iterator[DocumentBlock]:
+class FileShare(NamedTuple):
+    """A file of a source, or, of an uncompressed file of lines (plain text, JSON Lines) or
+    Parquet file, the lines (text_blocks.line_span) or row groups
+    (columnar_sources.row_group_starts) beginning in its bytes [first, last) (`span`)."""
+
+    path: Path
+    span: tuple[int, int] | None = None
+
+
+def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, parsed: bool,
+                 share: list[FileShare] | None = None) -> Iterator[DocumentBlock]:
     chosen = detect_text_format(path) if format == "auto" else format
     if chosen not in FORMATS:
         raise ValueError(f"{chosen!r} is not a text format; expected one of {FORMATS}")
     if chosen == "text" and (fields.id is not None or fields != Fields()):
         raise ValueError(f"{path}: plain text has no fields; text_field and id_field apply to "
                          f"{', '.join(FIELD_FORMATS)}")
-    files = source_files(path, chosen)
+    if share is None:
+        share = [FileShare(file) for file in source_files(path, chosen)]
     if chosen == "text":
         if is_collection(path):
-            yield from file_blocks(files, block_bytes)
-        elif not parsed and compression_of(files[0]) is None:
-            yield from line_ranges(files[0], block_bytes)
+            yield from file_blocks([file.path for file in share], block_bytes)
         else:
-            yield from line_blocks(files[0], block_bytes)
+            for file in share:
+                yield from (line_ranges(file.path, block_bytes, span=file.span)
+                            if not parsed and compression_of(file.path) is None
+                            else line_blocks(file.path, block_bytes, file.span))
         return
     read = dict(jsonl=functools.partial(jsonl_blocks, parsed=parsed), csv=csv_blocks,
                 tsv=tsv_blocks, parquet=parquet_blocks)[chosen]
-    yield from _read_ahead([functools.partial(read, file, fields, block_bytes)
-                            for file in files], SHARDS_AHEAD)
+    yield from _read_ahead([functools.partial(read, file.path, fields, block_bytes,
+                                              **({} if file.span is None else
+                                                 dict(span=file.span)))
+                            for file in share], SHARDS_AHEAD)
 
 
 def _read_ahead(readers: list, ahead: int) -> Iterator[DocumentBlock]:

@@ -3,8 +3,8 @@ host and those rows (dense [V, K_pad], or a sparse model's rows of nonzeros) and
 from them.
 
     by document   row v holds word v (V padded to equal shares of the mesh)
-    by word       share r % W's row r // W holds the word of rank r (W the devices of the
-                  words axis); on the two-axis mesh exchanging counts each share's rows
+    by word       share r % W's row r // W holds the word at position r of the share order
+                  (layout.share_order; W the devices of the words axis); on the two-axis mesh exchanging counts each share's rows
                   are split among its hosts' devices by block (row_of_word)
 
 The placement is execution.placement.Placement (its mesh, word order, programs and
@@ -32,16 +32,17 @@ from saberjax.state import Model, TrainState
 
 def row_of_word(placement) -> np.ndarray:
     """Row of the model's global arrays holding each word (by id): the word itself by
-    document; by word, share r % W's row r // W for the word of rank r (W the devices of
-    the words axis).  On the two-axis mesh of H hosts exchanging counts each share's rows
-    are split among its H devices by block: the int32 rows' H parts, then the float16 rows'
-    (Programs._model_of_partial_counts), host h holding part h of each; exchanging topics
-    every host holds them whole (row_parts 1)."""
+    document; by word, share r % W's row r // W for the word at position r of the share
+    order (layout.share_order; W the devices of the words axis).  On the two-axis mesh of
+    H hosts exchanging counts each share's rows are split among its H devices by block:
+    the int32 rows' H parts, then the float16 rows' (Programs._model_of_partial_counts),
+    host h holding part h of each; exchanging topics every host holds them whole
+    (row_parts 1)."""
     if placement.word_shares is None:
         return np.arange(placement.num_words)
-    rank = np.empty(placement.num_words, np.int64)
-    rank[placement.word_order] = np.arange(placement.num_words)
-    share, row = rank % placement.word_parts, rank // placement.word_parts
+    in_order = np.empty(placement.num_words, np.int64)
+    in_order[placement.word_order] = np.arange(placement.num_words)
+    share, row = in_order % placement.word_parts, in_order // placement.word_parts
     model_rows = placement.model_rows
     hosts = placement.row_parts
     first = placement.first_float16_row

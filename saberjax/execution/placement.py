@@ -29,13 +29,13 @@ from saberjax import chunk_store, compilation, esca, layout_device, processes, s
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import compiled, memory, model_placement
+from saberjax.execution import compiled, link_speed, memory, model_placement
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
-                             word_shares)
+                             share_order, word_shares)
 from saberjax.layout_cache import cached_layout
 from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
@@ -57,12 +57,11 @@ class Placement:
     num_words: int
     hyper: Hyperparams
     # partition by word: each device's share of its group's vocabulary tokens
-    # (layout.word_shares, by device) and the words by rank (rank r is the row r // W of
-    # share r % W, W the devices of the words axis); else None
+    # (layout.word_shares, by device) and the words in share order (layout.share_order:
+    # position r is the row r // W of share r % W, W the devices of the words axis); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
-    streamed_tokens: int = 0  # streamed: the padded tokens of a device's slots
     # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
     # plan.hosts_exchange (the property hosts_exchange)
     hosts_exchange_setting: str = "auto"
@@ -102,7 +101,17 @@ class Placement:
                               self.word_shares.word.shape[1],
                               model_rows(self.num_words, self.num_devices, "hybrid",
                                          self.mesh.shape[HOSTS]),
-                              self.int32_rows, self.hyper)
+                              self.int32_rows, self.hyper,
+                              self._hosts_bytes_per_second
+                              if self.hosts_exchange_setting == "auto" else None)
+
+    @functools.cached_property
+    def _hosts_bytes_per_second(self) -> float:
+        """The hosts axis's bandwidth, measured on this placement's mesh (link_speed), which
+        the "auto" hosts exchange weighs bytes with."""
+        platform = self.mesh.devices.flat[0].platform
+        return link_speed.axis_bytes_per_second(
+            self.mesh, HOSTS, link_speed.PROBE_BYTES.get(platform, link_speed.PROBE_BYTES["cpu"]))
 
     @property
     def program_shares(self):
@@ -176,6 +185,14 @@ class Placement:
     @property
     def streamed(self) -> bool:
         return isinstance(self.slots, (streaming.HostChunks, chunk_store.StoredChunks))
+
+    @property
+    def streamed_tokens(self) -> int:
+        """Streamed by document: the padded tokens of a device's slots (Programs'
+        streamed_tokens); else 0."""
+        if not self.streamed or self.partition != "documents":
+            return 0
+        return self.slots.padded_tokens * self.num_slots
 
     @property
     def stored(self) -> bool:
@@ -375,8 +392,7 @@ def placed(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      NamedSharding(mesh, by_device(mesh)), run_plan.prefetch,
                                      workers, run_plan.layout_on_devices)
     return Placement(mesh, slots, layout_plan.chunk_docs,
-                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper,
-                     streamed_tokens=layout_plan.padded_tokens * len(slots))
+                     _chunking(corpus, layout_plan.chunk_docs), corpus.num_words, hyper)
 
 
 def _chunking(corpus: Corpus, chunk_docs) -> tuple[tuple[int, int], ...]:
@@ -412,29 +428,33 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                      run_plan.prefetch)
     chunking = _chunking(corpus, layout.chunk_docs)
     if run_plan.partition == "documents":
-        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                         streamed_tokens=slots[0].word.shape[1] * len(slots) if streamed else 0)
+        return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper)
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
-    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own})
+    counts = corpus.word_counts()
+    order = share_order(counts, layout.word_order, parts)
+    largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
+                                 order)
     shares = word_shares(corpus, layout, parts, own,
-                         bucket_size(processes.largest(largest)))
+                         bucket_size(processes.largest(largest)), order)
     with timing.phase("transfer"):
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, layout.word_order, _int32_rows(corpus, mesh),
+                     shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)
 
 
-def _int32_rows(corpus: Corpus, mesh) -> int:
-    """Programs.int32_rows of the two-axis mesh (0 on one axis): the rows of every word
-    share holding a word of more than FLOAT16_EXACT tokens (the words of the highest ranks,
-    rows the first of every share), rounded up to a multiple of the hosts."""
+def _int32_rows(word_counts: np.ndarray, order: np.ndarray, mesh) -> int:
+    """Programs.int32_rows of the two-axis mesh (0 on one axis): the most rows of one word
+    share holding words of more than FLOAT16_EXACT tokens (a share's rows fall in frequency:
+    they are its first), rounded up to a multiple of the hosts; order: the words in share
+    order (layout.share_order)."""
     if HOSTS not in mesh.axis_names:
         return 0
     hosts, gpus = mesh.shape[HOSTS], mesh.shape[GPUS]
-    frequent = int(np.count_nonzero(corpus.word_counts() > FLOAT16_EXACT))
-    rows = model_rows(corpus.num_words, hosts * gpus, "hybrid", hosts)
-    return min(-(-(-(-frequent // gpus)) // hosts) * hosts, rows)
+    frequent = np.flatnonzero(word_counts[order] > FLOAT16_EXACT)
+    most = int(np.bincount(frequent % gpus, minlength=gpus).max(initial=0))
+    rows = model_rows(len(order), hosts * gpus, "hybrid", hosts)
+    return min(-(-most // hosts) * hosts, rows)
 
 
 @timing.in_phase("layout")

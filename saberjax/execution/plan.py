@@ -55,6 +55,12 @@ from saberjax.state import needs_wide_pairs
 # and about 6 bytes per token by word, whose E-step reads A rows of every document (measured:
 # docs/measurements/multi_gpu.md).
 WORD_PARTITION_CELLS_PER_TOKEN = 1.5
+# What exchanging topics between hosts costs a device beyond exchanging counts (hosts_exchange),
+# seconds on a GPU of today (the one-GPU phases of docs/measurements/single_gpu_throughput.md):
+# each other host's token of its word share counted into B, and each cell of B-hat and the
+# trees it computes for the rows the hosts no longer split.
+RECOUNT_SECONDS_PER_TOKEN = 2.6e-11
+BHAT_SECONDS_PER_CELL = 3e-12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,18 +366,23 @@ def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool |
 
 
 def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32_rows: int,
-                   hyper: Hyperparams) -> str:
+                   hyper: Hyperparams, hosts_bytes_per_second: float | None = None) -> str:
     """What crosses between the hosts of the two-axis mesh each iteration (Programs): the
-    setting, or for "auto" whichever moves fewer bytes a device: the counts of its word
+    setting, or for "auto" whichever costs a device less time: the counts of its word
     share's `rows` (int32_rows of them as int32) and their B-hat, or the other hosts' topics
-    of the share's tokens (share_tokens a host).  Exchanging topics costs each device a count
-    of the other hosts' tokens and B-hat of the whole share instead of 1 / hosts of it, which
-    the bytes saved pay for (DESIGN.md, the two-axis mesh)."""
+    of the share's tokens (share_tokens a host), each's bytes at the hosts axis's measured
+    bandwidth (hosts_bytes_per_second; execution.link_speed), the topics' plus their extra
+    work: the count of the other hosts' tokens of the share and B-hat and the trees of the
+    rows the hosts no longer split (RECOUNT_SECONDS_PER_TOKEN, BHAT_SECONDS_PER_CELL;
+    DESIGN.md, the two-axis mesh)."""
     if setting != "auto":
         return setting
     topics = topics_exchange_bytes(share_tokens, jnp.dtype(hyper.topic_dtype).itemsize, hosts)
     counts = counts_exchange_bytes(rows, int32_rows, hyper.padded_topics, hosts)
-    return "topics" if topics < counts else "counts"
+    extra_work = ((hosts - 1) * share_tokens * RECOUNT_SECONDS_PER_TOKEN
+                  + rows * (hosts - 1) / hosts * hyper.padded_topics * BHAT_SECONDS_PER_CELL)
+    seconds_topics = topics / hosts_bytes_per_second + extra_work
+    return "topics" if seconds_topics < counts / hosts_bytes_per_second else "counts"
 
 
 def _coarse(tokens: int) -> int:

@@ -17,18 +17,18 @@ esca.step's computation.
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
-device's state holds the A of every chunk of its words group: gathered at the end of the
-iteration that rebuilt it, the gather has the count of B, B-hat and the trees to hide behind
-(which do not read A; XLA overlaps them in part), where at the start of the next it would
-have nothing.  The sparse model (hyper.sparse) runs resident partitioned by word: each
-device counts its share's sparse rows of B whole (sparse_rows.count_rows) and only the topic
-totals are summed.  Streamed by document, every device holds the whole sparse model: each
-slot's tokens' keys are kept (streamed_rows) and the reduction gathers and counts them on
-every device.
+device's state holds the A of every chunk of its words group, gathered at the end of the
+iteration that rebuilt it behind the count of B, B-hat and the trees (which do not read A).
+Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
+most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident
+partitioned by word: each device counts its share's sparse rows of B whole
+(sparse_rows.count_rows) and only the topic totals are summed.  Streamed by document, every
+device holds the whole sparse model: each slot's tokens' keys are kept (streamed_rows) and the
+reduction gathers and counts them on every device.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
-only).  Between hosts, whichever moves fewer bytes (hosts_exchange, chosen by
+only).  Between hosts, whichever costs less time (hosts_exchange, chosen by
 execution.plan.hosts_exchange):
 
     "counts"   each device's counts of its word share are reduce-scattered over "hosts", its
@@ -44,8 +44,7 @@ The learned prior: each device counts its chunks' (topic, count) pairs into a hi
 program sums them over the mesh and runs the fixed point of esca.update_alpha.
 
 Counts are integers, B-hat is computed row by row from exact totals and every draw is keyed
-by (seed, iteration, global token id), so the model is bit-identical on any mesh.
-"""
+by (seed, iteration, global token id), so the model is bit-identical on any mesh."""
 
 from __future__ import annotations
 

@@ -66,10 +66,10 @@ from saberjax.tree import WIDTH, descend_excluding, search_block
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
 
 
-TILE_INPUTS = 9  # _tile_inputs' arrays, the first refs of every sampling kernel
+TILE_INPUTS = 9  # tile_inputs' arrays, the first refs of every sampling kernel
 
 
-class _Tile(NamedTuple):
+class Tile(NamedTuple):
     """A tile's tokens (row t of each array is token t): their word (one per tile), own
     (current) topics, document rows of A (`start`, `nnz` nonzeros long), random states, and
     which are real tokens."""
@@ -81,15 +81,15 @@ class _Tile(NamedTuple):
     real: jax.Array
 
 
-def _tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
-    """The arrays _sample_tile reads, in its refs' order."""
+def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
+    """The arrays sample_tile reads, in its refs' order."""
     return (jnp.reshape(chunk.token_base, (-1,)).astype(jnp.uint32),
             jnp.reshape(key, (1,)).astype(jnp.uint32), chunk.tile_start, chunk.word, chunk.doc,
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def _sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
-    """Draw the new topics of tile program_id's tokens (draw: _Tile -> topics) and store each
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
+    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
     at its word-major and its doc-major position; tiles past the last are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
@@ -102,7 +102,7 @@ def _sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens
         real = positions < end
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
-        topic = draw(_Tile(
+        topic = draw(Tile(
             word=word_ref[first],
             own=plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32),
             start=plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
@@ -113,8 +113,8 @@ def _sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
 
-def _call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
-                  num_warps: int, num_stages: int, interpret: bool | None):
+def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
+                 num_warps: int, num_stages: int, interpret: bool | None):
     """kernel (its refs: inputs, two zeroed arrays aliased to the outputs, the outputs) run
     over the chunk's tiles: (word-major topics, doc-major topics), padding 0."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
@@ -133,45 +133,49 @@ def _call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
                    block_reduction: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
-    # refs: _tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
+    # refs: tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
     # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     alpha_ref, denominator_ref, a_pairs_ref, tree_total_ref = refs[TILE_INPUTS:TILE_INPUTS + 4]
     level_refs = refs[TILE_INPUTS + 4:-4]
-    _sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: _row_topics(
+    sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: row_topics(
         a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
         block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens)
 
 
-def _row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
-                level_widths: tuple[int, ...], block_reduction: str, tile: _Tile):
+def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
+               level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
+               own_mass=own_topic_mass):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
-    from the sparse part to the topic."""
+    from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
-    def products(topics, counts, inside, is_own):
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
+    def products(topics, counts, inside):
+        """counts times the word's B-hat at topics, gathered where inside the row (the
+        predicate keeps ptxas issuing a block's gathers together, ahead of their uses)."""
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
                              eviction_policy="evict_last")
-        return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
+        return counts * weights.astype(jnp.float32)
 
-    lane_mass, kept_topics, own_count = _sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                      products)
+    lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
+                                                     products)
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
-    own_mass = own_topic_mass(own_count, own_alpha, own_bhat,
-                              plgpu.load(denominator_ref.at[own], mask=real, other=1.0))
-    lane_mass, kept_topics = _join_own_topic(lane_mass, kept_topics, own_mass, tile)
+    lane_mass, kept_topics = join_own_topic(
+        lane_mass, kept_topics, own_mass(own_count, own_alpha, own_bhat, plgpu.load(
+            denominator_ref.at[own], mask=real, other=1.0)), tile)
     total = (warp.lane_total(lane_mass) if block_reduction == "butterfly"
              else jnp.sum(lane_mass, axis=1))
     dense_total = dense_mass(tree_total_ref[word], own_alpha, own_bhat)
     take_sparse = (rng.uniform(state, rng.STREAM_BRANCH)
                    * (total + dense_total) < total)
     u_position = rng.uniform(state, rng.STREAM_POSITION)
-    sparse_topic = _lane_topic(lane_mass, kept_topics, u_position * total)
+    sparse_topic = lane_topic(lane_mass, kept_topics, u_position * total)
     # the tree's products formed in the branch that descends
-    dense_topic = _tree_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
-                              lambda: u_position * dense_total, own,
-                              lambda: own_bhat * own_alpha, eviction_policy="evict_last")
+    dense_topic = tree_topic(level_refs, alpha_ref, level_widths, word, real & ~take_sparse,
+                             lambda: u_position * dense_total, own,
+                             lambda: own_bhat * own_alpha, eviction_policy="evict_last")
     return jnp.where(take_sparse, sparse_topic, dense_topic)
 
 
@@ -188,20 +192,25 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def _sparse_lanes(a_pairs_ref, padded_topics: int, tile: _Tile, products):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
-    a block's products, 0 outside the row (not inside) and for the own topic."""
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside): a block's
+    products, the own topic's and the lanes' past the row (not inside) with count 0.
+
+    The kernel is bound by issuing instructions (docs/measurements/roofline.md), so a block
+    costs per nonzero one mask (lane < the row's remaining nonzeros), one own-topic test and
+    one select, whose counts are the products' and whose remainder is the own topic's count.
+    """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
 
     def load_block(block):
-        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
-        offsets = block * WIDTH + lanes[None, :]
-        inside = offsets < tile.nnz[:, None]
-        pairs = plgpu.load(a_pairs_ref.at[tile.start[:, None] + offsets], mask=inside, other=0)
-        topics, counts = unpack_pairs(pairs, padded_topics)
-        return inside, topics, counts.astype(jnp.float32)
+        """Lanes inside the row, topics and counts of block (nonzeros 32*block ..
+        32*block + 31; 0 past the row)."""
+        inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
+                           mask=inside, other=0)
+        return inside, *unpack_pairs(pairs, padded_topics)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -212,23 +221,23 @@ def _sparse_lanes(a_pairs_ref, padded_topics: int, tile: _Tile, products):
         """
         lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
         following = load_block(block + 1)
-        is_own = topics == own[:, None]
-        own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-        block_products = products(topics, counts, inside, is_own)
+        others = jnp.where(topics == own[:, None], 0, counts)
+        block_products = products(topics, others.astype(jnp.float32), inside)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
-        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
+        return (lane_mass, jnp.where(keep, topics, kept_topics), own_counts + (counts - others),
+                following)
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
+         jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
-def _join_own_topic(lane_mass, kept_topics, own_mass, tile: _Tile):
+def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
     """The lanes with the own topic's whole mass joined to lane 0's reservoir as one more
     product: (lane masses, kept topics)."""
     first_lane = warp.lane_offsets()[None, :] == 0
@@ -238,14 +247,14 @@ def _join_own_topic(lane_mass, kept_topics, own_mass, tile: _Tile):
     return lane_mass, jnp.where(first_lane & keep_own[:, None], tile.own[:, None], kept_topics)
 
 
-def _lane_topic(lane_mass, kept_topics, target):
+def lane_topic(lane_mass, kept_topics, target):
     """The kept topic of the lane whose mass holds target (a search of the 32 lane masses)."""
     lane, _ = search_block(lane_mass, target)
     return warp.pick_lane(kept_topics, lane)
 
 
-def _tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, target, own,
-                own_weight, *, eviction_policy: str | None = None):
+def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, target, own,
+               own_weight, *, eviction_policy: str | None = None):
     """The topic each `take` token draws at target() from row `row` of the W-ary tree over
     alpha_k times the leaves level_refs[-1], its own topic's leaf (weight own_weight()) left
     out (tree.descend_excluding); 0 for the others.  The branch that descends, where target
@@ -290,7 +299,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction)
-    inputs = (*_tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
+    inputs = (*tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
-    return _call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
-                         num_warps=num_warps, num_stages=num_stages, interpret=interpret)
+    return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)

@@ -18,7 +18,18 @@ row, with no sort at all:
               the packed (topic, count) at pair slot rank = prefix[word] + population count of
               the word's bits below its topic, so pairs come out in increasing topic order
 
-Pallas-Triton has no shared memory, so the scratch rows live in global memory (L2-resident
+At large K the ranks phase's scan of K/32 words a document is the kernel's cost, so there
+the bitmap has a summary above it (`levels` 2): one bit per bitmap word, set by the token that
+makes its word nonzero.  The ranks phase then scans the K/1024 summary words, which number the
+nonzero bitmap words in topic order (their prefix of population counts); each summary word's
+lane swaps its nonzero bitmap words out in order into a compact list, and a scan of that list
+(as long as the document's distinct words) gives each nonzero word's first pair slot.  A token
+finds its word's entry in the list through its summary word:
+
+    summary word s = topic / 1024   list entry = first[s] + population count of s's bits below
+                                                 bit (topic / 32) % 32
+
+, so the scratch rows live in global memory (L2-resident
 while the programs' rows together stay under `scratch_bytes`) and phases are separated by a CTA
 barrier.  Counts and bitmap are only ever changed by atomics, which are done in L2: a plain
 store of the clearing zeros would be made visible to the CTA by the barrier but may reach L2
@@ -30,9 +41,10 @@ a swap (docs/measurements/roofline.md).  Interpret mode runs programs one after 
 there the barrier is left out; its atomics (saberjax.pallas.atomics) are exact with repeated
 indices.
 
-Per token: three atomics (two when its topic's bit is already set), two loads of its topic (L1
-after the first), two gathers from the snapshot, at most one store, plus K/32 words scanned
-per document.  Tokens past chunk.num_tokens are not counted (the padding document's A row is
+Per token: three atomics (two when its topic's bit is already set; one more for the summary at
+two levels), two loads of its topic (L1 after the first), two gathers from the snapshot (four
+at two levels), at most one store, plus K/32 words scanned per document (K/1024 and the
+nonzero words at two levels).  Tokens past chunk.num_tokens are not counted (the padding document's A row is
 empty), as in the reference.
 """
 
@@ -54,14 +66,16 @@ from saberjax.state import pack_pairs
 __all__ = ["rebuild_doc_topic", "rebuild_doc_topic_reference"]
 
 BITS = 32  # topics per bitmap word
+WORD_BLOCK = 1024  # bitmap words a ranks phase's scan takes at once
 
 
 def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts_in_ref,
-                            bitmap_in_ref, zero_pairs_ref, counts_ref,
-                            bitmap_ref, snapshot_ref, a_pairs_ref, a_nnz_ref, *,
-                            block: int, word_block: int, semantic: str, interpret: bool):
+                            bitmap_in_ref, summary_in_ref, zero_pairs_ref, counts_ref,
+                            bitmap_ref, summary_ref, snapshot_ref, summary_snapshot_ref,
+                            a_pairs_ref, a_nnz_ref, *, block: int, word_block: int, levels: int,
+                            semantic: str, interpret: bool):
     """Count the segments of documents program_id, + num_programs, ... (module docstring)."""
-    del counts_in_ref, bitmap_in_ref, zero_pairs_ref  # aliased to outputs
+    del counts_in_ref, bitmap_in_ref, summary_in_ref, zero_pairs_ref  # aliased to outputs
     program, num_programs = pl.program_id(0), pl.num_programs(0)
     num_topics = counts_ref.shape[1]
     offsets = jnp.arange(block, dtype=jnp.int32)
@@ -83,22 +97,45 @@ def _segmented_count_kernel(num_tokens_ref, doc_start_ref, doc_major_ref, counts
             before = atomic_add(counts_ref, (program, topics), jnp.ones_like(topics), mask=valid,
                                 semantic=semantic)
             first = valid & (before == 0)
-            atomic_add(bitmap_ref, (program, topics // BITS), jnp.left_shift(1, topics % BITS),
-                       mask=first, semantic=semantic)
+            word = topics // BITS
+            word_before = atomic_add(bitmap_ref, (program, word), jnp.left_shift(1, topics % BITS),
+                                     mask=first, semantic=semantic)
+            if levels == 2:  # the word's first topic marks it in the summary
+                atomic_add(summary_ref, (program, word // BITS), jnp.left_shift(1, word % BITS),
+                           mask=first & (word_before == 0), semantic=semantic)
 
         over_tokens(count)
         barrier()
 
-        nnz = _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic)
+        if levels == 1:
+            nnz = _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic)
+        else:
+            _list_words(summary_ref, bitmap_ref, summary_snapshot_ref, snapshot_ref, program,
+                        word_offsets, semantic)
+            barrier()
+            nnz = _rank_listed_words(snapshot_ref, summary_snapshot_ref, program, word_offsets)
         barrier()
+
+        def snapshot_entry(word, valid):
+            """The word's entry in the snapshot: the word itself at one level, its place in
+            the list of nonzero words at two."""
+            if levels == 1:
+                return word
+            summary_word = word // BITS
+            marks = plgpu.load(summary_snapshot_ref.at[program, 0, summary_word], mask=valid,
+                               other=0)
+            first = plgpu.load(summary_snapshot_ref.at[program, 1, summary_word], mask=valid,
+                               other=0)
+            return first + jax.lax.population_count(
+                marks & (jnp.left_shift(1, word % BITS) - 1))
 
         def write_pairs(valid, topics):
             counts = atomic_swap(counts_ref, (program, topics), jnp.zeros_like(topics),
                                  mask=valid, semantic=semantic)
-            word = topics // BITS
-            bits = plgpu.load(snapshot_ref.at[program, 0, word], mask=valid, other=0)
+            entry = snapshot_entry(topics // BITS, valid)
+            bits = plgpu.load(snapshot_ref.at[program, 0, entry], mask=valid, other=0)
             below = bits & (jnp.left_shift(1, topics % BITS) - 1)  # wraps to 0x7fffffff at 31
-            rank = (plgpu.load(snapshot_ref.at[program, 1, word], mask=valid, other=0)
+            rank = (plgpu.load(snapshot_ref.at[program, 1, entry], mask=valid, other=0)
                     + jax.lax.population_count(below))
             scatter(a_pairs_ref, start + rank, pack_pairs(topics, counts, num_topics),
                     valid & (counts > 0))
@@ -148,44 +185,107 @@ def _rank_words(bitmap_ref, snapshot_ref, program, word_offsets, semantic: str):
                              jnp.int32(0))
 
 
+def _list_words(summary_ref, bitmap_ref, summary_snapshot_ref, snapshot_ref, program,
+                word_offsets, semantic: str) -> None:
+    """The first ranks phase at two levels: snapshot each summary word and the nonzero bitmap
+    words before it, and swap its nonzero bitmap words, in order, into the list
+    (snapshot_ref[program, 0]), clearing summary and bitmap (len(word_offsets) summary words
+    at a time, each lane taking its word's marks lowest first)."""
+    num_summary, word_block = summary_ref.shape[1], word_offsets.shape[0]
+
+    def list_words(block_index, total):
+        summary_word = block_index * word_block + word_offsets
+        inside = summary_word < num_summary
+        marks = atomic_swap(summary_ref, (program, summary_word), jnp.zeros_like(summary_word),
+                            mask=inside, semantic=semantic)
+        ones = jax.lax.population_count(marks)
+        first = total + jnp.cumsum(ones) - ones
+        plgpu.store(summary_snapshot_ref.at[program, 0, summary_word], marks, mask=inside)
+        plgpu.store(summary_snapshot_ref.at[program, 1, summary_word], first, mask=inside)
+
+        def take_lowest(_, carry):
+            left, entry = carry
+            lowest = left & -left
+            marked = left != 0
+            word = summary_word * BITS + jax.lax.population_count(lowest - 1)
+            bits = atomic_swap(bitmap_ref, (program, word), jnp.zeros_like(word), mask=marked,
+                               semantic=semantic)
+            plgpu.store(snapshot_ref.at[program, 0, entry], bits, mask=marked)
+            return left ^ lowest, entry + marked.astype(jnp.int32)
+
+        jax.lax.fori_loop(0, jnp.max(ones), take_lowest, (marks, first))
+        return total + jnp.sum(ones)
+
+    jax.lax.fori_loop(0, (num_summary + word_block - 1) // word_block, list_words,
+                      jnp.int32(0))
+
+
+def _rank_listed_words(snapshot_ref, summary_snapshot_ref, program, word_offsets):
+    """The second ranks phase at two levels: the pairs before each listed word
+    (snapshot_ref[program, 1]), len(word_offsets) at a time; returns the pairs, nnz."""
+    num_summary, word_block = summary_snapshot_ref.shape[2], word_offsets.shape[0]
+    last = num_summary - 1
+    listed = (summary_snapshot_ref[program, 1, last]
+              + jax.lax.population_count(summary_snapshot_ref[program, 0, last]))
+
+    def rank_words(block_index, total):
+        entry = block_index * word_block + word_offsets
+        inside = entry < listed
+        ones = jax.lax.population_count(
+            plgpu.load(snapshot_ref.at[program, 0, entry], mask=inside, other=0))
+        plgpu.store(snapshot_ref.at[program, 1, entry], total + jnp.cumsum(ones) - ones,
+                    mask=inside)
+        return total + jnp.sum(ones)
+
+    return jax.lax.fori_loop(0, (listed + word_block - 1) // word_block, rank_words,
+                             jnp.int32(0))
+
+
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
                                              "scratch_bytes", "min_programs", "num_warps",
-                                             "semantic", "interpret"))
+                                             "levels", "semantic", "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
                       block_tokens: int = 128, num_programs: int = 2048,
                       scratch_bytes: int = 24 << 20, min_programs: int = 512,
-                      num_warps: int = 4, semantic: str = "relaxed",
-                      interpret: bool | None = None):
+                      num_warps: int = 4, levels: int | None = None,
+                      semantic: str = "relaxed", interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
     two) is the segment slice a program handles at once; num_programs the programs, each with
-    a scratch row of num_topics + 3 K/32 ints: fewer, down to min_programs (at large K), where
+    a scratch row of num_topics + 3 K/32 + 3 K/1024 ints: fewer, down to min_programs (at large K), where
     their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
-    semantic that of the scratch atomics (saberjax.pallas.atomics).  Defaults: the fastest
-    measured on an H200 (NOTES.md, docs/measurements/kernels.md).  interpret=None:
-    interpret unless on a GPU.
+    levels the bitmap's (1, or 2 with the summary; None: 2 where K/32 words take more than
+    one scan of WORD_BLOCK lanes); semantic that of the scratch atomics
+    (saberjax.pallas.atomics).  Defaults: the fastest measured on an H200 (NOTES.md,
+    docs/measurements/kernels.md).  interpret=None: interpret unless on a GPU.
     """
     size = chunk.padded_tokens
     interpret = default_interpret() if interpret is None else interpret
     num_words = -(-num_topics // BITS)
-    row_bytes = 4 * (num_topics + 3 * num_words)
+    num_summary = -(-num_words // BITS)
+    levels = (2 if num_words > WORD_BLOCK else 1) if levels is None else levels
+    if levels not in (1, 2):
+        raise ValueError(f"levels must be 1 or 2, got {levels}")
+    row_bytes = 4 * (num_topics + 3 * num_words + 3 * num_summary)
     num_programs = max(1, min(num_programs, chunk.padded_docs,
                               max(min_programs, scratch_bytes // row_bytes)))
-    word_block = min(pl.next_power_of_2(num_words), 1024)
+    word_block = min(pl.next_power_of_2(num_words if levels == 1 else num_summary), WORD_BLOCK)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
-                               word_block=word_block, semantic=semantic,
+                               word_block=word_block, levels=levels, semantic=semantic,
                                interpret=interpret)
     *_, a_pairs, a_nnz = pl.pallas_call(
         kernel,
         out_shape=(jax.ShapeDtypeStruct((num_programs, num_topics), jnp.int32),
                    jax.ShapeDtypeStruct((num_programs, num_words), jnp.int32),
+                   jax.ShapeDtypeStruct((num_programs, num_summary), jnp.int32),
                    jax.ShapeDtypeStruct((num_programs, 2, num_words), jnp.int32),
+                   jax.ShapeDtypeStruct((num_programs, 2, num_summary), jnp.int32),
                    jax.ShapeDtypeStruct((size,), jnp.uint32),
                    jax.ShapeDtypeStruct((chunk.padded_docs,), jnp.int32)),
         grid=(num_programs,),
         name="saber_segmented_count",
-        input_output_aliases={3: 0, 4: 1, 5: 3},
+        input_output_aliases={3: 0, 4: 1, 5: 2, 6: 5},
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=interpret,
     )(jnp.reshape(chunk.num_tokens, (1,)).astype(jnp.int32),
@@ -193,5 +293,6 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
       doc_major_topics,
       jnp.zeros((num_programs, num_topics), jnp.int32),
       jnp.zeros((num_programs, num_words), jnp.int32),
+      jnp.zeros((num_programs, num_summary), jnp.int32),
       jnp.zeros((size,), jnp.uint32))
     return a_pairs, a_nnz

@@ -5,7 +5,8 @@ One program (one warp) samples a tile: up to chunk.tile_tokens consecutive word-
 one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its tiles run.  A
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
-nonzero of A_d, terms 2 and 3 one descent of the row's tree).  Any other word's tile searches
+nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
+found in its sparse row (as the reference).  Any other word's tile searches
 its sparse row (topics, counts and term 2's prefix sums): term 1's lookups search one bucket
 of the row (sparse_rows.RowBuckets: about two entries), term 2's draw the whole row, with as
 many halvings as the row's length needs (a rare word's row is short).  Token t of the tile
@@ -36,16 +37,16 @@ from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.pallas.sampler import (TILE_INPUTS, _call_sampler, _join_own_topic, _lane_topic,
-                                     _row_topics, _sample_tile, _sparse_lanes, _Tile,
-                                     _tile_inputs, _tree_topic)
+from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_topic,
+                                     lane_topic, row_topics, sample_tile, sparse_lanes,
+                                     tile_inputs, tree_topic)
 from saberjax.sparse_rows import SparseModel, bisect
 from saberjax.sparse_sampler import own_topic_mass
 from saberjax.state import ChunkState
 
 
 class _ModelRefs(NamedTuple):
-    """The kernel's refs of the model and the document rows, after _tile_inputs' (the order of
+    """The kernel's refs of the model and the document rows, after tile_inputs' (the order of
     sample_and_shuffle's inputs)."""
     alpha: object
     denominator: object
@@ -78,7 +79,7 @@ class _Row(NamedTuple):
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
             dense_level_widths: tuple[int, ...], padded_topics: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
-    # refs: _tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
+    # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
     model = _ModelRefs(*refs[TILE_INPUTS:model_end])
@@ -86,44 +87,50 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
     dense_level_refs = refs[model_end + len(level_widths):-4]
 
     def draw(tile):
+        def own_mass(own_count, own_alpha, own_bhat, own_denominator):
+            """The own topic's mass from B_vz, found in the word's sparse row (B-hat held in
+            bfloat16 loses B_vz - 1 + beta where B_vz = 1)."""
+            del own_bhat
+            _, own_word_count = _word_count(model, _word_row(model, tile.word), tile.own,
+                                            tile.real)
+            return own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
+                                  model.beta[0], own_denominator)
+
         return jax.lax.cond(
             tile.word < model.dense_tree_total.shape[0],
-            lambda: _row_topics(model.a_pairs, model.alpha, model.denominator,
-                                model.dense_tree_total, dense_level_refs, dense_level_widths,
-                                "sum", tile),
+            lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
+                               model.dense_tree_total, dense_level_refs, dense_level_widths,
+                               "sum", tile, own_mass),
             lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
 
-    _sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
-                 block_tokens=block_tokens)
+    sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
+                block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, tile: _Tile):
+                       padded_topics: int, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
-    low, high = model.row_start[word], model.row_start[word + 1]
-    row = _Row(low, high,
-               # halvings for a range of the row's length (one spare: log2 of a float)
-               jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
-               model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
+    row = _word_row(model, word)
 
-    def products(topics, counts, inside, is_own):
-        """Term 1's products A_dk (B_vk + beta) / D_k."""
-        other = inside & ~is_own
+    def products(topics, counts, inside):
+        """Term 1's products A_dk (B_vk + beta) / D_k (0 past the row and for the own topic,
+        whose count is 0)."""
+        other = inside & (counts > 0)
         _, counts_in_word = _word_count(model, row, topics, other)
         denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
         return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
                          / denominators, 0.0)
 
-    lane_mass, kept_topics, own_count = _sparse_lanes(model.a_pairs, padded_topics, tile,
-                                                      products)
+    lane_mass, kept_topics, own_count = sparse_lanes(model.a_pairs, padded_topics, tile,
+                                                     products)
     own_position, own_word_count = _word_count(model, row, own, real)
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
     own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
     own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
                               own_denominator)
-    lane_mass, kept_topics = _join_own_topic(lane_mass, kept_topics, own_mass, tile)
+    lane_mass, kept_topics = join_own_topic(lane_mass, kept_topics, own_mass, tile)
     doc_mass = jnp.sum(lane_mass, axis=1)
     before_own, own_weight = _own_entry(model, row, own_position, real & (own_word_count > 0))
     row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)  # term 2 without z's entry
@@ -132,7 +139,7 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
 
     branch = rng.uniform(state, rng.STREAM_BRANCH) * (doc_mass + row_mass + prior_mass)
     u_position = rng.uniform(state, rng.STREAM_POSITION)
-    from_doc = _lane_topic(lane_mass, kept_topics, u_position * doc_mass)
+    from_doc = lane_topic(lane_mass, kept_topics, u_position * doc_mass)
     take_row = real & (branch >= doc_mass) & (branch < doc_mass + row_mass)
     take_prior = real & (branch >= doc_mass + row_mass)
     from_row = jax.lax.cond(
@@ -140,9 +147,18 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
         lambda: _row_topic(model, row, u_position * row_mass, own_position, before_own,
                            own_weight, take_row),
         lambda: jnp.zeros(own.shape, jnp.int32))
-    from_prior = _tree_topic(level_refs, model.alpha, level_widths, 0, take_prior,
-                             lambda: u_position * prior_mass, own, lambda: own_prior)
+    from_prior = tree_topic(level_refs, model.alpha, level_widths, 0, take_prior,
+                            lambda: u_position * prior_mass, own, lambda: own_prior)
     return jnp.where(take_prior, from_prior, jnp.where(take_row, from_row, from_doc))
+
+
+def _word_row(model: _ModelRefs, word) -> _Row:
+    """The word's sparse row."""
+    low, high = model.row_start[word], model.row_start[word + 1]
+    return _Row(low, high,
+                # halvings for a range of the row's length (one spare: log2 of a float)
+                jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
+                model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
 
 
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
@@ -207,12 +223,12 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
         padded_topics=model.topic_totals.shape[0])
-    inputs = (*_tile_inputs(chunk, chunk_state, key),
+    inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
                           rows.row_start, rows.topics, rows.counts, *model.buckets,
                           model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
-    return _call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
-                         num_warps=num_warps, num_stages=num_stages, interpret=interpret)
+    return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)

@@ -1,0 +1,235 @@
+"""Several processes read a text input together, each tokenising only its share of the files
+(saberjax.shared_text), into the corpus and the model of one process reading it whole."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_processes import start_training, train_processes, word_topic_counts
+
+from saberjax.corpus import load_text
+from saberjax.corpus.text_sources import FileShare
+from saberjax.shared_text import file_shares
+
+SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi")
+# made-up words of three syllables, drawn with the frequencies of Zipf's law: some are in
+# every shard, many in a few documents of one
+WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:4]]
+WORD_WEIGHTS = 1 / np.arange(1, len(WORDS) + 1) / np.sum(1 / np.arange(1, len(WORDS) + 1))
+RULES = ("--min_df=3", "--max_features=40")
+
+
+def write_shards(folder, shards: int = 4, docs: int = 25, seed: int = 5,
+                 suffix: str = "jsonl") -> list:
+    """Shards of documents of made-up words, of unequal sizes, as JSON Lines (with ids) or
+    plain text (suffix "txt": one document a line); their paths in reading order."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    paths = []
+    for shard in range(shards):
+        path = folder / f"part-{shard}.{suffix}"
+        with open(path, "w") as file:
+            for doc in range(docs + 7 * shard):
+                text = " ".join(rng.choice(WORDS, int(rng.integers(0, 30)), p=WORD_WEIGHTS))
+                file.write((text if suffix == "txt" else
+                            json.dumps({"id": f"{shard}-{doc}", "text": text})) + "\n")
+        paths.append(path)
+    return paths
+
+
+def readable_only_in_share(paths: list, directory, count: int) -> list:
+    """A copy of the input for each of `count` processes in which every byte but the line
+    breaks outside the lines of that process's share is "{", so that reading them fails
+    (the shares depend on the files' sizes only: file_shares); each copy has the input's
+    name.  At least one file is shared by two processes."""
+    from saberjax.corpus.text_blocks import line_span
+
+    sizes = [path.stat().st_size for path in paths]
+    shares = file_shares(paths, sizes, [True] * len(paths), count)
+    assert any(file.span != (0, size) for share in shares for file in share
+               for size in [sizes[paths.index(file.path)]])
+    copies = []
+    for process, share in enumerate(shares):
+        kept = {path: np.zeros(size, bool) for path, size in zip(paths, sizes)}
+        for file in share:
+            with open(file.path, "rb") as stream:
+                first, last = line_span(stream, file.path, *file.span)
+            kept[file.path][first:last] = True
+        assert any(mask.any() for mask in kept.values())
+        folder = directory / f"process{process}"
+        if len(paths) > 1:  # a folder of shards
+            folder = folder / paths[0].parent.name
+        folder.mkdir(parents=True)
+        for path in paths:
+            data = np.frombuffer(path.read_bytes(), np.uint8).copy()
+            data[~kept[path] & (data != ord("\n"))] = ord("{")
+            (folder / path.name).write_bytes(data.tobytes())
+        copies.append(folder / paths[0].name if len(paths) == 1 else folder)
+    return copies
+
+
+def one_process_model(source, iterations: int):
+    """(the corpus of the input read whole by this one process under RULES, B of
+    train_command's training on it on one device)."""
+    from saberjax import trainer
+
+    corpus = load_text(source, format="auto", min_df=3, max_features=40)
+    config = trainer.TrainConfig(num_topics=6, iterations=iterations, backend="xla",
+                                 num_devices=1)
+    return corpus, trainer.train(corpus, config).model.word_topic_counts
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_processes_reading_their_shares_train_the_one_process_model(tmp_path):
+    """2 processes, each given a copy of JSON Lines shards readable only in its share (one
+    shard split between them), train the model one process trains on the input read whole
+    and record its corpus fingerprint: the vocabulary rules apply to the whole input's counts
+    (those of a share choose another vocabulary), each process receives the tokens of its
+    documents in training that it did not read from the process that read them.  Each keeps
+    its share in the cache, and a second run loads it (the entries untouched) and, by words,
+    receives every document's tokens it did not read: the same model again."""
+    paths = write_shards(tmp_path / "shards")
+    copies = readable_only_in_share(paths, tmp_path, 2)
+    cache = tmp_path / "cache"
+    corpus, model = one_process_model(tmp_path / "shards", 3)
+    assert load_text(paths[0], min_df=3, max_features=40).vocab != corpus.vocab
+    for run, partition in (("first", "documents"), ("second", "words")):
+        train_processes(2, copies, tmp_path / run, "--iterations=3", f"--cache_dir={cache}",
+                        *RULES, f"--partition={partition}")
+        recorded = json.loads((tmp_path / run / "config.json").read_text())
+        assert recorded["processes"] == 2 and recorded["partition"] == partition
+        assert recorded["corpus_fingerprint"] == corpus.fingerprint()
+        assert (tmp_path / run / "vocab.txt").read_text().split() == list(corpus.vocab)
+        np.testing.assert_array_equal(word_topic_counts(tmp_path / run), model)
+        if run == "first":
+            entries = sorted((cache / "corpora").glob("share-*"))
+            assert len(entries) == 2
+            written = {file: file.stat().st_mtime_ns for entry in entries
+                       for file in entry.iterdir()}
+    assert {file: file.stat().st_mtime_ns for file in written} == written
+
+
+def test_a_bad_shard_stops_every_process_with_one_line_naming_it(tmp_path):
+    paths = write_shards(tmp_path / "shards")
+    with open(paths[-1], "a") as file:
+        file.write('{"text": "kalo mine" oops}\n')
+    workers = start_training(2, tmp_path / "shards", tmp_path / "out", "--iterations=2",
+                             "--nocache", "--heartbeat_seconds=5")
+    errors = [worker.communicate(timeout=120)[1] for worker in workers]
+    assert [worker.returncode for worker in workers] == [1, 1], errors
+    for error in errors:
+        assert f"error: {paths[-1]}, line 47: not valid JSON" in error, error
+        assert "Traceback" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_shares_cut_the_input_bytes_evenly_files_of_lines_within():
+    files = [Path(f"f{index}") for index in range(4)]
+    whole = [FileShare(file) for file in files]
+    assert file_shares(files, [10] * 4, [False] * 4, 2) == [whole[:2], whole[2:]]
+    assert file_shares(files, [100, 1, 1, 1], [False] * 4, 2) == [whole[:1], whole[1:]]
+    assert file_shares(files[:1], [5], [False], 3) == [whole[:1], [], []]
+    assert file_shares(files[:2], [30, 10], [True, False], 2) == [
+        [FileShare(files[0], (0, 20))], [FileShare(files[0], (20, 30)), whole[1]]]
+    # a file beginning at a cut is its reader's, after the lines before the cut
+    assert file_shares(files[:3], [1, 1, 1], [True, False, True], 3) == [
+        [FileShare(files[0], (0, 1))], [whole[1]], [FileShare(files[2], (0, 1))]]
+    assert file_shares(files[:2], [2, 1], [True, False], 6) == [
+        [], [FileShare(files[0], (0, 1))], [], [FileShare(files[0], (1, 2))], [], [whole[1]]]
+
+
+def test_the_spans_of_a_file_of_lines_hold_each_line_once(tmp_path):
+    """Consecutive byte ranges covering a file give its lines, each once, whatever the cuts
+    (in a line, at its start, at its line break) and the blocks, read by the collecting
+    process (line_blocks) or as LineRanges by the workers (line_ranges)."""
+    from saberjax.corpus.text_blocks import line_blocks, line_ranges
+
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"kalo mine\nrutavo\n\nzika lo\nmine ru ta vo zi ka")
+    size = path.stat().st_size
+    readers = (lambda span: [block.data for block in line_blocks(path, 4, span)],
+               lambda span: [part.parsed().data for part in line_ranges(path, 4, span=span)])
+    for cuts in ([0, size], [0, 1, 10, 11, 17, size], [0, 9, 10, 30, size],
+                 list(range(size + 1))):
+        for read in readers:
+            pieces = [data.tobytes() for first, last in zip(cuts[:-1], cuts[1:])
+                      for data in read((first, last)) if data.size]
+            assert b"".join(pieces) == path.read_bytes()
+            assert all(piece.endswith(b"\n") or piece.endswith(b"ka") for piece in pieces)
+
+
+def test_the_spans_of_a_parquet_file_hold_each_row_group_once(tmp_path):
+    """Consecutive byte ranges covering a Parquet file give its documents, each once, in
+    order, whatever the cuts: a row group is the range's in which it begins."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from saberjax.corpus.text_sources import document_blocks
+
+    path = tmp_path / "docs.parquet"
+    texts = [f"kalo mine {index}" for index in range(100)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=30)
+    size = path.stat().st_size
+
+    def documents(share):
+        return [block.document(index).decode() for block in document_blocks(path, share=share)
+                for index in range(block.num_docs)]
+
+    assert documents(None) == texts
+    for cuts in ([0, size], [0, 300, size], [0, 4, 5, 640, 1000, size],
+                 list(range(0, size + 1, 97)) + [size]):
+        spans = [FileShare(path, (first, last)) for first, last in zip(cuts[:-1], cuts[1:])]
+        assert documents(spans) == texts
+        assert [documents([span]) != [] for span in spans].count(True) <= 4  # row groups
+
+
+def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
+    """An entry gives back the share written; one whose files changed, or made for another
+    key, gives None (a damaged one with a warning), and the entries of the same origin made
+    for other contents are removed when one is written."""
+    from saberjax.corpus.cache import CorpusShare, read_share_entry, write_share_entry
+
+    share = CorpusShare(np.array([0, 2, 5]), ("kalo", "mine"), ["a", "b"],
+                        np.array([1, 0, 1], np.int32), 2, 3, 1)
+    origin = dict(source="input", options={}, process=1, processes=2)
+    write_share_entry(tmp_path / "old", "0" * 64, share, origin)
+    write_share_entry(tmp_path / "entry", "1" * 64, share, origin)
+    assert not (tmp_path / "old").exists()
+    read = read_share_entry(tmp_path / "entry", "1" * 64)
+    for field, value in zip(share._fields, share):
+        np.testing.assert_array_equal(getattr(read, field), value)
+    with pytest.warns(UserWarning, match="damaged or stale"):
+        assert read_share_entry(tmp_path / "entry", "2" * 64) is None
+    with open(tmp_path / "entry" / "word_ids.npy", "r+b") as file:
+        file.seek(-4, 2)
+        file.write(b"\xff\xff\xff\x7f")
+    with pytest.warns(UserWarning, match="damaged or stale.*files differ"):
+        assert read_share_entry(tmp_path / "entry", "1" * 64) is None
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
+    """Alone, a process's share is the whole input: load_shared_text gives load_text's
+    corpus (held whole), and then the same from its cache entry."""
+    from saberjax.shared_text import load_shared_text
+
+    write_shards(tmp_path / "shards")
+    whole = load_text(tmp_path / "shards", format="jsonl", min_df=3, max_features=40,
+                      id_field="id")
+    for _ in range(2):
+        shared = load_shared_text(tmp_path / "shards", cache_dir=tmp_path / "cache",
+                                  min_df=3, max_features=40, id_field="id")
+        assert shared.held_tokens == (0, whole.num_tokens) and shared.vocab == whole.vocab
+        for field in ("doc_offsets", "word_ids", "doc_names"):
+            np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
+    assert len(list((tmp_path / "cache").glob("share-*"))) == 1
+
+
+def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
+    from saberjax.processes import gathered_bytes
+
+    data = bytes(range(256)) * 3
+    for round_bytes in (1, 7, 256, 10_000):
+        assert gathered_bytes(data, round_bytes) == [data]
+    assert gathered_bytes(b"") == [b""]

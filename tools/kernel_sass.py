@@ -1,0 +1,125 @@
+"""The E-step kernel's SASS without a GPU: registers and the block loop's instructions
+(docs/measurements/roofline.md, "The profile").
+
+    python tools/kernel_sass.py --triton=/tmp/tri saberjax/pallas/sampler.py OTHER/sampler.py
+
+For each sampler.py: its sample_and_shuffle is lowered by Pallas for an abstract H100 on a
+small random state (K = --num_topics), the Triton IR written in MLIR's generic form, and that
+compiled for sm_90a by a standalone Triton (--triton: a folder holding the `triton` package,
+e.g. an unpacked wheel; it brings ptxas and cuobjdump) with floating-point contraction off,
+as XLA compiles it.  Printed: registers a thread, instructions in all, and for each loop (a
+backward branch) its instructions by opcode and where its global loads sit, the B-hat
+gathers (16-bit) apart from the others.  A standalone Triton is not XLA's: its loop came out
+within a few percent of the device's (205 against 198 instructions for main's kernel of
+2026-11-27) and its scheduling may differ, so this ranks variants and shows their layout
+and load order; timing them on the device decides.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("triton", None, "Folder holding a standalone `triton` package.",
+                    required=True)
+flags.DEFINE_integer("num_topics", 1000, "K of the state the kernel is lowered for.")
+flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
+
+LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
+
+
+def triton_ir(sampler_path: str, num_topics: int) -> str:
+    """The Triton IR (generic MLIR form) Pallas lowers sampler_path's kernel to."""
+    import jax  # noqa: PLC0415
+    from jax._src.pallas.triton import lowering, pallas_call_registration  # noqa: PLC0415
+
+    import test_pallas  # noqa: PLC0415  (its random state and abstract H100)
+
+    spec = importlib.util.spec_from_file_location("sampler_under_test", sampler_path)
+    sampler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sampler)
+    captured = []
+    lower = lowering.lower_jaxpr_to_triton_module
+
+    def capture(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        captured.append(result.module.operation.get_asm(enable_debug_info=False,
+                                                        print_generic_op_form=True))
+        return result
+
+    pallas_call_registration.lowering.lower_jaxpr_to_triton_module = capture
+    try:
+        chunk, chunk_state, model, key, _ = test_pallas.random_state(
+            test_pallas.ragged_corpus(seed=num_topics), num_topics, seed=num_topics)
+        test_pallas.lower_for_h100(
+            lambda *args: sampler.sample_and_shuffle.__wrapped__(*args, interpret=False),
+            chunk, chunk_state, model, key)
+    finally:
+        pallas_call_registration.lowering.lower_jaxpr_to_triton_module = lower
+    del jax
+    return captured[-1]
+
+
+def compile_sass(ir_text: str, folder: pathlib.Path) -> tuple[str, str]:
+    """(SASS, cuobjdump's resource usage) of ir_text compiled for sm_90a."""
+    sys.path.insert(0, FLAGS.triton)
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.compiler import compile as triton_compile  # noqa: PLC0415
+
+    source = folder / "kernel.ttir"
+    source.write_text(ir_text)
+    kernel = triton_compile(str(source), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": FLAGS.num_warps, "num_stages": 1,
+                                     "enable_fp_fusion": False})
+    cubin = folder / "kernel.cubin"
+    cubin.write_bytes(kernel.asm["cubin"])
+    cuobjdump = pathlib.Path(FLAGS.triton) / "triton/backends/nvidia/bin/cuobjdump"
+    sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True).stdout
+    usage = subprocess.run([cuobjdump, "-res-usage", cubin], capture_output=True,
+                           text=True).stdout
+    return sass, usage
+
+
+def describe(sass: str, usage: str) -> list[str]:
+    """Registers, instruction count, and each loop's opcodes and load positions."""
+    instructions = [(int(m.group(1), 16), m.group(2).strip())
+                    for m in map(LINE.match, sass.splitlines()) if m]
+    lines = [f"registers {','.join(re.findall(r'REG:(\d+)', usage))}, "
+             f"instructions {len(instructions)}"]
+    for address, text in instructions:
+        target = re.search(r"BRA.*?0x([0-9a-f]+)", text)
+        if not target or int(target.group(1), 16) >= address:
+            continue
+        body = [x for a, x in instructions if int(target.group(1), 16) <= a <= address]
+        opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", x).split()[0].split(".")[0]
+                                      for x in body)
+        gathers = [i for i, x in enumerate(body) if "LDG" in x and ".U16" in x]
+        loads = [i for i, x in enumerate(body) if "LDG" in x and ".U16" not in x]
+        lines.append(f"  loop of {len(body)}: "
+                     + ", ".join(f"{op} {n}" for op, n in opcodes.most_common(16)))
+        lines.append(f"    16-bit gathers at {gathers}, other loads at {loads}")
+    return lines
+
+
+def main(argv):
+    for path in argv[1:]:
+        with tempfile.TemporaryDirectory() as folder:
+            sass, usage = compile_sass(triton_ir(path, FLAGS.num_topics), pathlib.Path(folder))
+        print(path)
+        print("\n".join(describe(sass, usage)))
+
+
+if __name__ == "__main__":
+    app.run(main)
