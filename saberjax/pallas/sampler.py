@@ -151,12 +151,10 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
     topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
-    def products(topics, counts, inside):
-        """counts times the word's B-hat at topics, gathered where inside the row (the
-        predicate keeps ptxas issuing a block's gathers together, ahead of their uses)."""
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside, other=0.0,
+    def products(topics, counts, inside, is_own):
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
                              eviction_policy="evict_last")
-        return counts * weights.astype(jnp.float32)
+        return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
                                                      products)
@@ -195,22 +193,17 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
 def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes).  products(topics, counts, inside): a block's
-    products, the own topic's and the lanes' past the row (not inside) with count 0.
-
-    The kernel is bound by issuing instructions (docs/measurements/roofline.md), so a block
-    costs per nonzero one mask (lane < the row's remaining nonzeros), one own-topic test and
-    one select, whose counts are the products' and whose remainder is the own topic's count.
-    """
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
+    a block's products, 0 outside the row (not inside) and for the own topic."""
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
 
     def load_block(block):
-        """Lanes inside the row, topics and counts of block (nonzeros 32*block ..
-        32*block + 31; 0 past the row)."""
-        inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
-        pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
-                           mask=inside, other=0)
-        return inside, *unpack_pairs(pairs, padded_topics)
+        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
+        offsets = block * WIDTH + lanes[None, :]
+        inside = offsets < tile.nnz[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[tile.start[:, None] + offsets], mask=inside, other=0)
+        topics, counts = unpack_pairs(pairs, padded_topics)
+        return inside, topics, counts.astype(jnp.float32)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -221,20 +214,20 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
         """
         lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
         following = load_block(block + 1)
-        others = jnp.where(topics == own[:, None], 0, counts)
-        block_products = products(topics, others.astype(jnp.float32), inside)
+        is_own = topics == own[:, None]
+        own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
+        block_products = products(topics, counts, inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
-        return (lane_mass, jnp.where(keep, topics, kept_topics), own_counts + (counts - others),
-                following)
+        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
+         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):

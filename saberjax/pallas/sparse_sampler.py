@@ -114,10 +114,9 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
     row = _word_row(model, word)
 
-    def products(topics, counts, inside):
-        """Term 1's products A_dk (B_vk + beta) / D_k (0 past the row and for the own topic,
-        whose count is 0)."""
-        other = inside & (counts > 0)
+    def products(topics, counts, inside, is_own):
+        """Term 1's products A_dk (B_vk + beta) / D_k."""
+        other = inside & ~is_own
         _, counts_in_word = _word_count(model, row, topics, other)
         denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
         return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
