@@ -90,6 +90,12 @@ class LineRange(NamedTuple):
                              self.parse).parsed()
 
 
+def nul_byte_error(path: Path, offset: int) -> CorpusFormatError:
+    """The one-line error for a NUL byte at `offset` of a file read as text (binary data)."""
+    return CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset {offset}); "
+                             f"plain text input is UTF-8 or Latin-1")
+
+
 RANGE_TAIL_BYTES = 1 << 16  # read at a time past a range's end, to the end of its last line
 
 
@@ -115,8 +121,7 @@ def read_lines(path: Path, start: int, end: int) -> np.ndarray:
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
     if (nul := data.find(b"\0", begin, stop)) >= 0:
-        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
-                                f"{first + nul}); plain text input is UTF-8 or Latin-1")
+        raise nul_byte_error(path, first + nul)
     return np.frombuffer(data, np.uint8)[begin:stop]
 
 
@@ -137,8 +142,7 @@ def line_ranges(path: Path, range_bytes: int, parse=None, span: tuple[int, int] 
     except OSError as error:
         raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
     if (nul := head.find(b"\0")) >= 0:
-        raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
-                                f"{first + nul}); plain text input is UTF-8 or Latin-1")
+        raise nul_byte_error(path, first + nul)
     check_is_text(path, np.frombuffer(head, np.uint8))
     for start in range(first, last, range_bytes):
         yield LineRange(path, start, min(start + range_bytes, last), parse)
@@ -262,9 +266,7 @@ def line_blocks(path: Path, block_bytes: int = DEFAULT_BLOCK_BYTES,
             left = None if left is None else left - read
             size = len(rest) + read
             if (nul := buffer.find(b"\0", len(rest), size)) >= 0:
-                raise CorpusFormatError(f"{path}: binary data, not text (a NUL byte at offset "
-                                        f"{offset + nul - len(rest)}); plain text input is "
-                                        f"UTF-8 or Latin-1")
+                raise nul_byte_error(path, offset + nul - len(rest))
             if offset == start:
                 check_is_text(path, np.frombuffer(buffer, np.uint8, min(size, SNIFF_BYTES)))
             offset += read
