@@ -341,16 +341,22 @@ def _write_entry(entry: Path, key: str, write_corpus, source: Path, options: dic
                         corpus_fingerprint=corpus.fingerprint(),
                         dropped_empty_docs=corpus.dropped_empty_docs, notes=notes)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _remove_earlier_entries(entry, MANIFEST, origin)
+    return corpus
+
+
+def _remove_earlier_entries(entry: Path, manifest_name: str, origin: dict) -> None:
+    """Removes the entries beside `entry` whose manifest (manifest_name) records the same
+    origin (source and options, for a share also the process): earlier contents of it."""
     for other in entry.parent.iterdir():
-        if other == entry or not (other / MANIFEST).is_file():
+        if other == entry or not (other / manifest_name).is_file():
             continue
         try:
-            earlier = json.loads((other / MANIFEST).read_text(encoding="utf-8"))
+            earlier = json.loads((other / manifest_name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(earlier, dict) and all(earlier.get(k) == v for k, v in origin.items()):
             shutil.rmtree(other, ignore_errors=True)
-    return corpus
 
 
 def cache_warning(message: str) -> None:
@@ -443,14 +449,7 @@ def write_share_entry(entry: Path, key: str, share: CorpusShare, origin: dict) -
         cache_warning(f"corpus cache entry {entry} not written ({error}); the share is read "
                       f"from the source each time")
         return
-    for other in entry.parent.iterdir():
-        try:
-            earlier = json.loads((other / SHARE_MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if other != entry and isinstance(earlier, dict) and all(
-                earlier.get(name) == value for name, value in origin.items()):
-            shutil.rmtree(other, ignore_errors=True)
+    _remove_earlier_entries(entry, SHARE_MANIFEST, origin)
 
 
 def _share_files_digest(entry: Path) -> str:
