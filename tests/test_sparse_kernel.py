@@ -7,6 +7,7 @@ import types
 import jax
 import numpy as np
 import pytest
+from jax.experimental import pallas as pl
 import test_sparse_sampler
 from test_pallas import doc_major, lower_for_h100, ragged_corpus
 
@@ -89,6 +90,42 @@ def test_sparse_kernel_matches_the_dense_distribution(kernel_sampler, num_topics
 @pytest.mark.parametrize("word", [0, 2])
 def test_sparse_kernel_draws_the_word_row_term_alone(kernel_sampler, word):
     test_sparse_sampler.test_sparse_sampler_draws_the_word_row_term_alone(word)
+
+
+@pytest.mark.parametrize("padded_topics", [64, 96])
+def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topics):
+    """The kernel's lookup of B_row,topic (a scan from the topic's bucket) gives the count
+    and position of sparse_rows.find_in_bucket for every row of test_sparse_sampler's
+    directory_rows (crowded buckets among them) and every topic, masked elements none."""
+    counts, rows = test_sparse_sampler.directory_rows(padded_topics)
+    buckets = sparse_rows.row_buckets(rows, sparse_rows.nonzero_rows(rows), padded_topics)
+    num_rows = counts.shape[0]
+    topics = np.arange(-(-(padded_topics + 1) // 32) * 32, dtype=np.int32).reshape(-1, 32)
+    masked = topics > padded_topics  # K_pad itself is looked up (no topic), past it masked
+
+    def lookup(row_start, row_topics, row_counts, base, shift, start, topics_ref, mask_ref,
+               positions_ref, counts_ref):
+        refs = types.SimpleNamespace(row_start=row_start, row_topics=row_topics,
+                                     row_counts=row_counts, bucket_base=base,
+                                     bucket_shift=shift, bucket_start=start)
+        row = pl.program_id(0)
+        positions_ref[row], counts_ref[row] = kernel._word_count(
+            refs, kernel._word_row(refs, row), topics_ref[...], ~mask_ref[...])
+
+    shape = jax.ShapeDtypeStruct((num_rows, *topics.shape), np.int32)
+    positions, found = pl.pallas_call(lookup, out_shape=(shape, shape), grid=(num_rows,),
+                                      interpret=True)(
+        rows.row_start, rows.topics, rows.counts, buckets.base, buckets.shift, buckets.start,
+        topics, masked)
+    row = np.broadcast_to(np.arange(num_rows)[:, None, None], positions.shape)
+    topic = np.broadcast_to(np.minimum(topics, padded_topics), positions.shape)
+    want_position, want_count = sparse_rows.find_in_bucket(rows, buckets, row, topic)
+    looked_up = ~np.broadcast_to(masked, positions.shape)
+    np.testing.assert_array_equal(np.asarray(found)[looked_up],
+                                  np.asarray(want_count)[looked_up])
+    np.testing.assert_array_equal(np.asarray(positions)[looked_up],
+                                  np.asarray(want_position)[looked_up])
+    assert np.all(np.asarray(found)[~looked_up] == 0)
 
 
 def test_sparse_kernel_lowers_to_triton_for_h100():

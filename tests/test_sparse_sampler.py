@@ -193,19 +193,24 @@ def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics)
     np.testing.assert_array_equal(np.asarray(got[1]), topics[order])
 
 
-@pytest.mark.parametrize("padded_topics", [64, 96, 1 << 10])
-def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
-    """find_in_bucket gives B_row,topic for every row and topic (K_pad: none), rows empty,
-    short, full and with their topics crowded into one bucket, and each found position is the
-    topic's in its row."""
+def directory_rows(padded_topics: int) -> tuple[np.ndarray, sparse_rows.SparseRows]:
+    """(B [9, K_pad], its sparse rows): rows empty, short, full and, the last, twelve topics
+    crowded into the lowest buckets of a row of twelve."""
     rng_np = np.random.default_rng(padded_topics)
     num_topics = padded_topics - 3
     counts = np.zeros((9, padded_topics), np.int32)
     for row, length in enumerate([0, 1, 2, 3, 5, 17, num_topics // 2, num_topics]):
         columns = rng_np.choice(num_topics, length, replace=False)
         counts[row, columns] = rng_np.integers(1, 9, length)
-    counts[8, :12] = 1  # twelve topics in the lowest bucket of a row of twelve
-    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
+    counts[8, :12] = 1
+    return counts, rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
+
+
+@pytest.mark.parametrize("padded_topics", [64, 96, 1 << 10])
+def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
+    """find_in_bucket gives B_row,topic for every row and topic (K_pad: none) of
+    directory_rows, and each found position is the topic's in its row."""
+    counts, rows = directory_rows(padded_topics)
     np.testing.assert_array_equal(
         np.asarray(sparse_rows.nonzero_rows(rows)),
         np.searchsorted(np.asarray(rows.row_start), np.arange(rows.topics.shape[0]),
@@ -219,7 +224,20 @@ def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
     present = expected > 0
     np.testing.assert_array_equal(np.asarray(rows.topics)[np.asarray(position)[present]],
                                   topic[present])
-    assert int(buckets.steps[8]) == 4  # the crowded bucket: 12 entries, 4 halvings
+    # a row of L nonzeros has 2**ceil(log2 L) buckets (one when empty), and its fullest
+    # bucket (row 8's twelve topics crowd the lowest) sets its halvings
+    lengths = np.count_nonzero(counts, axis=1)
+    np.testing.assert_array_equal(np.diff(np.asarray(buckets.base)) - 1,
+                                  [1 << max(int(n) - 1, 0).bit_length() for n in lengths])
+    row_of_entry, topic_of_entry = np.nonzero(counts)
+    pairs, per_bucket = np.unique(np.stack(
+        [row_of_entry, topic_of_entry >> np.asarray(buckets.shift)[row_of_entry]]), axis=1,
+        return_counts=True)
+    fullest = np.zeros(9, np.int64)
+    np.maximum.at(fullest, pairs[0], per_bucket)
+    np.testing.assert_array_equal(np.asarray(buckets.steps),
+                                  [int(n).bit_length() for n in fullest])
+    assert fullest[8] >= 4
 
 
 def test_row_max_over_blocks_and_single_entries():
