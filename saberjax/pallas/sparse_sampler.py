@@ -6,28 +6,29 @@ one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its ti
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
 nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
-found in its sparse row (as the reference).  Any other word's tile looks in
-its sparse row (topics, counts and term 2's prefix sums): a lookup of B_vk reads the
-directory slot of k's bucket (sparse_rows.RowBuckets: at most one entry a bucket on average)
-and scans the row's topics from there to the first at or past k, so it costs about two
-scattered loads, and the count is read only where k is found; term 2's draw searches the
-whole row, with as many halvings as the row's length needs (a rare word's row is short).
-Token t of the tile is row t of [tile, 32] arrays:
+found in its sparse row (as the reference).  Any other word's tile looks in its sparse row
+(topics, counts and term 2's prefix sums): a lookup of B_vk reads the directory slot of k's
+bucket (sparse_rows.RowBuckets: at most one entry a bucket on average) and scans the row's
+topics from there to the first at or past k, about two scattered loads, the count read only
+where k is found; term 2's draw searches the whole row, with as many halvings as the row's
+length needs (a rare word's row is short).  Token t of the tile is row t of [tile, 32]
+arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
-              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a scan
-              from its bucket of the word's row; the own topic z's mass joins lane 0
+              reservoir over the products A_dk / D_k (B_vk + beta), A_dk / D_k read beside
+              the pairs (pair_weights) and B_vk found by a scan from its bucket of the word's
+              row; the own topic z's mass joins lane 0
     term 2    a search of the row's prefix sums of alpha_k B_vk / D_k, z's entry skipped
               (only when a token of the tile draws from it)
     term 3    a descent of the global W-ary tree over alpha_k beta / D_k, z's leaf skipped
               (tree.descend_excluding; only when a token of the tile draws from it)
 
-The uniforms, the reservoirs and term 2's search are the reference's (rng streams,
-tree.search_block, sparse_rows.bisect), and a lookup finds what the reference's search of the
-bucket finds (the same entry), so on the same inputs a token gets the same topic up to float
-rounding
-(the order in which Triton adds the lane masses).  Each new topic is stored at its word-major
-position and at its doc-major position (the shuffle folded in), as the dense kernel does.
+The uniforms, the reservoirs, the products and term 2's search are the reference's (rng
+streams, tree.search_block, sparse_rows.bisect), and a lookup finds the entry the reference's
+search of the bucket finds, so on the same inputs a token gets the same topic up to float
+rounding (the order in which Triton adds the lane masses).  Each new topic is stored at its
+word-major position and at its doc-major position (the shuffle folded in), as the dense
+kernel does.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_t
                                      tile_inputs, tree_topic)
 from saberjax.sparse_rows import SparseModel, bisect
 from saberjax.sparse_sampler import own_topic_mass
-from saberjax.state import ChunkState
+from saberjax.state import ChunkState, unpack_pairs
 
 
 class _ModelRefs(NamedTuple):
@@ -57,6 +58,7 @@ class _ModelRefs(NamedTuple):
     beta: object
     prior_total: object
     a_pairs: object
+    pair_weights: object
     row_start: object
     row_topics: object
     row_counts: object
@@ -116,16 +118,15 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
     row = _word_row(model, word)
 
-    def products(topics, counts, inside, is_own):
-        """Term 1's products A_dk (B_vk + beta) / D_k."""
+    def products(topics, pair_weights, inside, is_own):
+        """Term 1's products A_dk / D_k (B_vk + beta), A_dk / D_k the pairs' weights."""
         other = inside & ~is_own
         _, counts_in_word = _word_count(model, row, topics, other)
-        denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
-        return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
-                         / denominators, 0.0)
+        return jnp.where(other, pair_weights * (counts_in_word.astype(jnp.float32) + beta),
+                         0.0)
 
     lane_mass, kept_topics, own_count = sparse_lanes(model.a_pairs, padded_topics, tile,
-                                                     products)
+                                                     products, model.pair_weights)
     own_position, own_word_count = _word_count(model, row, own, real)
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
     own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
@@ -221,6 +222,15 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
+def pair_weights(a_pairs, denominator):
+    """A_dk / D_k of every pair of A (float32, as long as the pairs; any value past a
+    document's nonzeros): term 1's products of a sparse row are these times B_vk + beta, so
+    the kernel reads them beside the pairs instead of gathering each D_k."""
+    topics, counts = unpack_pairs(a_pairs, denominator.shape[0])
+    return counts.astype(jnp.float32) / denominator[jnp.minimum(topics,
+                                                                denominator.shape[0] - 1)]
+
+
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        num_warps: int = 1, num_stages: int = 1, interpret: bool | None = None):
@@ -240,6 +250,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
+                          pair_weights(chunk_state.a_pairs, model.bhat_denominator),
                           rows.row_start, rows.topics, rows.counts, model.buckets.base,
                           model.buckets.shift, model.buckets.start,
                           model.row_prefix, model.row_mass, model.dense_tree_total),
