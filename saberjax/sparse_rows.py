@@ -150,31 +150,29 @@ def nonzero_rows(rows: SparseRows) -> jax.Array:
 
 class RowBuckets(NamedTuple):
     """A directory of B's sparse rows by the topics' high bits, so that finding a topic in a
-    row looks at one bucket of at most one entry on average instead of searching the whole row.
+    row searches one bucket of about two entries instead of the whole row.
 
-    Row r of L nonzeros has 2**ceil(log2 L) buckets (one when empty), between L and 2 L - 1:
+    Row r of L nonzeros has 2**floor(log2 L) buckets (one when empty), between L / 2 and L:
     topic k falls in bucket k >> shift[r] (topics are ids with no order of meaning, so a row's
     topics spread over its buckets).  Directory slot base[r] + b holds the position of row r's
     first entry whose bucket is b or more (its end after the last bucket), so bucket b's
-    entries are start[base[r] + b] .. start[base[r] + b + 1] - 1, and the row's first entry at
-    or past topic k is the first at or past it from start[base[r] + (k >> shift[r])] on (the
-    E-step kernel scans from there; the reference searches the bucket)."""
+    entries are start[base[r] + b] .. start[base[r] + b + 1] - 1."""
 
     base: jax.Array  # int32 [rows + 1] each row's first directory slot
     shift: jax.Array  # int32 [rows] a topic's bucket in the row: topic >> shift
     steps: jax.Array  # int32 [rows] halvings a search of the row's fullest bucket needs
-    start: jax.Array  # int32 [2 (capacity + rows) + 1] the directory
+    start: jax.Array  # int32 [capacity + 2 rows + 1] the directory
 
 
 def row_buckets(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int) -> RowBuckets:
     """The bucket directory of B's sparse rows (row_of_entry: nonzero_rows)."""
     num_rows, capacity = rows.num_rows, rows.topics.shape[0]
     lengths = rows.row_start[1:] - rows.row_start[:-1]
-    bucket_bits = 32 - jax.lax.clz(jnp.maximum(lengths, 1) - 1)  # ceil(log2 max(L, 1))
+    bucket_bits = 31 - jax.lax.clz(jnp.maximum(lengths, 1))  # floor(log2 max(L, 1))
     shift = (max(padded_topics - 1, 1).bit_length() - bucket_bits).astype(jnp.int32)
     base = jnp.concatenate([jnp.zeros(1, jnp.int32),
                             jnp.cumsum((1 << bucket_bits) + 1, dtype=jnp.int32)])
-    size = 2 * (capacity + num_rows) + 1  # sum of (buckets + 1) <= 2 nonzeros + 2 rows
+    size = capacity + 2 * num_rows + 1  # sum of (buckets + 1) <= nonzeros + 2 rows
     filled = jnp.arange(capacity) < rows.row_start[-1]
     row = jnp.where(filled, row_of_entry, num_rows)  # the empty entries: no row
     slot = jnp.where(filled, base[jnp.minimum(row, num_rows - 1)]

@@ -5,7 +5,7 @@ probability proportional to (A_dk + alpha_k) B-hat_vk, the token left out of its
 counts: the distribution of saberjax.sampler, split in three parts besides the own topic::
 
     own topic  (A_dz - 1 + alpha_z) (B_vz - 1 + beta) / (D_z - 1)
-    term 1     A_dk / D_k (B_vk + beta)    over the nonzeros k != z of A_d   (mass S1)
+    term 1     A_dk (B_vk + beta) / D_k    over the nonzeros k != z of A_d   (mass S1)
     term 2     alpha_k B_vk / D_k          over the nonzeros k != z of B_v   (mass S2)
     term 3     alpha_k beta / D_k          over every topic k != z           (mass S3)
 
@@ -101,17 +101,15 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         dense_row = jnp.minimum(word, num_dense - 1)
 
         def products(topics, counts, inside):
-            """Term 1's products: A_dk B-hat_vk from the dense row, else A_dk / D_k
-            (B_vk + beta), B_vk from the sparse row's bucket."""
+            """Term 1's products: B-hat_vk from the dense row, else B_vk from the sparse
+            row's bucket."""
             searched = inside & ~dense_word[:, None]
             _, word_counts = find_in_bucket(rows, model.buckets,
                                             jnp.broadcast_to(word[:, None], topics.shape),
                                             jnp.where(searched, topics, padded_topics))
-            dense_products = counts * model.dense_bhat[dense_row[:, None], topics].astype(
-                jnp.float32)
-            sparse_products = (counts / denominator[topics]
-                               * (word_counts.astype(jnp.float32) + beta))
-            return jnp.where(dense_word[:, None], dense_products, sparse_products)
+            return counts * jnp.where(
+                dense_word[:, None], model.dense_bhat[dense_row[:, None], topics].astype(
+                    jnp.float32), (word_counts.astype(jnp.float32) + beta) / denominator[topics])
 
         lane_mass, kept_topics, own_count = sampler._doc_lanes(
             read_block, chunk.doc_start[chunk.doc[batch]], tokens.doc_nnz[batch], own, state,

@@ -94,20 +94,21 @@ def test_sparse_kernel_draws_the_word_row_term_alone(kernel_sampler, word):
 
 @pytest.mark.parametrize("padded_topics", [64, 96])
 def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topics):
-    """The kernel's lookup of B_row,topic (a scan from the topic's bucket) gives the count
+    """The kernel's lookup of B_row,topic (a search of the topic's bucket) gives the count
     and position of sparse_rows.find_in_bucket for every row of test_sparse_sampler's
-    directory_rows (crowded buckets among them) and every topic, masked elements none."""
+    directory_rows (crowded buckets among them) and every topic; masked elements none."""
     counts, rows = test_sparse_sampler.directory_rows(padded_topics)
     buckets = sparse_rows.row_buckets(rows, sparse_rows.nonzero_rows(rows), padded_topics)
     num_rows = counts.shape[0]
     topics = np.arange(-(-(padded_topics + 1) // 32) * 32, dtype=np.int32).reshape(-1, 32)
     masked = topics > padded_topics  # K_pad itself is looked up (no topic), past it masked
 
-    def lookup(row_start, row_topics, row_counts, base, shift, start, topics_ref, mask_ref,
-               positions_ref, counts_ref):
+    def lookup(row_start, row_topics, row_counts, base, shift, steps, start, topics_ref,
+               mask_ref, positions_ref, counts_ref):
         refs = types.SimpleNamespace(row_start=row_start, row_topics=row_topics,
                                      row_counts=row_counts, bucket_base=base,
-                                     bucket_shift=shift, bucket_start=start)
+                                     bucket_shift=shift, bucket_steps=steps,
+                                     bucket_start=start)
         row = pl.program_id(0)
         positions_ref[row], counts_ref[row] = kernel._word_count(
             refs, kernel._word_row(refs, row), topics_ref[...], ~mask_ref[...])
@@ -115,8 +116,7 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
     shape = jax.ShapeDtypeStruct((num_rows, *topics.shape), np.int32)
     positions, found = pl.pallas_call(lookup, out_shape=(shape, shape), grid=(num_rows,),
                                       interpret=True)(
-        rows.row_start, rows.topics, rows.counts, buckets.base, buckets.shift, buckets.start,
-        topics, masked)
+        rows.row_start, rows.topics, rows.counts, *buckets, topics, masked)
     row = np.broadcast_to(np.arange(num_rows)[:, None, None], positions.shape)
     topic = np.broadcast_to(np.minimum(topics, padded_topics), positions.shape)
     want_position, want_count = sparse_rows.find_in_bucket(rows, buckets, row, topic)

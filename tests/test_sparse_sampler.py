@@ -224,11 +224,11 @@ def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
     present = expected > 0
     np.testing.assert_array_equal(np.asarray(rows.topics)[np.asarray(position)[present]],
                                   topic[present])
-    # a row of L nonzeros has 2**ceil(log2 L) buckets (one when empty), and its fullest
+    # a row of L nonzeros has 2**floor(log2 L) buckets (one when empty), and its fullest
     # bucket (row 8's twelve topics crowd the lowest) sets its halvings
     lengths = np.count_nonzero(counts, axis=1)
     np.testing.assert_array_equal(np.diff(np.asarray(buckets.base)) - 1,
-                                  [1 << max(int(n) - 1, 0).bit_length() for n in lengths])
+                                  [1 << max(int(n).bit_length() - 1, 0) for n in lengths])
     row_of_entry, topic_of_entry = np.nonzero(counts)
     pairs, per_bucket = np.unique(np.stack(
         [row_of_entry, topic_of_entry >> np.asarray(buckets.shift)[row_of_entry]]), axis=1,

@@ -60,10 +60,10 @@ CPU_SCORING_BYTES_PER_TOPIC = 170
 # device_bytes_per_token compile the dense step, so the sparse model's plan takes this.
 SPARSE_BYTES_PER_TOKEN = 128
 # Device bytes per entry of the sparse model (saberjax.sparse_rows) during an iteration: B's
-# rows (topic and count, 4 bytes each), term 2's prefix sums (4) and the bucket directory (up
-# to two slots, 8), the same again for the rows being counted, and the (row, topic) sort keys
-# and positions of the count (16).
-SPARSE_BYTES_PER_ENTRY = 56
+# rows (topic and count, 4 bytes each), term 2's prefix sums (4) and the bucket directory (4),
+# the same again for the rows being counted, and the (row, topic) sort keys and positions of
+# the count (16).
+SPARSE_BYTES_PER_ENTRY = 48
 
 
 def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:

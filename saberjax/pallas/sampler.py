@@ -190,26 +190,20 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, pair_weights_ref=None):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes).  products(topics, values, inside, is_own):
-    a block's products, 0 outside the row (not inside) and for the own topic, of the pairs'
-    values: their counts A_dk, or their entries of pair_weights_ref (one float a pair of
-    A, loaded beside the pairs) where given."""
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
+    a block's products, 0 outside the row (not inside) and for the own topic."""
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
 
     def load_block(block):
-        """Lanes inside, topics, counts and weights (None without pair_weights_ref) of block
-        (nonzeros 32*block .. 32*block + 31)."""
+        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
         offsets = block * WIDTH + lanes[None, :]
         inside = offsets < tile.nnz[:, None]
-        positions = tile.start[:, None] + offsets
-        pairs = plgpu.load(a_pairs_ref.at[positions], mask=inside, other=0)
+        pairs = plgpu.load(a_pairs_ref.at[tile.start[:, None] + offsets], mask=inside, other=0)
         topics, counts = unpack_pairs(pairs, padded_topics)
-        weights = (None if pair_weights_ref is None
-                   else plgpu.load(pair_weights_ref.at[positions], mask=inside, other=0.0))
-        return inside, topics, counts.astype(jnp.float32), weights
+        return inside, topics, counts.astype(jnp.float32)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -218,12 +212,11 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, pair_wei
         The next block's A entries are loaded first (they do not depend on this block), so
         their latency overlaps this block's gathers.
         """
-        lane_mass, kept_topics, own_counts, (inside, topics, counts, weights) = carry
+        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
         following = load_block(block + 1)
         is_own = topics == own[:, None]
         own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-        block_products = products(topics, counts if weights is None else weights, inside,
-                                  is_own)
+        block_products = products(topics, counts, inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)

@@ -6,29 +6,24 @@ one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its ti
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
 nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
-found in its sparse row (as the reference).  Any other word's tile looks in its sparse row
-(topics, counts and term 2's prefix sums): a lookup of B_vk reads the directory slot of k's
-bucket (sparse_rows.RowBuckets: at most one entry a bucket on average) and scans the row's
-topics from there to the first at or past k, about two scattered loads, the count read only
-where k is found; term 2's draw searches the whole row, with as many halvings as the row's
-length needs (a rare word's row is short).  Token t of the tile is row t of [tile, 32]
-arrays:
+found in its sparse row (as the reference).  Any other word's tile searches
+its sparse row (topics, counts and term 2's prefix sums): term 1's lookups search one bucket
+of the row (sparse_rows.RowBuckets: about two entries), term 2's draw the whole row, with as
+many halvings as the row's length needs (a rare word's row is short).  Token t of the tile
+is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
-              reservoir over the products A_dk / D_k (B_vk + beta), A_dk / D_k read beside
-              the pairs (pair_weights) and B_vk found by a scan from its bucket of the word's
-              row; the own topic z's mass joins lane 0
+              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a binary
+              search of its bucket of the word's row; the own topic z's mass joins lane 0
     term 2    a search of the row's prefix sums of alpha_k B_vk / D_k, z's entry skipped
               (only when a token of the tile draws from it)
     term 3    a descent of the global W-ary tree over alpha_k beta / D_k, z's leaf skipped
               (tree.descend_excluding; only when a token of the tile draws from it)
 
-The uniforms, the reservoirs, the products and term 2's search are the reference's (rng
-streams, tree.search_block, sparse_rows.bisect), and a lookup finds the entry the reference's
-search of the bucket finds, so on the same inputs a token gets the same topic up to float
-rounding (the order in which Triton adds the lane masses).  Each new topic is stored at its
-word-major position and at its doc-major position (the shuffle folded in), as the dense
-kernel does.
+The uniforms, the reservoirs and the searches are the reference's (rng streams, tree.search_block,
+sparse_rows.bisect), so on the same inputs a token gets the same topic up to float rounding
+(the order in which Triton adds the lane masses).  Each new topic is stored at its word-major
+position and at its doc-major position (the shuffle folded in), as the dense kernel does.
 """
 
 from __future__ import annotations
@@ -47,7 +42,7 @@ from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_t
                                      tile_inputs, tree_topic)
 from saberjax.sparse_rows import SparseModel, bisect
 from saberjax.sparse_sampler import own_topic_mass
-from saberjax.state import ChunkState, unpack_pairs
+from saberjax.state import ChunkState
 
 
 class _ModelRefs(NamedTuple):
@@ -58,12 +53,12 @@ class _ModelRefs(NamedTuple):
     beta: object
     prior_total: object
     a_pairs: object
-    pair_weights: object
     row_start: object
     row_topics: object
     row_counts: object
     bucket_base: object
     bucket_shift: object
+    bucket_steps: object
     bucket_start: object
     row_prefix: object
     row_mass: object
@@ -78,6 +73,7 @@ class _Row(NamedTuple):
     steps: jax.Array
     bucket_base: jax.Array
     bucket_shift: jax.Array
+    bucket_steps: jax.Array
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
@@ -118,15 +114,16 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
     row = _word_row(model, word)
 
-    def products(topics, pair_weights, inside, is_own):
-        """Term 1's products A_dk / D_k (B_vk + beta), A_dk / D_k the pairs' weights."""
+    def products(topics, counts, inside, is_own):
+        """Term 1's products A_dk (B_vk + beta) / D_k."""
         other = inside & ~is_own
         _, counts_in_word = _word_count(model, row, topics, other)
-        return jnp.where(other, pair_weights * (counts_in_word.astype(jnp.float32) + beta),
-                         0.0)
+        denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
+        return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
+                         / denominators, 0.0)
 
     lane_mass, kept_topics, own_count = sparse_lanes(model.a_pairs, padded_topics, tile,
-                                                     products, model.pair_weights)
+                                                     products)
     own_position, own_word_count = _word_count(model, row, own, real)
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
     own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
@@ -160,39 +157,27 @@ def _word_row(model: _ModelRefs, word) -> _Row:
     return _Row(low, high,
                 # halvings for a range of the row's length (one spare: log2 of a float)
                 jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
-                model.bucket_base[word], model.bucket_shift[word])
+                model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
 
 
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
-    """(position of each topic in the word's row: its first entry at or past the topic, the
-    row's end where none; B_v,topic: 0 where absent), elementwise where `mask`: a scan of the
-    row's topics from the directory slot of the topic's bucket (sparse_rows.RowBuckets), each
-    element stopping at its first entry at or past its topic, so a lookup reads one slot and
-    as many entries as its bucket holds before the topic, plus one."""
+    """(position of each topic in the word's row, B_v,topic: 0 where absent), elementwise: a
+    search of the topic's bucket (sparse_rows.RowBuckets)."""
     slot = row.bucket_base + (topics >> row.bucket_shift)
-    position = plgpu.load(model.bucket_start.at[slot], mask=mask, other=0)
+    bucket_low = plgpu.load(model.bucket_start.at[slot], mask=mask, other=0)
+    bucket_high = plgpu.load(model.bucket_start.at[slot + 1], mask=mask, other=0)
 
-    def any_scanning(scan):
-        """Whether any element still scans (reduced one axis at a time: the Triton lowering
-        of a reduction over several axes fails)."""
-        flags = scan[1].astype(jnp.int32)
-        while flags.ndim:
-            flags = jnp.max(flags, axis=-1)
-        return flags > 0
-
-    def step(scan):
-        position, scanning, found = scan
-        entry = plgpu.load(model.row_topics.at[position], mask=scanning, other=0,
-                           eviction_policy="evict_last")
-        found = found | (scanning & (entry == topics))
-        passing = scanning & (entry < topics)
-        position = jnp.where(passing, position + 1, position)
-        return position, passing & (position < row.high), found
-
-    position, _, found = jax.lax.while_loop(
-        any_scanning, step,
-        (position, mask & (position < row.high), jnp.zeros(topics.shape, jnp.bool_)))
-    return position, plgpu.load(model.row_counts.at[position], mask=found, other=0)
+    def load(position, searching):
+        return plgpu.load(model.row_topics.at[position], mask=searching & mask, other=0,
+                          eviction_policy="evict_last")
+    position = bisect(load, bucket_low, bucket_high, lambda value: value < topics,
+                      row.bucket_steps)
+    inside = mask & (position < bucket_high)
+    # the topic and the count load side by side
+    found = inside & (plgpu.load(model.row_topics.at[position], mask=inside,
+                                 other=-1) == topics)
+    count = plgpu.load(model.row_counts.at[position], mask=inside, other=0)
+    return position, jnp.where(found, count, 0)
 
 
 def _own_entry(model: _ModelRefs, row: _Row, own_position, counted):
@@ -222,15 +207,6 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
-def pair_weights(a_pairs, denominator):
-    """A_dk / D_k of every pair of A (float32, as long as the pairs; any value past a
-    document's nonzeros): term 1's products of a sparse row are these times B_vk + beta, so
-    the kernel reads them beside the pairs instead of gathering each D_k."""
-    topics, counts = unpack_pairs(a_pairs, denominator.shape[0])
-    return counts.astype(jnp.float32) / denominator[jnp.minimum(topics,
-                                                                denominator.shape[0] - 1)]
-
-
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        num_warps: int = 1, num_stages: int = 1, interpret: bool | None = None):
@@ -250,9 +226,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
-                          pair_weights(chunk_state.a_pairs, model.bhat_denominator),
-                          rows.row_start, rows.topics, rows.counts, model.buckets.base,
-                          model.buckets.shift, model.buckets.start,
+                          rows.row_start, rows.topics, rows.counts, *model.buckets,
                           model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
