@@ -11,7 +11,7 @@ document row A_d (packed pairs, state.pack_pairs: one load each) are visited 32 
 time, in one pass, as in the reference:
 
     per block   products P = A_dk * B-hat_vk (0 for the token's own topic z, whose count A_dz
-                the block adds up instead); each lane adds its product to its running mass
+                the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
                 reservoir per lane; u_block one uniform per token and block); the next
                 block's A entries are loaded before this block's B-hat gathers
