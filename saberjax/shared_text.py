@@ -119,23 +119,40 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
                                       cache.reading_options(path, chosen, **options))
         if cached is not None:
             return _held_corpus(cached, source_name(path), str(path))
-    rules, vocabulary = plain_text.text_rules(**options)
-    blocks = document_blocks(path, format=chosen, parsed=False, share=share,
-                             **plain_text.reading_options(options))
-    exchange = _Exchange()
-    try:
-        built = build_corpus(blocks, rules, vocabulary, name=source_name(path),
-                             source=str(path), workers=workers, memory_bytes=memory_bytes,
-                             total_bytes=_share_bytes(share, files, sizes), log=log,
-                             shared_words=exchange.words)
-        read = exchange.share(built)
-    except Exception as error:
-        exchange.fail(error)
-        raise
+    read = read_share(path, chosen, share, log=log, workers=workers,
+                      memory_bytes=memory_bytes, total_bytes=_share_bytes(share, files, sizes),
+                      **options)
     if entry is not None:
         place, key, origin = entry
         cache.write_share_entry(place, key, read, origin)
     return _held_corpus(read, source_name(path), str(path))
+
+
+def read_share(path: Path, format: str, share: list[FileShare],
+               exchange: Exchange | None = None, log: Callable[[str], None] | None = None,
+               workers: int | None = None, memory_bytes: int | None = None,
+               total_bytes: int | None = None, processes: bool | None = None,
+               **options) -> CorpusShare:
+    """What this reader holds of the text input `path` in `format` (a detected one) when it
+    reads `share` of it (file_shares) and the other readers the rest: its share's documents
+    tokenised and counted (build_corpus: on `workers` threads or, as `processes` says, worker
+    processes; `total_bytes`, the share's, for the progress lines to `log`), the words and
+    documents exchanged with the others through `exchange` (default: the processes of the
+    run, Exchange()).  `options`: the text and reading options (plain_text.text_rules).  An
+    error takes the place of this reader's data in the exchanges to come (Exchange.fail)."""
+    exchange = Exchange() if exchange is None else exchange
+    rules, vocabulary = plain_text.text_rules(**options)
+    blocks = document_blocks(path, format=format, parsed=False, share=share,
+                             **plain_text.reading_options(options))
+    try:
+        built = build_corpus(blocks, rules, vocabulary, name=source_name(path),
+                             source=str(path), workers=workers, memory_bytes=memory_bytes,
+                             total_bytes=total_bytes, log=log, processes=processes,
+                             shared_words=exchange.words)
+        return exchange.share(built)
+    except Exception as error:
+        exchange.fail(error)
+        raise
 
 
 def _cached_share(cache_dir: Path, path: Path, share: list[FileShare], options: dict):
@@ -188,11 +205,17 @@ def _share_bytes(share: list[FileShare], files: list[Path], sizes: list[int]) ->
                for file in share)
 
 
-class _Exchange:
-    """The exchanges of load_shared_text, in order: the words (words), then the documents
-    (share); an error in their place (fail)."""
+class Exchange:
+    """The exchanges of the readers of an input's shares (read_share), in order: the words
+    (words), then the documents (share); an error in their place (fail).  `gathered` gives
+    every reader's bytes, in reader order, for this one's (default: every process's,
+    processes.gathered_bytes); `index`: this reader's place among them (default: the
+    process's)."""
 
-    def __init__(self):
+    def __init__(self, gathered: Callable[[bytes], list[bytes]] = processes.gathered_bytes,
+                 index: int | None = None):
+        self.gathered = gathered
+        self.index = jax.process_index() if index is None else index
         self.done = 0  # exchanges made
 
     def words(self, dictionary: Dictionary, num_docs: int) -> SharedWords:
@@ -214,13 +237,14 @@ class _Exchange:
             numbers = words.add([Dictionary(keys.copy(), Strings(data, offsets), word_counts,
                                             doc_freq)])[0]
             docs += process_docs
-            if process == jax.process_index():
+            if process == self.index:
                 places = numbers
         return SharedWords(words, places, docs)
 
     def share(self, built: TextCorpus) -> CorpusShare:
         """This process's share of the corpus, with the whole corpus's outline from every
-        process's documents (their lengths, ids, dropped and invalid documents)."""
+        process's documents (their lengths, ids, dropped and invalid documents); the
+        documents have ids when every process holding documents names them."""
         share = built.corpus
         names = share.doc_names
         header = np.array([share.num_docs, share.dropped_empty_docs, built.invalid_utf8_docs,
@@ -233,10 +257,11 @@ class _Exchange:
             docs, process_dropped, process_invalid, named = np.frombuffer(message, "<i8", 4)
             lengths.append(np.frombuffer(message, "<i8", docs, 32))
             text = message[32 + 8 * docs:].decode("utf-8", "surrogateescape")
-            doc_names.append(text.split("\n") if named and docs else [] if named else None)
+            if docs:  # a process without documents (its share within a line) names none
+                doc_names.append(text.split("\n") if named else None)
             dropped += int(process_dropped)
             invalid += int(process_invalid)
-            if process < jax.process_index():
+            if process < self.index:
                 first += int(lengths[-1].sum())
         return CorpusShare(offsets_from_lengths(np.concatenate(lengths)), share.vocab,
                            None if any(part is None for part in doc_names)
@@ -248,12 +273,12 @@ class _Exchange:
         data, so that the others stop with it too."""
         if self.done < 2:
             kind = _FORMAT_ERROR if isinstance(error, CorpusFormatError) else _OTHER_ERROR
-            processes.gathered_bytes(kind + str(error).encode("utf-8", "replace"))
+            self.gathered(kind + str(error).encode("utf-8", "replace"))
             self.done = 2
 
     def _exchanged(self, data: bytes) -> list[bytes]:
         """Every process's data; the first error a process sent in its place raised here."""
-        messages = processes.gathered_bytes(_DATA + data)
+        messages = self.gathered(_DATA + data)
         self.done += 1
         for process, message in enumerate(messages):
             if message[:1] != _DATA:

@@ -233,3 +233,90 @@ def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
     for round_bytes in (1, 7, 256, 10_000):
         assert gathered_bytes(data, round_bytes) == [data]
     assert gathered_bytes(b"") == [b""]
+
+
+class ThreadReaders:
+    """Readers of an input's shares on threads of this process, exchanging their bytes as the
+    processes of a run do (Exchange's `gathered`): a barrier, each reader's bytes, a
+    barrier."""
+
+    def __init__(self, count: int):
+        import threading
+
+        self.barrier = threading.Barrier(count, timeout=120)  # a failed reader breaks it
+        self.messages = [b""] * count
+
+    def exchange(self, index: int):
+        from saberjax.shared_text import Exchange
+
+        def gathered(data: bytes) -> list[bytes]:
+            self.messages[index] = data
+            self.barrier.wait()
+            messages = list(self.messages)
+            self.barrier.wait()
+            return messages
+
+        return Exchange(gathered, index)
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+@pytest.mark.parametrize("suffix", ["txt", "jsonl"])
+def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
+        tmp_path, monkeypatch, suffix):
+    """3 readers of a file of lines (plain text; JSON Lines with ids), each tokenising its
+    share's line ranges (line_ranges' span) in 2 worker processes, hold the corpus one reader
+    of the whole file builds: its vocabulary (chosen from every reader's counts), document
+    offsets and ids, and, the shares' word ids assembled in order, its word ids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from saberjax.corpus import text_pieces
+    from saberjax.shared_text import read_share
+
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # many pieces for each worker
+    [path] = write_shards(tmp_path / "input", shards=1, docs=120, suffix=suffix)
+    options = dict(min_df=3, max_features=40, **({"id_field": "id"} if suffix == "jsonl"
+                                                 else {}))
+    whole = load_text(path, format="auto", **options)
+    count = 3
+    shares = file_shares([path], [path.stat().st_size], [True], count)
+    assert all(share and share[0].span[0] > 0 for share in shares[1:])  # cut within the file
+    readers = ThreadReaders(count)
+    with ThreadPoolExecutor(count) as pool:
+        held = list(pool.map(lambda index: read_share(
+            path, suffix.replace("txt", "text"), shares[index], readers.exchange(index),
+            workers=2, processes=True, **options), range(count)))
+    for share in held:
+        assert share.vocab == whole.vocab
+        np.testing.assert_array_equal(share.doc_offsets, whole.doc_offsets)
+        assert share.doc_names == (None if whole.doc_names is None
+                                   else list(whole.doc_names))
+        assert share.dropped == whole.dropped_empty_docs
+    assert [share.first for share in held] == list(
+        np.cumsum([0] + [share.word_ids.size for share in held[:-1]]))
+    assert all(share.word_ids.size for share in held)
+    np.testing.assert_array_equal(np.concatenate([share.word_ids for share in held]),
+                                  whole.word_ids)
+
+
+def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_path):
+    """A share lying within one long line holds no document and so no ids: the ids of the
+    documents the other readers hold are the input's, as one reader reading it whole finds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from saberjax.shared_text import read_share
+
+    path = tmp_path / "long.jsonl"
+    records = [dict(id="long", text=" ".join(["kalo mine ruta"] * 300))]
+    records += [dict(id=f"doc{index}", text="kalo mine zika") for index in range(20)]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    shares = file_shares([path], [path.stat().st_size], [True], 3)
+    readers = ThreadReaders(3)
+    with ThreadPoolExecutor(3) as pool:
+        held = list(pool.map(lambda index: read_share(
+            path, "jsonl", shares[index], readers.exchange(index), workers=1, min_df=1,
+            max_df=1.0, id_field="id"), range(3)))
+    assert [share.word_ids.size for share in held][1] == 0
+    names = list(load_text(path, format="jsonl", min_df=1, max_df=1.0,
+                           id_field="id").doc_names)
+    assert names == [record["id"] for record in records]
+    assert [share.doc_names for share in held] == [names] * 3
