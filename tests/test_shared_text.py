@@ -2,6 +2,7 @@
 (saberjax.shared_text), into the corpus and the model of one process reading it whole."""
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +104,7 @@ def test_processes_reading_their_shares_train_the_one_process_model(tmp_path):
         assert (tmp_path / run / "vocab.txt").read_text().split() == list(corpus.vocab)
         np.testing.assert_array_equal(word_topic_counts(tmp_path / run), model)
         if run == "first":
-            entries = sorted((cache / "corpora").glob("share-*"))
+            entries = sorted(path.parent for path in (cache / "corpora").glob("*/cache.json"))
             assert len(entries) == 2
             written = {file: file.stat().st_mtime_ns for entry in entries
                        for file in entry.iterdir()}
@@ -184,30 +185,6 @@ def test_the_spans_of_a_parquet_file_hold_each_row_group_once(tmp_path):
         assert [documents([span]) != [] for span in spans].count(True) <= 4  # row groups
 
 
-def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
-    """An entry gives back the share written; one whose files changed, or made for another
-    key, gives None (a damaged one with a warning), and the entries of the same origin made
-    for other contents are removed when one is written."""
-    from saberjax.corpus.cache import CorpusShare, read_share_entry, write_share_entry
-
-    share = CorpusShare(np.array([0, 2, 5]), ("kalo", "mine"), ["a", "b"],
-                        np.array([1, 0, 1], np.int32), 2, 3, 1)
-    origin = dict(source="input", options={}, process=1, processes=2)
-    write_share_entry(tmp_path / "old", "0" * 64, share, origin)
-    write_share_entry(tmp_path / "entry", "1" * 64, share, origin)
-    assert not (tmp_path / "old").exists()
-    read = read_share_entry(tmp_path / "entry", "1" * 64)
-    for field, value in zip(share._fields, share):
-        np.testing.assert_array_equal(getattr(read, field), value)
-    with pytest.warns(UserWarning, match="damaged or stale"):
-        assert read_share_entry(tmp_path / "entry", "2" * 64) is None
-    with open(tmp_path / "entry" / "word_ids.npy", "r+b") as file:
-        file.seek(-4, 2)
-        file.write(b"\xff\xff\xff\x7f")
-    with pytest.warns(UserWarning, match="damaged or stale.*files differ"):
-        assert read_share_entry(tmp_path / "entry", "1" * 64) is None
-
-
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
 def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
     """Alone, a process's share is the whole input: load_shared_text gives load_text's
@@ -223,7 +200,7 @@ def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
         assert shared.held_tokens == (0, whole.num_tokens) and shared.vocab == whole.vocab
         for field in ("doc_offsets", "word_ids", "doc_names"):
             np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
-    assert len(list((tmp_path / "cache").glob("share-*"))) == 1
+    assert len(list((tmp_path / "cache").glob("*/cache.json"))) == 1
 
 
 def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
@@ -249,6 +226,8 @@ class ThreadReaders:
     def exchange(self, index: int):
         from saberjax.shared_text import Exchange
 
+        count = len(self.messages)
+
         def gathered(data: bytes) -> list[bytes]:
             self.messages[index] = data
             self.barrier.wait()
@@ -256,7 +235,7 @@ class ThreadReaders:
             self.barrier.wait()
             return messages
 
-        return Exchange(gathered, index)
+        return Exchange(gathered, index, count)
 
 
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
@@ -270,7 +249,7 @@ def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
     from concurrent.futures import ThreadPoolExecutor
 
     from saberjax.corpus import text_pieces
-    from saberjax.shared_text import read_share
+    from saberjax.shared_text import held_share
 
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # many pieces for each worker
     [path] = write_shards(tmp_path / "input", shards=1, docs=120, suffix=suffix)
@@ -282,7 +261,7 @@ def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
     assert all(share and share[0].span[0] > 0 for share in shares[1:])  # cut within the file
     readers = ThreadReaders(count)
     with ThreadPoolExecutor(count) as pool:
-        held = list(pool.map(lambda index: read_share(
+        held = list(pool.map(lambda index: held_share(
             path, suffix.replace("txt", "text"), shares[index], readers.exchange(index),
             workers=2, processes=True, **options), range(count)))
     for share in held:
@@ -303,7 +282,7 @@ def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_
     documents the other readers hold are the input's, as one reader reading it whole finds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from saberjax.shared_text import read_share
+    from saberjax.shared_text import held_share
 
     path = tmp_path / "long.jsonl"
     records = [dict(id="long", text=" ".join(["kalo mine ruta"] * 300))]
@@ -312,7 +291,7 @@ def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_
     shares = file_shares([path], [path.stat().st_size], [True], 3)
     readers = ThreadReaders(3)
     with ThreadPoolExecutor(3) as pool:
-        held = list(pool.map(lambda index: read_share(
+        held = list(pool.map(lambda index: held_share(
             path, "jsonl", shares[index], readers.exchange(index), workers=1, min_df=1,
             max_df=1.0, id_field="id"), range(3)))
     assert [share.word_ids.size for share in held][1] == 0
@@ -320,3 +299,90 @@ def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_
                            id_field="id").doc_names)
     assert names == [record["id"] for record in records]
     assert [share.doc_names for share in held] == [names] * 3
+
+
+def count_hashing(monkeypatch) -> list:
+    """Calls of the cache's source hashing, recorded in the returned list; files count as
+    settled at once, so that an entry gets its source record on its first load."""
+    from saberjax.corpus import cache
+
+    monkeypatch.setattr(cache, "SETTLED_SECONDS", -60.0)
+    calls, hash_files = [], cache._content_key
+    monkeypatch.setattr(cache, "_content_key",
+                        lambda *args: calls.append(args) or hash_files(*args))
+    return calls
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_a_share_entry_is_a_corpus_entry_known_by_its_record_until_its_files_change(
+        tmp_path, monkeypatch):
+    """A process's entry of its share is an entry of the corpus cache as a whole input's is
+    (its manifest, its corpus as a native folder, its source record): the second load takes
+    the share's key from the record, hashing nothing; a damaged entry is rebuilt, with a
+    warning; a changed file is hashed again and read again, and its new entry replaces the
+    old one."""
+    from saberjax.corpus import load_native
+    from saberjax.shared_text import load_shared_text
+
+    paths = write_shards(tmp_path / "shards")
+    options = dict(min_df=3, max_features=40, id_field="id")
+    cache = tmp_path / "cache"
+    hashed = count_hashing(monkeypatch)
+    for load in ("first", "recorded", "damaged", "changed"):
+        expected = warnings.catch_warnings()
+        if load == "damaged":
+            data = bytearray((entry / "corpus" / "word_ids.npy").read_bytes())
+            data[-1] ^= 1
+            (entry / "corpus" / "word_ids.npy").write_bytes(bytes(data))
+            expected = pytest.warns(UserWarning, match="damaged or stale.*rebuilding")
+        if load == "changed":
+            with open(paths[1], "a") as file:
+                file.write(json.dumps({"id": "new", "text": " ".join(WORDS[:3] * 9)}) + "\n")
+        whole = load_text(tmp_path / "shards", format="jsonl", **options)
+        with expected:
+            shared = load_shared_text(tmp_path / "shards", cache_dir=cache, **options)
+        assert shared.vocab == whole.vocab
+        for field in ("doc_offsets", "word_ids", "doc_names"):
+            np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
+        assert len(hashed) == (2 if load == "changed" else 1)
+        (entry,) = cache.iterdir()
+        assert sorted(file.name for file in entry.iterdir()) == [
+            "cache.json", "corpus", "source.json"]
+        assert load_native(entry / "corpus").fingerprint() == whole.fingerprint()
+    assert "new" in shared.doc_names
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_share_entries_serve_only_the_shares_they_were_read_with(tmp_path, monkeypatch):
+    """Two inputs whose first halves are alike: the first reader's share has the same key in
+    both, but its entry holds ids into the vocabulary of the input it was read with, and
+    serves only that input (the readers' keys together, which its manifest records).  An
+    unchanged input is loaded by every reader with nothing hashed (the source records)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from saberjax.shared_text import held_share
+
+    [first] = write_shards(tmp_path / "first", shards=1, docs=40, suffix="txt")
+    second = tmp_path / "second" / first.name
+    second.parent.mkdir()
+    lines = first.read_text().split("\n")
+    lines[-2] = "zzzz" + lines[-2][4:]  # a new word at the end, the size kept
+    second.write_text("\n".join(lines))
+    hashed = count_hashing(monkeypatch)
+    cache = tmp_path / "cache"
+    for run, path in enumerate((first, second, first, first)):
+        shares = file_shares([path], [path.stat().st_size], [True], 2)
+        readers = ThreadReaders(2)
+        with ThreadPoolExecutor(2) as pool, warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # another input's entry: no damage
+            held = list(pool.map(lambda index: held_share(
+                path, "text", shares[index], readers.exchange(index), cache, min_df=1,
+                max_df=1.0), range(2)))
+        whole = load_text(path, min_df=1, max_df=1.0)
+        assert held[0].vocab == whole.vocab
+        np.testing.assert_array_equal(held[0].doc_offsets, whole.doc_offsets)
+        np.testing.assert_array_equal(np.concatenate([share.word_ids for share in held]),
+                                      whole.word_ids)
+        # the second input's first reader hashes its share (its file is another), and so
+        # does the first's, whose entry the second's replaced, once
+        assert len(hashed) == (2, 4, 5, 5)[run]
