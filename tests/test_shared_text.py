@@ -386,3 +386,21 @@ def test_share_entries_serve_only_the_shares_they_were_read_with(tmp_path, monke
         # the second input's first reader hashes its share (its file is another), and so
         # does the first's, whose entry the second's replaced, once
         assert len(hashed) == (2, 4, 5, 5)[run]
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_an_input_and_a_share_of_it_keep_entries_of_their_own(tmp_path, monkeypatch):
+    """The entry of the whole input and that of one process's share of it (alone, its share
+    is the whole input) record the same source and options: neither takes the other's source
+    record nor removes the other."""
+    from saberjax.corpus import cache as corpus_cache
+    from saberjax.shared_text import load_shared_text
+
+    write_shards(tmp_path / "shards")
+    options = dict(min_df=3, max_features=40, id_field="id")
+    cache, hashed = tmp_path / "cache", count_hashing(monkeypatch)
+    for _ in range(2):
+        shared = load_shared_text(tmp_path / "shards", cache_dir=cache, **options)
+        whole = corpus_cache.load_corpus(tmp_path / "shards", cache_dir=cache, **options)
+        np.testing.assert_array_equal(shared.word_ids, whole.word_ids)
+        assert len(list(cache.iterdir())) == 2 and len(hashed) == 2
