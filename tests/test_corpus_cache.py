@@ -7,7 +7,13 @@ import time
 import warnings
 
 import pytest
-from corpus_helpers import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
+from corpus_helpers import (
+    UCI_TEXT,
+    assert_same_corpus,
+    count_hashing,
+    is_memory_mapped,
+    write_uci,
+)
 from helpers import ENTRY_DAMAGES, damage_entry
 
 from saberjax.corpus import cache as corpus_cache
@@ -121,14 +127,6 @@ def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert corpus_cache.default_cache_dir() == tmp_path / "xdg" / "saberjax" / "corpora"
 
-
-
-def count_hashing(monkeypatch) -> list:
-    """Calls of the source hashing, recorded in the returned list."""
-    calls, hash_files = [], corpus_cache._content_key
-    monkeypatch.setattr(corpus_cache, "_content_key",
-                        lambda *args: calls.append(args) or hash_files(*args))
-    return calls
 
 
 def write_tiny_uci(folder, text=UCI_TEXT):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_helpers import count_hashing
 from test_processes import start_training, train_processes, word_topic_counts
 
 from saberjax.corpus import load_text
@@ -238,6 +239,20 @@ class ThreadReaders:
         return Exchange(gathered, index, count)
 
 
+def held_shares(path, format: str, count: int, **arguments) -> list:
+    """What each of `count` readers of a file of lines, on threads, holds of it (held_share
+    with `arguments`), in reader order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from saberjax.shared_text import held_share
+
+    shares = file_shares([path], [path.stat().st_size], [True], count)
+    readers = ThreadReaders(count)
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda index: held_share(
+            path, format, shares[index], readers.exchange(index), **arguments), range(count)))
+
+
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
 @pytest.mark.parametrize("suffix", ["txt", "jsonl"])
 def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
@@ -246,24 +261,15 @@ def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
     share's line ranges (line_ranges' span) in 2 worker processes, hold the corpus one reader
     of the whole file builds: its vocabulary (chosen from every reader's counts), document
     offsets and ids, and, the shares' word ids assembled in order, its word ids."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from saberjax.corpus import text_pieces
-    from saberjax.shared_text import held_share
 
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # many pieces for each worker
     [path] = write_shards(tmp_path / "input", shards=1, docs=120, suffix=suffix)
     options = dict(min_df=3, max_features=40, **({"id_field": "id"} if suffix == "jsonl"
                                                  else {}))
     whole = load_text(path, format="auto", **options)
-    count = 3
-    shares = file_shares([path], [path.stat().st_size], [True], count)
-    assert all(share and share[0].span[0] > 0 for share in shares[1:])  # cut within the file
-    readers = ThreadReaders(count)
-    with ThreadPoolExecutor(count) as pool:
-        held = list(pool.map(lambda index: held_share(
-            path, suffix.replace("txt", "text"), shares[index], readers.exchange(index),
-            workers=2, processes=True, **options), range(count)))
+    held = held_shares(path, suffix.replace("txt", "text"), 3, workers=2, processes=True,
+                       **options)
     for share in held:
         assert share.vocab == whole.vocab
         np.testing.assert_array_equal(share.doc_offsets, whole.doc_offsets)
@@ -280,20 +286,11 @@ def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
 def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_path):
     """A share lying within one long line holds no document and so no ids: the ids of the
     documents the other readers hold are the input's, as one reader reading it whole finds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from saberjax.shared_text import held_share
-
     path = tmp_path / "long.jsonl"
     records = [dict(id="long", text=" ".join(["kalo mine ruta"] * 300))]
     records += [dict(id=f"doc{index}", text="kalo mine zika") for index in range(20)]
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    shares = file_shares([path], [path.stat().st_size], [True], 3)
-    readers = ThreadReaders(3)
-    with ThreadPoolExecutor(3) as pool:
-        held = list(pool.map(lambda index: held_share(
-            path, "jsonl", shares[index], readers.exchange(index), workers=1, min_df=1,
-            max_df=1.0, id_field="id"), range(3)))
+    held = held_shares(path, "jsonl", 3, workers=1, min_df=1, max_df=1.0, id_field="id")
     assert [share.word_ids.size for share in held][1] == 0
     names = list(load_text(path, format="jsonl", min_df=1, max_df=1.0,
                            id_field="id").doc_names)
@@ -301,16 +298,13 @@ def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_
     assert [share.doc_names for share in held] == [names] * 3
 
 
-def count_hashing(monkeypatch) -> list:
-    """Calls of the cache's source hashing, recorded in the returned list; files count as
-    settled at once, so that an entry gets its source record on its first load."""
+def settled_hashing(monkeypatch) -> list:
+    """count_hashing's list, files counting as settled at once, so that an entry gets its
+    source record on its first load."""
     from saberjax.corpus import cache
 
     monkeypatch.setattr(cache, "SETTLED_SECONDS", -60.0)
-    calls, hash_files = [], cache._content_key
-    monkeypatch.setattr(cache, "_content_key",
-                        lambda *args: calls.append(args) or hash_files(*args))
-    return calls
+    return count_hashing(monkeypatch)
 
 
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
@@ -327,7 +321,7 @@ def test_a_share_entry_is_a_corpus_entry_known_by_its_record_until_its_files_cha
     paths = write_shards(tmp_path / "shards")
     options = dict(min_df=3, max_features=40, id_field="id")
     cache = tmp_path / "cache"
-    hashed = count_hashing(monkeypatch)
+    hashed = settled_hashing(monkeypatch)
     for load in ("first", "recorded", "damaged", "changed"):
         expected = warnings.catch_warnings()
         if load == "damaged":
@@ -358,26 +352,18 @@ def test_share_entries_serve_only_the_shares_they_were_read_with(tmp_path, monke
     both, but its entry holds ids into the vocabulary of the input it was read with, and
     serves only that input (the readers' keys together, which its manifest records).  An
     unchanged input is loaded by every reader with nothing hashed (the source records)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from saberjax.shared_text import held_share
-
     [first] = write_shards(tmp_path / "first", shards=1, docs=40, suffix="txt")
     second = tmp_path / "second" / first.name
     second.parent.mkdir()
     lines = first.read_text().split("\n")
     lines[-2] = "zzzz" + lines[-2][4:]  # a new word at the end, the size kept
     second.write_text("\n".join(lines))
-    hashed = count_hashing(monkeypatch)
+    hashed = settled_hashing(monkeypatch)
     cache = tmp_path / "cache"
     for run, path in enumerate((first, second, first, first)):
-        shares = file_shares([path], [path.stat().st_size], [True], 2)
-        readers = ThreadReaders(2)
-        with ThreadPoolExecutor(2) as pool, warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # another input's entry: no damage
-            held = list(pool.map(lambda index: held_share(
-                path, "text", shares[index], readers.exchange(index), cache, min_df=1,
-                max_df=1.0), range(2)))
+            held = held_shares(path, "text", 2, cache_dir=cache, min_df=1, max_df=1.0)
         whole = load_text(path, min_df=1, max_df=1.0)
         assert held[0].vocab == whole.vocab
         np.testing.assert_array_equal(held[0].doc_offsets, whole.doc_offsets)
@@ -398,7 +384,7 @@ def test_an_input_and_a_share_of_it_keep_entries_of_their_own(tmp_path, monkeypa
 
     write_shards(tmp_path / "shards")
     options = dict(min_df=3, max_features=40, id_field="id")
-    cache, hashed = tmp_path / "cache", count_hashing(monkeypatch)
+    cache, hashed = tmp_path / "cache", settled_hashing(monkeypatch)
     for _ in range(2):
         shared = load_shared_text(tmp_path / "shards", cache_dir=cache, **options)
         whole = corpus_cache.load_corpus(tmp_path / "shards", cache_dir=cache, **options)
