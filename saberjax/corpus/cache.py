@@ -228,7 +228,8 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: b
         record_source(entry, source, origin, files)
         return cached[0]
     raw_text = chosen in text_sources.FORMATS
-    run_options = dict(log=log) if raw_text else {}
+    # the entry's bytes left to the system's write-back: every load checks its fingerprint
+    run_options = dict(log=log, durable=False) if raw_text else {}
     notes: list[str] = []
     corpus = None if raw_text else _noted(notes, formats.load_corpus, path, chosen)
 
