@@ -188,8 +188,8 @@ class _ShareEntry(NamedTuple):
         """Keeps the share's corpus (its documents, over the input's vocabulary) in the entry,
         with the input's key and its documents not valid UTF-8; a warning when it cannot."""
 
-        def saved(folder: Path) -> Corpus:
-            native.save_native(built.corpus, folder)
+        def saved(folder: Path) -> Corpus:  # left to write-back, as text entries are
+            native.save_native(built.corpus, folder, durable=False)
             return built.corpus
 
         try:

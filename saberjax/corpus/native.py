@@ -213,9 +213,10 @@ class NativeCorpusWriter:
             self._discard()
 
 
-def save_native(corpus: Corpus, directory) -> None:
-    """Writes corpus as a native folder (atomically; see NativeCorpusWriter)."""
-    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name) as writer:
+def save_native(corpus: Corpus, directory, durable: bool = True) -> None:
+    """Writes corpus as a native folder (atomically; `durable`: see NativeCorpusWriter)."""
+    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name,
+                            durable=durable) as writer:
         writer.append(corpus.doc_lengths(), corpus.word_ids, corpus.doc_names)
 
 
