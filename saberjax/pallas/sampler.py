@@ -234,7 +234,7 @@ def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
     """The lanes with the own topic's whole mass joined to lane 0's reservoir as one more
     product: (lane masses, kept topics)."""
     first_lane = warp.lane_offsets()[None, :] == 0
-    lane_mass = jnp.where(first_lane, lane_mass + own_mass[:, None], lane_mass)
+    lane_mass = lane_mass + jnp.where(first_lane, own_mass[:, None], 0.0)
     keep_own = (rng.uniform(tile.state, rng.STREAM_OWN)
                 * warp.pick_lane(lane_mass, jnp.zeros_like(tile.own)) < own_mass)
     return lane_mass, jnp.where(first_lane & keep_own[:, None], tile.own[:, None], kept_topics)
