@@ -150,9 +150,12 @@ def timed(program, repeats: int) -> float:
 
 def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) -> dict:
     """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
-    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built;
-    variants: also A's rebuild kernel at one and two bitmap levels (and whether their pairs
-    agree) and the E-step with float32 and bfloat16 dense rows (and how many rows each)."""
+    after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built, and
+    the compiled iteration itself (Placement.compile: the four in one program under the
+    mesh's shard_map, as training runs them); variants: also the four phases as one jitted
+    program without the shard_map, A's rebuild kernel at one and two bitmap levels (and
+    whether their pairs agree) and the E-step with float32 and bfloat16 dense rows (and how
+    many rows each)."""
     hyper = placement.hyper
     share, chunk, chunk_state = jax.tree.map(
         lambda x: jax.device_put(np.asarray(x)[0]),
@@ -177,11 +180,26 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) ->
     phases = {name: timed(program, repeats) for name, program in (
         ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
         ("build_model", build))}
+    phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
     if variants:
+        phases["phases_in_one_program"] = timed(functools.partial(
+            jax.jit(functools.partial(_one_program, placement)), share, chunk, chunk_state,
+            model, key), repeats)
         phases.update(rebuild_levels(chunk, doc_major, hyper.num_topics, repeats))
         phases.update(dense_row_types(placement, share, chunk_state, rows, model.alpha, key,
                                       repeats))
     return phases
+
+
+def _one_program(placement, share, chunk, chunk_state, model, key):
+    """The four phases of a sparse iteration on one device as one program (no shard_map):
+    (the chunk's new state, the new model)."""
+    hyper = placement.hyper
+    topics, doc_major = esca.sample(share, chunk_state, model, key, hyper)
+    rows = sparse_rows.count_rows(share, topics, placement.model_rows, hyper.padded_topics)
+    return (esca.chunk_state_from_topics(chunk, topics, doc_major, hyper),
+            esca.model_from_totals(rows, sparse_rows.topic_totals(rows, hyper.padded_topics),
+                                   model.alpha, hyper, placement.num_words))
 
 
 def rebuild_levels(chunk, doc_major, num_topics: int, repeats: int) -> dict:
