@@ -64,8 +64,11 @@ def _map_in_order(fn, order: jax.Array, batch: int, with_index: bool = False):
         results = jax.lax.map(lambda xs: fn(*xs), (jnp.arange(num_batches), padded))
     else:
         results = jax.lax.map(fn, padded)
+    positions = padded.reshape(-1)
+    target = segmented_count.distinct_targets(positions, positions < size, size)
     return jax.tree_util.tree_map(
-        lambda r: jnp.zeros(size, r.dtype).at[padded.reshape(-1)].set(r.reshape(-1), mode="drop"),
+        lambda r: jnp.zeros(size, r.dtype).at[target].set(r.reshape(-1), mode="drop",
+                                                          unique_indices=True),
         results)
 
 

@@ -25,6 +25,17 @@ def shuffle_to_doc_major(values: jax.Array, doc_major_pos: jax.Array,
         values, unique_indices=True, mode="drop")
 
 
+def distinct_targets(targets: jax.Array, kept: jax.Array, end: int) -> jax.Array:
+    """Indices of a scatter that stores (no combining), one a value: `targets` where `kept`
+    (distinct there, each below `end`), else end + the value's position, so that the others
+    are dropped each at a place of its own (uint32: no wrap-around of negatives).  With every
+    index distinct the store can be declared unique_indices, which XLA's deterministic mode
+    (compilation.COMPILER_OPTIONS) runs as plain stores; a store whose indices may repeat it
+    runs as a sort of the indices and a scan of the values."""
+    positions = jnp.arange(targets.shape[0], dtype=jnp.uint32)
+    return jnp.where(kept, targets.astype(jnp.uint32), jnp.uint32(end) + positions)
+
+
 def sort_by_doc_then_topic(doc: jax.Array, topics: jax.Array, num_docs: int):
     """(doc, topic) pairs (doc < num_docs) sorted by document, then topic.
 
@@ -65,8 +76,9 @@ def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int, wide: b
     slot = doc_start[:-1, None] + jnp.cumsum(present, axis=1, dtype=jnp.int32) - 1
     pairs = pack_pairs(jnp.arange(num_topics, dtype=jnp.int32)[None, :], table, num_topics,
                        wide)
-    a_pairs = jnp.zeros(size, pair_dtype(wide)).at[jnp.where(present, slot, size).ravel()].set(
-        pairs.ravel(), mode="drop")
+    a_pairs = jnp.zeros(size, pair_dtype(wide)).at[
+        distinct_targets(slot.ravel(), present.ravel(), size)].set(
+        pairs.ravel(), mode="drop", unique_indices=True)
     return a_pairs, present.sum(axis=1, dtype=jnp.int32)
 
 
@@ -81,8 +93,8 @@ def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int, wide:
     pair_index = jnp.cumsum(new_pair.astype(jnp.int32)) - 1
     segment_start = doc_start[doc]
     slot = segment_start + pair_index - pair_index[segment_start]
-    pair_topics = jnp.zeros(size, jnp.int32).at[jnp.where(new_pair, slot, size)].set(
-        topics.astype(jnp.int32), mode="drop")
+    pair_topics = jnp.zeros(size, jnp.int32).at[distinct_targets(slot, new_pair, size)].set(
+        topics.astype(jnp.int32), mode="drop", unique_indices=True)
     counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     a_nnz = jnp.zeros(doc_start.shape[0] - 1, jnp.int32).at[doc].add(new_pair.astype(jnp.int32))
     return pack_pairs(pair_topics, counts, num_topics, wide), a_nnz

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
+from saberjax.segmented_count import distinct_targets
 from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 
 
@@ -113,10 +114,11 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     new_pair = counted & ((jnp.arange(size) == 0) | (rows != jnp.roll(rows, 1))
                           | (topics != jnp.roll(topics, 1)))
     slot = jnp.cumsum(new_pair, dtype=jnp.int32) - 1
-    first_of_pair = jnp.where(new_pair, slot, size)
+    first_of_pair = distinct_targets(slot, new_pair, size)
     pair_topics = jnp.full(size, padded_topics, jnp.int32).at[first_of_pair].set(
-        topics, mode="drop")
-    pair_rows = jnp.full(size, num_rows, jnp.int32).at[first_of_pair].set(rows, mode="drop")
+        topics, mode="drop", unique_indices=True)
+    pair_rows = jnp.full(size, num_rows, jnp.int32).at[first_of_pair].set(
+        rows, mode="drop", unique_indices=True)
     counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
@@ -273,8 +275,9 @@ def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array
                                                                            < num_dense)
     topic = jnp.where(in_dense, rows.topics, 0)
     bhat = jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)).at[
-        jnp.where(in_dense, row_of_entry, num_dense), topic].set(
-        ((rows.counts + beta) / denominator[topic]).astype(dtype), mode="drop")
+        distinct_targets(row_of_entry, in_dense, num_dense), topic].set(
+        ((rows.counts + beta) / denominator[topic]).astype(dtype), mode="drop",
+        unique_indices=True)
     return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 

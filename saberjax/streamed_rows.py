@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from saberjax import sparse_rows
+from saberjax.segmented_count import distinct_targets
 
 
 class TokenKeys(NamedTuple):
@@ -69,12 +70,12 @@ def gathered(keys: TokenKeys, axis_names) -> TokenKeys:
     devices, capacity = filled.shape[0], keys.rows.shape[0]
     first = jnp.cumsum(filled) - filled
     position = jnp.arange(capacity, dtype=jnp.int32)
-    target = jnp.where(position[None, :] < filled[:, None], first[:, None] + position[None, :],
-                       devices * capacity).ravel()
+    target = distinct_targets((first[:, None] + position[None, :]).ravel(),
+                              (position[None, :] < filled[:, None]).ravel(), devices * capacity)
 
     def packed(values):
-        return jnp.zeros(devices * capacity, jnp.int32).at[target].set(values.ravel(),
-                                                                      mode="drop")
+        return jnp.zeros(devices * capacity, jnp.int32).at[target].set(
+            values.ravel(), mode="drop", unique_indices=True)
 
     return TokenKeys(packed(rows), packed(topics), jnp.sum(filled, dtype=jnp.int32))
 

@@ -3,12 +3,15 @@ nothing, but they reach XLA the same way as on a GPU, where they keep two compil
 program from adding floats in other orders)."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import random_corpus
+from test_sparse_sampler import scatters
 from jax._src import compiler
+from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, inference, trainer
+from saberjax import compilation, inference, streamed_rows, trainer
 from saberjax.corpus import split_document_halves, train_test_split
 
 
@@ -20,7 +23,7 @@ def compilations(monkeypatch):
 
     def record(backend, computation, devices, options, *args, **kwargs):
         seen.append((str(computation.operation.attributes["sym_name"]),
-                     dict(options.env_option_overrides)))
+                     dict(options.env_option_overrides), str(computation)))
         return compile_program(backend, computation, devices, options, *args, **kwargs)
 
     jax.clear_caches()
@@ -29,7 +32,7 @@ def compilations(monkeypatch):
 
 
 def without_options(seen):
-    return [name for name, options in seen if options != compilation.COMPILER_OPTIONS]
+    return [name for name, options, _ in seen if options != compilation.COMPILER_OPTIONS]
 
 
 @pytest.mark.parametrize("devices", [1, 2])
@@ -52,3 +55,31 @@ def test_every_compilation_of_inference_carries_the_options(compilations, method
     theta = inference.infer_topics(model, corpus, iterations=4, method=method)
     assert np.allclose(theta.sum(axis=1), 1, atol=1e-5)
     assert compilations and without_options(compilations) == []
+
+
+def test_a_sparse_runs_stores_declare_unique_indices(compilations):
+    """Every scatter that stores values without combining them, in every program of a sparse
+    model's training (resident by words), declares unique indices: under the options XLA
+    runs any other store as a sort of its indices and a scan (segmented_count.distinct_targets;
+    the streamed path's store: test_gathered_keys_store_declares_unique_indices)."""
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=30, seed=3)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, seed=11, backend="xla",
+                                 model_format="sparse", num_devices=2, partition="words")
+    trainer.train(corpus, config)
+    stores = [(name, unique) for name, _, text in compilations
+              for unique, combines in scatters(text) if not combines]
+    assert len(stores) >= 3  # the pairs' and the rows' stores of the iteration at least
+    assert [name for name, unique in stores if not unique] == []
+
+
+def test_gathered_keys_store_declares_unique_indices():
+    """streamed_rows.gathered packs every device's token keys with a store of unique indices
+    (the sparse model streamed by documents)."""
+    mesh = jax.make_mesh((2,), ("x",), devices=jax.devices()[:2])
+    keys = streamed_rows.TokenKeys(jnp.zeros(16, jnp.int32), jnp.zeros(16, jnp.int32),
+                                   jnp.int32(5))
+    gather = jax.jit(jax.shard_map(lambda k: streamed_rows.gathered(k, "x"), mesh=mesh,
+                                   in_specs=P(), out_specs=P(), check_vma=False))
+    stores = [unique for unique, combines in scatters(gather.lower(keys).as_text())
+              if not combines]
+    assert len(stores) == 2 and all(stores)  # rows and topics

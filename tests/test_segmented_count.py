@@ -1,8 +1,10 @@
 """The plain-JAX segmented count (saberjax.segmented_count): its table of counts and its sort of
 (document, topic) pairs rebuild the same A."""
 
+import jax
 import numpy as np
 import pytest
+from test_sparse_sampler import scatters
 
 from saberjax import segmented_count
 from saberjax.layout import padded_doc_start
@@ -57,3 +59,14 @@ def test_a_table_with_more_cells_than_positions_is_not_built(monkeypatch):
     segmented_count.segmented_count(doc, topics, doc_start, num_tokens, 2)
     segmented_count.segmented_count(doc, topics, doc_start, num_tokens, 300)
     assert chosen == ["_count_in_table", "_count_by_sorting"]
+
+
+@pytest.mark.parametrize("count", ["_count_in_table", "_count_by_sorting"])
+def test_the_counts_stores_declare_unique_indices(count):
+    """The pairs' stores declare unique indices (segmented_count.distinct_targets), which
+    XLA's deterministic mode runs as plain stores (test_sparse_sampler.scatters)."""
+    doc, topics, doc_start, num_tokens = doc_major(0, 9, np.int32)
+    text = jax.jit(getattr(segmented_count, count), static_argnums=(4, 5)).lower(
+        doc, topics, doc_start, num_tokens, 9, False).as_text()
+    stores = [unique for unique, combines in scatters(text) if not combines]
+    assert len(stores) == 1 and all(stores)

@@ -180,6 +180,39 @@ def test_model_prefix_sums_and_prior_tree():
                                rtol=1e-5)
 
 
+def scatters(lowered_text: str) -> list[tuple[bool, bool]]:
+    """(declares unique indices, combines the values) of each scatter of a lowered program."""
+    found = []
+    for part in lowered_text.split('"stablehlo.scatter"')[1:]:
+        attributes, region = part.split("({", 1)
+        region = region.split("})", 1)[0]
+        found.append(("unique_indices = true" in attributes,
+                      any(f"stablehlo.{op} " in region
+                          for op in ("add", "maximum", "minimum", "multiply", "or"))))
+    return found
+
+
+def test_the_m_steps_stores_declare_unique_indices():
+    """Every scatter of the sparse M-step that stores values without combining them (count_rows'
+    pairs, the dense rows' B-hat) declares unique indices: XLA's deterministic mode
+    (compilation.COMPILER_OPTIONS, under which training compiles) runs any other store as a
+    sort of its indices and a scan, where the separate phases compiled without it do not."""
+    rng_np = np.random.default_rng(5)
+    counts = (rng_np.integers(0, 3, (6, 64)) * (rng_np.random((6, 64)) < 0.3)).astype(np.int32)
+    rows = rows_of_dense(counts, 300)
+    alpha = jnp.full(64, 0.1, jnp.float32)
+    model_text = sparse_model.lower(rows, alpha, num_topics=64, beta=0.1, num_words=6,
+                                    dense_row_bytes=2 * 64 * 2).as_text()
+    corpus = Corpus(np.array([0, 40, 100], np.int64), rng_np.integers(0, 6, 100, np.int32),
+                    tuple(f"w{i}" for i in range(6)))
+    chunk = jax.device_put(build_layout(corpus).chunks[0])
+    count_text = jax.jit(sparse_rows.count_rows, static_argnums=(2, 3)).lower(
+        chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
+    stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
+              if not combines]
+    assert len(stores) == 3 and all(stores)  # count_rows' topics and rows, dense B-hat
+
+
 @pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
 def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics):
     rng_np = np.random.default_rng(3)

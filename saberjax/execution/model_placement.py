@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation
+from saberjax import compilation, segmented_count
 from saberjax import sparse_word_topic as swt
 from saberjax.execution.mesh import to_host
 from saberjax.mstep import float32_bhat
@@ -180,8 +180,9 @@ def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
     local_row = jax.vmap(lambda starts: jnp.searchsorted(starts, positions, side="right") - 1
                          )(row_start)
     filled = positions[None, :] < row_start[:, -1:]
-    global_row = jnp.where(filled, jnp.arange(num_devices)[:, None] * device_rows + local_row,
-                           num_devices * device_rows)
+    global_row = segmented_count.distinct_targets(
+        (jnp.arange(num_devices)[:, None] * device_rows + local_row).ravel(), filled.ravel(),
+        num_devices * device_rows)
     dense = jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32).at[
-        global_row.ravel(), rows.topics].set(rows.counts, mode="drop")
+        global_row, rows.topics].set(rows.counts, mode="drop", unique_indices=True)
     return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, None, sharding)
