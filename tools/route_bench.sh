@@ -1,0 +1,29 @@
+#!/bin/bash
+# Issue 28's 4-GPU floors in one device call (docs/measurements/multi_gpu.md): one GPU at
+# K = 1,000 and 10,000, one process of 4 GPUs by words at K = 10,000 with this tree's code
+# and with MAIN's (a checkout of main; skipped when unset), and 2 processes x 2 GPUs on the
+# two-axis mesh (hosts_exchange auto) at both K.  Run from this tree's root with OUT set;
+# logs and records under W, packed into $OUT/runs.tgz, the steady rates printed.
+set -u
+W=${W:-/tmp/route_bench}; rm -rf "$W"; mkdir -p "$W"
+TOOL=$PWD/tools/two_axis_bench.sh
+OUT=$W/one STEP=${ONE_STEP:-80} STEPS=one TOPICS=1000,10000 bash "$TOOL"
+OUT=$W/new4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words TOPICS=10000 bash "$TOOL"
+if [ -n "${MAIN:-}" ]; then
+  (cd "$MAIN" && OUT=$W/main4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
+      TOPICS=10000 bash "$TOOL")
+fi
+OUT=$W/two STEP=${TWO_STEP:-90} STEPS=two TOPICS=1000,10000 EXCHANGES=auto bash "$TOOL"
+tar czf "$OUT/runs.tgz" -C "$W" .
+python3 - "$W" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(f"{sys.argv[1]}/*/*.jsonl")):
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("type") == "result":
+            print(path.split("/")[-2], r.get("num_devices", r.get("devices")), r.get("partition"),
+                  r["K"], r["Mtoken_per_s_steady"], r["steady_iteration_seconds"],
+                  r.get("collective_seconds"), r.get("collective_bytes_by_axis"),
+                  r.get("hosts_exchange"), r.get("cross_host_share_of_by_documents"),
+                  r.get("a_nonzero_share"), r.get("peak_device_GB"))
+PY
