@@ -2,7 +2,8 @@
 # Issue 28's 4-GPU floors in one device call (docs/measurements/multi_gpu.md): one GPU at
 # K = 1,000 and 10,000, one process of 4 GPUs by words at K = 10,000 with this tree's code
 # and with MAIN's (a checkout of main; skipped when unset), and 2 processes x 2 GPUs on the
-# two-axis mesh (hosts_exchange auto) at both K.  Run from this tree's root with OUT set;
+# two-axis mesh (hosts_exchange auto) at both K; with PROFILE set, the GPU timeline of the
+# 4-GPU iteration by words (tools/iteration_profile.py) in $W/profile.txt.  Run from this tree's root with OUT set;
 # logs and records under W, packed into $OUT/runs.tgz, the steady rates printed.
 set -u
 W=${W:-/tmp/route_bench}; rm -rf "$W"; mkdir -p "$W"
@@ -14,7 +15,13 @@ if [ -n "${MAIN:-}" ]; then
       TOPICS=10000 bash "$TOOL")
 fi
 OUT=$W/two STEP=${TWO_STEP:-90} STEPS=two TOPICS=1000,10000 EXCHANGES=auto bash "$TOOL"
-tar czf "$OUT/runs.tgz" -C "$W" .
+if [ -n "${PROFILE:-}" ]; then
+  timeout "${PROFILE_STEP:-60}" python3 tools/iteration_profile.py \
+      --corpus="${CORPUS:-/tmp/two_axis_nytimes}" --num_topics=10000 --partition=words \
+      --trace_dir="$W/trace" > "$W/profile.txt" 2>&1
+fi
+tar czf "$OUT/runs.tgz" -C "$W" --exclude=trace .
+tail -4 "$W/profile.txt" 2>/dev/null
 python3 - "$W" <<'PY'
 import glob, json, sys
 for path in sorted(glob.glob(f"{sys.argv[1]}/*/*.jsonl")):
