@@ -61,8 +61,7 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     """What an iteration moves between devices, median of `repeats` after a compiling pass.
 
     Over the words axis (by word; the gpus of the two-axis mesh): the all-gather of every
-    chunk's A pairs and nonzeros and the all-to-all of the E-step's topics (each chunk's
-    slots of TopicRoutes).  Over
+    chunk's A pairs and nonzeros and the all-to-all of the E-step's doc-major topics.  Over
     the documents axis (by document; the hosts of the two-axis mesh): the reduce-scatter of
     B's rows of the device (all of them by document, int32; its word share on the two-axis
     mesh, the rows of words of more than 2,048 tokens as int32, the others as float16:
@@ -82,15 +81,13 @@ def measure_reduction(placement: Placement, repeats: int, bandwidth_bytes: int) 
     moved, seconds = {}, {}
     words = programs.size(axes.words)
     if words > 1:
-        slots = placement.route_send.shape[-1]  # TopicRoutes: a chunk's slots
-
         def word_collectives(a_pairs_and_nnz):
-            topics = jnp.zeros((words, slots), hyper.topic_dtype)
+            topics = jnp.zeros((words, tokens), hyper.topic_dtype)
             return (jax.lax.all_gather(a_pairs_and_nnz, axes.words, axis=0, tiled=True),
-                    jax.lax.all_to_all(topics, axes.words, 0, 0, tiled=True))
+                    jax.lax.all_to_all(topics, axes.words, 0, 0, tiled=True).sum(axis=0))
 
         topic_bytes = np.dtype(hyper.topic_dtype).itemsize
-        moved[axes.words] = int((words - 1) * (tokens * 4 + docs * 4 + slots * topic_bytes))
+        moved[axes.words] = int((words - 1) * (tokens * (4 + topic_bytes) + docs * 4))
         seconds[axes.words] = _median_seconds(_on_mesh(placement, word_collectives),
                                               _zeros(placement, (tokens + docs,), jnp.int32),
                                               repeats)

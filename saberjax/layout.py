@@ -444,11 +444,3 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collectio
 
     with concurrent.futures.ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1)) as pool:
         return dict(zip(parts, pool.map(share, parts)))
-
-
-def share_chunk_slots(share: Chunk, num_parts: int) -> list[np.ndarray]:
-    """The real tokens of a word share (word_shares, on the host) in each chunk of its group
-    of num_parts: row e the indices of its tokens in chunk e, in share order."""
-    chunk_of = np.asarray(share.doc_major_pos)[:int(share.num_tokens)] // share.block_tokens
-    return [np.flatnonzero(chunk_of == e).astype(np.int32) for e in range(num_parts)]
-

@@ -75,41 +75,6 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
                                           np.float32)[:, :40], rtol=2**-7)
 
 
-def test_by_word_each_chunk_receives_only_its_tokens_topics_and_the_model_stays():
-    """The compact all_to_all (TopicRoutes): a device sends chunk e's device only its
-    share's tokens in chunk e, each once, in narrower rows than a chunk; the model is the
-    one device's.  Routes with two slots' positions swapped give other chunk topics, so the
-    comparison sees a wrong route."""
-    needs_local_devices(2)
-    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
-    hyper = Hyperparams.create(40)
-    topics, word_topic, _ = reference(corpus, hyper, 2, seed=5)
-    placed, state = run_on_mesh(corpus, hyper, 2, 5, num_devices=2, partition="words")
-    routes = placed.program_shares.routes
-    send, receive = np.asarray(routes.send), np.asarray(routes.receive)
-    positions = np.asarray(placed.word_shares.doc_major_pos)
-    real = np.asarray(placed.word_shares.num_tokens)
-    tokens = placed.slots[0].word.shape[1]
-    assert send.shape == receive.shape == (2, 2, send.shape[-1]) and send.shape[-1] < tokens
-    for device in range(2):
-        slots = send[device][send[device] < positions.shape[1]]
-        np.testing.assert_array_equal(np.sort(slots), np.arange(real[device]))
-        for chunk in range(2):  # row e holds chunk e's tokens; chunk e got them at their places
-            row = send[device, chunk][send[device, chunk] < positions.shape[1]]
-            np.testing.assert_array_equal(positions[device, row] // tokens, chunk)
-            np.testing.assert_array_equal(receive[chunk, device, :len(row)],
-                                          positions[device, row] % tokens)
-            assert (receive[chunk, device, len(row):] == tokens).all()
-    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
-    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    swapped = receive.copy()
-    swapped[0, 1, [0, 1]] = swapped[0, 1, [1, 0]]
-    wrong = dataclasses.replace(placed, route_send=routes.send)
-    wrong.__dict__["_topic_routes"] = routes._replace(receive=jax.device_put(
-        swapped, routes.receive.sharding))
-    assert (wrong.corpus_order_topics(state) != topics).any()
-
-
 @pytest.mark.parametrize("exchange", ["counts", "topics"])
 def test_the_hosts_exchange_counts_or_topics_to_the_one_device_model(exchange):
     """Exchanging topics, each host counts its word share's B whole from every host's topics

@@ -36,9 +36,6 @@ WORD_PARTITION_BYTES_PER_TOKEN = 6
 # Device bytes per token that A's wide pairs (state.pack_pairs: 8 bytes a pair, not 4) add
 # to a chunk's state, and by word to every document's A gathered.
 WIDE_PAIR_EXTRA_BYTES = 4
-# Device bytes per token of a device's word share that its topics' routes add where the
-# words axis has several devices (programs.TopicRoutes: each slot's token and position).
-TOPIC_ROUTE_BYTES_PER_TOKEN = 8
 # Device bytes per token of the other hosts' word share that the two-axis mesh exchanging
 # topics adds: its word rows (4) and its gathered topics (up to 4).
 PEER_SHARE_BYTES_PER_TOKEN = 8
@@ -172,15 +169,13 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
     by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
     `hosts`, those of its host's documents, and the word rows and topics of its word share
-    on the other hosts, which it holds where the hosts exchange topics), its share's topic
-    routes where the words axis has several devices, and A's wide pairs' bytes (hyper.wide_pairs).  The sparse model (hyper.sparse) counts sparse_model_bytes for
+    on the other hosts, which it holds where the hosts exchange topics), and A's wide pairs'
+    bytes (hyper.wide_pairs).  The sparse model (hyper.sparse) counts sparse_model_bytes for
     the device's share of tokens."""
     share = -(-corpus.num_tokens // num_devices)
     wide = WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0
     extra = ((WORD_PARTITION_BYTES_PER_TOKEN + wide) * -(-corpus.num_tokens // hosts)
              if partition in ("words", "hybrid") else 0) + wide * share
-    if partition in ("words", "hybrid") and num_devices > hosts:
-        extra += TOPIC_ROUTE_BYTES_PER_TOKEN * share
     if partition == "hybrid":
         extra += PEER_SHARE_BYTES_PER_TOKEN * (hosts - 1) * share
     rows = model_rows(corpus.num_words, num_devices, partition, hosts)

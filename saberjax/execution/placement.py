@@ -30,13 +30,12 @@ from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import compiled, link_speed, memory, model_placement
-from saberjax.execution.mesh import (GPUS, HOSTS, Axes, by_device, by_device_array, model_rows,
+from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
-from saberjax.execution.programs import (FLOAT16_EXACT, PeerShares, Programs, TopicRoutes,
-                                         WordShares, routed)
+from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
-                             share_chunk_slots, share_order, word_shares)
+                             share_order, word_shares)
 from saberjax.layout_cache import cached_layout
 from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
@@ -62,9 +61,6 @@ class Placement:
     # position r is the row r // W of share r % W, W the devices of the words axis); else None
     word_shares: Chunk | None = None
     word_order: np.ndarray | None = None
-    # partition by word over more than one device of the words axis: TopicRoutes.send of
-    # each device (by device); else None
-    route_send: jax.Array | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
     # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
     # plan.hosts_exchange (the property hosts_exchange)
@@ -118,35 +114,12 @@ class Placement:
             self.mesh, HOSTS, link_speed.PROBE_BYTES.get(platform, link_speed.PROBE_BYTES["cpu"]))
 
     @property
-    def program_shares(self) -> WordShares | None:
-        """The programs' shares argument: the word shares with their TopicRoutes and, where
-        the hosts exchange topics, their PeerShares (None by document)."""
-        if self.word_shares is None:
-            return None
-        return WordShares(self.word_shares, self._topic_routes,
-                          self._peer_shares if self._unseeded_programs.exchanges_topics
-                          else None)
-
-    @functools.cached_property
-    def _topic_routes(self) -> TopicRoutes | None:
-        """Each device's TopicRoutes: route_send, and the chunk positions of what it
-        receives, sent once by the same routes (each slot's position in its group's
-        doc-major space, taken modulo the chunk's padded tokens)."""
-        if self.route_send is None:
-            return None
-        words, tokens = self.word_parts, self.slots[0].word.shape[1]
-        group_tokens = words * tokens
-
-        def body(send, doc_major_pos):
-            received = routed(doc_major_pos[0], send[0], Axes.of(self.partition).words,
-                              group_tokens)
-            return jnp.where(received < group_tokens, received % tokens, tokens)[None]
-
-        spec = by_device(self.mesh)
-        receive = compilation.jit(jax.shard_map(body, mesh=self.mesh, in_specs=(spec, spec),
-                                                out_specs=spec, check_vma=False))(
-            self.route_send, self.word_shares.doc_major_pos)
-        return TopicRoutes(self.route_send, receive)
+    def program_shares(self):
+        """The programs' shares argument: the word shares (None by document), with their
+        PeerShares where the hosts exchange topics."""
+        if self._unseeded_programs.exchanges_topics:
+            return self.word_shares, self._peer_shares
+        return self.word_shares
 
     @functools.cached_property
     def _peer_shares(self) -> PeerShares:
@@ -338,7 +311,7 @@ class Placement:
             chunks, states = self.host_chunks(), self.chunk_states(state)
             return {index: esca.chunk_corpus_topics(chunks[index], states[index])
                     for index in chunks}
-        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.program_shares,
+        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.word_shares,
                                                                state.chunks),))
         return {index: topics[:self.chunking[index][1]] for index, topics in doc_major.items()}
 
@@ -463,28 +436,11 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
                                  order)
     shares = word_shares(corpus, layout, parts, own,
                          bucket_size(processes.largest(largest)), order)
-    route_send = _route_send(shares, parts) if parts > 1 else None
     with timing.phase("transfer"):
-        if route_send is not None:
-            route_send = by_device_array(route_send, sharding)
         shares = by_device_array(shares, sharding)
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
-                     shares, order, route_send, _int32_rows(counts, order, mesh),
+                     shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)
-
-
-def _route_send(shares: dict[int, Chunk], parts: int) -> dict[int, np.ndarray]:
-    """TopicRoutes.send of each of this process's word shares (by mesh position): row e the
-    share's tokens in chunk e of its group (layout.share_chunk_slots), padded to the most
-    tokens one share holds in one chunk on any process."""
-    slots = {device: share_chunk_slots(share, parts) for device, share in shares.items()}
-    width = processes.largest(max(len(row) for rows in slots.values() for row in rows))
-    send = {}
-    for device, rows in slots.items():
-        empty = shares[device].word.shape[0]
-        send[device] = np.stack([np.pad(row, (0, width - len(row)), constant_values=empty)
-                                 for row in rows]).astype(np.int32)
-    return send
 
 
 def _int32_rows(word_counts: np.ndarray, order: np.ndarray, mesh) -> int:

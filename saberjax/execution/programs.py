@@ -15,9 +15,8 @@ multiple of N (rows of no word).  With one device a program has no collectives a
 esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
-document's A, gathered each iteration; the E-step's topics go back to the devices holding
-their documents (all_to_all, each device sending a chunk's device only its share's tokens of
-that chunk: TopicRoutes), and each device keeps its words' rows of B-hat.  A
+document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
 device's state holds the A of every chunk of its words group, gathered at the end of the
 iteration that rebuilt it behind the count of B, B-hat and the trees (which do not read A).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
@@ -62,7 +61,6 @@ from jax.sharding import PartitionSpec as P
 from saberjax import compilation, esca, prior, segmented_count, sparse_rows, streamed_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
-from saberjax.layout import Chunk
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
                                      WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
                                      model_rows, stacked)
@@ -72,37 +70,6 @@ from saberjax.state import BHAT_DTYPE, ChunkState, Model
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
 FLOAT16_EXACT = 2048
 HOSTS_EXCHANGES = ("counts", "topics")
-
-
-class TopicRoutes(NamedTuple):
-    """Partition by word: the compact all_to_all that brings each chunk the topics every
-    device of the words axis drew for its tokens.  A device sends chunk e's device only its
-    share's tokens in chunk e, M slots a chunk (M: the most tokens one share holds in one
-    chunk, the same on every device), not chunk e's whole doc-major array, in which the
-    other shares' tokens are zeros.  send (int32 [words, M]): the share token each slot
-    carries, row e for chunk e, in share order (share tokens: an empty slot); receive
-    (int32 [words, M]): the doc-major position in this device's chunk of each slot it
-    receives, row s from device s (the chunk's padded tokens: an empty slot)."""
-
-    send: jax.Array
-    receive: jax.Array
-
-
-class WordShares(NamedTuple):
-    """The programs' shares argument by word (Placement.program_shares): each device's word
-    share (layout.word_shares), its TopicRoutes (None where the words axis is one device)
-    and, where the hosts exchange topics, its PeerShares (else None)."""
-
-    share: Chunk
-    routes: TopicRoutes | None = None
-    peers: "PeerShares | None" = None
-
-
-def routed(values, send, axis: str, fill):
-    """The values at the slots of `send` (TopicRoutes.send: fill in empty slots), row e sent
-    to device e of the axis; returns the rows received, row s from device s."""
-    sent = jnp.take(values, send, mode="fill", fill_value=fill)
-    return lax.all_to_all(sent, axis, 0, 0, tiled=True)
 
 
 class PeerShares(NamedTuple):
@@ -313,11 +280,9 @@ class Programs:
         words' B counted, and the model of its rows and prior alpha (totals summed over the
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
-        share, routes, peers = local(shares)
-        chunk = local(slots[0])
+        share, peers = self._local_shares(shares)
         state = self._group_state(esca.chunk_state_from_topics(
-            chunk, topics, self._own_chunk_topics(topics, doc_major, routes,
-                                                  chunk.padded_tokens), self.hyper))
+            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -354,6 +319,13 @@ class Programs:
             return tuple(stacked(self._group_state(local(state))) for state in slot_states)
         return compilation.jit(self._shard_map(body, (self.by_device,), self.by_device))
 
+    def _local_shares(self, shares):
+        """(this device's word share, its PeerShares or None) of the programs' shares
+        argument: the word shares, with their PeerShares where the hosts exchange topics."""
+        if self.exchanges_topics:
+            return local(shares)
+        return local(shares), None
+
     def _peer_counts(self, share, peers: PeerShares, topics, counts):
         """counts plus the share's tokens of every other host, counted from their topics,
         gathered over the documents axis (an integer sum: the order does not matter)."""
@@ -366,28 +338,27 @@ class Programs:
             counts = esca.count_word_topic(peer, peer_topics, counts, self.hyper)
         return counts
 
-    def _own_chunk_topics(self, topics, doc_major, routes: TopicRoutes | None,
-                          padded_tokens: int):
-        """Partition by word: the doc-major topics of this device's chunk (padded_tokens
-        long), from the topics every device of the words axis drew for it (topics: this
-        device's share's, word-major; doc_major: the same at their places in the doc-major
-        space of its group's chunks, 0 elsewhere), sent by their routes."""
-        if routes is None:  # the words axis is this device: its group is its chunk
+    def _own_chunk_topics(self, doc_major):
+        """Partition by word: the doc-major topics of this device's chunk, from the topics
+        every device of the words axis drew for it (doc_major: this device's share's topics
+        at their places in the doc-major space of its group's chunks, 0 elsewhere)."""
+        words = self.size(self.axes.words)
+        if words == 1:
             return doc_major
-        received = routed(topics, routes.send, self.axes.words, 0)
-        return jnp.zeros(padded_tokens, topics.dtype).at[routes.receive].set(
-            received, mode="drop", unique_indices=True)
+        parts = doc_major.reshape(words, -1)  # the other devices' segments go to them
+        return lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True).sum(
+            axis=0, dtype=doc_major.dtype)
 
     @functools.cached_property
     def chunk_topics(self):
-        """Partition by word: (slots, WordShares, states) -> the doc-major topics of each
+        """Partition by word: (slots, word shares, states) -> the doc-major topics of each
         device's chunk [N, T_pad], from every device's share (what a checkpoint keeps)."""
         def body(slots, shares, slot_states):
-            share, routes, _ = local(shares)
-            topics, tokens = local(slot_states[0]).topics, slots[0].word.shape[1]
+            share = local(shares)
             doc_major = segmented_count.shuffle_to_doc_major(
-                topics, share.doc_major_pos, self.size(self.axes.words) * tokens)
-            return self._own_chunk_topics(topics, doc_major, routes, tokens)[None]
+                local(slot_states[0]).topics, share.doc_major_pos,
+                self.size(self.axes.words) * slots[0].word.shape[1])
+            return self._own_chunk_topics(doc_major)[None]
 
         return compilation.jit(self._shard_map(body, (self.by_device,) * 3, self.by_device))
 
@@ -395,15 +366,15 @@ class Programs:
 
     @functools.cached_property
     def init(self):
-        """(slots, shares, seed) -> (states, model); shares: WordShares by word
-        (Placement.program_shares), None by document."""
+        """(slots, shares, seed) -> (states, model); shares: the word shares by word (with
+        their PeerShares where the hosts exchange topics: Placement.program_shares)."""
         def by_document(slots, _, seed):
             states, counts = self._over_slots(self._init_chunk(seed), slots, None,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts, self.hyper.initial_alpha())
 
         def by_word(slots, shares, seed):
-            share = local(shares.share)
+            share = self._local_shares(shares)[0]
             return self._word_finish(slots, shares, self.hyper.initial_alpha(),
                                      *esca.initial_topics(share, seed, self.hyper,
                                                           self.size(self.axes.words)
@@ -422,7 +393,7 @@ class Programs:
             return states, self._model_of_partial_counts(counts, model.alpha)
 
         def by_word(slots, shares, slot_states, model, key):
-            share, state = local(shares.share), local(slot_states[0])
+            share, state = self._local_shares(shares)[0], local(slot_states[0])
             return self._word_finish(slots, shares, model.alpha,
                                      *esca.sample(share, state, model, key, self.hyper))
 
