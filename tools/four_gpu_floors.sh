@@ -4,7 +4,7 @@
 # and with MAIN's (a checkout of main; skipped when unset), and 2 processes x 2 GPUs on the
 # two-axis mesh (hosts_exchange auto) at both K, and the GPU timeline of the
 # 4-GPU iteration by words (tools/iteration_profile.py) in $W/profile.txt; STEPS picks
-# (of "one four two profile", all by default).  Run from this tree's root with OUT set; logs
+# (of "one four two profile", all by default); FLAGGED: XLA_FLAGS of a second 4-GPU run.  Run from this tree's root with OUT set; logs
 # and records under W, packed into $OUT/runs.tgz, the steady rates printed.
 set -u
 W=${W:-/tmp/four_gpu_floors}; rm -rf "$W"; mkdir -p "$W"
@@ -13,6 +13,10 @@ STEPS=${STEPS:-one four two profile}
 [[ $STEPS == *one* ]] && OUT=$W/one STEP=${ONE_STEP:-80} STEPS=one TOPICS=1000,10000 bash "$TOOL"
 [[ $STEPS == *four* ]] && OUT=$W/new4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
     TOPICS=10000 bash "$TOOL"
+if [[ -n "${FLAGGED:-}" && $STEPS == *four* ]]; then  # the same with these XLA_FLAGS
+  XLA_FLAGS="$FLAGGED" OUT=$W/flagged4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
+      TOPICS=10000 bash "$TOOL"
+fi
 if [[ -n "${MAIN:-}" && $STEPS == *four* ]]; then
   (cd "$MAIN" && OUT=$W/main4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
       TOPICS=10000 bash "$TOOL")
