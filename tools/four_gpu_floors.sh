@@ -10,7 +10,8 @@ set -u
 W=${W:-/tmp/four_gpu_floors}; rm -rf "$W"; mkdir -p "$W"
 TOOL=$PWD/tools/two_axis_bench.sh
 STEPS=${STEPS:-one four two profile}
-[[ $STEPS == *one* ]] && OUT=$W/one STEP=${ONE_STEP:-80} STEPS=one TOPICS=1000,10000 bash "$TOOL"
+[[ $STEPS == *one* ]] && OUT=$W/one STEP=${ONE_STEP:-80} STEPS=one TOPICS=${ONE_TOPICS:-1000,10000} \
+    bash "$TOOL"
 [[ $STEPS == *four* ]] && OUT=$W/new4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
     TOPICS=10000 bash "$TOOL"
 if [[ -n "${FLAGGED:-}" && $STEPS == *four* ]]; then  # the same with these XLA_FLAGS

@@ -181,10 +181,16 @@ class Programs:
     def _summed_totals(self, rows):
         """The topic totals of every device's rows of B, summed over the mesh (over the gpus
         alone where every host holds the same rows; a whole sparse model's on each device)."""
+        return self._mesh_totals(self._row_totals(rows))
+
+    def _row_totals(self, rows):
+        """The topic totals of this device's rows of B."""
         if self.hyper.sparse:
-            totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
-        else:
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            return sparse_rows.topic_totals(rows, self.hyper.padded_topics)
+        return backend_ops(self.hyper.backend).topic_totals(rows)
+
+    def _mesh_totals(self, totals):
+        """Every device's row totals summed as _summed_totals sums them."""
         if self.num_devices == 1 or self.whole_sparse_model:
             return totals
         return lax.psum(totals, (self.axes.words,) if self.exchanges_topics
@@ -281,8 +287,7 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = self._group_state(esca.chunk_state_from_topics(
-            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
+        own_topics = self._own_chunk_topics(doc_major)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -290,7 +295,18 @@ class Programs:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
-        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        if self.row_parts > 1:
+            state = self._group_state(esca.chunk_state_from_topics(
+                local(slots[0]), topics, own_topics, self.hyper))
+            return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        # A is rebuilt once the row totals are counted, and they are summed once A is
+        # rebuilt: the count runs while the topics move, B-hat while A moves
+        totals = self._row_totals(counts)
+        own_topics, totals = lax.optimization_barrier((own_topics, totals))
+        state = esca.chunk_state_from_topics(local(slots[0]), topics, own_topics, self.hyper)
+        state, totals = lax.optimization_barrier((state, totals))
+        return (stacked(self._group_state(state)),), self._model_of_rows(
+            counts, alpha, self._mesh_totals(totals))
 
     def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
