@@ -61,8 +61,8 @@ def main() -> None:
         text_corpus.PROCESS_MIN_WORKERS = 1 if yes else 1 << 30
         text_corpus.PROCESS_MIN_BYTES = 0
     thread_cpu = dict(collecting=0.0, adding=0.0)
-    _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
-    _timed(*_located("saberjax.corpus.text_words.Words.add",
+    timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
+    timed(*_located("saberjax.corpus.text_words.Words.add",
                      "saberjax.corpus.text_corpus._Words.add"), thread_cpu, "adding")
     phases = {}
     for phase, *paths in _PHASES:
@@ -239,18 +239,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(owner, name: str, totals: dict, key: str) -> None:
-    """owner.name wrapped to add the CPU seconds of the thread calling it to totals[key]."""
+def timed(owner, name: str, totals: dict, key: str, clock=time.thread_time) -> None:
+    """owner.name wrapped to add the seconds of `clock` its calls take (by default the CPU
+    seconds of the thread calling it) to totals[key]."""
     function = getattr(owner, name)
 
-    def timed(*args, **kwargs):
-        start = time.thread_time()
+    def timed_call(*args, **kwargs):
+        start = clock()
         try:
             return function(*args, **kwargs)
         finally:
-            totals[key] += time.thread_time() - start
+            totals[key] = totals.get(key, 0.0) + clock() - start
 
-    setattr(owner, name, timed)
+    setattr(owner, name, timed_call)
 
 
 if __name__ == "__main__":
