@@ -15,7 +15,7 @@ import json
 import tempfile
 import time
 
-from text_read_rate import timed
+from text_read_rate import kept_progress, timed
 
 
 def main() -> None:
@@ -35,14 +35,7 @@ def main() -> None:
     timed(cache, "_content_key", seconds, "source key (hashing the source)", **wall)
     timed(formats, "load_corpus", seconds, "reading into the entry (load_text)", **wall)
     timed(fingerprints, "fingerprint", seconds, "corpus fingerprints", **wall)
-    progress = []
-    start_progress = text_corpus._Progress.__init__
-
-    def kept(self, *rest, **kwargs):
-        start_progress(self, *rest, **kwargs)
-        progress.append(self)
-
-    text_corpus._Progress.__init__ = kept
+    progress = kept_progress(text_corpus)
     with tempfile.TemporaryDirectory(dir=".") as folder:
         start = time.perf_counter()
         documents = cache.load_corpus(args.path, args.format, folder,

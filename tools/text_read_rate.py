@@ -48,14 +48,7 @@ def main() -> None:
     if args.piece_bytes:
         pieces = _module("saberjax.corpus.text_pieces") or text_corpus
         pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
-    progress = []
-    start_progress = text_corpus._Progress.__init__
-
-    def kept(self, *args, **kwargs):
-        start_progress(self, *args, **kwargs)
-        progress.append(self)
-
-    text_corpus._Progress.__init__ = kept
+    progress = kept_progress(text_corpus)
     if args.processes != "auto":  # text_corpus._uses_processes's bounds
         yes = args.processes == "yes"
         text_corpus.PROCESS_MIN_WORKERS = 1 if yes else 1 << 30
@@ -237,6 +230,20 @@ def _phased(owner, name: str | None, phases: dict, phase: str) -> None:
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def kept_progress(text_corpus) -> list:
+    """The reader's progress counters (text_corpus._Progress), each appended to the list
+    returned as the reader makes it: the first one's tokens are the tokens read."""
+    progress = []
+    start_progress = text_corpus._Progress.__init__
+
+    def kept(self, *args, **kwargs):
+        start_progress(self, *args, **kwargs)
+        progress.append(self)
+
+    text_corpus._Progress.__init__ = kept
+    return progress
 
 
 def timed(owner, name: str, totals: dict, key: str, clock=time.thread_time) -> None:
