@@ -45,10 +45,9 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
-from saberjax.execution.programs import (HOSTS_EXCHANGES, counts_exchange_bytes,
-                                         topics_exchange_bytes)
+from saberjax.execution.programs import HOSTS_EXCHANGES
 from saberjax.layout import chunk_spans
-from saberjax.state import needs_wide_pairs
+from saberjax.state import BHAT_DTYPE, needs_wide_pairs
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -363,6 +362,22 @@ def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool |
     stays resident in one chunk."""
     return (hosts > 1 and gpus > 1 and not stream and chunk_tokens is None
             and fits("hybrid"))
+
+
+def counts_exchange_bytes(model_rows: int, int32_rows: int, padded_topics: int,
+                          hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging counts: the
+    reduce-scatter of its share's rows (int32 rows, the rest float16) and the all-gather of
+    their bfloat16 B-hat."""
+    row_bytes = (int32_rows * 4 + (model_rows - int32_rows) * 2
+                 + model_rows * jnp.dtype(BHAT_DTYPE).itemsize)
+    return int(row_bytes * padded_topics * (hosts - 1) / hosts)
+
+
+def topics_exchange_bytes(share_tokens: int, topic_bytes: int, hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging topics: the
+    other hosts' topics of its word share's tokens."""
+    return (hosts - 1) * share_tokens * topic_bytes
 
 
 def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32_rows: int,

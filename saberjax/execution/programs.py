@@ -18,7 +18,8 @@ Partition by word: each device samples its words' tokens (its word share) agains
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
 device's state holds the A of every chunk of its words group, gathered at the end of the
-iteration that rebuilt it behind the count of B, B-hat and the trees (which do not read A).
+iteration that rebuilt it; the count of B runs while the topics move, B-hat and the trees
+while A moves (_word_finish's barriers).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident
 partitioned by word: each device counts its share's sparse rows of B whole
@@ -64,7 +65,7 @@ from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
                                      WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
                                      model_rows, stacked)
-from saberjax.state import BHAT_DTYPE, ChunkState, Model
+from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
@@ -79,22 +80,6 @@ class PeerShares(NamedTuple):
 
     word: jax.Array
     num_tokens: jax.Array
-
-
-def counts_exchange_bytes(model_rows: int, int32_rows: int, padded_topics: int,
-                          hosts: int) -> int:
-    """Bytes a device receives over the hosts axis an iteration exchanging counts: the
-    reduce-scatter of its share's rows (int32 rows, the rest float16) and the all-gather of
-    their bfloat16 B-hat."""
-    row_bytes = (int32_rows * 4 + (model_rows - int32_rows) * 2
-                 + model_rows * jnp.dtype(BHAT_DTYPE).itemsize)
-    return int(row_bytes * padded_topics * (hosts - 1) / hosts)
-
-
-def topics_exchange_bytes(share_tokens: int, topic_bytes: int, hosts: int) -> int:
-    """Bytes a device receives over the hosts axis an iteration exchanging topics: the
-    other hosts' topics of its word share's tokens."""
-    return (hosts - 1) * share_tokens * topic_bytes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -178,13 +163,15 @@ class Programs:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
-    def _summed_totals(self, rows):
-        """The topic totals of every device's rows of B, summed over the mesh (over the gpus
-        alone where every host holds the same rows; a whole sparse model's on each device)."""
+    def _row_totals(self, rows):
+        """The topic totals of this device's rows of B."""
         if self.hyper.sparse:
-            totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
-        else:
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            return sparse_rows.topic_totals(rows, self.hyper.padded_topics)
+        return backend_ops(self.hyper.backend).topic_totals(rows)
+
+    def _mesh_totals(self, totals):
+        """Every device's row totals summed over the mesh (over the gpus alone where every
+        host holds the same rows; a whole sparse model's on each device)."""
         if self.num_devices == 1 or self.whole_sparse_model:
             return totals
         return lax.psum(totals, (self.axes.words,) if self.exchanges_topics
@@ -200,11 +187,11 @@ class Programs:
 
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
-        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees
+        (None: summed here), B-hat and trees of the rows, then B-hat and the trees
         gathered over the documents axis (whole on every device by document, the device's
         word share on the two-axis mesh; by word, or where every host counts its share's
         rows whole, they stay with their rows)."""
-        totals = self._summed_totals(rows) if totals is None else totals
+        totals = self._mesh_totals(self._row_totals(rows)) if totals is None else totals
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
                                      self._first_row(rows))
         if self.row_parts == 1 or self.hyper.sparse:
@@ -281,8 +268,7 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = self._group_state(esca.chunk_state_from_topics(
-            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
+        chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -290,7 +276,17 @@ class Programs:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
-        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+        if self.row_parts > 1:  # the counts are reduced over the hosts first
+            state = esca.chunk_state_from_topics(chunk, topics, own_topics, self.hyper)
+            return (stacked(self._group_state(state)),), self._model_of_partial_counts(
+                counts, alpha)
+        # A rebuilt once the row totals are counted, they summed once A is rebuilt: the
+        # count runs while the topics move, B-hat while A moves
+        own_topics, totals = lax.optimization_barrier((own_topics, self._row_totals(counts)))
+        state, totals = lax.optimization_barrier((esca.chunk_state_from_topics(
+            chunk, topics, own_topics, self.hyper), totals))
+        return (stacked(self._group_state(state)),), self._model_of_rows(
+            counts, alpha, self._mesh_totals(totals))
 
     def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
