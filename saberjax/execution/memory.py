@@ -86,6 +86,16 @@ def streamed_sparse_model_bytes(num_tokens: int, num_rows: int, padded_topics: i
             + 8 * -(-num_tokens // num_devices))
 
 
+def streamed_by_word_model_bytes(share_tokens: int, num_rows: int, padded_topics: int,
+                                 sparse: bool) -> int:
+    """Device bytes of a device's rows of the model streamed by word: the sparse model of
+    its word shares' tokens (sparse_model_bytes) beside their keys (streamed_rows, 8 bytes a
+    token), or the dense model of its rows (model_bytes)."""
+    if sparse:
+        return sparse_model_bytes(share_tokens, num_rows, padded_topics) + 8 * share_tokens
+    return model_bytes(num_rows, padded_topics)
+
+
 def model_bytes(num_words: int, padded_topics: int) -> int:
     """Device bytes of the model during an iteration: B and the new counts (V x K_pad int32
     each), B-hat and its rebuild (state.BHAT_DTYPE), the trees (float32, about 1/31 of B-hat's

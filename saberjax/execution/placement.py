@@ -57,9 +57,10 @@ class Placement:
     num_words: int
     hyper: Hyperparams
     # partition by word: each device's share of its group's vocabulary tokens
-    # (layout.word_shares, by device) and the words in share order (layout.share_order:
-    # position r is the row r // W of share r % W, W the devices of the words axis); else None
-    word_shares: Chunk | None = None
+    # (layout.word_shares, by device; streamed, each slot's in pinned host memory) and the
+    # words in share order (layout.share_order: position r is the row r // W of share r % W,
+    # W the devices of the words axis); else None
+    word_shares: Chunk | streaming.HostChunks | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
     # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
@@ -89,7 +90,7 @@ class Placement:
         the model's layout reads."""
         return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
                         self.partition, self.int32_rows, self.streamed_tokens,
-                        self.hosts_exchange)
+                        self.hosts_exchange, self.streamed)
 
     @property
     def hosts_exchange(self) -> str:
@@ -188,11 +189,30 @@ class Placement:
 
     @property
     def streamed_tokens(self) -> int:
-        """Streamed by document: the padded tokens of a device's slots (Programs'
-        streamed_tokens); else 0."""
-        if not self.streamed or self.partition != "documents":
+        """Streamed: the padded tokens of a device's slots, by word of its word shares
+        (Programs' streamed_tokens); else 0."""
+        if not self.streamed:
             return 0
-        return self.slots.padded_tokens * self.num_slots
+        return (self.slots if self.word_shares is None
+                else self.word_shares).padded_tokens * self.num_slots
+
+    @property
+    def sparse_capacity(self) -> int:
+        """Entries of a device's sparse rows of B: the tokens it counts them from (by word,
+        its share's, over its slots when streamed; streamed by document, every device's)."""
+        if self.streamed:
+            return self.streamed_tokens * (self.num_devices if self.sparse_copies == 1 else 1)
+        return self.word_shares.word.shape[1]
+
+    @functools.cached_property
+    def stream_source(self) -> streaming.HostChunks | chunk_store.StoredChunks:
+        """What streams through the devices: the slots, or by word each slot's chunks with
+        its word shares, (chunk, share) (the same pinned arrays and counters)."""
+        if self.word_shares is None:
+            return self.slots
+        return streaming.HostChunks(tuple(zip(self.slots, self.word_shares)),
+                                    self.slots.sharding, self.slots.prefetch,
+                                    self.slots.counters)
 
     @property
     def stored(self) -> bool:
@@ -311,9 +331,15 @@ class Placement:
             chunks, states = self.host_chunks(), self.chunk_states(state)
             return {index: esca.chunk_corpus_topics(chunks[index], states[index])
                     for index in chunks}
-        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.word_shares,
-                                                               state.chunks),))
-        return {index: topics[:self.chunking[index][1]] for index, topics in doc_major.items()}
+        if self.streamed:  # a slot at a time: each slot's chunk, shares and states
+            slots = [self.stream_source.to_device((self.stream_source[slot], state.chunks[slot]))
+                     for slot in range(self.num_slots)]
+            doc_major = tuple(self.programs.chunk_topics((chunk,), share, (chunk_state,))
+                              for (chunk, share), chunk_state in slots)
+        else:
+            doc_major = (self.programs.chunk_topics(self.slots, self.word_shares, state.chunks),)
+        return {index: topics[:self.chunking[index][1]]
+                for index, topics in self._by_chunk(doc_major).items()}
 
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
@@ -337,17 +363,22 @@ class Placement:
                              jax.tree.map(np.asarray, rebuild(chunk, topics, hyper=self.hyper)))
         if self.word_shares is not None:
             padded_tokens, parts = chunks[min(chunks)].padded_tokens, self.word_parts
+            num_slots = self.num_slots
 
             @functools.cache
-            def group_doc_major(group: int) -> np.ndarray:  # and a spare 0 for padding
-                return np.concatenate([self._doc_major(corpus_topics, index, padded_tokens)
-                                       for index in range(group * parts, (group + 1) * parts)]
+            def group_doc_major(group: int, slot: int) -> np.ndarray:  # a spare 0: padding
+                return np.concatenate([self._doc_major(corpus_topics, device * num_slots + slot,
+                                                       padded_tokens)
+                                       for device in range(group * parts, (group + 1) * parts)]
                                       + [[0]])
 
-            for device, share in self._by_chunk((self.word_shares,)).items():
-                every = group_doc_major(device // parts)
+            shares = (tuple(self.word_shares) if self.streamed else (self.word_shares,))
+            for index, share in self._by_chunk(shares).items():
+                every = group_doc_major(index // num_slots // parts, index % num_slots)
                 positions = np.minimum(share.doc_major_pos, len(every) - 1)
-                states[device] = states[device]._replace(topics=every[positions])
+                states[index] = states[index]._replace(topics=every[positions])
+            if self.streamed:  # a streamed slot's state holds its own chunk's A
+                return self.place_chunk_states(states)
             return self.programs.group_states(self.place_chunk_states(states))
         return self.place_chunk_states(states)
 
@@ -363,8 +394,11 @@ class Placement:
         share), A's pairs and nonzeros of its chunk (by word of every chunk of its words
         group)."""
         chunk = self.slots[0]
-        tokens = (chunk.word if self.word_shares is None else self.word_shares.word).shape[1]
-        parts = self.word_parts
+        if self.word_shares is None:
+            tokens = chunk.word.shape[1]
+        else:
+            tokens = (self.word_shares[0] if self.streamed else self.word_shares).word.shape[1]
+        parts = 1 if self.streamed else self.word_parts  # streamed: its own chunk's A
         return ChunkState((tokens,), (parts * chunk.word.shape[1],),
                           (parts * (chunk.doc_start.shape[1] - 1),))
 
@@ -432,12 +466,16 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
     counts = corpus.word_counts()
     order = share_order(counts, layout.word_order, parts)
+    num_slots = len(layout.chunk_docs) // size
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
-                                 order)
-    shares = word_shares(corpus, layout, parts, own,
-                         bucket_size(processes.largest(largest)), order)
+                                 order, num_slots)
+    share_tokens = bucket_size(processes.largest(largest))
     with timing.phase("transfer"):
-        shares = by_device_array(shares, sharding)
+        shares = tuple(by_device_array(word_shares(corpus, layout, parts, own, share_tokens,
+                                                   order, slot, num_slots), sharding)
+                       for slot in range(num_slots))
+    shares = (streaming.HostChunks(shares, NamedSharding(mesh, by_device(mesh)),
+                                   run_plan.prefetch) if streamed else shares[0])
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)

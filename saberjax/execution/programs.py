@@ -20,11 +20,17 @@ holding their documents (all_to_all), and each device keeps its words' rows of B
 device's state holds the A of every chunk of its words group, gathered at the end of the
 iteration that rebuilt it behind the count of B, B-hat and the trees (which do not read A).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
-most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident
-partitioned by word: each device counts its share's sparse rows of B whole
-(sparse_rows.count_rows) and only the topic totals are summed.  Streamed by document, every
-device holds the whole sparse model: each slot's tokens' keys are kept (streamed_rows) and the
-reduction gathers and counts them on every device.
+most tokens at the all_to_all.  Streamed by word, the slots of documents pass by while each
+device's rows of the model stay: slot j is chunk j of every device with each device's word
+share of those chunks (layout.word_shares of the slot); a device's state of the slot holds
+its share's z and its own chunk's A, and the slot's program gathers the A of the slot's
+chunks, samples the share, sends the topics back and rebuilds its own chunk's A, adding the
+share's tokens into the device's rows (dense counts, or the sparse model's token keys).  The
+sparse model (hyper.sparse) by word counts each device's share's sparse rows of B whole
+(sparse_rows.count_rows; streamed, from the keys of its shares, streamed_rows) and only the
+topic totals are summed.  Streamed by document, every device holds the whole sparse model:
+each slot's tokens' keys are kept (streamed_rows) and the reduction gathers and counts them on
+every device.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -111,11 +117,13 @@ class Programs:
     # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
     # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
     int32_rows: int = 0
-    # the sparse model streamed by document: the padded tokens of a device's slots, the room
-    # of its tokens' keys (streamed_rows)
+    # the sparse model streamed: the padded tokens of a device's slots (by word, of its word
+    # shares), the room of its tokens' keys (streamed_rows)
     streamed_tokens: int = 0
     # the two-axis mesh: what crosses between hosts, "counts" or "topics" (HOSTS_EXCHANGES)
     hosts_exchange: str = "counts"
+    # the slots stream (by word, a slot's state holds its own chunk's A, not its group's)
+    streamed: bool = False
 
     @property
     def num_devices(self) -> int:
@@ -251,12 +259,20 @@ class Programs:
             new_states.append(stacked(new_state))
         return tuple(new_states), counts
 
+    def _streamed_counts(self, chunk, topics, counts):
+        """A streamed slot's partial counts with a chunk's (by word, a share's) tokens of
+        word-major topics added: into B_d, or the sparse model's token keys (streamed_rows),
+        counted at the end."""
+        if self.hyper.sparse:
+            return streamed_rows.appended(counts, chunk, topics)
+        return esca.count_word_topic(chunk, topics, counts, self.hyper)
+
     def _init_chunk(self, seed):
         if self.hyper.sparse:  # the tokens' keys, counted at the end (streamed_rows)
             def run(chunk, _, keys):
                 state = esca.chunk_state_from_topics(
                     chunk, *esca.initial_topics(chunk, seed, self.hyper), self.hyper)
-                return state, streamed_rows.appended(keys, chunk, state.topics)
+                return state, self._streamed_counts(chunk, state.topics, keys)
             return run
         return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
 
@@ -266,7 +282,7 @@ class Programs:
             if self.hyper.sparse:
                 new_state = esca.chunk_state_from_topics(
                     chunk, *esca.sample(chunk, whole, model, key, self.hyper), self.hyper)
-                counts = streamed_rows.appended(counts, chunk, new_state.topics)
+                counts = self._streamed_counts(chunk, new_state.topics, counts)
             else:
                 new_state, counts = esca.chunk_step(chunk, whole, model, key, counts, self.hyper)
             if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
@@ -281,8 +297,7 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = self._group_state(esca.chunk_state_from_topics(
-            local(slots[0]), topics, self._own_chunk_topics(doc_major), self.hyper))
+        state = self._group_state(self._own_state(local(slots[0]), topics, doc_major))
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -291,6 +306,21 @@ class Programs:
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         return (stacked(state),), self._model_of_partial_counts(counts, alpha)
+
+    def _own_state(self, chunk, topics, doc_major) -> ChunkState:
+        """Partition by word: a device's state of a slot after the E-step of its share: the
+        share's word-major topics and its own chunk's A, rebuilt from the topics every device
+        of the words axis drew for the chunk's tokens (_own_chunk_topics)."""
+        return esca.chunk_state_from_topics(chunk, topics, self._own_chunk_topics(doc_major),
+                                            self.hyper)
+
+    def _word_slot(self, chunk, share, drawn, counts):
+        """Partition by word, streamed: (the device's state of the slot, its partial counts
+        with the share's tokens added) after the E-step (or initial draw) of its share,
+        drawn = (word-major topics, doc-major topics in the slot's group space)."""
+        topics, doc_major = drawn
+        return (stacked(self._own_state(chunk, topics, doc_major)),
+                stacked(self._streamed_counts(share, topics, counts)))
 
     def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
@@ -305,7 +335,7 @@ class Programs:
         """Partition by word: the A pairs of this device's chunk, of its group's
         (_group_state); by document the chunk's own."""
         words = self.size(self.axes.words)
-        if words == 1:
+        if words == 1 or self.streamed:  # a streamed slot's state holds its own chunk's A
             return a_pairs
         tokens = a_pairs.shape[0] // words
         return lax.dynamic_slice_in_dim(a_pairs, lax.axis_index(self.axes.words) * tokens,
@@ -405,47 +435,65 @@ class Programs:
 
     @functools.cached_property
     def slot_init(self):
-        """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts)."""
-        def body(chunk, seed, counts):
+        """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts); by
+        word the slot is (chunk, word share)."""
+        def by_document(chunk, seed, counts):
             states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None,
                                               local(counts))
             return states[0], stacked(counts)
+
+        def by_word(slot, seed, counts):
+            chunk, share = local(slot)
+            return self._word_slot(chunk, share, esca.initial_topics(
+                share, seed, self.hyper, self.size(self.axes.words) * chunk.padded_tokens),
+                local(counts))
+
+        body = by_word if self.by_word else by_document
         return compilation.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
                                                (self.by_device, self.by_device)), donate_argnums=2)
 
     @functools.cached_property
     def slot_step(self):
         """(slot's chunk, its states, model, key, partial counts (donated)) -> (new states,
-        the counts)."""
-        def body(chunk, state, model, key, counts):
+        the counts); by word the slot is (chunk, word share)."""
+        def by_document(chunk, state, model, key, counts):
             states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
                                               local(counts))
             return states[0], stacked(counts)
+
+        def by_word(slot, state, model, key, counts):
+            chunk, share = local(slot)
+            return self._word_slot(chunk, share, esca.sample(
+                share, self._group_state(local(state)), model, key, self.hyper), local(counts))
+
+        body = by_word if self.by_word else by_document
         device = self.by_device
         return compilation.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
                                                (device, device)), donate_argnums=4)
 
     @functools.cached_property
     def zero_partial_counts(self):
-        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device; for the
-        sparse model each device's empty token keys (streamed_rows, [N, streamed_tokens])."""
+        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device (by word
+        [N, rows, K_pad], each device's rows); for the sparse model each device's empty token
+        keys (streamed_rows, [N, streamed_tokens])."""
         def zeros():
             if self.hyper.sparse:
                 return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
                                     streamed_rows.empty(self.streamed_tokens))
-            return jnp.zeros((self.num_devices, self.padded_words, self.hyper.padded_topics),
-                             jnp.int32)
+            rows = self.model_rows if self.by_word else self.padded_words
+            return jnp.zeros((self.num_devices, rows, self.hyper.padded_topics), jnp.int32)
         return compilation.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
 
     @functools.cached_property
     def reduce(self):
         """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum; for
-        the sparse model, of every device's token keys, whole on each device."""
+        the sparse model, of every device's token keys, whole on each device (by word, each
+        device's rows of its own keys)."""
         def body(counts, alpha):
             if not self.hyper.sparse:
                 return self._model_of_partial_counts(local(counts), alpha)
             keys = local(counts)
-            if self.num_devices > 1:
+            if self.whole_sparse_model and self.num_devices > 1:
                 keys = streamed_rows.gathered(keys, self.mesh.axis_names)
             return self._model_of_rows(streamed_rows.counted(keys, self.model_rows,
                                                              self.hyper.padded_topics), alpha)
