@@ -26,7 +26,8 @@ def stream(placement, run_slot, chunk_states, alpha, zero_counts=None, reduce=No
     CompiledStep passes their compiled executables)."""
     programs = placement.programs
     states, counts = streaming.stream_over_chunks(
-        placement.stream_source, chunk_states, (zero_counts or programs.zero_partial_counts)(), run_slot)
+        placement.stream_source, chunk_states, (zero_counts or programs.zero_partial_counts)(),
+        run_slot)
     return states, (reduce or programs.reduce)(counts, alpha)
 
 
