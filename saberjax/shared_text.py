@@ -21,8 +21,9 @@ trainer then gives each process the tokens its devices train on from the process
 them (processes.share_tokens) and combines the fingerprint from every process's part
 (processes.combine_corpus_parts).
 
-With a cache folder, each process keeps its share there (cache.CorpusShare) and the next run
-of the same processes on the same input loads it instead of reading (_cached_share).
+With a cache folder, each process keeps its share's corpus there (an entry of the corpus
+cache like a whole input's, its share a source of its own: _cached_share) and the next run
+of the same processes on the same input loads it instead of reading.
 
 An error reading a share (a malformed record, a missing field) is exchanged at the next
 exchange in place of the process's words or documents, so that every process stops with the
@@ -37,13 +38,13 @@ import itertools
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from saberjax import processes
-from saberjax.corpus import cache, plain_text
-from saberjax.corpus.cache import CorpusShare
+from saberjax.corpus import cache, native, plain_text
 from saberjax.corpus.core import PACKAGE_DIR, Corpus, offsets_from_lengths
 from saberjax.corpus.key_tables import Strings
 from saberjax.corpus.text_corpus import SharedWords, TextCorpus, build_corpus
@@ -102,8 +103,8 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
     """The corpus plain_text.load_text(path, ...) reads, of which this process holds only its
     share's tokens (see the module); every process of the run calls it with the same
     arguments.  `options`: the text and reading options (plain_text.text_rules).
-    cache_dir: keep each process's share there (_cached_share), and load it from there when
-    every process finds its own."""
+    cache_dir: keep each process's share there, and load it from there when every process
+    finds its own (held_share)."""
     path = Path(path)
     chosen = detect_text_format(path) if format == "auto" else format
     files = source_files(path, chosen)
@@ -112,50 +113,120 @@ def load_shared_text(path, format: str = "auto", log: Callable[[str], None] | No
                                                         in zip(files, sizes)))
     divisible = chosen in ("jsonl", "parquet") or (chosen == "text" and not is_collection(path))
     spans = [divisible and compression_of(file) is None for file in files]
-    share = file_shares(files, sizes, spans, jax.process_count())[jax.process_index()]
-    entry = None
+    exchange = Exchange()
+    share = file_shares(files, sizes, spans, exchange.count)[exchange.index]
+    held = held_share(path, chosen, share, exchange, cache_dir, log=log, workers=workers,
+                      memory_bytes=memory_bytes, **options)
+    return _held_corpus(held, source_name(path), str(path))
+
+
+class CorpusShare(NamedTuple):
+    """What a process of a run holds of a text input read in shares: the whole corpus's
+    document offsets, vocabulary and document ids (None when the input names none), the word
+    ids of its share's tokens, from token `first` on, and the whole input's dropped empty
+    documents and documents not valid UTF-8."""
+
+    doc_offsets: np.ndarray
+    vocab: tuple[str, ...]
+    doc_names: list[str] | None
+    word_ids: np.ndarray
+    first: int
+    dropped: int
+    invalid: int
+
+
+def held_share(path: Path, format: str, share: list[FileShare],
+               exchange: Exchange | None = None, cache_dir=None,
+               log: Callable[[str], None] | None = None, workers: int | None = None,
+               memory_bytes: int | None = None, processes: bool | None = None,
+               **options) -> CorpusShare:
+    """What this reader holds of the text input `path` in `format` (a detected one) when it
+    reads `share` of it (file_shares) and the other readers the rest: its share's corpus,
+    from its entry in cache_dir when every reader finds its own there (_cached_share), else
+    tokenised and counted (build_corpus: on `workers` threads or, as `processes` says, worker
+    processes; progress lines to `log`) with the words exchanged, and kept in its entry; then
+    the documents exchanged (Exchange.share), through `exchange` (default: the processes of
+    the run, Exchange()).  `options`: the text and reading options
+    (plain_text.text_rules).  An error reading the share takes the place of this reader's
+    data in the exchanges to come (Exchange.fail)."""
+    exchange = Exchange() if exchange is None else exchange
+    entry = built = None
     if cache_dir is not None:
-        entry, cached = _cached_share(Path(cache_dir), path, share,
-                                      cache.reading_options(path, chosen, **options))
-        if cached is not None:
-            return _held_corpus(cached, source_name(path), str(path))
+        entry, built = _cached_share(Path(cache_dir), path, share, exchange,
+                                     cache.reading_options(path, format, **options))
+    if built is not None:
+        return exchange.share(built)
     rules, vocabulary = plain_text.text_rules(**options)
-    blocks = document_blocks(path, format=chosen, parsed=False, share=share,
+    blocks = document_blocks(path, format=format, parsed=False, share=share,
                              **plain_text.reading_options(options))
-    exchange = _Exchange()
     try:
         built = build_corpus(blocks, rules, vocabulary, name=source_name(path),
                              source=str(path), workers=workers, memory_bytes=memory_bytes,
-                             total_bytes=_share_bytes(share, files, sizes), log=log,
+                             total_bytes=_share_bytes(share), log=log, processes=processes,
                              shared_words=exchange.words)
-        read = exchange.share(built)
+        held = exchange.share(built)
     except Exception as error:
         exchange.fail(error)
         raise
     if entry is not None:
-        place, key, origin = entry
-        cache.write_share_entry(place, key, read, origin)
-    return _held_corpus(read, source_name(path), str(path))
+        entry.write(built)
+    return held
 
 
-def _cached_share(cache_dir: Path, path: Path, share: list[FileShare], options: dict):
-    """((this process's entry of the input in cache_dir, its key, its origin: for
-    cache.write_share_entry), the share it holds when every process's entry holds theirs,
-    else None).  An entry's key is that of every process's share (cache.share_key: each
-    process hashes only its own) and the entry's process: an entry is found only for the
-    same contents, options and shares."""
+class _ShareEntry(NamedTuple):
+    """A reader's entry of its share in the corpus cache (cache.store_entry): its folder, the
+    key of the share's contents (cache.SourceKey), its origin, the share's files, and the
+    key of every reader's share, together (`input`)."""
+
+    folder: Path
+    source: cache.SourceKey
+    origin: dict
+    files: list[FileShare]
+    input: str
+
+    def write(self, built: TextCorpus) -> None:
+        """Keeps the share's corpus (its documents, over the input's vocabulary) in the entry,
+        with the input's key and its documents not valid UTF-8; a warning when it cannot."""
+
+        def saved(folder: Path) -> Corpus:  # left to write-back, as text entries are
+            native.save_native(built.corpus, folder, durable=False)
+            return built.corpus
+
+        try:
+            cache.store_entry(self.folder, self.source, saved, self.origin, self.files, [],
+                              input=self.input, invalid_utf8_docs=built.invalid_utf8_docs)
+        except OSError as error:
+            cache.cache_warning(f"corpus cache entry {self.folder} not written ({error}); the "
+                                f"share is read from the source each time")
+
+
+def _cached_share(cache_dir: Path, path: Path, share: list[FileShare], exchange: Exchange,
+                  options: dict) -> tuple[_ShareEntry | None, TextCorpus | None]:
+    """(this reader's entry in cache_dir, or None when a reader's share cannot be read; its
+    share's corpus from there when every reader finds a valid entry of its own, else None).
+    A reader's share is a source of the cache as a whole input is (cache.source_key: its
+    spans' bytes, and its place among the readers, hashed, or the key taken from the entry's
+    source record), and its entry holds the key of every reader's share together (`input`):
+    an entry serves the same contents, options and shares only."""
+    place = dict(process=exchange.index, processes=exchange.count)
+    origin = dict(source=str(path.resolve()), options=options, **place)
     try:
-        own = cache.share_key(share, options)
+        source = cache.source_key(cache_dir, origin, share, dict(options, **place))
     except OSError:  # an unreadable file: the read names it
-        own = ""
-    keys = processes.gathered_bytes(own.encode())
-    key = hashlib.sha256(b"\0".join(keys) + f"\0{jax.process_index()}".encode()).hexdigest()
-    entry = cache_dir / f"share-{key[:32]}"
-    origin = dict(source=str(path.resolve()), options=options, process=jax.process_index(),
-                  processes=jax.process_count())
-    found = None if not all(keys) else cache.read_share_entry(entry, key)
-    everywhere = all(processes.gathered_bytes(b"\1" if found is not None else b""))
-    return (entry, key, origin), found if everywhere else None
+        source = None
+    keys = exchange.gathered(b"" if source is None else source.key.encode())
+    entry = found = None
+    if all(keys):
+        entry = _ShareEntry(cache_dir / source.key[:32], source, origin, share,
+                            hashlib.sha256(b"\0".join(keys)).hexdigest())
+        found = cache.read_entry(entry.folder, source.key, input=entry.input)
+    if found is not None:
+        cache.record_source(entry.folder, source, origin, share)
+    everywhere = all(exchange.gathered(b"\1" if found is not None else b""))
+    if not everywhere:
+        return entry, None
+    corpus, manifest = found
+    return entry, TextCorpus(corpus, int(manifest.get("invalid_utf8_docs", 0)))
 
 
 def _held_corpus(share: CorpusShare, name: str, source: str) -> Corpus:
@@ -181,18 +252,24 @@ def _held_corpus(share: CorpusShare, name: str, source: str) -> Corpus:
     return corpus
 
 
-def _share_bytes(share: list[FileShare], files: list[Path], sizes: list[int]) -> int:
-    """The bytes of a share (its spans' runs), for the ETA of progress lines."""
-    size_of = dict(zip(files, sizes))
-    return sum(size_of[file.path] if file.span is None else file.span[1] - file.span[0]
+def _share_bytes(share: list[FileShare]) -> int:
+    """The bytes of a share (its files', or their spans'), for the ETA of progress lines."""
+    return sum(file.path.stat().st_size if file.span is None else file.span[1] - file.span[0]
                for file in share)
 
 
-class _Exchange:
-    """The exchanges of load_shared_text, in order: the words (words), then the documents
-    (share); an error in their place (fail)."""
+class Exchange:
+    """The exchanges of the readers of an input's shares (read_share), in order: the words
+    (words), then the documents (share); an error in their place (fail).  `gathered` gives
+    every reader's bytes, in reader order, for this one's (default: every process's,
+    processes.gathered_bytes); `index` and `count`: this reader's place among them and their
+    number (default: the process's, and the processes')."""
 
-    def __init__(self):
+    def __init__(self, gathered: Callable[[bytes], list[bytes]] = processes.gathered_bytes,
+                 index: int | None = None, count: int | None = None):
+        self.gathered = gathered
+        self.index = jax.process_index() if index is None else index
+        self.count = jax.process_count() if count is None else count
         self.done = 0  # exchanges made
 
     def words(self, dictionary: Dictionary, num_docs: int) -> SharedWords:
@@ -214,13 +291,14 @@ class _Exchange:
             numbers = words.add([Dictionary(keys.copy(), Strings(data, offsets), word_counts,
                                             doc_freq)])[0]
             docs += process_docs
-            if process == jax.process_index():
+            if process == self.index:
                 places = numbers
         return SharedWords(words, places, docs)
 
     def share(self, built: TextCorpus) -> CorpusShare:
         """This process's share of the corpus, with the whole corpus's outline from every
-        process's documents (their lengths, ids, dropped and invalid documents)."""
+        process's documents (their lengths, ids, dropped and invalid documents); the
+        documents have ids when every process holding documents names them."""
         share = built.corpus
         names = share.doc_names
         header = np.array([share.num_docs, share.dropped_empty_docs, built.invalid_utf8_docs,
@@ -233,10 +311,11 @@ class _Exchange:
             docs, process_dropped, process_invalid, named = np.frombuffer(message, "<i8", 4)
             lengths.append(np.frombuffer(message, "<i8", docs, 32))
             text = message[32 + 8 * docs:].decode("utf-8", "surrogateescape")
-            doc_names.append(text.split("\n") if named and docs else [] if named else None)
+            if docs:  # a process without documents (its share within a line) names none
+                doc_names.append(text.split("\n") if named else None)
             dropped += int(process_dropped)
             invalid += int(process_invalid)
-            if process < jax.process_index():
+            if process < self.index:
                 first += int(lengths[-1].sum())
         return CorpusShare(offsets_from_lengths(np.concatenate(lengths)), share.vocab,
                            None if any(part is None for part in doc_names)
@@ -248,12 +327,12 @@ class _Exchange:
         data, so that the others stop with it too."""
         if self.done < 2:
             kind = _FORMAT_ERROR if isinstance(error, CorpusFormatError) else _OTHER_ERROR
-            processes.gathered_bytes(kind + str(error).encode("utf-8", "replace"))
+            self.gathered(kind + str(error).encode("utf-8", "replace"))
             self.done = 2
 
     def _exchanged(self, data: bytes) -> list[bytes]:
         """Every process's data; the first error a process sent in its place raised here."""
-        messages = processes.gathered_bytes(_DATA + data)
+        messages = self.gathered(_DATA + data)
         self.done += 1
         for process, message in enumerate(messages):
             if message[:1] != _DATA:

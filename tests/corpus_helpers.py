@@ -22,6 +22,16 @@ WORD_IDS = [1, 1, 3, 0, 0, 0, 1, 2]
 COUNTS = np.array([[0, 2, 0, 1], [3, 0, 0, 0], [0, 1, 1, 0]])
 
 
+def count_hashing(monkeypatch) -> list:
+    """Calls of the corpus cache's source hashing, recorded in the returned list."""
+    from saberjax.corpus import cache
+
+    calls, hash_files = [], cache._content_key
+    monkeypatch.setattr(cache, "_content_key",
+                        lambda *args: calls.append(args) or hash_files(*args))
+    return calls
+
+
 def tiny_corpus(name="tiny") -> Corpus:
     return Corpus(np.array(OFFSETS), np.array(WORD_IDS), VOCAB, name=name)
 

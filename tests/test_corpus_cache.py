@@ -7,7 +7,13 @@ import time
 import warnings
 
 import pytest
-from corpus_helpers import UCI_TEXT, assert_same_corpus, is_memory_mapped, write_uci
+from corpus_helpers import (
+    UCI_TEXT,
+    assert_same_corpus,
+    count_hashing,
+    is_memory_mapped,
+    write_uci,
+)
 from helpers import ENTRY_DAMAGES, damage_entry
 
 from saberjax.corpus import cache as corpus_cache
@@ -72,6 +78,41 @@ def test_reading_options_key_the_entry(tmp_path):
     assert load_quietly(folder, cache_dir=cache, min_df=1, max_df=1.0).vocab == loose.vocab
 
 
+def synced_files(monkeypatch) -> list[str]:
+    """The names of the files fsynced or given a write-back start from now on."""
+    from saberjax import files
+
+    synced = []
+    fsync, start_write_back = os.fsync, files.start_write_back
+
+    def recorded_fsync(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def recorded_write_back(fd, offset, size):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        start_write_back(fd, offset, size)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(files, "start_write_back", recorded_write_back)
+    return synced
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds through /proc")
+def test_a_text_entry_is_left_to_write_back_and_a_written_corpus_is_synced(tmp_path,
+                                                                          monkeypatch):
+    text = tmp_path / "texts.txt"
+    text.write_text("\n".join(TEXTS) + "\n")
+    synced = synced_files(monkeypatch)
+    cached = load_quietly(text, cache_dir=tmp_path / "cache", min_df=1)
+    assert "word_ids.npy" not in synced  # every load checks the entry's fingerprint instead
+    from saberjax.corpus.plain_text import load_text
+
+    written = load_text(text, directory=tmp_path / "native", min_df=1)
+    assert "word_ids.npy" in synced and "doc_offsets.npy" in synced
+    assert_same_corpus(cached, written)
+
+
 @pytest.mark.parametrize("damage", ENTRY_DAMAGES)
 def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, damage):
     """A flipped token leaves a valid corpus: only the fingerprint tells."""
@@ -121,14 +162,6 @@ def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert corpus_cache.default_cache_dir() == tmp_path / "xdg" / "saberjax" / "corpora"
 
-
-
-def count_hashing(monkeypatch) -> list:
-    """Calls of the source hashing, recorded in the returned list."""
-    calls, hash_files = [], corpus_cache._content_key
-    monkeypatch.setattr(corpus_cache, "_content_key",
-                        lambda *args: calls.append(args) or hash_files(*args))
-    return calls
 
 
 def write_tiny_uci(folder, text=UCI_TEXT):

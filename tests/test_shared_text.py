@@ -2,10 +2,12 @@
 (saberjax.shared_text), into the corpus and the model of one process reading it whole."""
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_helpers import count_hashing
 from test_processes import start_training, train_processes, word_topic_counts
 
 from saberjax.corpus import load_text
@@ -103,7 +105,7 @@ def test_processes_reading_their_shares_train_the_one_process_model(tmp_path):
         assert (tmp_path / run / "vocab.txt").read_text().split() == list(corpus.vocab)
         np.testing.assert_array_equal(word_topic_counts(tmp_path / run), model)
         if run == "first":
-            entries = sorted((cache / "corpora").glob("share-*"))
+            entries = sorted(path.parent for path in (cache / "corpora").glob("*/cache.json"))
             assert len(entries) == 2
             written = {file: file.stat().st_mtime_ns for entry in entries
                        for file in entry.iterdir()}
@@ -184,30 +186,6 @@ def test_the_spans_of_a_parquet_file_hold_each_row_group_once(tmp_path):
         assert [documents([span]) != [] for span in spans].count(True) <= 4  # row groups
 
 
-def test_a_share_entry_is_read_back_whole_or_not_at_all(tmp_path):
-    """An entry gives back the share written; one whose files changed, or made for another
-    key, gives None (a damaged one with a warning), and the entries of the same origin made
-    for other contents are removed when one is written."""
-    from saberjax.corpus.cache import CorpusShare, read_share_entry, write_share_entry
-
-    share = CorpusShare(np.array([0, 2, 5]), ("kalo", "mine"), ["a", "b"],
-                        np.array([1, 0, 1], np.int32), 2, 3, 1)
-    origin = dict(source="input", options={}, process=1, processes=2)
-    write_share_entry(tmp_path / "old", "0" * 64, share, origin)
-    write_share_entry(tmp_path / "entry", "1" * 64, share, origin)
-    assert not (tmp_path / "old").exists()
-    read = read_share_entry(tmp_path / "entry", "1" * 64)
-    for field, value in zip(share._fields, share):
-        np.testing.assert_array_equal(getattr(read, field), value)
-    with pytest.warns(UserWarning, match="damaged or stale"):
-        assert read_share_entry(tmp_path / "entry", "2" * 64) is None
-    with open(tmp_path / "entry" / "word_ids.npy", "r+b") as file:
-        file.seek(-4, 2)
-        file.write(b"\xff\xff\xff\x7f")
-    with pytest.warns(UserWarning, match="damaged or stale.*files differ"):
-        assert read_share_entry(tmp_path / "entry", "1" * 64) is None
-
-
 @pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
 def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
     """Alone, a process's share is the whole input: load_shared_text gives load_text's
@@ -223,7 +201,7 @@ def test_one_process_reading_in_shares_reads_the_input_whole(tmp_path):
         assert shared.held_tokens == (0, whole.num_tokens) and shared.vocab == whole.vocab
         for field in ("doc_offsets", "word_ids", "doc_names"):
             np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
-    assert len(list((tmp_path / "cache").glob("share-*"))) == 1
+    assert len(list((tmp_path / "cache").glob("*/cache.json"))) == 1
 
 
 def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
@@ -233,3 +211,182 @@ def test_bytes_are_gathered_in_rounds_of_at_most_round_bytes():
     for round_bytes in (1, 7, 256, 10_000):
         assert gathered_bytes(data, round_bytes) == [data]
     assert gathered_bytes(b"") == [b""]
+
+
+class ThreadReaders:
+    """Readers of an input's shares on threads of this process, exchanging their bytes as the
+    processes of a run do (Exchange's `gathered`): a barrier, each reader's bytes, a
+    barrier."""
+
+    def __init__(self, count: int):
+        import threading
+
+        self.barrier = threading.Barrier(count, timeout=120)  # a failed reader breaks it
+        self.messages = [b""] * count
+
+    def exchange(self, index: int):
+        from saberjax.shared_text import Exchange
+
+        count = len(self.messages)
+
+        def gathered(data: bytes) -> list[bytes]:
+            self.messages[index] = data
+            self.barrier.wait()
+            messages = list(self.messages)
+            self.barrier.wait()
+            return messages
+
+        return Exchange(gathered, index, count)
+
+
+def held_shares(path, format: str, count: int, **arguments) -> list:
+    """What each of `count` readers of a file of lines, on threads, holds of it (held_share
+    with `arguments`), in reader order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from saberjax.shared_text import held_share
+
+    shares = file_shares([path], [path.stat().st_size], [True], count)
+    readers = ThreadReaders(count)
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda index: held_share(
+            path, format, shares[index], readers.exchange(index), **arguments), range(count)))
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+@pytest.mark.parametrize("suffix", ["txt", "jsonl"])
+def test_readers_of_shares_tokenising_in_worker_processes_give_the_whole_corpus(
+        tmp_path, monkeypatch, suffix):
+    """3 readers of a file of lines (plain text; JSON Lines with ids), each tokenising its
+    share's line ranges (line_ranges' span) in 2 worker processes, hold the corpus one reader
+    of the whole file builds: its vocabulary (chosen from every reader's counts), document
+    offsets and ids, and, the shares' word ids assembled in order, its word ids."""
+    from saberjax.corpus import text_pieces
+
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # many pieces for each worker
+    [path] = write_shards(tmp_path / "input", shards=1, docs=120, suffix=suffix)
+    options = dict(min_df=3, max_features=40, **({"id_field": "id"} if suffix == "jsonl"
+                                                 else {}))
+    whole = load_text(path, format="auto", **options)
+    held = held_shares(path, suffix.replace("txt", "text"), 3, workers=2, processes=True,
+                       **options)
+    for share in held:
+        assert share.vocab == whole.vocab
+        np.testing.assert_array_equal(share.doc_offsets, whole.doc_offsets)
+        assert share.doc_names == (None if whole.doc_names is None
+                                   else list(whole.doc_names))
+        assert share.dropped == whole.dropped_empty_docs
+    assert [share.first for share in held] == list(
+        np.cumsum([0] + [share.word_ids.size for share in held[:-1]]))
+    assert all(share.word_ids.size for share in held)
+    np.testing.assert_array_equal(np.concatenate([share.word_ids for share in held]),
+                                  whole.word_ids)
+
+
+def test_a_reader_whose_share_holds_no_document_keeps_the_ids_of_the_others(tmp_path):
+    """A share lying within one long line holds no document and so no ids: the ids of the
+    documents the other readers hold are the input's, as one reader reading it whole finds."""
+    path = tmp_path / "long.jsonl"
+    records = [dict(id="long", text=" ".join(["kalo mine ruta"] * 300))]
+    records += [dict(id=f"doc{index}", text="kalo mine zika") for index in range(20)]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    held = held_shares(path, "jsonl", 3, workers=1, min_df=1, max_df=1.0, id_field="id")
+    assert [share.word_ids.size for share in held][1] == 0
+    names = list(load_text(path, format="jsonl", min_df=1, max_df=1.0,
+                           id_field="id").doc_names)
+    assert names == [record["id"] for record in records]
+    assert [share.doc_names for share in held] == [names] * 3
+
+
+def settled_hashing(monkeypatch) -> list:
+    """count_hashing's list, files counting as settled at once, so that an entry gets its
+    source record on its first load."""
+    from saberjax.corpus import cache
+
+    monkeypatch.setattr(cache, "SETTLED_SECONDS", -60.0)
+    return count_hashing(monkeypatch)
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_a_share_entry_is_a_corpus_entry_known_by_its_record_until_its_files_change(
+        tmp_path, monkeypatch):
+    """A process's entry of its share is an entry of the corpus cache as a whole input's is
+    (its manifest, its corpus as a native folder, its source record): the second load takes
+    the share's key from the record, hashing nothing; a damaged entry is rebuilt, with a
+    warning; a changed file is hashed again and read again, and its new entry replaces the
+    old one."""
+    from saberjax.corpus import load_native
+    from saberjax.shared_text import load_shared_text
+
+    paths = write_shards(tmp_path / "shards")
+    options = dict(min_df=3, max_features=40, id_field="id")
+    cache = tmp_path / "cache"
+    hashed = settled_hashing(monkeypatch)
+    for load in ("first", "recorded", "damaged", "changed"):
+        expected = warnings.catch_warnings()
+        if load == "damaged":
+            data = bytearray((entry / "corpus" / "word_ids.npy").read_bytes())
+            data[-1] ^= 1
+            (entry / "corpus" / "word_ids.npy").write_bytes(bytes(data))
+            expected = pytest.warns(UserWarning, match="damaged or stale.*rebuilding")
+        if load == "changed":
+            with open(paths[1], "a") as file:
+                file.write(json.dumps({"id": "new", "text": " ".join(WORDS[:3] * 9)}) + "\n")
+        whole = load_text(tmp_path / "shards", format="jsonl", **options)
+        with expected:
+            shared = load_shared_text(tmp_path / "shards", cache_dir=cache, **options)
+        assert shared.vocab == whole.vocab
+        for field in ("doc_offsets", "word_ids", "doc_names"):
+            np.testing.assert_array_equal(getattr(shared, field), getattr(whole, field))
+        assert len(hashed) == (2 if load == "changed" else 1)
+        (entry,) = cache.iterdir()
+        assert sorted(file.name for file in entry.iterdir()) == [
+            "cache.json", "corpus", "source.json"]
+        assert load_native(entry / "corpus").fingerprint() == whole.fingerprint()
+    assert "new" in shared.doc_names
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_share_entries_serve_only_the_shares_they_were_read_with(tmp_path, monkeypatch):
+    """Two inputs whose first halves are alike: the first reader's share has the same key in
+    both, but its entry holds ids into the vocabulary of the input it was read with, and
+    serves only that input (the readers' keys together, which its manifest records).  An
+    unchanged input is loaded by every reader with nothing hashed (the source records)."""
+    [first] = write_shards(tmp_path / "first", shards=1, docs=40, suffix="txt")
+    second = tmp_path / "second" / first.name
+    second.parent.mkdir()
+    lines = first.read_text().split("\n")
+    lines[-2] = "zzzz" + lines[-2][4:]  # a new word at the end, the size kept
+    second.write_text("\n".join(lines))
+    hashed = settled_hashing(monkeypatch)
+    cache = tmp_path / "cache"
+    for run, path in enumerate((first, second, first, first)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # another input's entry: no damage
+            held = held_shares(path, "text", 2, cache_dir=cache, min_df=1, max_df=1.0)
+        whole = load_text(path, min_df=1, max_df=1.0)
+        assert held[0].vocab == whole.vocab
+        np.testing.assert_array_equal(held[0].doc_offsets, whole.doc_offsets)
+        np.testing.assert_array_equal(np.concatenate([share.word_ids for share in held]),
+                                      whole.word_ids)
+        # the second input's first reader hashes its share (its file is another), and so
+        # does the first's, whose entry the second's replaced, once
+        assert len(hashed) == (2, 4, 5, 5)[run]
+
+
+@pytest.mark.filterwarnings("ignore:.*dropped .* empty document")
+def test_an_input_and_a_share_of_it_keep_entries_of_their_own(tmp_path, monkeypatch):
+    """The entry of the whole input and that of one process's share of it (alone, its share
+    is the whole input) record the same source and options: neither takes the other's source
+    record nor removes the other."""
+    from saberjax.corpus import cache as corpus_cache
+    from saberjax.shared_text import load_shared_text
+
+    write_shards(tmp_path / "shards")
+    options = dict(min_df=3, max_features=40, id_field="id")
+    cache, hashed = tmp_path / "cache", settled_hashing(monkeypatch)
+    for _ in range(2):
+        shared = load_shared_text(tmp_path / "shards", cache_dir=cache, **options)
+        whole = corpus_cache.load_corpus(tmp_path / "shards", cache_dir=cache, **options)
+        np.testing.assert_array_equal(shared.word_ids, whole.word_ids)
+        assert len(list(cache.iterdir())) == 2 and len(hashed) == 2

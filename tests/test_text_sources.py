@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import re
 
 import numpy as np
 import pytest
@@ -578,3 +579,20 @@ def test_processes_tokenise_only_many_workers_on_a_large_input():
     assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES - 1, "corpus")
     assert not _uses_processes(64, None, "corpus")
     assert not _uses_processes(PROCESS_MIN_WORKERS, PROCESS_MIN_BYTES, None)  # in memory
+
+
+def test_a_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):
+    """Every reader of a file's bytes (the corpus formats' blocks, the lines of a text file,
+    its ranges, its stream, its compression) says the same line of a missing file and of one
+    it cannot read (here a folder)."""
+    from saberjax.corpus import reading, text_blocks
+
+    readers = (lambda path: list(reading.text_blocks(path)),
+               lambda path: text_blocks.read_lines(path, 0, 10),
+               lambda path: list(text_blocks.line_ranges(path, 10)),
+               text_blocks.open_stream, text_blocks.compression_of)
+    for read in readers:
+        for path, message in ((tmp_path / "missing", "file not found"),
+                              (tmp_path, "cannot read: Is a directory")):
+            with pytest.raises(CorpusFormatError, match=re.escape(f"{path}: {message}") + "$"):
+                read(path)

@@ -36,6 +36,7 @@ flags.DEFINE_string("triton", None, "Folder holding a standalone `triton` packag
                     required=True)
 flags.DEFINE_integer("num_topics", 1000, "K of the state the kernel is lowered for.")
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
+flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
@@ -110,6 +111,8 @@ def describe(sass: str, usage: str) -> list[str]:
         lines.append(f"  loop of {len(body)}: "
                      + ", ".join(f"{op} {n}" for op, n in opcodes.most_common(16)))
         lines.append(f"    16-bit gathers at {gathers}, other loads at {loads}")
+        if FLAGS.listing:
+            lines.extend(f"    {i:4d} {x}" for i, x in enumerate(body))
     return lines
 
 

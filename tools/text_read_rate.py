@@ -13,7 +13,6 @@ are looked up where this checkout or an earlier one holds them, those it lacks l
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import json
 import resource
@@ -31,10 +30,11 @@ def main() -> None:
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
-    parser.add_argument("--write_back", choices=["auto", "yes", "no"], default="auto",
-                        help="workers start the write-back of the corpus's ids as they write "
-                             "them (yes), leave it to the writer's fsync (no), or follow the "
-                             "reader's rule (auto)")
+    parser.add_argument("--durable", choices=["yes", "no"], default="no",
+                        help="the corpus on disk when load_text returns (yes: the files' "
+                             "write-back started by the workers and waited for), or left to "
+                             "the system's write-back as the corpus cache leaves its entries "
+                             "(no; checkouts without load_text's durable write durably)")
     parser.add_argument("--worker_steps", action="store_true",
                         help="time the worker processes' steps in the workers "
                              "(tools/text_worker_steps.py): worker_steps in the JSON line")
@@ -67,9 +67,6 @@ def main() -> None:
     phases = {}
     for phase, *paths in _PHASES:
         _phased(*_located(*paths), phases, phase)
-    if args.write_back != "auto":
-        text_corpus.mapped_pieces = functools.partial(text_corpus.mapped_pieces,
-                                                      write_back=args.write_back == "yes")
     waits = dict(input_wait_s=0.0)
     _input_timed(text_corpus, waits)
     steps_dir = _worker_steps(text_corpus) if args.worker_steps else None
@@ -77,8 +74,9 @@ def main() -> None:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory(dir=".") as folder:
         start = time.perf_counter()
+        durable = {} if args.durable == "yes" else _durable_option(load_text)
         corpus = load_text(args.path, directory=f"{folder}/native", workers=args.workers,
-                           format=args.format)
+                           format=args.format, **durable)
         seconds = time.perf_counter() - start
     end = resource.getrusage(resource.RUSAGE_SELF)
     children_end = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -179,6 +177,13 @@ def _summed_steps(folder: str) -> dict:
             total[key] = round(total[key], 2)
     return dict(workers=workers, steps=steps,
                 first_start_to_last_end_s=round(max(ends) - min(starts), 2) if workers else 0)
+
+
+def _durable_option(load_text) -> dict:
+    """{"durable": False} where the checkout's load_text takes it, {} where it does not."""
+    import inspect
+
+    return {"durable": False} if "durable" in inspect.signature(load_text).parameters else {}
 
 
 def _module(name: str):

@@ -18,11 +18,6 @@ or full disk) is a warning too: the corpus read from the source is returned eith
 an entry is written, entries of earlier contents of the same source path are removed, so
 editing a corpus in place does not fill the cache.
 
-A text input that the processes of a run read in shares (saberjax.shared_text) has an entry
-per process instead (CorpusShare: the corpus's outline and the process's share's tokens),
-keyed by every process's share (share_key, each hashing only its own) and checked against its
-files' SHA-256 on loading (read_share_entry, write_share_entry).
-
 Entries are written into a hidden staging folder and renamed into place (saberjax.outputs),
 so concurrent runs and kills never leave a half-written entry under a key.
 
@@ -37,7 +32,16 @@ making of a file put in its place).  Two writes within one tick of the file syst
 leave the same times, so a record is written only after hashing, and only when the files had
 not changed for SETTLED_SECONDS before the hashing began and did not change during it; the
 sample is checked as well (on file systems that keep no real ctime it catches most changes).
-Anything else hashes the source as before.
+Anything else hashes the source as before.  An entry rebuilt at a key taken from a record
+keeps the record.
+
+A text input that the processes of a run read in shares (saberjax.shared_text) has an entry
+per process instead, of the same kind: each process's share (text_sources.FileShare: its
+files, or their spans) is a source of its own, keyed by the bytes it covers, its reading
+options and the process's place (source_key), and its entry holds the corpus of the share's
+documents over the input's vocabulary, and its source record; its manifest also
+records every process's share's key, together, which it serves only (read_entry's
+`expected`).
 """
 
 from __future__ import annotations
@@ -53,12 +57,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 from saberjax import outputs
 from saberjax.background import thread_count
 from saberjax.corpus import formats, native, plain_text, text_sources
 from saberjax.corpus.text_blocks import reading_fields
+from saberjax.corpus.text_sources import FileShare
 from saberjax.corpus.core import PACKAGE_DIR, Corpus
 from saberjax.errors import CorpusFormatError
 from saberjax.files import atomic_write
@@ -121,35 +124,80 @@ def reading_options(path, format: str = "auto", **text_options) -> dict:
 def cache_key(path, format: str = "auto", **text_options) -> str:
     """SHA-256 hex of the source files' contents and the reading options (see the module)."""
     path = Path(path)
-    return _content_key(formats.source_files(path, format),
+    return _content_key([FileShare(file) for file in formats.source_files(path, format)],
                         reading_options(path, format, **text_options))
 
 
-def _content_key(files: list[Path], options: dict) -> str:
-    """cache_key of the source files `files` read with reading options `options`: SHA-256 of
-    the version, the options and, per file, its name, size and the SHA-256 of each _READ_BLOCK
-    of its bytes (hashed on a thread per core: hashlib releases the GIL)."""
+def _content_key(files: list[FileShare], options: dict) -> str:
+    """The key of the source files `files` (whole, or the spans of a process's share of a text
+    input) read with reading options `options`: SHA-256 of the version, the options and, per
+    file, its name, size, span (when it has one) and the SHA-256 of each _READ_BLOCK of the
+    bytes it covers (hashed on a thread per core: hashlib releases the GIL)."""
     digest = hashlib.sha256(f"saberjax-corpus-cache-v{CACHE_VERSION}\0".encode())
     digest.update(json.dumps(options, sort_keys=True).encode())
-    sizes = [file.stat().st_size for file in files]
-    blocks = [(file, offset) for file, size in zip(files, sizes)
-              for offset in range(0, size, _READ_BLOCK)]
+    blocks, headers = [], []
+    for file in files:
+        size = file.path.stat().st_size
+        first, last = file.span or (0, size)
+        span = "" if file.span is None else f"{first}\0{last}\0"
+        headers.append((f"\0{file.path.name}\0{size}\0{span}".encode(),
+                        len(range(first, last, _READ_BLOCK))))
+        blocks += [(file.path, offset, min(_READ_BLOCK, last - offset))
+                   for offset in range(first, last, _READ_BLOCK)]
     with ThreadPoolExecutor(thread_count(len(blocks))) as pool:
         block_digests = iter(pool.map(_block_digest, blocks))
-    for file, size in zip(files, sizes):
-        digest.update(f"\0{file.name}\0{size}\0".encode())
-        for _ in range(0, size, _READ_BLOCK):
-            digest.update(next(block_digests))
+        for header, count in headers:
+            digest.update(header)
+            for _ in range(count):
+                digest.update(next(block_digests))
     return digest.hexdigest()
 
 
-def _block_digest(block: tuple[Path, int] | tuple[Path, int, int]) -> bytes:
-    """SHA-256 of the bytes of a file from an offset: _READ_BLOCK of them, or as many as the
-    block's third item says."""
-    file, offset, *size = block
+def _block_digest(block: tuple[Path, int, int]) -> bytes:
+    """SHA-256 of a block of a file's bytes: (the file, its first byte's offset, its size)."""
+    file, offset, size = block
     with open(file, "rb") as stream:
         stream.seek(offset)
-        return hashlib.sha256(stream.read(size[0] if size else _READ_BLOCK)).digest()
+        return hashlib.sha256(stream.read(size)).digest()
+
+
+class SourceKey(NamedTuple):
+    """The key of a source's contents and reading options (_content_key), and the source
+    record it was taken from, or, when it was hashed, when the hashing began (time.time())
+    and the files' stat then (_file_stats), for a new record (_source_record)."""
+
+    key: str
+    record: dict | None = None
+    hashed: tuple[float, list[list]] | None = None
+
+
+def source_key(cache_dir: Path, origin: dict, files: list[FileShare], options: dict
+               ) -> SourceKey:
+    """The key of the source files `files` read with reading `options`: from the source record
+    of an entry of cache_dir of the same `origin` whose files show the same stat and sample
+    (_recorded), else hashed (_content_key).  OSError when a file cannot be read."""
+    paths = [file.path for file in files]
+    record = _recorded(cache_dir, origin, paths)
+    if record is not None:
+        return SourceKey(record["key"], record=record)
+    hashed = time.time(), _file_stats(paths)
+    return SourceKey(_content_key(files, options), hashed=hashed)
+
+
+def record_source(entry: Path, source: SourceKey, origin: dict, files: list[FileShare]
+                  ) -> None:
+    """Gives a valid entry made for a hashed key its source record (_source_record), where
+    its files allow one and the entry can be written (the key is hashed again otherwise)."""
+    if source.hashed is None:
+        return
+    record = _source_record(source, origin, files)
+    if record is None:
+        return
+    try:
+        atomic_write(entry / SOURCE_RECORD, lambda file: file.write(
+            json.dumps(record, indent=1) + "\n"), mode="w", beside=entry)
+    except OSError:
+        return
 
 
 def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: bool = True,
@@ -169,23 +217,19 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: b
     cache_dir = Path(default_cache_dir() if cache_dir is None else cache_dir)
     options = reading_options(path, chosen, **text_options)
     origin = dict(source=str(path.resolve()), options=options)
-    hashed = None  # (when the hashing began, the files' stat then) when the key was hashed
     try:
-        files = formats.source_files(path, chosen)
-        key = _recorded_key(cache_dir, origin, files)
-        if key is None:
-            hashed = time.time(), _file_stats(files)
-            key = _content_key(files, options)
+        files = [FileShare(file) for file in formats.source_files(path, chosen)]
+        source = source_key(cache_dir, origin, files, options)
     except OSError:  # a missing or unreadable source: load_corpus names it
         return formats.load_corpus(path, chosen, **text_options)
-    entry = cache_dir / key[:32]
-    cached = _read_entry(entry, key)
+    entry = cache_dir / source.key[:32]
+    cached = read_entry(entry, source.key)
     if cached is not None:
-        if hashed is not None:
-            _write_source_record(entry, key, origin, files, *hashed)
-        return cached
+        record_source(entry, source, origin, files)
+        return cached[0]
     raw_text = chosen in text_sources.FORMATS
-    run_options = dict(log=log) if raw_text else {}
+    # the entry's bytes left to the system's write-back: every load checks its fingerprint
+    run_options = dict(log=log, durable=False) if raw_text else {}
     notes: list[str] = []
     corpus = None if raw_text else _noted(notes, formats.load_corpus, path, chosen)
 
@@ -197,7 +241,7 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: b
                       **run_options, **text_options)
 
     try:
-        corpus = _write_entry(entry, key, write_corpus, path, options, notes)
+        corpus = store_entry(entry, source, write_corpus, origin, files, notes)
     except OSError as error:
         cache_warning(f"corpus cache entry {entry} not written ({error}); the corpus is read "
                       f"from {path} each time")
@@ -205,9 +249,6 @@ def load_corpus(path, format: str = "auto", cache_dir=None, log=None, checked: b
             notes.clear()
             corpus = _noted(notes, formats.load_corpus, path, chosen, **run_options,
                             **text_options)
-    else:
-        if hashed is not None:
-            _write_source_record(entry, key, origin, files, *hashed)
     for note in notes:
         cache_warning(note)
     return corpus
@@ -247,10 +288,10 @@ def _content_sample(files: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def _recorded_key(cache_dir: Path, origin: dict, files: list[Path]) -> str | None:
-    """The key in the source record of an entry of cache_dir for this source and reading
-    options (`origin`) whose files' stat and content sample are those of `files` now; None
-    when there is none (see the module)."""
+def _recorded(cache_dir: Path, origin: dict, files: list[Path]) -> dict | None:
+    """The source record of an entry of cache_dir for this source and reading options
+    (`origin`) whose files' stat and content sample are those of `files` now; None when there
+    is none (see the module)."""
     try:
         entries = list(cache_dir.iterdir())
     except OSError:
@@ -261,8 +302,7 @@ def _recorded_key(cache_dir: Path, origin: dict, files: list[Path]) -> str | Non
             record = json.loads((entry / SOURCE_RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if not isinstance(record, dict) or record.get("version") != CACHE_VERSION or any(
-                record.get(name) != value for name, value in origin.items()):
+        if not _same_origin(record, origin) or record.get("version") != CACHE_VERSION:
             continue
         key = record.get("key")
         if not isinstance(key, str) or key[:32] != entry.name:
@@ -272,28 +312,29 @@ def _recorded_key(cache_dir: Path, origin: dict, files: list[Path]) -> str | Non
             continue
         sample = _content_sample(files) if sample is None else sample
         if record.get("sample") == sample:
-            return key
+            return record
     return None
 
 
-def _write_source_record(entry: Path, key: str, origin: dict, files: list[Path],
-                         hashed_at: float, stats: list[list]) -> None:
-    """Writes the entry's source record when the files (stat `stats` when their hashing began
-    at `hashed_at`, time.time()) still have that stat and had not changed for SETTLED_SECONDS
-    before; nothing otherwise, or when the entry cannot be written (the key is then hashed
-    each time)."""
+def _source_record(source: SourceKey, origin: dict, files: list[FileShare]) -> dict | None:
+    """The source record of an entry made for source.key: the one the key was taken from;
+    for a hashed key, a new one when the files (stat source.hashed[1] when their hashing
+    began at source.hashed[0]) still have that stat and had not changed for SETTLED_SECONDS
+    before; else None."""
+    if source.hashed is None:
+        return source.record
+    hashed_at, stats = source.hashed
     newest = max((max(mtime, ctime) for _, _, mtime, ctime, _, _ in stats), default=0)
     if newest > (hashed_at - SETTLED_SECONDS) * 1e9:
-        return
+        return None
+    paths = [file.path for file in files]
     try:
-        sample = _content_sample(files)
-        if _file_stats(files) != stats:
-            return
-        record = dict(origin, version=CACHE_VERSION, key=key, files=stats, sample=sample)
-        atomic_write(entry / SOURCE_RECORD, lambda file: file.write(
-            json.dumps(record, indent=1) + "\n"), mode="w", beside=entry)
+        sample = _content_sample(paths)
+        if _file_stats(paths) != stats:
+            return None
     except OSError:
-        return
+        return None
+    return dict(origin, version=CACHE_VERSION, key=source.key, files=stats, sample=sample)
 
 
 def keyed_manifest(path: Path, key: str) -> dict:
@@ -305,13 +346,17 @@ def keyed_manifest(path: Path, key: str) -> dict:
     return manifest
 
 
-def _read_entry(entry: Path, key: str) -> Corpus | None:
-    """The corpus of a valid entry; None (with a warning when the entry exists but is not
-    valid) otherwise."""
+def read_entry(entry: Path, key: str, **expected) -> tuple[Corpus, dict] | None:
+    """(the corpus, the manifest) of a valid entry made for `key`, the warnings its manifest
+    notes given again; None (with a warning when the entry exists but is not valid)
+    otherwise.  `expected`: values of its manifest's fields (store_entry's `fields`); an
+    entry holding others is quietly None (a share's entry made with other shares)."""
     if not entry.exists():
         return None
     try:
         manifest = keyed_manifest(entry / MANIFEST, key)
+        if any(manifest.get(name) != value for name, value in expected.items()):
+            return None
         corpus = dataclasses.replace(native.load_native(entry / CORPUS_FOLDER),
                                      dropped_empty_docs=int(manifest["dropped_empty_docs"]))
         if corpus.fingerprint() != manifest.get("corpus_fingerprint"):
@@ -324,137 +369,58 @@ def _read_entry(entry: Path, key: str) -> Corpus | None:
         return None
     for note in notes:
         cache_warning(note)
-    return corpus
+    return corpus, manifest
 
 
-def _write_entry(entry: Path, key: str, write_corpus, source: Path, options: dict,
-                 notes: list[str]) -> Corpus:
-    """Writes the entry (replacing a damaged one at the same key): its corpus folder by
-    write_corpus(folder) (which returns the corpus), its manifest with the warnings reading
-    the source gave (`notes` once the corpus is written, repeated on every cached load); then
-    removes the entries of earlier contents of the same source path read with the same
-    options.  Returns the corpus."""
-    origin = dict(source=str(source.resolve()), options=options)
+def store_entry(entry: Path, source: SourceKey, write_corpus, origin: dict,
+                files: list[FileShare], notes: list[str], **fields) -> Corpus:
+    """Writes the entry made for source.key (replacing a damaged one at the same key): its
+    corpus folder by write_corpus(folder) (which returns the corpus), its manifest with
+    `origin`, the warnings reading the source gave (`notes` once the corpus is written,
+    repeated on every cached load) and `fields`, and its source record where there is one
+    (_source_record: the entry replacing one keeps its record); then removes the entries of
+    earlier contents of the same origin.  Returns the corpus; OSError when the entry cannot
+    be written."""
     with outputs.staged_directory(entry, _ENTRY_FILES, "a saberjax corpus cache entry") as staging:
         corpus = write_corpus(staging / CORPUS_FOLDER)
-        manifest = dict(format="saberjax-corpus-cache", version=CACHE_VERSION, key=key, **origin,
-                        corpus_fingerprint=corpus.fingerprint(),
-                        dropped_empty_docs=corpus.dropped_empty_docs, notes=notes)
+        manifest = dict(format="saberjax-corpus-cache", version=CACHE_VERSION, key=source.key,
+                        **origin, corpus_fingerprint=corpus.fingerprint(),
+                        dropped_empty_docs=corpus.dropped_empty_docs, notes=notes, **fields)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    _remove_earlier_entries(entry, MANIFEST, origin)
+        record = _source_record(source, origin, files)
+        if record is not None:
+            (staging / SOURCE_RECORD).write_text(json.dumps(record, indent=1) + "\n",
+                                                 encoding="utf-8")
+    _remove_earlier_entries(entry, origin)
     return corpus
 
 
-def _remove_earlier_entries(entry: Path, manifest_name: str, origin: dict) -> None:
-    """Removes the entries beside `entry` whose manifest (manifest_name) records the same
-    origin (source and options, for a share also the process): earlier contents of it."""
+# What an entry's manifest and source record say of where it comes from: the source and its
+# reading options; for a process's share of a text input, the process and their number.
+_ORIGIN_FIELDS = ("source", "options", "process", "processes")
+
+
+def _same_origin(record: dict, origin: dict) -> bool:
+    """Whether a manifest or source record (a dict) records `origin` (every _ORIGIN_FIELDS
+    alike, absent ones None: a whole corpus's entry is no process's share's)."""
+    return isinstance(record, dict) and all(record.get(name) == origin.get(name)
+                                            for name in _ORIGIN_FIELDS)
+
+
+def _remove_earlier_entries(entry: Path, origin: dict) -> None:
+    """Removes the entries beside `entry` whose manifest records the same origin: earlier
+    contents of it."""
     for other in entry.parent.iterdir():
-        if other == entry or not (other / manifest_name).is_file():
+        if other == entry or not (other / MANIFEST).is_file():
             continue
         try:
-            earlier = json.loads((other / manifest_name).read_text(encoding="utf-8"))
+            earlier = json.loads((other / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(earlier, dict) and all(earlier.get(k) == v for k, v in origin.items()):
+        if _same_origin(earlier, origin):
             shutil.rmtree(other, ignore_errors=True)
 
 
 def cache_warning(message: str) -> None:
     """A warning about a cache entry, attributed to the caller outside saberjax."""
     warnings.warn(message, stacklevel=2, skip_file_prefixes=(PACKAGE_DIR,))
-
-
-# A process's entry of a text input read in shares by several processes (saberjax.shared_text)
-SHARE_MANIFEST = "share.json"
-_SHARE_ARRAYS = ("doc_offsets.npy", "word_ids.npy")
-_SHARE_TEXTS = ("vocab.txt", "doc_names.txt")
-_SHARE_FILES = (SHARE_MANIFEST, *_SHARE_ARRAYS, *_SHARE_TEXTS)
-
-
-class CorpusShare(NamedTuple):
-    """What a process of a run holds of a text input read in shares (saberjax.shared_text):
-    the whole corpus's document offsets, vocabulary and document ids (None when the input
-    names none), the word ids of its share's tokens, from token `first` on, and the whole
-    input's dropped empty documents and documents not valid UTF-8."""
-
-    doc_offsets: np.ndarray
-    vocab: tuple[str, ...]
-    doc_names: list[str] | None
-    word_ids: np.ndarray
-    first: int
-    dropped: int
-    invalid: int
-
-
-def share_key(share, options: dict) -> str:
-    """SHA-256 hex of a process's share of a text input (text_sources.FileShare: each file's
-    name, size, span and the bytes of its span) and the reading options: the processes'
-    keys, together, identify the input (shared_text)."""
-    digest = hashlib.sha256(f"saberjax-corpus-share-v{CACHE_VERSION}\0".encode())
-    digest.update(json.dumps(options, sort_keys=True).encode())
-    blocks = []
-    for file in share:
-        size = file.path.stat().st_size
-        first, last = file.span or (0, size)
-        digest.update(f"\0{file.path.name}\0{size}\0{first}\0{last}\0".encode())
-        blocks += [(file.path, offset, min(_READ_BLOCK, last - offset))
-                   for offset in range(first, last, _READ_BLOCK)]
-    with ThreadPoolExecutor(thread_count(len(blocks))) as pool:
-        for block in pool.map(_block_digest, blocks):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def read_share_entry(entry: Path, key: str) -> CorpusShare | None:
-    """The share in a process's entry made for `key` (write_share_entry); None when there is
-    none, and with a warning when it is damaged (its files' SHA-256 differ from its
-    manifest's)."""
-    if not entry.exists():
-        return None
-    try:
-        manifest = keyed_manifest(entry / SHARE_MANIFEST, key)
-        if _share_files_digest(entry) != manifest["files_sha256"]:
-            raise ValueError("its files differ from those written")
-        offsets, word_ids = (np.load(entry / name) for name in _SHARE_ARRAYS)
-        vocab, names = ((entry / name).read_text(encoding="utf-8") for name in _SHARE_TEXTS)
-        share = CorpusShare(offsets, tuple(vocab.split("\n")),
-                            names.split("\n") if manifest["named"] else None, word_ids,
-                            int(manifest["first"]), int(manifest["dropped"]),
-                            int(manifest["invalid"]))
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        cache_warning(f"corpus cache entry {entry} is damaged or stale ({error}); rebuilding "
-                      f"it")
-        return None
-    return share
-
-
-def write_share_entry(entry: Path, key: str, share: CorpusShare, origin: dict) -> None:
-    """Writes a process's entry of its share (read_share_entry), `origin` (the source, the
-    options, the process and their number) in its manifest, and removes the entries of the
-    same origin made for other contents; a warning when it cannot be written."""
-    try:
-        with outputs.staged_directory(entry, _SHARE_FILES, "a saberjax corpus cache entry"
-                                      ) as staging:
-            for name, array in zip(_SHARE_ARRAYS, (share.doc_offsets, share.word_ids)):
-                np.save(staging / name, array)
-            for name, lines in zip(_SHARE_TEXTS, (share.vocab, share.doc_names or [])):
-                (staging / name).write_text("\n".join(lines), encoding="utf-8")
-            manifest = dict(format="saberjax-corpus-share", version=CACHE_VERSION, key=key,
-                            **origin, first=share.first, dropped=share.dropped,
-                            invalid=share.invalid, named=share.doc_names is not None,
-                            files_sha256=_share_files_digest(staging))
-            (staging / SHARE_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n",
-                                                  encoding="utf-8")
-    except OSError as error:
-        cache_warning(f"corpus cache entry {entry} not written ({error}); the share is read "
-                      f"from the source each time")
-        return
-    _remove_earlier_entries(entry, SHARE_MANIFEST, origin)
-
-
-def _share_files_digest(entry: Path) -> str:
-    """SHA-256 hex of a share entry's arrays and texts."""
-    digest = hashlib.sha256()
-    for name in (*_SHARE_ARRAYS, *_SHARE_TEXTS):
-        digest.update((entry / name).read_bytes())
-    return digest.hexdigest()

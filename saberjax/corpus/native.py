@@ -61,14 +61,15 @@ class _NpyAppender:
         self._file.truncate(self._data_start + length * self._dtype.itemsize)
         return self._data_start
 
-    def finish(self) -> None:
-        """Writes the final header and flushes the file to disk."""
+    def finish(self, durable: bool = True) -> None:
+        """Writes the final header and flushes the file, to disk where `durable` says (fsync)."""
         self._file.seek(0)
         self._write_header()
         if self._file.tell() != self._data_start:
             raise RuntimeError(f"{self._file.name}: .npy header size changed; cannot finish")
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if durable:
+            os.fsync(self._file.fileno())
         self._file.close()
 
     def abandon(self) -> None:
@@ -83,12 +84,18 @@ class NativeCorpusWriter:
     replacing a previous native corpus there (saberjax.outputs.replace_directory); a folder
     holding anything but a native corpus's files is never replaced. Used as a context manager,
     an escaping exception deletes the staging folder.
+
+    durable=False leaves the files' bytes to the operating system's write-back instead of
+    waiting for them to reach the disk (fsync) on close: for copies whose every load checks
+    their contents (the corpus cache's entries, checked against their fingerprint), which a
+    crash can then cost but never corrupt unseen.
     """
 
-    def __init__(self, directory, vocab: Sequence[str], name: str = ""):
+    def __init__(self, directory, vocab: Sequence[str], name: str = "", durable: bool = True):
         self.directory = Path(directory)
         self.vocab = tuple(vocab)
         self.name = name
+        self.durable = durable
         self.num_docs = 0
         self.num_tokens = 0
         bad_words = [w for w in self.vocab if not isinstance(w, str) or "\n" in w or "\r" in w]
@@ -171,8 +178,8 @@ class NativeCorpusWriter:
             if self._reserved is not None and self._reserved != self.num_tokens:
                 raise CorpusFormatError(f"{self._reserved} word ids were reserved for documents "
                                         f"of {self.num_tokens} tokens")
-            self._offsets.finish()
-            self._word_ids.finish()
+            self._offsets.finish(self.durable)
+            self._word_ids.finish(self.durable)
             if self._names is not None:
                 self._names.close()
             vocab_text = "".join(word + "\n" for word in self.vocab)
@@ -206,9 +213,10 @@ class NativeCorpusWriter:
             self._discard()
 
 
-def save_native(corpus: Corpus, directory) -> None:
-    """Writes corpus as a native folder (atomically; see NativeCorpusWriter)."""
-    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name) as writer:
+def save_native(corpus: Corpus, directory, durable: bool = True) -> None:
+    """Writes corpus as a native folder (atomically; `durable`: see NativeCorpusWriter)."""
+    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name,
+                            durable=durable) as writer:
         writer.append(corpus.doc_lengths(), corpus.word_ids, corpus.doc_names)
 
 

@@ -79,10 +79,10 @@ def recorded_options(**options) -> dict:
 
 def load_text(path, directory=None, log: Callable[[str], None] | None = None,
               workers: int | None = None, memory_bytes: int | None = None, *,
-              format: str = "text", **options) -> Corpus:
+              format: str = "text", durable: bool = True, **options) -> Corpus:
     """A corpus from raw text files (text_sources.document_blocks: `format` one of
     text_sources.FORMATS or "auto") under the text and reading `options` (see the module).
-    directory, log, workers, memory_bytes: see text_corpus.build_corpus; written into a
+    directory, log, workers, memory_bytes, durable: see text_corpus.build_corpus; written into a
     directory, the token ids go to a temporary file beside it as they are read unless
     memory_bytes says otherwise (out of core: memory holds the pieces in flight and the
     words' counts, never the corpus)."""
@@ -93,7 +93,7 @@ def load_text(path, directory=None, log: Callable[[str], None] | None = None,
     blocks = document_blocks(path, format=format, parsed=False, **reading_options(options))
     built = build_corpus(blocks, rules, vocabulary, name=source_name(path), source=str(path),
                          directory=directory, workers=workers, memory_bytes=memory_bytes,
-                         total_bytes=_plain_size(path, format), log=log)
+                         total_bytes=_plain_size(path, format), log=log, durable=durable)
     return _reported(built, str(path))
 
 

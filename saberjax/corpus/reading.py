@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from saberjax.errors import CorpusFormatError
+from saberjax.errors import CorpusFormatError, read_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 _READ_BYTES = 1 << 19  # bytes of a text file read (and decompressed) at a time
@@ -25,18 +25,12 @@ def text_blocks(path: Path) -> Iterator[bytes]:
     when it starts with the gzip magic number (a .gz file may hold several concatenated gzip
     members), so that a loader parses early blocks while later ones are read and decompressed.
     Read errors are CorpusFormatErrors naming the file."""
-    try:
+    with read_errors(path):
         file = open(path, "rb")
-    except FileNotFoundError:
-        raise CorpusFormatError(f"{path}: file not found") from None
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read: {error.strerror}") from error
     with file:
         def read() -> bytes:
-            try:
+            with read_errors(path):
                 return file.read(_READ_BYTES)
-            except OSError as error:
-                raise CorpusFormatError(f"{path}: cannot read: {error.strerror}") from error
 
         data = read()
         if not data.startswith(GZIP_MAGIC):

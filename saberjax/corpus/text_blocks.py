@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from saberjax.errors import CorpusFormatError
+from saberjax.errors import CorpusFormatError, read_errors
 
 DEFAULT_BLOCK_BYTES = 1 << 23  # bytes of documents per block (the engine cuts them in pieces)
 SNIFF_BYTES = 1 << 20  # bytes at the start of a line file whose control characters are counted
@@ -103,23 +103,20 @@ def read_lines(path: Path, start: int, end: int) -> np.ndarray:
     """The bytes of the lines of the file that begin in [start, end) (LineRange), each with its
     line break; CorpusFormatError for a NUL byte in them (binary data)."""
     first = max(start - 1, 0)  # a line begins at start when the byte before it is a line feed
-    try:
-        with open(path, "rb") as file:
-            data = bytearray(end - first)
-            del data[os.preadv(file.fileno(), [data], first):]  # short at the file's end
-            begin = 0 if start == 0 else data.find(b"\n") + 1
-            if begin == 0 and start > 0 or first + begin >= end:
-                return np.zeros(0, np.uint8)  # no line begins in the range
+    with read_errors(path), open(path, "rb") as file:
+        data = bytearray(end - first)
+        del data[os.preadv(file.fileno(), [data], first):]  # short at the file's end
+        begin = 0 if start == 0 else data.find(b"\n") + 1
+        if begin == 0 and start > 0 or first + begin >= end:
+            return np.zeros(0, np.uint8)  # no line begins in the range
+        stop = len(data)
+        if stop == end - first and data[-1] != _LINE_FEED:  # the last line goes on
+            while tail := os.pread(file.fileno(), RANGE_TAIL_BYTES, first + len(data)):
+                line_end = tail.find(b"\n")
+                data += tail if line_end < 0 else tail[:line_end + 1]
+                if line_end >= 0:
+                    break
             stop = len(data)
-            if stop == end - first and data[-1] != _LINE_FEED:  # the last line goes on
-                while tail := os.pread(file.fileno(), RANGE_TAIL_BYTES, first + len(data)):
-                    line_end = tail.find(b"\n")
-                    data += tail if line_end < 0 else tail[:line_end + 1]
-                    if line_end >= 0:
-                        break
-                stop = len(data)
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
     if (nul := data.find(b"\0", begin, stop)) >= 0:
         raise nul_byte_error(path, first + nul)
     return np.frombuffer(data, np.uint8)[begin:stop]
@@ -132,15 +129,10 @@ def line_ranges(path: Path, range_bytes: int, parse=None, span: tuple[int, int] 
     only the lines beginning in the bytes [first, last) (line_span, as line_blocks' span:
     the share of the file one reader of several reads, saberjax.shared_text), the first
     SNIFF_BYTES of those lines checked."""
-    try:
-        with open(path, "rb") as file:
-            first, last = ((0, os.fstat(file.fileno()).st_size) if span is None
-                           else line_span(file, path, *span))
-            head = os.pread(file.fileno(), min(SNIFF_BYTES, last - first), first)
-    except FileNotFoundError:
-        raise CorpusFormatError(f"{path}: file not found") from None
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+    with read_errors(path), open(path, "rb") as file:
+        first, last = ((0, os.fstat(file.fileno()).st_size) if span is None
+                       else line_span(file, path, *span))
+        head = os.pread(file.fileno(), min(SNIFF_BYTES, last - first), first)
     if (nul := head.find(b"\0")) >= 0:
         raise nul_byte_error(path, first + nul)
     check_is_text(path, np.frombuffer(head, np.uint8))
@@ -191,28 +183,19 @@ def open_stream(path: Path):
     """A binary stream of the file's content: the file itself, or pyarrow's stream of it
     decompressed when it is gzip or zstd data (so that plain files are read without
     pyarrow)."""
-    try:
+    with read_errors(path):
         compression = compression_of(path)
         if compression is None:
             return open(path, "rb")
         import pyarrow as pa
 
         return pa.input_stream(str(path), compression=compression)
-    except FileNotFoundError:
-        raise CorpusFormatError(f"{path}: file not found") from None
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
 
 
 def compression_of(path: Path) -> str | None:
     """"gzip" or "zstd" when the file's content starts with their magic number, else None."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(4)
-    except FileNotFoundError:
-        raise CorpusFormatError(f"{path}: file not found") from None
-    except OSError as error:
-        raise CorpusFormatError(f"{path}: cannot read: {error.strerror or error}") from error
+    with read_errors(path), open(path, "rb") as file:
+        head = file.read(4)
     return next((name for name, magic in COMPRESSIONS.values() if head.startswith(magic)),
                 None)
 

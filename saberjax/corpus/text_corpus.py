@@ -69,12 +69,13 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
                  memory_bytes: int | None = None, total_bytes: int | None = None,
                  log: Callable[[str], None] | None = None,
                  processes: bool | None = None,
-                 shared_words: Callable[[Dictionary, int], SharedWords] | None = None
-                 ) -> TextCorpus:
+                 shared_words: Callable[[Dictionary, int], SharedWords] | None = None,
+                 durable: bool = True) -> TextCorpus:
     """The corpus of the documents of `blocks` (see the module).
 
     directory: write the corpus there as a native folder (atomically) and return it
-    memory-mapped; None: build it in memory.  workers: threads or processes (default: one
+    memory-mapped (durable: on disk when it returns, or left to the operating system's
+    write-back: see native.NativeCorpusWriter); None: build it in memory.  workers: threads or processes (default: one
     per core).  memory_bytes: token ids kept in memory, in all, before the workers spill
     them to temporary files (default: unlimited).  total_bytes: the input's size, for the ETA
     of the progress lines that `log` gets every PROGRESS_SECONDS (none when None).  `source`
@@ -112,7 +113,8 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
         mapped = functools.partial(mapped_pieces, pool, doc_ids, starts)
         num_tokens = int(starts[-1])  # every token of the vocabulary's words
         if directory is not None:
-            corpus, dropped = written_corpus(mapped, num_tokens, vocab, name, directory)
+            corpus, dropped = written_corpus(mapped, num_tokens, vocab, name, directory,
+                                             durable)
         else:
             corpus, dropped = in_memory_corpus(mapped, num_tokens, vocab, name,
                                                Path(spill) / "word_ids")

@@ -50,14 +50,15 @@ def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarra
         yield lengths, nonempty, None if ids is None else ids[nonempty]
 
 
-def written_corpus(mapped, num_tokens, vocab, name, directory):
+def written_corpus(mapped, num_tokens, vocab, name, directory, durable: bool = True):
     """Writes the pieces' documents as a native corpus in `directory` (the kept documents'
     ids its doc_names), each piece's word ids written into the corpus's file by the worker
-    mapping them (`mapped`: mapped_pieces but for the file); (its corpus, memory-mapped,
-    the dropped documents)."""
+    mapping them (`mapped`: mapped_pieces but for the file and write_back, which follows
+    `durable`: see NativeCorpusWriter); (its corpus, memory-mapped, the dropped documents)."""
     dropped = 0
-    with NativeCorpusWriter(directory, vocab, name=name) as writer:
-        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens)):
+    with NativeCorpusWriter(directory, vocab, name=name, durable=durable) as writer:
+        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens),
+                                                  write_back=durable):
             writer.append(lengths, None, kept_ids)
             dropped += int(nonempty.size - lengths.size)
     return load_native(directory), dropped

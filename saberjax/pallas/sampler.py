@@ -11,7 +11,7 @@ document row A_d (packed pairs, state.pack_pairs: one load each) are visited 32 
 time, in one pass, as in the reference:
 
     per block   products P = A_dk * B-hat_vk (0 for the token's own topic z, whose count A_dz
-                the block adds up instead); each lane adds its product to its running mass
+                the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
                 reservoir per lane; u_block one uniform per token and block); the next
                 block's A entries are loaded before this block's B-hat gathers
@@ -199,11 +199,11 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
 
     def load_block(block):
         """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
-        offsets = block * WIDTH + lanes[None, :]
-        inside = offsets < tile.nnz[:, None]
-        pairs = plgpu.load(a_pairs_ref.at[tile.start[:, None] + offsets], mask=inside, other=0)
+        inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
+        pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
+                           mask=inside, other=0)
         topics, counts = unpack_pairs(pairs, padded_topics)
-        return inside, topics, counts.astype(jnp.float32)
+        return inside, topics, counts
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -215,8 +215,8 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
         lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
         following = load_block(block + 1)
         is_own = topics == own[:, None]
-        own_counts = own_counts + jnp.where(is_own, counts, 0.0)  # summed after the loop
-        block_products = products(topics, counts, inside, is_own)
+        own_counts = jnp.where(is_own & inside, counts, own_counts)  # one lane holds it
+        block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
@@ -226,8 +226,8 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.float32), load_block(0)))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1)  # one lane holds it: exact
+         jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
