@@ -221,19 +221,21 @@ def test_auto_names_the_gb_the_model_needs_where_neither_format_fits():
 @pytest.mark.parametrize("model_format", ["sparse", "dense"])
 def test_wide_pairs_train_the_model_packed_pairs_train(model_format):
     """A's pairs forced wide (as the plan takes them for long documents) give the same topics
-    and B, A gathered over two devices by word."""
+    and B, A gathered over two devices by word, resident and streamed."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=50, num_words=29, mean_length=25, seed=8)
     hyper = Hyperparams.create(20, model_format=model_format)
     runs = []
-    for wide in (False, True):
+    for wide, chunk_tokens in ((False, None), (True, None), (True, 400)):
         placed, state = run_on_mesh(corpus, dataclasses.replace(hyper, wide_pairs=wide), 3, 2,
-                                    num_devices=2, partition="words")
+                                    num_devices=2, partition="words", chunk_tokens=chunk_tokens)
         assert placed.hyper.wide_pairs == wide
+        assert placed.streamed == (chunk_tokens is not None)
         assert state.chunks[0].a_pairs.dtype == (np.complex64 if wide else np.uint32)
         runs.append((placed.corpus_order_topics(state), placed.word_topic(state)))
-    for left, right in zip(*runs):
-        np.testing.assert_array_equal(left, right)
+    for run in runs[1:]:
+        for left, right in zip(runs[0], run):
+            np.testing.assert_array_equal(left, right)
 
 
 def test_a_document_longer_than_a_packed_pair_counts_trains_at_a_million_topics():
