@@ -331,11 +331,13 @@ class Placement:
             chunks, states = self.host_chunks(), self.chunk_states(state)
             return {index: esca.chunk_corpus_topics(chunks[index], states[index])
                     for index in chunks}
-        if self.streamed:  # a slot at a time: each slot's chunk, shares and states
-            slots = [self.stream_source.to_device((self.stream_source[slot], state.chunks[slot]))
-                     for slot in range(self.num_slots)]
-            doc_major = tuple(self.programs.chunk_topics((chunk,), share, (chunk_state,))
-                              for (chunk, share), chunk_state in slots)
+        if self.streamed:  # a slot at a time on the devices, its topics back in host memory
+            source, doc_major = self.stream_source, []
+            for slot in range(self.num_slots):
+                (chunk, share), chunk_state = source.to_device((source[slot], state.chunks[slot]))
+                doc_major.append(source.to_host(self.programs.chunk_topics(
+                    (chunk,), share, (chunk_state,))))
+            doc_major = tuple(doc_major)
         else:
             doc_major = (self.programs.chunk_topics(self.slots, self.word_shares, state.chunks),)
         return {index: topics[:self.chunking[index][1]]
