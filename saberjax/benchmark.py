@@ -11,6 +11,7 @@ import json
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from saberjax import roofline, synth, trainer
@@ -61,6 +62,16 @@ def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
     moved = _nbytes((placement.slots, placement.word_shares))
     return placement, dict(bytes=moved, seconds=significant(seconds),
                            GB_per_s=significant(moved / seconds / 1e9) if seconds > 0 else None)
+
+
+def _a_nonzero_share(placement: Placement, state, tokens: int) -> float | None:
+    """A's nonzero pairs after the timed iterations over the corpus's tokens: the share of
+    the doc-major A arrays holding pairs (each of a words group's devices holds the group's
+    A; None where the chunks stream, or the state holds z alone)."""
+    if placement.streamed or state.chunks[0].a_nnz is None:
+        return None
+    pairs = sum(float(jnp.sum(chunk.a_nnz, dtype=jnp.float32)) for chunk in state.chunks)
+    return significant(pairs / placement.word_parts / tokens, 4)
 
 
 def _peak_device_gigabytes() -> float | None:
@@ -122,6 +133,7 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
          corpus, hyper, placement.num_devices, placement.partition,
          memory.device_bytes_per_token(corpus, hyper)) / 1e9),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
+        a_nonzero_share=_a_nonzero_share(placement, state, tokens),
     )
     if heldout is not None:
         record["heldout_loglik_per_token"] = significant(

@@ -16,7 +16,7 @@ from saberjax import compilation, esca, roofline
 from saberjax.backend import backend_ops
 from saberjax.execution.link_speed import axis_bytes_per_second
 from saberjax.execution.placement import Placement
-from saberjax.execution.programs import counts_exchange_bytes, topics_exchange_bytes
+from saberjax.execution.plan import counts_exchange_bytes, topics_exchange_bytes
 from saberjax.state import BHAT_DTYPE, TrainState
 from saberjax.timing import timed
 

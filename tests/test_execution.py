@@ -75,6 +75,26 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
                                           np.float32)[:, :40], rtol=2**-7)
 
 
+@pytest.mark.parametrize("partition,mesh,barriers", [("words", None, 2), ("hybrid", "1x2", 2),
+                                                     ("hybrid", "2x1", 0)])
+def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, mesh, barriers):
+    """By word, A is rebuilt between two optimization barriers (the row totals counted
+    before, summed after: Programs._word_finish), which order the work and change no value:
+    the model is the one device's.  Where the hosts reduce the counts first there are none."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
+    hyper = Hyperparams.create(40)
+    topics, word_topic, _ = reference(corpus, hyper, 2, seed=5)
+    placed, state = run_on_mesh(corpus, hyper, 2, 5, num_devices=2, partition=partition,
+                                mesh=mesh, hosts_exchange="counts")
+    key = esca.next_iteration(state.seed, state.iteration)[1]
+    program = placed.programs.iteration.lower(placed.slots, placed.program_shares,
+                                              state.chunks, state.model, key).as_text()
+    assert program.count("optimization_barrier") == barriers
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+
+
 @pytest.mark.parametrize("exchange", ["counts", "topics"])
 def test_the_hosts_exchange_counts_or_topics_to_the_one_device_model(exchange):
     """Exchanging topics, each host counts its word share's B whole from every host's topics

@@ -242,6 +242,14 @@ MEASURED = (
     Measured("2 H200, 2026-11-27, b22fab3", 10000, "words", 1, 2, NYT, 1771, 3332, (254, 254)),
     Measured("2 H200, 2026-11-27, 7bf8ea5", 10000, "words", 1, 2, NYT, 1771, 3399, (244, 244)),
     Measured("4 H200, 2026-11-27, 8cd7a0b", 10000, "words", 1, 4, NYT, 1721, 6197, (326, 326)),
+    # main, and A rebuilt between barriers (the count beside the all_to_all)
+    Measured("4 H200, 2026-11-27, 8256030", 10000, "words", 1, 4, NYT, 1777, 6383, (274, 274)),
+    Measured("4 H100, 2026-11-27, 8256030", 10000, "words", 1, 4, NYT, 1631, 5948, (303, 303)),
+    Measured("4 H100, 2026-11-27, f79bbaf", 10000, "words", 1, 4, NYT, 1631, 6058, (310, 310)),
+    Measured("4 H100, 2026-11-27, 604b113", 1000, "two-axis topics", 2, 2, NYT, 2090, 7617,
+             (191, 86)),
+    Measured("4 H100, 2026-11-27, 604b113", 10000, "two-axis topics", 2, 2, NYT, 1629, 5572,
+             (205, 93)),
 )
 
 

@@ -19,19 +19,15 @@ ls -l "$WORK"/*.txt
 # the reader alone, as the launchers run it (reuse_freed_memory), with its phases' times
 "$PY" - "$WORK" <<'PYEOF'
 import resource, sys, time
+sys.path.insert(0, "tools")
+from text_read_rate import timed
 from saberjax.platform import reuse_freed_memory
 reuse_freed_memory()
 from saberjax.corpus import plain_text, text_corpus
 work = sys.argv[1]
 phases = {}
 for name in ("_read_pieces", "choose_vocabulary", "in_memory_corpus", "written_corpus"):
-    def timed(*args, _function=getattr(text_corpus, name), _name=name, **kwargs):
-        start = time.perf_counter()
-        try:
-            return _function(*args, **kwargs)
-        finally:
-            phases[_name] = phases.get(_name, 0) + time.perf_counter() - start
-    setattr(text_corpus, name, timed)
+    timed(text_corpus, name, phases, name, clock=time.perf_counter)
 runs = [("wiki_text", None, None), ("wiki_text", f"{work}/native", None)] + [
     ("wiki_one_copy", None, workers) for workers in (1, 4, 16)]
 for file, directory, workers in runs:

@@ -15,6 +15,8 @@ import json
 import tempfile
 import time
 
+from text_read_rate import kept_progress, timed
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -29,17 +31,11 @@ def main() -> None:
     from saberjax.corpus import cache, formats, splits, text_corpus
 
     seconds: dict[str, float] = {}
-    _timed(cache, "_content_key", seconds, "source key (hashing the source)")
-    _timed(formats, "load_corpus", seconds, "reading into the entry (load_text)")
-    _timed(fingerprints, "fingerprint", seconds, "corpus fingerprints")
-    progress = []
-    start_progress = text_corpus._Progress.__init__
-
-    def kept(self, *rest, **kwargs):
-        start_progress(self, *rest, **kwargs)
-        progress.append(self)
-
-    text_corpus._Progress.__init__ = kept
+    wall = dict(clock=time.perf_counter)
+    timed(cache, "_content_key", seconds, "source key (hashing the source)", **wall)
+    timed(formats, "load_corpus", seconds, "reading into the entry (load_text)", **wall)
+    timed(fingerprints, "fingerprint", seconds, "corpus fingerprints", **wall)
+    progress = kept_progress(text_corpus)
     with tempfile.TemporaryDirectory(dir=".") as folder:
         start = time.perf_counter()
         documents = cache.load_corpus(args.path, args.format, folder,
@@ -62,20 +58,6 @@ def main() -> None:
         seconds={name: round(value, 2) for name, value in seconds.items()},
         load_seconds=round(whole, 2), reading_mtoken_per_s=round(read / reading / 1e6, 1),
         load_mtoken_per_s=round(read / whole / 1e6, 1))), flush=True)
-
-
-def _timed(holder, name: str, seconds: dict, step: str) -> None:
-    """holder.name wrapped to add its wall seconds to seconds[step]."""
-    function = getattr(holder, name)
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - start
-
-    setattr(holder, name, timed)
 
 
 if __name__ == "__main__":

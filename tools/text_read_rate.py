@@ -48,21 +48,14 @@ def main() -> None:
     if args.piece_bytes:
         pieces = _module("saberjax.corpus.text_pieces") or text_corpus
         pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
-    progress = []
-    start_progress = text_corpus._Progress.__init__
-
-    def kept(self, *args, **kwargs):
-        start_progress(self, *args, **kwargs)
-        progress.append(self)
-
-    text_corpus._Progress.__init__ = kept
+    progress = kept_progress(text_corpus)
     if args.processes != "auto":  # text_corpus._uses_processes's bounds
         yes = args.processes == "yes"
         text_corpus.PROCESS_MIN_WORKERS = 1 if yes else 1 << 30
         text_corpus.PROCESS_MIN_BYTES = 0
     thread_cpu = dict(collecting=0.0, adding=0.0)
-    _timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
-    _timed(*_located("saberjax.corpus.text_words.Words.add",
+    timed(text_corpus, "_read_pieces", thread_cpu, "collecting")
+    timed(*_located("saberjax.corpus.text_words.Words.add",
                      "saberjax.corpus.text_corpus._Words.add"), thread_cpu, "adding")
     phases = {}
     for phase, *paths in _PHASES:
@@ -239,18 +232,33 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(owner, name: str, totals: dict, key: str) -> None:
-    """owner.name wrapped to add the CPU seconds of the thread calling it to totals[key]."""
+def kept_progress(text_corpus) -> list:
+    """The reader's progress counters (text_corpus._Progress), each appended to the list
+    returned as the reader makes it: the first one's tokens are the tokens read."""
+    progress = []
+    start_progress = text_corpus._Progress.__init__
+
+    def kept(self, *args, **kwargs):
+        start_progress(self, *args, **kwargs)
+        progress.append(self)
+
+    text_corpus._Progress.__init__ = kept
+    return progress
+
+
+def timed(owner, name: str, totals: dict, key: str, clock=time.thread_time) -> None:
+    """owner.name wrapped to add the seconds of `clock` its calls take (by default the CPU
+    seconds of the thread calling it) to totals[key]."""
     function = getattr(owner, name)
 
-    def timed(*args, **kwargs):
-        start = time.thread_time()
+    def timed_call(*args, **kwargs):
+        start = clock()
         try:
             return function(*args, **kwargs)
         finally:
-            totals[key] += time.thread_time() - start
+            totals[key] = totals.get(key, 0.0) + clock() - start
 
-    setattr(owner, name, timed)
+    setattr(owner, name, timed_call)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ Slots are resident on the devices, in pinned host memory (streaming.HostChunks) 
 store on local disk (chunk_store.StoredChunks), as the plan says (execution.plan).  Each
 process builds only its own devices' chunks.  The host views of a state (its counts, alpha,
 chunk states and topics, for checkpoints, models and tests) go through the Placement too; those
-of the model's rows are execution.model_placement's.
+of the model's rows are execution.model_placement's, of the topics execution.topic_placement's.
 """
 
 from __future__ import annotations
@@ -25,15 +25,17 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, compilation, esca, layout_device, processes, streaming, timing
+from saberjax import chunk_store, compilation, layout_device, processes, streaming, timing
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import compiled, link_speed, memory, model_placement
+from saberjax.execution import (compiled, link_speed, memory, model_placement,
+                                topic_placement)
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
+from saberjax.execution.streamed_programs import StreamedPrograms
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              share_order, word_shares)
 from saberjax.layout_cache import cached_layout
@@ -88,9 +90,10 @@ class Placement:
     def _unseeded_programs(self) -> Programs:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
-        return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows, self.streamed_tokens,
-                        self.hosts_exchange, self.streamed)
+        streamed = dict(streamed_tokens=self.streamed_tokens) if self.streamed else {}
+        return (StreamedPrograms if self.streamed else Programs)(
+            self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
+            self.partition, self.int32_rows, self.hosts_exchange, **streamed)
 
     @property
     def hosts_exchange(self) -> str:
@@ -253,7 +256,7 @@ class Placement:
 
     def chunk_states(self, state: TrainState) -> dict[int, ChunkState]:
         """This process's chunks' states on the host, by layout chunk index."""
-        return self._by_chunk(state.chunks)
+        return self.by_chunk(state.chunks)
 
     def own_chunks(self) -> list[int]:
         """Layout chunk indices of this process's devices' chunks."""
@@ -262,9 +265,10 @@ class Placement:
 
     def host_chunks(self) -> dict[int, Chunk]:
         """This process's chunks on the host, by layout chunk index."""
-        return self._by_chunk(tuple(self.slots))
+        return self.by_chunk(tuple(self.slots))
 
-    def _by_chunk(self, slot_trees) -> dict:
+    def by_chunk(self, slot_trees) -> dict:
+        """This process's parts of by-device pytrees by slot, on the host by layout chunk."""
         found = {}
         for slot, tree in enumerate(slot_trees):
             leaves, treedef = jax.tree.flatten(tree)
@@ -323,25 +327,9 @@ class Placement:
         return model_placement.topic_word(self, state)
 
     def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
-        """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
-        the host, by layout chunk index: the part of the state that depends on no mesh (A is
-        a function of them).  By word, every process takes part (each device's topics come
-        from every device's share)."""
-        if self.word_shares is None:
-            chunks, states = self.host_chunks(), self.chunk_states(state)
-            return {index: esca.chunk_corpus_topics(chunks[index], states[index])
-                    for index in chunks}
-        if self.streamed:  # a slot at a time on the devices, its topics back in host memory
-            source, doc_major = self.stream_source, []
-            for slot in range(self.num_slots):
-                (chunk, share), chunk_state = source.to_device((source[slot], state.chunks[slot]))
-                doc_major.append(source.to_host(self.programs.chunk_topics(
-                    (chunk,), share, (chunk_state,))))
-            doc_major = tuple(doc_major)
-        else:
-            doc_major = (self.programs.chunk_topics(self.slots, self.word_shares, state.chunks),)
-        return {index: topics[:self.chunking[index][1]]
-                for index, topics in self._by_chunk(doc_major).items()}
+        """This process's chunks' topics in corpus order on the host, by layout chunk index
+        (topic_placement.chunk_topics)."""
+        return topic_placement.chunk_topics(self, state)
 
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
@@ -349,47 +337,9 @@ class Placement:
         return np.concatenate([topics[index] for index in sorted(topics)])
 
     def place_topics(self, corpus_topics) -> tuple:
-        """Slot states (as place_chunk_states places them) of the topics in corpus order that
-        corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
-        chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
-        device) where the state holds A.  By word, a device's z is its share's tokens from
-        every chunk of its group (all chunks on one axis, its host's on two), and its A that
-        of every chunk of the group (Programs.group_states)."""
-        chunks = self.host_chunks()
-        rebuild = compilation.jit(esca.state_of_topics, static_argnames="hyper")
-        states = {}
-        for index, chunk in chunks.items():
-            doc_major = self._doc_major(corpus_topics, index, chunk.padded_tokens)
-            topics = doc_major[np.asarray(chunk.doc_major_pos)]
-            states[index] = (ChunkState(topics, None, None) if self.stored else
-                             jax.tree.map(np.asarray, rebuild(chunk, topics, hyper=self.hyper)))
-        if self.word_shares is not None:
-            padded_tokens, parts = chunks[min(chunks)].padded_tokens, self.word_parts
-            num_slots = self.num_slots
-
-            @functools.cache
-            def group_doc_major(group: int, slot: int) -> np.ndarray:  # a spare 0: padding
-                return np.concatenate([self._doc_major(corpus_topics, device * num_slots + slot,
-                                                       padded_tokens)
-                                       for device in range(group * parts, (group + 1) * parts)]
-                                      + [[0]])
-
-            shares = (tuple(self.word_shares) if self.streamed else (self.word_shares,))
-            for index, share in self._by_chunk(shares).items():
-                every = group_doc_major(index // num_slots // parts, index % num_slots)
-                positions = np.minimum(share.doc_major_pos, len(every) - 1)
-                states[index] = states[index]._replace(topics=every[positions])
-            if self.streamed:  # a streamed slot's state holds its own chunk's A
-                return self.place_chunk_states(states)
-            return self.programs.group_states(self.place_chunk_states(states))
-        return self.place_chunk_states(states)
-
-    def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
-        """Chunk `index`'s doc-major topics (corpus_topics: as place_topics), 0 in padding."""
-        first, tokens = self.chunking[index]
-        doc_major = np.zeros(padded_tokens, self.hyper.topic_dtype)
-        doc_major[:tokens] = corpus_topics(first, tokens)
-        return doc_major
+        """Slot states of the topics in corpus order that corpus_topics(first token, tokens)
+        gives (topic_placement.place_topics)."""
+        return topic_placement.place_topics(self, corpus_topics)
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its

@@ -50,10 +50,9 @@ from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperp
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
-from saberjax.execution.programs import (HOSTS_EXCHANGES, counts_exchange_bytes,
-                                         topics_exchange_bytes)
+from saberjax.execution.programs import HOSTS_EXCHANGES
 from saberjax.layout import chunk_spans
-from saberjax.state import needs_wide_pairs
+from saberjax.state import BHAT_DTYPE, needs_wide_pairs
 
 # Partition by word when B has more cells than this per corpus token: an iteration moves
 # 6 bytes per cell of B by document (reduce-scatter of int32 B, all-gather of bfloat16 B-hat)
@@ -133,32 +132,26 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
     of about that many tokens) when its share fits device_memory_gb (None: what the device
     has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
-    fit, streamed from pinned host memory.  stream: True or False overrides that choice.
-    Chunks the host holds (streamed from its memory, or a resident layout it builds: on CPU
-    devices) whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of the
-    memory available) stream from a chunk store in chunk_store_dir (None:
-    chunk_store.default_directory()), in chunks small enough for both budgets; stream=False
-    keeps them resident whatever the host budget.
+    fit, streamed from pinned host memory (stream: True or False overrides that).  Chunks the
+    host holds (streamed, or a resident layout it builds: on CPU devices) whose states do not
+    fit host_memory_gb (None: HOST_MEMORY_FRACTION of the memory available) stream from a
+    chunk store in chunk_store_dir (None: chunk_store.default_directory()), by documents, in
+    chunks small enough for both budgets; stream=False keeps them resident.
     partition: "documents" (each device samples its documents' tokens against the whole
-    B-hat, which is reduced and gathered every iteration), "words" (each device samples its
-    words' tokens against every document's A, which is gathered every iteration: no B moves,
-    and each device holds only its words' rows of the model) or "auto".  scoring: held-out
-    documents are scored during the run (their memory counts on CPU devices).  "hybrid": the
-    two-axis mesh `mesh` ("HOSTSxGPUS"; None: the processes x the devices of each), by word
-    within a host's devices and by document across hosts; mesh given, partition is "hybrid"
-    (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
-    or in pinned host memory (None: where they are accelerators; on CPU devices, which share
-    the host's cores, the host's builder is the faster one and its layouts are cached).
-    model_format: "dense", "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses
-    between the hosts of the two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).
-    Errors: MemoryError when the model does not fit the devices or the host
-    (memory.host_bytes, against the memory available), ValueError for a partition or mesh
-    that cannot hold the settings.
-    """
-    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
-        raise ValueError(f"hosts_exchange must be 'auto', "
-                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
-    hosts, gpus, num_devices = _grid(partition, mesh, num_devices)
+    B-hat, reduced and gathered every iteration), "words" (each device samples its words'
+    tokens against every document's A, gathered every iteration: no B moves, each device
+    holds only its words' rows of the model, and the documents stream past them too),
+    "hybrid" (the two-axis mesh `mesh`, "HOSTSxGPUS", None: the processes x the devices of
+    each: by word within a host, by document across hosts; mesh given, "hybrid" or "auto")
+    or "auto".  scoring: held-out documents are scored during the run (their memory counts
+    on CPU devices).  layout_on_devices: the devices build the chunks that live in their
+    memory or in pinned host memory (None: where they are accelerators; on CPU devices the
+    host's builder is the faster one and its layouts are cached).  model_format: "dense",
+    "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses between the hosts of the
+    two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).  Errors: MemoryError when
+    the model does not fit the devices or the host (memory.host_bytes), ValueError for a
+    partition or mesh that cannot hold the settings."""
+    hosts, gpus, num_devices = _grid(partition, mesh, num_devices, hosts_exchange)
     one_axis = make_mesh(num_devices)
     if layout_on_devices is None:
         layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
@@ -187,15 +180,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                      else "documents" if host_layout_stored
                      else _auto_partition(corpus, hyper, one_axis.size, fits, stream,
                                           chunk_tokens))
-    if partition == "hybrid" and (stream or chunk_tokens is not None):
-        raise ValueError("partition 'hybrid' keeps each device's share resident in one "
-                         "chunk: leave out chunk_tokens and streaming, or partition by "
-                         "documents or words")
     if partition == "words" and stream is not False and (
             stream or chunk_tokens is not None or not fits("words")):
         return _by_words_streamed(corpus, hyper, one_axis, fits, budget, chunk_tokens,
                                   prefetch, host_budget, layout_on_devices)
     if partition == "hybrid":
+        if stream or chunk_tokens is not None:
+            raise ValueError("partition 'hybrid' keeps each device's share resident in one "
+                             "chunk: leave out chunk_tokens and streaming, or partition by "
+                             "documents or words")
         fits.check(partition)
         return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
                     wide_pairs=hyper.wide_pairs, hosts_exchange=hosts_exchange)
@@ -209,11 +202,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          layout_on_devices)
 
 
-def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int, int]:
+def _grid(partition: str, mesh: str | None, num_devices: int,
+          hosts_exchange: str) -> tuple[int, int, int]:
     """(hosts, gpus, num_devices) of the settings: the two-axis mesh `mesh` ("HOSTSxGPUS";
     None: the processes x the devices of each) and the devices of the one-axis mesh (all of
-    the grid's where the run is "hybrid"); ValueError naming partition, mesh or num_devices
-    where they disagree."""
+    the grid's where the run is "hybrid"); ValueError naming partition, mesh, num_devices or
+    hosts_exchange where they disagree or are unknown."""
+    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
+        raise ValueError(f"hosts_exchange must be 'auto', "
+                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
                          f"got {partition!r}")
@@ -403,6 +400,22 @@ def _hybrid_by_default(hosts: int, gpus: int, fits: _ResidentFit, stream: bool |
     stays resident in one chunk."""
     return (hosts > 1 and gpus > 1 and not stream and chunk_tokens is None
             and fits("hybrid"))
+
+
+def counts_exchange_bytes(model_rows: int, int32_rows: int, padded_topics: int,
+                          hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging counts: the
+    reduce-scatter of its share's rows (int32 rows, the rest float16) and the all-gather of
+    their bfloat16 B-hat."""
+    row_bytes = (int32_rows * 4 + (model_rows - int32_rows) * 2
+                 + model_rows * jnp.dtype(BHAT_DTYPE).itemsize)
+    return int(row_bytes * padded_topics * (hosts - 1) / hosts)
+
+
+def topics_exchange_bytes(share_tokens: int, topic_bytes: int, hosts: int) -> int:
+    """Bytes a device receives over the hosts axis an iteration exchanging topics: the
+    other hosts' topics of its word share's tokens."""
+    return (hosts - 1) * share_tokens * topic_bytes
 
 
 def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32_rows: int,

@@ -18,19 +18,12 @@ Partition by word: each device samples its words' tokens (its word share) agains
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
 holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
 device's state holds the A of every chunk of its words group, gathered at the end of the
-iteration that rebuilt it behind the count of B, B-hat and the trees (which do not read A).
+iteration that rebuilt it; the count of B runs while the topics move, B-hat and the trees
+while A moves (_word_finish's barriers).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
-most tokens at the all_to_all.  Streamed by word, the slots of documents pass by while each
-device's rows of the model stay: slot j is chunk j of every device with each device's word
-share of those chunks (layout.word_shares of the slot); a device's state of the slot holds
-its share's z and its own chunk's A, and the slot's program gathers the A of the slot's
-chunks, samples the share, sends the topics back and rebuilds its own chunk's A, adding the
-share's tokens into the device's rows (dense counts, or the sparse model's token keys).  The
-sparse model (hyper.sparse) by word counts each device's share's sparse rows of B whole
-(sparse_rows.count_rows; streamed, from the keys of its shares, streamed_rows) and only the
-topic totals are summed.  Streamed by document, every device holds the whole sparse model:
-each slot's tokens' keys are kept (streamed_rows) and the reduction gathers and counts them on
-every device.
+most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
+share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
+Streamed slots, by document or by word, run the programs of execution.streamed_programs.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -64,13 +57,13 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, esca, prior, segmented_count, sparse_rows, streamed_rows
+from saberjax import compilation, esca, prior, segmented_count, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
                                      WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
                                      model_rows, stacked)
-from saberjax.state import BHAT_DTYPE, ChunkState, Model
+from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
@@ -87,22 +80,6 @@ class PeerShares(NamedTuple):
     num_tokens: jax.Array
 
 
-def counts_exchange_bytes(model_rows: int, int32_rows: int, padded_topics: int,
-                          hosts: int) -> int:
-    """Bytes a device receives over the hosts axis an iteration exchanging counts: the
-    reduce-scatter of its share's rows (int32 rows, the rest float16) and the all-gather of
-    their bfloat16 B-hat."""
-    row_bytes = (int32_rows * 4 + (model_rows - int32_rows) * 2
-                 + model_rows * jnp.dtype(BHAT_DTYPE).itemsize)
-    return int(row_bytes * padded_topics * (hosts - 1) / hosts)
-
-
-def topics_exchange_bytes(share_tokens: int, topic_bytes: int, hosts: int) -> int:
-    """Bytes a device receives over the hosts axis an iteration exchanging topics: the
-    other hosts' topics of its word share's tokens."""
-    return (hosts - 1) * share_tokens * topic_bytes
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Programs:
     """The jitted programs of an iteration on `mesh` for a model of num_words words, each
@@ -117,13 +94,13 @@ class Programs:
     # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
     # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
     int32_rows: int = 0
-    # the sparse model streamed: the padded tokens of a device's slots (by word, of its word
-    # shares), the room of its tokens' keys (streamed_rows)
-    streamed_tokens: int = 0
     # the two-axis mesh: what crosses between hosts, "counts" or "topics" (HOSTS_EXCHANGES)
     hosts_exchange: str = "counts"
-    # the slots stream (by word, a slot's state holds its own chunk's A, not its group's)
-    streamed: bool = False
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the slots stream (streamed_programs.StreamedPrograms)."""
+        return False
 
     @property
     def num_devices(self) -> int:
@@ -186,13 +163,15 @@ class Programs:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
-    def _summed_totals(self, rows):
-        """The topic totals of every device's rows of B, summed over the mesh (over the gpus
-        alone where every host holds the same rows; a whole sparse model's on each device)."""
+    def _row_totals(self, rows):
+        """The topic totals of this device's rows of B."""
         if self.hyper.sparse:
-            totals = sparse_rows.topic_totals(rows, self.hyper.padded_topics)
-        else:
-            totals = backend_ops(self.hyper.backend).topic_totals(rows)
+            return sparse_rows.topic_totals(rows, self.hyper.padded_topics)
+        return backend_ops(self.hyper.backend).topic_totals(rows)
+
+    def _mesh_totals(self, totals):
+        """Every device's row totals summed over the mesh (over the gpus alone where every
+        host holds the same rows; a whole sparse model's on each device)."""
         if self.num_devices == 1 or self.whole_sparse_model:
             return totals
         return lax.psum(totals, (self.axes.words,) if self.exchanges_topics
@@ -208,11 +187,11 @@ class Programs:
 
     def _model_of_rows(self, rows, alpha, totals=None) -> Model:
         """The model of this device's rows of B and prior alpha: totals summed over the mesh
-        (None: _summed_totals), B-hat and trees of the rows, then B-hat and the trees
+        (None: summed here), B-hat and trees of the rows, then B-hat and the trees
         gathered over the documents axis (whole on every device by document, the device's
         word share on the two-axis mesh; by word, or where every host counts its share's
         rows whole, they stay with their rows)."""
-        totals = self._summed_totals(rows) if totals is None else totals
+        totals = self._mesh_totals(self._row_totals(rows)) if totals is None else totals
         own = esca.model_from_totals(rows, totals, alpha, self.hyper, self.num_words,
                                      self._first_row(rows))
         if self.row_parts == 1 or self.hyper.sparse:
@@ -259,36 +238,16 @@ class Programs:
             new_states.append(stacked(new_state))
         return tuple(new_states), counts
 
-    def _streamed_counts(self, chunk, topics, counts):
-        """A streamed slot's partial counts with a chunk's (by word, a share's) tokens of
-        word-major topics added: into B_d, or the sparse model's token keys (streamed_rows),
-        counted at the end."""
-        if self.hyper.sparse:
-            return streamed_rows.appended(counts, chunk, topics)
-        return esca.count_word_topic(chunk, topics, counts, self.hyper)
-
     def _init_chunk(self, seed):
-        if self.hyper.sparse:  # the tokens' keys, counted at the end (streamed_rows)
-            def run(chunk, _, keys):
-                state = esca.chunk_state_from_topics(
-                    chunk, *esca.initial_topics(chunk, seed, self.hyper), self.hyper)
-                return state, self._streamed_counts(chunk, state.topics, keys)
-            return run
+        """run(chunk, state, counts) of a chunk's random initial state, its tokens added into
+        the counts."""
         return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
 
     def _chunk_step(self, model, key):
-        def run(chunk, state, counts):
-            whole = esca.whole_state(chunk, state, self.hyper)
-            if self.hyper.sparse:
-                new_state = esca.chunk_state_from_topics(
-                    chunk, *esca.sample(chunk, whole, model, key, self.hyper), self.hyper)
-                counts = self._streamed_counts(chunk, new_state.topics, counts)
-            else:
-                new_state, counts = esca.chunk_step(chunk, whole, model, key, counts, self.hyper)
-            if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
-                new_state = ChunkState(new_state.topics, None, None)
-            return new_state, counts
-        return run
+        """run(chunk, state, counts) of a chunk's E-step and A's rebuild, its tokens added
+        into the counts."""
+        return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
+                                                            self.hyper)
 
     def _word_finish(self, slots, shares, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
@@ -297,7 +256,7 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, peers = self._local_shares(shares)
-        state = self._group_state(self._own_state(local(slots[0]), topics, doc_major))
+        chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -305,22 +264,17 @@ class Programs:
             counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
-        return (stacked(state),), self._model_of_partial_counts(counts, alpha)
-
-    def _own_state(self, chunk, topics, doc_major) -> ChunkState:
-        """Partition by word: a device's state of a slot after the E-step of its share: the
-        share's word-major topics and its own chunk's A, rebuilt from the topics every device
-        of the words axis drew for the chunk's tokens (_own_chunk_topics)."""
-        return esca.chunk_state_from_topics(chunk, topics, self._own_chunk_topics(doc_major),
-                                            self.hyper)
-
-    def _word_slot(self, chunk, share, drawn, counts):
-        """Partition by word, streamed: (the device's state of the slot, its partial counts
-        with the share's tokens added) after the E-step (or initial draw) of its share,
-        drawn = (word-major topics, doc-major topics in the slot's group space)."""
-        topics, doc_major = drawn
-        return (stacked(self._own_state(chunk, topics, doc_major)),
-                stacked(self._streamed_counts(share, topics, counts)))
+        if self.row_parts > 1:  # the counts are reduced over the hosts first
+            state = esca.chunk_state_from_topics(chunk, topics, own_topics, self.hyper)
+            return (stacked(self._group_state(state)),), self._model_of_partial_counts(
+                counts, alpha)
+        # A rebuilt once the row totals are counted, they summed once A is rebuilt: the
+        # count runs while the topics move, B-hat while A moves
+        own_topics, totals = lax.optimization_barrier((own_topics, self._row_totals(counts)))
+        state, totals = lax.optimization_barrier((esca.chunk_state_from_topics(
+            chunk, topics, own_topics, self.hyper), totals))
+        return (stacked(self._group_state(state)),), self._model_of_rows(
+            counts, alpha, self._mesh_totals(totals))
 
     def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
@@ -431,74 +385,16 @@ class Programs:
                                                (self.by_device,) * 3 + (self.model_spec, P()),
                                                (self.by_device, self.model_spec)))
 
-    # -- streamed slots: one program a slot, then the reduction --
-
-    @functools.cached_property
-    def slot_init(self):
-        """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts); by
-        word the slot is (chunk, word share)."""
-        def by_document(chunk, seed, counts):
-            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None,
-                                              local(counts))
-            return states[0], stacked(counts)
-
-        def by_word(slot, seed, counts):
-            chunk, share = local(slot)
-            return self._word_slot(chunk, share, esca.initial_topics(
-                share, seed, self.hyper, self.size(self.axes.words) * chunk.padded_tokens),
-                local(counts))
-
-        body = by_word if self.by_word else by_document
-        return compilation.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
-                                               (self.by_device, self.by_device)), donate_argnums=2)
-
-    @functools.cached_property
-    def slot_step(self):
-        """(slot's chunk, its states, model, key, partial counts (donated)) -> (new states,
-        the counts); by word the slot is (chunk, word share)."""
-        def by_document(chunk, state, model, key, counts):
-            states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
-                                              local(counts))
-            return states[0], stacked(counts)
-
-        def by_word(slot, state, model, key, counts):
-            chunk, share = local(slot)
-            return self._word_slot(chunk, share, esca.sample(
-                share, self._group_state(local(state)), model, key, self.hyper), local(counts))
-
-        body = by_word if self.by_word else by_document
-        device = self.by_device
-        return compilation.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
-                                               (device, device)), donate_argnums=4)
-
-    @functools.cached_property
-    def zero_partial_counts(self):
-        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device (by word
-        [N, rows, K_pad], each device's rows); for the sparse model each device's empty token
-        keys (streamed_rows, [N, streamed_tokens])."""
-        def zeros():
-            if self.hyper.sparse:
-                return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
-                                    streamed_rows.empty(self.streamed_tokens))
-            rows = self.model_rows if self.by_word else self.padded_words
-            return jnp.zeros((self.num_devices, rows, self.hyper.padded_topics), jnp.int32)
-        return compilation.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
-
     @functools.cached_property
     def reduce(self):
-        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum; for
-        the sparse model, of every device's token keys, whole on each device (by word, each
-        device's rows of its own keys)."""
-        def body(counts, alpha):
-            if not self.hyper.sparse:
-                return self._model_of_partial_counts(local(counts), alpha)
-            keys = local(counts)
-            if self.whole_sparse_model and self.num_devices > 1:
-                keys = streamed_rows.gathered(keys, self.mesh.axis_names)
-            return self._model_of_rows(streamed_rows.counted(keys, self.model_rows,
-                                                             self.hyper.padded_topics), alpha)
-        return compilation.jit(self._shard_map(body, (self.by_device, P()), self.model_spec),
-                               donate_argnums=0)
+        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
+        return compilation.jit(self._shard_map(
+            lambda counts, alpha: self._reduced(local(counts), alpha),
+            (self.by_device, P()), self.model_spec), donate_argnums=0)
+
+    def _reduced(self, counts, alpha):
+        """The model of a device's partial counts (reduce's body)."""
+        return self._model_of_partial_counts(counts, alpha)
 
     @functools.cached_property
     def model(self):

@@ -1,0 +1,87 @@
+"""The GPU timeline of resident iterations: which kernels and collectives run when, on which
+stream, for one device (jax.profiler's trace, summarised here so that what comes back is a
+short text).  Shows whether a collective overlaps compute (docs/measurements/multi_gpu.md).
+
+    python tools/iteration_profile.py --corpus=/tmp/two_axis_nytimes --num_topics=10000 \
+        --partition=words --num_devices=4 --trace_dir=/tmp/profile
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+
+import jax
+from absl import app, flags
+
+from saberjax.config import Hyperparams
+from saberjax.corpus import load_corpus
+from saberjax.execution.placement import place
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus", None, "Corpus path (load_corpus).", required=True)
+flags.DEFINE_integer("num_topics", 10000, "K.")
+flags.DEFINE_string("backend", "pallas", "Backend of the hot ops.")
+flags.DEFINE_string("partition", "words", "Partition of the mesh.")
+flags.DEFINE_integer("num_devices", 0, "Devices (0: all).")
+flags.DEFINE_integer("warmup", 4, "Iterations before the traced ones.")
+flags.DEFINE_integer("traced", 2, "Iterations traced.")
+flags.DEFINE_string("trace_dir", "/tmp/iteration_profile", "Where the trace is written.")
+flags.DEFINE_integer("device", 0, "The GPU whose timeline is printed.")
+flags.DEFINE_float("shortest_us", 20.0, "Kernels shorter than this are summed, not listed.")
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 70 else name[:67] + "..."
+
+
+def main(_):
+    corpus = load_corpus(FLAGS.corpus)
+    placed = place(corpus, Hyperparams.create(FLAGS.num_topics, backend=FLAGS.backend),
+                   FLAGS.num_devices, partition=FLAGS.partition)
+    state = placed.init(0)
+    step = placed.compile(state)
+    for _ in range(FLAGS.warmup):
+        state = step(state)
+    jax.block_until_ready(state)
+    jax.profiler.start_trace(FLAGS.trace_dir)
+    for _ in range(FLAGS.traced):
+        state = step(state)
+    jax.block_until_ready(state)
+    jax.profiler.stop_trace()
+    path = sorted(glob.glob(f"{FLAGS.trace_dir}/**/*.xplane.pb", recursive=True))[-1]
+    data = jax.profiler.ProfileData.from_file(path)
+    planes = [plane for plane in data.planes if plane.name == f"/device:GPU:{FLAGS.device}"]
+    if not planes:
+        print("no plane of GPU", FLAGS.device, [plane.name for plane in data.planes])
+        return
+    events = []
+    print("lines:", [line.name for line in planes[0].lines])
+    for line in planes[0].lines:
+        if "Stream" not in line.name:
+            continue
+        for event in line.events:
+            events.append((event.start_ns, event.duration_ns, line.name, event.name))
+    events.sort()
+    first = events[0][0]
+    small = collections.defaultdict(lambda: [0, 0.0])
+    print(f"GPU {FLAGS.device}: {len(events)} kernels over "
+          f"{(events[-1][0] + events[-1][1] - first) / 1e6:.2f} ms ({FLAGS.traced} iterations)")
+    print("start_ms  end_ms   ms     stream                 kernel")
+    for start, duration, stream, name in events:
+        if duration / 1e3 < FLAGS.shortest_us:
+            small[stream][0] += 1
+            small[stream][1] += duration / 1e6
+            continue
+        print(f"{(start - first) / 1e6:8.3f} {(start + duration - first) / 1e6:8.3f} "
+              f"{duration / 1e6:6.3f} {stream[:22]:22s} {_short(name)}")
+    for stream, (count, ms) in small.items():
+        print(f"shorter than {FLAGS.shortest_us} us on {stream}: {count} kernels, {ms:.3f} ms")
+    busy = collections.defaultdict(float)
+    for _, duration, stream, _ in events:
+        busy[stream] += duration / 1e6
+    print("busy ms by stream:", {k: round(v, 3) for k, v in busy.items()})
+
+
+if __name__ == "__main__":
+    app.run(main)
