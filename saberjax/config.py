@@ -82,8 +82,9 @@ class TrainConfig:
                             choices=("auto", "xla", "pallas"))
     model_format: str = _setting(
         "auto", "How the devices hold the word-topic counts B: dense (V x K arrays), sparse "
-        "(each word's nonzero topics: the model grows with the corpus, not with K; resident "
-        "partitioned by words, or streamed by documents with the whole model on every device) "
+        "(each word's nonzero topics: the model grows with the corpus, not with K; partitioned "
+        "by words, resident or streamed, or streamed by documents with the whole model on "
+        "every device) "
         "or auto (dense where its model fits the devices, else sparse).",
         choices=("auto", *MODEL_FORMATS))
     chunk_tokens: int | None = _setting(
@@ -94,7 +95,8 @@ class TrainConfig:
     partition: str = _setting(
         "auto", "How several devices share the work: by documents (the model's counts reduced "
         "every iteration), by words (every document's A gathered every iteration; each device "
-        "holds only its words' rows of the model), hybrid (the two-axis mesh of --mesh: by "
+        "holds only its words' rows of the model, the documents resident or streamed past "
+        "them), hybrid (the two-axis mesh of --mesh: by "
         "words within a host, by documents across hosts), or auto (hybrid with several "
         "processes of several devices each, else by words when the model outweighs the "
         "corpus or only fits that way).", choices=("auto", *PARTITIONS))

@@ -292,27 +292,36 @@ def build_layout(corpus: Corpus, chunk_tokens: int | None = None, num_parts: int
     )
 
 
+def group_spans(layout: Layout, num_parts: int, group: int, slot: int = 0,
+                num_slots: int = 1) -> list[tuple[int, int]]:
+    """[first, last) documents of the num_parts chunks of a words group in a slot: the slot's
+    chunk of each of the group's devices g * n ... (g + 1) * n - 1 (n = num_parts), device d's
+    chunk in slot s being layout chunk d * num_slots + s (consecutive chunks with one slot)."""
+    return [layout.chunk_docs[(group * num_parts + part) * num_slots + slot]
+            for part in range(num_parts)]
+
+
 class _WordGroup:
-    """The tokens of one group of num_parts consecutive chunks of a layout (all of them on a
+    """The tokens of one words group's chunks in a slot (group_spans: all devices' on a
     one-axis mesh, a host's on the two-axis mesh), with what word_shares needs of each: its
     word's rank, its part of the vocabulary, its document's index and its position in the
     group's doc-major space (chunk e of the group at e * padded tokens and e * padded
     documents).  Only the group's documents are read."""
 
     def __init__(self, corpus: Corpus, layout: Layout, num_parts: int, group: int,
-                 word_rank: np.ndarray):
+                 word_rank: np.ndarray, slot: int = 0, num_slots: int = 1):
         offsets = np.asarray(corpus.doc_offsets, np.int64)
         self.padded_tokens, self.padded_docs = padded_shape(offsets, layout.chunk_docs)
-        spans = layout.chunk_docs[group * num_parts:(group + 1) * num_parts]
-        first_doc, last_doc = spans[0][0], spans[-1][1]
-        local = offsets[first_doc:last_doc + 1] - offsets[first_doc]
-        self.lengths = np.diff(local)
-        self.ranks = word_rank[np.asarray(corpus.word_ids[offsets[first_doc]:
-                                                          offsets[last_doc]])]
+        spans = group_spans(layout, num_parts, group, slot, num_slots)
+        self.lengths = np.concatenate([np.diff(offsets[first:last + 1])
+                                       for first, last in spans]).astype(np.int64)
+        self.ranks = word_rank[_group_word_ids(corpus, spans)]
         self.part_of = self.ranks % num_parts
-        firsts = np.array([first for first, _ in spans]) - first_doc
-        num_docs = last_doc - first_doc
-        chunk_of_doc = np.repeat(np.arange(num_parts), np.diff(np.append(firsts, num_docs)))
+        docs = np.array([last - first for first, last in spans])
+        firsts = np.concatenate([[0], np.cumsum(docs)[:-1]])  # each chunk's first document
+        num_docs = int(docs.sum())
+        local = np.concatenate([[0], np.cumsum(self.lengths)])  # in the group's token order
+        chunk_of_doc = np.repeat(np.arange(num_parts), docs)
         self.doc_index = (chunk_of_doc * self.padded_docs + np.arange(num_docs)
                           - firsts[chunk_of_doc]).astype(np.int32)
         doc_base = chunk_of_doc * self.padded_tokens + local[:-1] - local[firsts[chunk_of_doc]]
@@ -326,6 +335,13 @@ class _WordGroup:
             + [[num_parts * self.padded_tokens]]).astype(np.int32)
         self.token_base = np.array([split_token_id(int(offsets[first])) for first, _ in spans],
                                    np.uint32)
+
+
+def _group_word_ids(corpus: Corpus, spans) -> np.ndarray:
+    """The word ids of the documents of spans, span after span."""
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    return np.concatenate([np.asarray(corpus.word_ids[offsets[first]:offsets[last]])
+                           for first, last in spans])
 
 
 def share_order(word_counts: np.ndarray, word_order: np.ndarray, num_parts: int) -> np.ndarray:
@@ -369,30 +385,30 @@ def _share_rank(corpus: Corpus, layout: Layout, num_parts: int,
 
 
 def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
-                       groups: Collection[int], order: np.ndarray | None = None) -> int:
-    """The most tokens of one share of word_shares among the given groups' (reading only
-    their documents); order as word_shares'."""
+                       groups: Collection[int], order: np.ndarray | None = None,
+                       num_slots: int = 1) -> int:
+    """The most tokens of one share of word_shares among the given groups' in any of
+    num_slots slots (reading only their documents); order as word_shares'."""
     word_rank = _share_rank(corpus, layout, num_parts, order)
-    offsets = np.asarray(corpus.doc_offsets)
 
-    def largest(group: int) -> int:
-        first = layout.chunk_docs[group * num_parts][0]
-        last = layout.chunk_docs[(group + 1) * num_parts - 1][1]
-        ranks = word_rank[np.asarray(corpus.word_ids[offsets[first]:offsets[last]])]
+    def largest(group: int, slot: int) -> int:
+        spans = group_spans(layout, num_parts, group, slot, num_slots)
+        ranks = word_rank[_group_word_ids(corpus, spans)]
         return int(np.bincount(ranks % num_parts, minlength=num_parts).max(initial=0))
 
-    return max(map(largest, groups))
+    return max(largest(group, slot) for group in groups for slot in range(num_slots))
 
 
 def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],
-                share_tokens: int | None = None,
-                order: np.ndarray | None = None) -> dict[int, Chunk]:
+                share_tokens: int | None = None, order: np.ndarray | None = None,
+                slot: int = 0, num_slots: int = 1) -> dict[int, Chunk]:
     """The tokens of each of `parts`' shares of the vocabulary, over the doc-major space of
-    its group of chunks, for a layout of one chunk per part (partition by word,
-    saberjax.execution).
+    its group's chunks in a slot, for a layout of num_slots chunks per part (partition by
+    word, saberjax.execution; streamed, one call a slot).
 
-    Parts come in groups of num_parts, group g holding chunks g * n ... (g + 1) * n - 1 (n =
-    num_parts; one group on a one-axis mesh, one per host on the two-axis mesh).  Part p
+    Parts come in groups of num_parts, group g holding the slot's chunk of parts g * n ...
+    (g + 1) * n - 1 (n = num_parts; one group on a one-axis mesh, one per host on the
+    two-axis mesh; group_spans).  Part p
     holds the words at positions p % n, p % n + n, p % n + 2n, ... of the share order
     (`order`, None: share_order of the whole corpus's word counts, so every group has the
     same shares: rows equal, tokens near-equal) of its group's documents, as rows
@@ -411,7 +427,7 @@ def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collectio
         raise ValueError(f"partition by word spans {num_parts} x {padded_tokens:,} doc-major "
                          f"positions, more than int32 indexes; partition by document")
     word_rank = _share_rank(corpus, layout, num_parts, order)
-    groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank)
+    groups = {group: _WordGroup(corpus, layout, num_parts, group, word_rank, slot, num_slots)
               for group in sorted({part // num_parts for part in parts})}
     share_tokens = share_tokens or bucket_size(max(
         np.bincount(group.part_of, minlength=num_parts).max(initial=0)

@@ -215,8 +215,10 @@ def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the
     assert place(corpus, hyper, 1).partition == "documents"
     assert place(corpus, hyper, 2, chunk_tokens=100).partition == "documents"
     assert place(corpus, hyper, 2, stream=True).partition == "documents"
-    with pytest.raises(ValueError, match="partition 'words' keeps each device's share"):
-        place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+    streamed = place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+    assert (streamed.partition, streamed.streamed, streamed.num_slots > 1) == ("words", True, True)
+    with pytest.raises(ValueError, match="partition 'hybrid' keeps each device's share"):
+        place(corpus, hyper, chunk_tokens=100, mesh="1x2")
     with pytest.raises(ValueError, match="partition must be"):
         place(corpus, hyper, 2, partition="topics")
 

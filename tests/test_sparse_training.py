@@ -221,19 +221,21 @@ def test_auto_names_the_gb_the_model_needs_where_neither_format_fits():
 @pytest.mark.parametrize("model_format", ["sparse", "dense"])
 def test_wide_pairs_train_the_model_packed_pairs_train(model_format):
     """A's pairs forced wide (as the plan takes them for long documents) give the same topics
-    and B, A gathered over two devices by word."""
+    and B, A gathered over two devices by word, resident and streamed."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=50, num_words=29, mean_length=25, seed=8)
     hyper = Hyperparams.create(20, model_format=model_format)
     runs = []
-    for wide in (False, True):
+    for wide, chunk_tokens in ((False, None), (True, None), (True, 400)):
         placed, state = run_on_mesh(corpus, dataclasses.replace(hyper, wide_pairs=wide), 3, 2,
-                                    num_devices=2, partition="words")
+                                    num_devices=2, partition="words", chunk_tokens=chunk_tokens)
         assert placed.hyper.wide_pairs == wide
+        assert placed.streamed == (chunk_tokens is not None)
         assert state.chunks[0].a_pairs.dtype == (np.complex64 if wide else np.uint32)
         runs.append((placed.corpus_order_topics(state), placed.word_topic(state)))
-    for left, right in zip(*runs):
-        np.testing.assert_array_equal(left, right)
+    for run in runs[1:]:
+        for left, right in zip(runs[0], run):
+            np.testing.assert_array_equal(left, right)
 
 
 def test_a_document_longer_than_a_packed_pair_counts_trains_at_a_million_topics():
@@ -259,3 +261,79 @@ def test_a_document_longer_than_a_packed_pair_counts_trains_at_a_million_topics(
         expected_topics, expected_counts = np.unique(topics[first:last], return_counts=True)
         np.testing.assert_array_equal(doc_topics, expected_topics)
         np.testing.assert_array_equal(doc_counts, expected_counts)
+
+
+@pytest.mark.parametrize("model_format", ["sparse", "dense"])
+def test_streamed_by_words_is_the_model_resident_on_one_device(model_format):
+    """Partitioned by word and streamed (each device keeps its words' rows while every
+    device's slots of documents pass by with their word shares): the same topics and B, bit
+    for bit, as resident on one device, over several slots a device."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=120, num_words=37, mean_length=25, seed=3)
+    hyper = Hyperparams.create(40, model_format=model_format)
+    resident, resident_state = run_on_mesh(corpus, hyper, 3, 5, num_devices=1)
+    placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=2, partition="words",
+                                chunk_tokens=700)
+    assert (placed.partition, placed.streamed, placed.hyper.model_format) == (
+        "words", True, model_format)
+    assert placed.num_slots > 1
+    np.testing.assert_array_equal(placed.corpus_order_topics(state),
+                                  resident.corpus_order_topics(resident_state))
+    np.testing.assert_array_equal(placed.word_topic(state), resident.word_topic(resident_state))
+    if model_format == "sparse":  # each device holds its words' rows, of its shares' tokens
+        assert (state.model.word_topic.topics.sharding.spec
+                == SPARSE_MODEL_SPEC.word_topic.topics)
+        assert state.model.word_topic.topics.shape == (2 * placed.streamed_tokens,)
+        rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
+                                               np.asarray(state.model.alpha))
+        for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
+            np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
+
+
+def test_a_run_streamed_by_words_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
+    """Checkpoints of a run streamed by word put each slot's share z and own A back."""
+    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
+    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
+                                 optimize_alpha_every=1, model_format="sparse",
+                                 partition="words", chunk_tokens=300)
+    trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
+    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
+    uninterrupted = trainer.train(corpus, longer)
+    assert uninterrupted.model.config["streamed"]
+    for left, right in zip(resumed.model.word_topic_counts[:3],
+                           uninterrupted.model.word_topic_counts[:3]):
+        np.testing.assert_array_equal(left, right)
+    np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
+    assert not np.allclose(uninterrupted.model.alpha, uninterrupted.model.alpha[0])  # learned
+
+
+def test_the_sparse_plan_streams_by_words_where_each_device_holds_its_share(monkeypatch):
+    """On two devices, where every share does not fit resident, the sparse model streams by
+    word: a device's plan counts its rows (half the tokens' entries), where streamed by
+    document every device holds the whole model."""
+    corpus = random_corpus(num_docs=200, seed=7)
+    hyper = Hyperparams.create(1_000_000, model_format="sparse")
+    share = -(-corpus.num_tokens // 2)
+    resident = memory.resident_bytes(corpus, hyper, 2, "words", memory.SPARSE_BYTES_PER_TOKEN)
+    by_word = memory.streamed_by_word_model_bytes(share, 25, hyper.padded_topics, True)
+    by_document = memory.streamed_sparse_model_bytes(corpus.num_tokens, 50,
+                                                     hyper.padded_topics, 2)
+    assert by_word < by_document
+    # the model and two slots in flight (prefetch 1), a slot token's bytes with both devices'
+    # A gathered and doc-major topics
+    budget = by_word + 2 * 1100 * (memory.SPARSE_BYTES_PER_TOKEN
+                                   + 2 * memory.WORD_PARTITION_BYTES_PER_TOKEN)
+    assert budget < min(resident, by_document)
+    planned = plan(corpus, hyper, 2, device_memory_gb=budget / 1e9, prefetch=1)
+    assert (planned.partition, planned.streamed, planned.model_format) == (
+        "words", True, "sparse")
+    assert 1024 <= planned.chunk_tokens < share
+    with pytest.raises(MemoryError, match="the model does not fit the device"):
+        plan(corpus, hyper, 2, partition="words", device_memory_gb=by_word / 2e9)
+    # a host budget that holds the model but not the chunks beside it (the process's memory
+    # not counted): a chunk store's, which streams by document only
+    monkeypatch.setattr(memory, "anonymous_host_memory", lambda: 0)
+    assert plan(corpus, hyper, 2, stream=True, host_memory_gb=4e-4).stored
+    with pytest.raises(ValueError, match="partition 'words' streams from host memory"):
+        plan(corpus, hyper, 2, partition="words", stream=True, host_memory_gb=4e-4)

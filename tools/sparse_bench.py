@@ -111,17 +111,24 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
 
 def planned_device_bytes(placement, corpus) -> int:
     """The memory plan's device bytes of the placement: resident (memory.resident_bytes), or
-    the sparse model streamed by document (the whole model and the tokens' keys) beside
-    prefetch + 1 chunks."""
+    streamed, the model (the sparse model by document: whole, with the tokens' keys; by word:
+    a device's rows, memory.streamed_by_word_model_bytes) beside prefetch + 1 slots (by word,
+    each with every device's chunk's A gathered and doc-major topics)."""
     hyper = placement.hyper
     per_token = memory.SPARSE_BYTES_PER_TOKEN if hyper.sparse else memory.BYTES_PER_TOKEN_BOUND
-    if not (placement.streamed and hyper.sparse):
+    chunk_tokens = placement.slots.padded_tokens if placement.streamed else 0
+    if placement.streamed and placement.partition == "words":
+        model = memory.streamed_by_word_model_bytes(
+            placement.streamed_tokens, placement.model_rows, hyper.padded_topics, hyper.sparse)
+        per_token += placement.num_devices * (memory.WORD_PARTITION_BYTES_PER_TOKEN + (
+            memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0))
+    elif placement.streamed and hyper.sparse:
+        model = memory.streamed_sparse_model_bytes(corpus.num_tokens, placement.model_rows,
+                                                   hyper.padded_topics, placement.num_devices)
+    else:
         return memory.resident_bytes(corpus, hyper, placement.num_devices, placement.partition,
                                      per_token)
-    chunk_tokens = placement.streamed_tokens // placement.num_slots
-    return int(memory.streamed_sparse_model_bytes(corpus.num_tokens, placement.model_rows,
-                                                  hyper.padded_topics, placement.num_devices)
-               + per_token * chunk_tokens * (placement.slots.prefetch + 1))
+    return int(model + per_token * chunk_tokens * (placement.slots.prefetch + 1))
 
 
 def split_long_documents(corpus, limit: int):
@@ -272,7 +279,8 @@ def main():
                         "A's rebuild at one and two bitmap levels and the E-step with float32 "
                         "and bfloat16 dense rows, on the same state")
     parser.add_argument("--partition", default="auto", help="TrainConfig's partition "
-                        "(documents: the sparse model streams, whole on every device)")
+                        "(documents: the sparse model streams, whole on every device; words "
+                        "with --chunk_tokens: streamed, each device's rows resident)")
     parser.add_argument("--chunk_tokens", type=int, default=None)
     parser.add_argument("--num_devices", type=int, default=0)
     parser.add_argument("--wide_pairs", action="store_true", help="A's pairs wide whatever "

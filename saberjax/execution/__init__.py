@@ -8,8 +8,10 @@
     placement        Placement, a corpus laid out on the mesh as planned, and its host views
     model_placement  the model's rows on the mesh: the row of each word, B to and from the
                      host
+    topic_placement  the chunks' topics between the mesh and the host (checkpoints, models)
     programs         the shard_map programs of an iteration, the reduction and the learned
                      prior
+    streamed_programs  the programs of streamed slots (by document or by word), one a slot
     compiled         initialisation, the streamed loop, and the iteration and alpha update
                      compiled ahead of time
 

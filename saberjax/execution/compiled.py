@@ -26,7 +26,8 @@ def stream(placement, run_slot, chunk_states, alpha, zero_counts=None, reduce=No
     CompiledStep passes their compiled executables)."""
     programs = placement.programs
     states, counts = streaming.stream_over_chunks(
-        placement.slots, chunk_states, (zero_counts or programs.zero_partial_counts)(), run_slot)
+        placement.stream_source, chunk_states, (zero_counts or programs.zero_partial_counts)(),
+        run_slot)
     return states, (reduce or programs.reduce)(counts, alpha)
 
 
@@ -63,7 +64,7 @@ class CompiledStep:
             on_device = placement.sharding(memory_kind="device")
             chunk, chunk_state = jax.tree.map(
                 lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device),
-                (placement.slots[0], state.chunks[0]))
+                (placement.stream_source[0], state.chunks[0]))
             self._counts = programs.zero_partial_counts.lower().compile()
             # laid out on the placement's mesh, as the counts the executable makes are (the
             # shapes eval_shape gives name an abstract mesh)

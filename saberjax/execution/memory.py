@@ -64,6 +64,12 @@ SPARSE_BYTES_PER_TOKEN = 128
 # the same again for the rows being counted, and the (row, topic) sort keys and positions of
 # the count (16).
 SPARSE_BYTES_PER_ENTRY = 48
+# Device bytes per token key that the reduction of the streamed sparse model counts beyond
+# the rows they become (streamed_rows.counted: the two stable sorts' outputs and temporaries,
+# the runs' positions), with the model of the iteration before still held; fitted to the
+# peaks of the model streamed by words (docs/measurements/sparse_model.md), which covers those
+# streamed by documents too.
+STREAMED_COUNT_BYTES_PER_KEY = 40
 
 
 def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
@@ -81,9 +87,22 @@ def streamed_sparse_model_bytes(num_tokens: int, num_rows: int, padded_topics: i
                                 num_devices: int) -> int:
     """Device bytes of the sparse model streamed by document: whole on every device, its
     entries as many as the corpus's tokens (sparse_model_bytes), beside a device's tokens'
-    keys and every device's gathered for the count (streamed_rows, 8 bytes a token each)."""
-    return (sparse_model_bytes(num_tokens, num_rows, padded_topics) + 8 * num_tokens
-            + 8 * -(-num_tokens // num_devices))
+    keys and every device's gathered for the count (streamed_rows, 8 bytes a token each) and
+    the count's (STREAMED_COUNT_BYTES_PER_KEY)."""
+    return (sparse_model_bytes(num_tokens, num_rows, padded_topics)
+            + (8 + STREAMED_COUNT_BYTES_PER_KEY) * num_tokens + 8 * -(-num_tokens // num_devices))
+
+
+def streamed_by_word_model_bytes(share_tokens: int, num_rows: int, padded_topics: int,
+                                 sparse: bool) -> int:
+    """Device bytes of a device's rows of the model streamed by word: the sparse model of
+    its word shares' tokens (sparse_model_bytes) beside their keys (streamed_rows, 8 bytes a
+    token) and their count's (STREAMED_COUNT_BYTES_PER_KEY), or the dense model of its rows
+    (model_bytes)."""
+    if sparse:
+        return (sparse_model_bytes(share_tokens, num_rows, padded_topics)
+                + (8 + STREAMED_COUNT_BYTES_PER_KEY) * share_tokens)
+    return model_bytes(num_rows, padded_topics)
 
 
 def model_bytes(num_words: int, padded_topics: int) -> int:

@@ -112,13 +112,12 @@ def model_from_word_topic(placement, word_topic, alpha: np.ndarray) -> Model:
 
 def _sparse_rows(placement, word_topic) -> SparseRows:
     """A sparse model's rows of host counts B (dense or a SparseWordTopic) on the mesh:
-    each device's rows as sparse rows of its share's capacity, or (streamed by document) the
-    whole rows on every device, of the capacity of every device's streamed tokens."""
+    each device's rows, or (streamed by document) the whole rows on every device, as sparse
+    rows of the placement's capacity (Placement.sparse_capacity)."""
     hyper, copies, rows = placement.hyper, placement.sparse_copies, placement.model_rows
     if not isinstance(word_topic, SparseWordTopic):
         word_topic = swt.from_dense(word_topic[:, :hyper.num_topics])
-    capacity = (placement.word_shares.word.shape[1] if placement.word_shares is not None
-                else placement.num_devices * placement.streamed_tokens)
+    capacity = placement.sparse_capacity
     word_of_row = np.full(placement.padded_words, -1, np.int64)
     word_of_row[row_of_word(placement)] = np.arange(placement.num_words)
     row_start = np.zeros((copies, rows + 1), np.int32)

@@ -9,7 +9,7 @@ Slots are resident on the devices, in pinned host memory (streaming.HostChunks) 
 store on local disk (chunk_store.StoredChunks), as the plan says (execution.plan).  Each
 process builds only its own devices' chunks.  The host views of a state (its counts, alpha,
 chunk states and topics, for checkpoints, models and tests) go through the Placement too; those
-of the model's rows are execution.model_placement's.
+of the model's rows are execution.model_placement's, of the topics execution.topic_placement's.
 """
 
 from __future__ import annotations
@@ -25,15 +25,17 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import chunk_store, compilation, esca, layout_device, processes, streaming, timing
+from saberjax import chunk_store, compilation, layout_device, processes, streaming, timing
 from saberjax.background import on_threads
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
-from saberjax.execution import compiled, link_speed, memory, model_placement
+from saberjax.execution import (compiled, link_speed, memory, model_placement,
+                                topic_placement)
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
+from saberjax.execution.streamed_programs import StreamedPrograms
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              share_order, word_shares)
 from saberjax.layout_cache import cached_layout
@@ -57,9 +59,10 @@ class Placement:
     num_words: int
     hyper: Hyperparams
     # partition by word: each device's share of its group's vocabulary tokens
-    # (layout.word_shares, by device) and the words in share order (layout.share_order:
-    # position r is the row r // W of share r % W, W the devices of the words axis); else None
-    word_shares: Chunk | None = None
+    # (layout.word_shares, by device; streamed, each slot's in pinned host memory) and the
+    # words in share order (layout.share_order: position r is the row r // W of share r % W,
+    # W the devices of the words axis); else None
+    word_shares: Chunk | streaming.HostChunks | None = None
     word_order: np.ndarray | None = None
     int32_rows: int = 0  # the two-axis mesh: Programs.int32_rows
     # the two-axis mesh: the plan's hosts_exchange setting, decided for this K by
@@ -87,9 +90,10 @@ class Placement:
     def _unseeded_programs(self) -> Programs:
         """The programs without the seed words' prior: the same rows and word shares, which
         the model's layout reads."""
-        return Programs(self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
-                        self.partition, self.int32_rows, self.streamed_tokens,
-                        self.hosts_exchange)
+        streamed = dict(streamed_tokens=self.streamed_tokens) if self.streamed else {}
+        return (StreamedPrograms if self.streamed else Programs)(
+            self.mesh, dataclasses.replace(self.hyper, seeds=None), self.num_words,
+            self.partition, self.int32_rows, self.hosts_exchange, **streamed)
 
     @property
     def hosts_exchange(self) -> str:
@@ -188,11 +192,30 @@ class Placement:
 
     @property
     def streamed_tokens(self) -> int:
-        """Streamed by document: the padded tokens of a device's slots (Programs'
-        streamed_tokens); else 0."""
-        if not self.streamed or self.partition != "documents":
+        """Streamed: the padded tokens of a device's slots, by word of its word shares
+        (Programs' streamed_tokens); else 0."""
+        if not self.streamed:
             return 0
-        return self.slots.padded_tokens * self.num_slots
+        return (self.slots if self.word_shares is None
+                else self.word_shares).padded_tokens * self.num_slots
+
+    @property
+    def sparse_capacity(self) -> int:
+        """Entries of a device's sparse rows of B: the tokens it counts them from (by word,
+        its share's, over its slots when streamed; streamed by document, every device's)."""
+        if self.streamed:
+            return self.streamed_tokens * (self.num_devices if self.sparse_copies == 1 else 1)
+        return self.word_shares.word.shape[1]
+
+    @functools.cached_property
+    def stream_source(self) -> streaming.HostChunks | chunk_store.StoredChunks:
+        """What streams through the devices: the slots, or by word each slot's chunks with
+        its word shares, (chunk, share) (the same pinned arrays and counters)."""
+        if self.word_shares is None:
+            return self.slots
+        return streaming.HostChunks(tuple(zip(self.slots, self.word_shares)),
+                                    self.slots.sharding, self.slots.prefetch,
+                                    self.slots.counters)
 
     @property
     def stored(self) -> bool:
@@ -233,7 +256,7 @@ class Placement:
 
     def chunk_states(self, state: TrainState) -> dict[int, ChunkState]:
         """This process's chunks' states on the host, by layout chunk index."""
-        return self._by_chunk(state.chunks)
+        return self.by_chunk(state.chunks)
 
     def own_chunks(self) -> list[int]:
         """Layout chunk indices of this process's devices' chunks."""
@@ -242,9 +265,10 @@ class Placement:
 
     def host_chunks(self) -> dict[int, Chunk]:
         """This process's chunks on the host, by layout chunk index."""
-        return self._by_chunk(tuple(self.slots))
+        return self.by_chunk(tuple(self.slots))
 
-    def _by_chunk(self, slot_trees) -> dict:
+    def by_chunk(self, slot_trees) -> dict:
+        """This process's parts of by-device pytrees by slot, on the host by layout chunk."""
         found = {}
         for slot, tree in enumerate(slot_trees):
             leaves, treedef = jax.tree.flatten(tree)
@@ -303,17 +327,9 @@ class Placement:
         return model_placement.topic_word(self, state)
 
     def chunk_topics(self, state: TrainState) -> dict[int, np.ndarray]:
-        """This process's chunks' topics in corpus order (chunk i: the tokens chunking[i]) on
-        the host, by layout chunk index: the part of the state that depends on no mesh (A is
-        a function of them).  By word, every process takes part (each device's topics come
-        from every device's share)."""
-        if self.word_shares is None:
-            chunks, states = self.host_chunks(), self.chunk_states(state)
-            return {index: esca.chunk_corpus_topics(chunks[index], states[index])
-                    for index in chunks}
-        doc_major = self._by_chunk((self.programs.chunk_topics(self.slots, self.word_shares,
-                                                               state.chunks),))
-        return {index: topics[:self.chunking[index][1]] for index, topics in doc_major.items()}
+        """This process's chunks' topics in corpus order on the host, by layout chunk index
+        (topic_placement.chunk_topics)."""
+        return topic_placement.chunk_topics(self, state)
 
     def corpus_order_topics(self, state: TrainState) -> np.ndarray:
         """Every token's topic in corpus order (one process: all of them)."""
@@ -321,50 +337,20 @@ class Placement:
         return np.concatenate([topics[index] for index in sorted(topics)])
 
     def place_topics(self, corpus_topics) -> tuple:
-        """Slot states (as place_chunk_states places them) of the topics in corpus order that
-        corpus_topics(first token, tokens) gives for a range of tokens: each of this process's
-        chunks' z, its A rebuilt from them (esca.state_of_topics, on this process's first
-        device) where the state holds A.  By word, a device's z is its share's tokens from
-        every chunk of its group (all chunks on one axis, its host's on two), and its A that
-        of every chunk of the group (Programs.group_states)."""
-        chunks = self.host_chunks()
-        rebuild = compilation.jit(esca.state_of_topics, static_argnames="hyper")
-        states = {}
-        for index, chunk in chunks.items():
-            doc_major = self._doc_major(corpus_topics, index, chunk.padded_tokens)
-            topics = doc_major[np.asarray(chunk.doc_major_pos)]
-            states[index] = (ChunkState(topics, None, None) if self.stored else
-                             jax.tree.map(np.asarray, rebuild(chunk, topics, hyper=self.hyper)))
-        if self.word_shares is not None:
-            padded_tokens, parts = chunks[min(chunks)].padded_tokens, self.word_parts
-
-            @functools.cache
-            def group_doc_major(group: int) -> np.ndarray:  # and a spare 0 for padding
-                return np.concatenate([self._doc_major(corpus_topics, index, padded_tokens)
-                                       for index in range(group * parts, (group + 1) * parts)]
-                                      + [[0]])
-
-            for device, share in self._by_chunk((self.word_shares,)).items():
-                every = group_doc_major(device // parts)
-                positions = np.minimum(share.doc_major_pos, len(every) - 1)
-                states[device] = states[device]._replace(topics=every[positions])
-            return self.programs.group_states(self.place_chunk_states(states))
-        return self.place_chunk_states(states)
-
-    def _doc_major(self, corpus_topics, index: int, padded_tokens: int) -> np.ndarray:
-        """Chunk `index`'s doc-major topics (corpus_topics: as place_topics), 0 in padding."""
-        first, tokens = self.chunking[index]
-        doc_major = np.zeros(padded_tokens, self.hyper.topic_dtype)
-        doc_major[:tokens] = corpus_topics(first, tokens)
-        return doc_major
+        """Slot states of the topics in corpus order that corpus_topics(first token, tokens)
+        gives (topic_placement.place_topics)."""
+        return topic_placement.place_topics(self, corpus_topics)
 
     def state_shapes(self) -> ChunkState:
         """Shapes of a device's chunk state: z (word-major: of its chunk, or by word of its
         share), A's pairs and nonzeros of its chunk (by word of every chunk of its words
         group)."""
         chunk = self.slots[0]
-        tokens = (chunk.word if self.word_shares is None else self.word_shares.word).shape[1]
-        parts = self.word_parts
+        if self.word_shares is None:
+            tokens = chunk.word.shape[1]
+        else:
+            tokens = (self.word_shares[0] if self.streamed else self.word_shares).word.shape[1]
+        parts = 1 if self.streamed else self.word_parts  # streamed: its own chunk's A
         return ChunkState((tokens,), (parts * chunk.word.shape[1],),
                           (parts * (chunk.doc_start.shape[1] - 1),))
 
@@ -432,12 +418,16 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     parts = mesh.shape.get(GPUS, size)  # devices of the words axis: a group's shares
     counts = corpus.word_counts()
     order = share_order(counts, layout.word_order, parts)
+    num_slots = len(layout.chunk_docs) // size
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
-                                 order)
-    shares = word_shares(corpus, layout, parts, own,
-                         bucket_size(processes.largest(largest)), order)
+                                 order, num_slots)
+    share_tokens = bucket_size(processes.largest(largest))
     with timing.phase("transfer"):
-        shares = by_device_array(shares, sharding)
+        shares = tuple(by_device_array(word_shares(corpus, layout, parts, own, share_tokens,
+                                                   order, slot, num_slots), sharding)
+                       for slot in range(num_slots))
+    shares = (streaming.HostChunks(shares, NamedSharding(mesh, by_device(mesh)),
+                                   run_plan.prefetch) if streamed else shares[0])
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)

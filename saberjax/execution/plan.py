@@ -18,10 +18,15 @@ devices and every share stays resident: by word within a process, by document ac
 processes, so that between hosts only each device's word share of B moves, or, where fewer
 bytes, the topics of its word share's tokens (hosts_exchange).
 
+Partition by word streams (from pinned host memory) where asked to, or where the shares do
+not fit: each device keeps its words' rows of the model while every device's slots of
+documents pass by with their word shares (execution.programs).
+
 The model's format: dense, or sparse (B's nonzeros by word, saberjax.sparse_rows), which
-runs on the one-axis mesh partitioned by word with every share resident, or (asked to
-stream, or where the shares do not fit) by document, streamed from host memory or a chunk
-store, the whole sparse model on every device (saberjax.streamed_rows).  "auto" takes dense
+runs on the one-axis mesh partitioned by word, every share resident or (where the shares do
+not fit, on several devices) streamed, or (asked to stream by documents, or on one device
+where the shares do not fit) by document, streamed from host memory or a chunk store, the
+whole sparse model on every device (saberjax.streamed_rows).  "auto" takes dense
 wherever the dense model fits the device budget (its kernels are the tuned ones) and sparse
 where it does not.  A's pairs are wide (state.pack_pairs) where the longest document has
 more tokens than a packed pair counts at K, or where the settings ask for them (tests).
@@ -127,32 +132,26 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
     Each device gets an equal share of the documents' tokens: one chunk (chunk_tokens: chunks
     of about that many tokens) when its share fits device_memory_gb (None: what the device
     has free, less headroom; on a CPU everything stays resident), else the fewest chunks that
-    fit, streamed from pinned host memory.  stream: True or False overrides that choice.
-    Chunks the host holds (streamed from its memory, or a resident layout it builds: on CPU
-    devices) whose states do not fit host_memory_gb (None: HOST_MEMORY_FRACTION of the
-    memory available) stream from a chunk store in chunk_store_dir (None:
-    chunk_store.default_directory()), in chunks small enough for both budgets; stream=False
-    keeps them resident whatever the host budget.
+    fit, streamed from pinned host memory (stream: True or False overrides that).  Chunks the
+    host holds (streamed, or a resident layout it builds: on CPU devices) whose states do not
+    fit host_memory_gb (None: HOST_MEMORY_FRACTION of the memory available) stream from a
+    chunk store in chunk_store_dir (None: chunk_store.default_directory()), by documents, in
+    chunks small enough for both budgets; stream=False keeps them resident.
     partition: "documents" (each device samples its documents' tokens against the whole
-    B-hat, which is reduced and gathered every iteration), "words" (each device samples its
-    words' tokens against every document's A, which is gathered every iteration: no B moves,
-    and each device holds only its words' rows of the model) or "auto".  scoring: held-out
-    documents are scored during the run (their memory counts on CPU devices).  "hybrid": the
-    two-axis mesh `mesh` ("HOSTSxGPUS"; None: the processes x the devices of each), by word
-    within a host's devices and by document across hosts; mesh given, partition is "hybrid"
-    (or "auto").  layout_on_devices: the devices build the chunks that live in their memory
-    or in pinned host memory (None: where they are accelerators; on CPU devices, which share
-    the host's cores, the host's builder is the faster one and its layouts are cached).
-    model_format: "dense", "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses
-    between the hosts of the two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).
-    Errors: MemoryError when the model does not fit the devices or the host
-    (memory.host_bytes, against the memory available), ValueError for a partition or mesh
-    that cannot hold the settings.
-    """
-    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
-        raise ValueError(f"hosts_exchange must be 'auto', "
-                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
-    hosts, gpus, num_devices = _grid(partition, mesh, num_devices)
+    B-hat, reduced and gathered every iteration), "words" (each device samples its words'
+    tokens against every document's A, gathered every iteration: no B moves, each device
+    holds only its words' rows of the model, and the documents stream past them too),
+    "hybrid" (the two-axis mesh `mesh`, "HOSTSxGPUS", None: the processes x the devices of
+    each: by word within a host, by document across hosts; mesh given, "hybrid" or "auto")
+    or "auto".  scoring: held-out documents are scored during the run (their memory counts
+    on CPU devices).  layout_on_devices: the devices build the chunks that live in their
+    memory or in pinned host memory (None: where they are accelerators; on CPU devices the
+    host's builder is the faster one and its layouts are cached).  model_format: "dense",
+    "sparse" or "auto" (None: hyper's).  hosts_exchange: what crosses between the hosts of the
+    two-axis mesh, "counts", "topics" or "auto" (hosts_exchange).  Errors: MemoryError when
+    the model does not fit the devices or the host (memory.host_bytes), ValueError for a
+    partition or mesh that cannot hold the settings."""
+    hosts, gpus, num_devices = _grid(partition, mesh, num_devices, hosts_exchange)
     one_axis = make_mesh(num_devices)
     if layout_on_devices is None:
         layout_on_devices = one_axis.devices.flat[0].platform != "cpu"
@@ -163,9 +162,11 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
         wide_pairs=hyper.wide_pairs or needs_wide_pairs(corpus.doc_lengths().max(initial=0),
                                                         hyper.num_topics))
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
-    if hyper.sparse:
-        partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits)
     host_budget = memory.host_memory_budget(host_memory_gb)
+    if hyper.sparse:
+        partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits,
+                                      one_axis.size, lambda: plan_store_chunk_tokens(
+                                          corpus, hyper, host_budget, prefetch) is None)
     # a resident layout the host builds (CPU devices) whose chunks and states do not fit the
     # host budget beside the model goes to a chunk store (one process's)
     host_layout_stored = (not layout_on_devices and stream is not False and mesh is None
@@ -179,11 +180,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                      else "documents" if host_layout_stored
                      else _auto_partition(corpus, hyper, one_axis.size, fits, stream,
                                           chunk_tokens))
-    if partition in ("words", "hybrid") and (stream or chunk_tokens is not None):
-        raise ValueError(f"partition {partition!r} keeps each device's share resident in one "
-                         f"chunk: leave out chunk_tokens and streaming, or partition by "
-                         f"documents")
+    if partition == "words" and stream is not False and (
+            stream or chunk_tokens is not None or not fits("words")):
+        return _by_words_streamed(corpus, hyper, one_axis, fits, budget, chunk_tokens,
+                                  prefetch, host_budget, layout_on_devices)
     if partition == "hybrid":
+        if stream or chunk_tokens is not None:
+            raise ValueError("partition 'hybrid' keeps each device's share resident in one "
+                             "chunk: leave out chunk_tokens and streaming, or partition by "
+                             "documents or words")
         fits.check(partition)
         return Plan(make_grid(hosts, gpus), partition, None, False, prefetch,
                     wide_pairs=hyper.wide_pairs, hosts_exchange=hosts_exchange)
@@ -197,11 +202,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                          layout_on_devices)
 
 
-def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int, int]:
+def _grid(partition: str, mesh: str | None, num_devices: int,
+          hosts_exchange: str) -> tuple[int, int, int]:
     """(hosts, gpus, num_devices) of the settings: the two-axis mesh `mesh` ("HOSTSxGPUS";
     None: the processes x the devices of each) and the devices of the one-axis mesh (all of
-    the grid's where the run is "hybrid"); ValueError naming partition, mesh or num_devices
-    where they disagree."""
+    the grid's where the run is "hybrid"); ValueError naming partition, mesh, num_devices or
+    hosts_exchange where they disagree or are unknown."""
+    if hosts_exchange not in HOSTS_EXCHANGES + ("auto",):
+        raise ValueError(f"hosts_exchange must be 'auto', "
+                         f"{' or '.join(map(repr, HOSTS_EXCHANGES))}, got {hosts_exchange!r}")
     if partition not in PARTITIONS + ("auto",):
         raise ValueError(f"partition must be 'auto', {' or '.join(map(repr, PARTITIONS))}, "
                          f"got {partition!r}")
@@ -220,11 +229,12 @@ def _grid(partition: str, mesh: str | None, num_devices: int) -> tuple[int, int,
 
 def _sparse_partition(hyper: Hyperparams, partition: str, mesh: str | None,
                       stream: bool | None, chunk_tokens: int | None,
-                      fits: "_ResidentFit") -> str:
-    """The sparse model's partition: by words with every share resident (asked, or "auto"
-    where it fits and no streaming is asked), else by documents, streamed, the whole model on
-    every device.  ValueError naming the settings it cannot run with: seed words, the
-    two-axis mesh, by documents resident."""
+                      fits: "_ResidentFit", num_devices: int, host_holds_chunks) -> str:
+    """The sparse model's partition: by words (asked, or "auto" where no streaming is asked
+    and every share fits resident, or, on several devices, where the host holds the chunks
+    (host_holds_chunks()) to stream them by word), else by documents, streamed, the whole
+    model on every device.  ValueError naming the settings it cannot run with: seed words,
+    the two-axis mesh, by documents resident."""
     if hyper.seeds is not None:
         raise ValueError("seed_words train on the dense model: use model_format 'dense' (with "
                          "model_format 'auto' the dense model does not fit these devices)")
@@ -234,9 +244,37 @@ def _sparse_partition(hyper: Hyperparams, partition: str, mesh: str | None,
     if partition == "documents" and stream is False:
         raise ValueError("model_format 'sparse' by documents streams its chunks: leave out "
                          "stream=False, or partition by words")
-    resident = partition == "words" or stream is False or (
-        partition == "auto" and not stream and chunk_tokens is None and fits("words"))
-    return "words" if resident else "documents"
+    by_word = partition == "words" or stream is False or (
+        partition == "auto" and not stream and chunk_tokens is None
+        and (fits("words") or (num_devices > 1 and host_holds_chunks())))
+    return "words" if by_word else "documents"
+
+
+def _by_words_streamed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
+                       budget: int | None, chunk_tokens: int | None, prefetch: int,
+                       host_budget: int, layout_on_devices: bool) -> Plan:
+    """The plan by word, streamed from pinned host memory: each device's rows of the model
+    (memory.streamed_by_word_model_bytes) beside the fewest slots that fit, a slot's tokens
+    costing the step's bytes a token and, for every device's chunk of the slot, its A
+    gathered and its doc-major topics.  ValueError, naming host_memory_gb, where the chunks
+    and their states do not fit the host (a chunk store streams by document only)."""
+    if plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch) is not None:
+        raise ValueError(f"partition 'words' streams from host memory, and the corpus's chunks "
+                         f"and states do not fit host_memory_gb={host_budget / 1e9:.3g}: raise "
+                         f"host_memory_gb, or partition by documents (a chunk store)")
+    if budget is not None and chunk_tokens is None:
+        share = -(-corpus.num_tokens // mesh.size)
+        rows = model_rows(corpus.num_words, mesh.size, "words")
+        per_slot_token = fits.measured() + mesh.size * (
+            memory.WORD_PARTITION_BYTES_PER_TOKEN
+            + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0))
+        chunk_tokens = memory.plan_chunk_tokens(
+            share, rows, hyper.num_topics, hyper.padded_topics, budget, per_slot_token,
+            prefetch, memory.streamed_by_word_model_bytes(share, rows, hyper.padded_topics,
+                                                          hyper.sparse))
+    return Plan(mesh, "words", chunk_tokens, True, prefetch,
+                layout_on_devices=layout_on_devices, model_format=hyper.model_format,
+                wide_pairs=hyper.wide_pairs)
 
 
 def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,

@@ -21,11 +21,9 @@ device's state holds the A of every chunk of its words group, gathered at the en
 iteration that rebuilt it; the count of B runs while the topics move, B-hat and the trees
 while A moves (_word_finish's barriers).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
-most tokens at the all_to_all.  The sparse model (hyper.sparse) runs resident
-partitioned by word: each device counts its share's sparse rows of B whole
-(sparse_rows.count_rows) and only the topic totals are summed.  Streamed by document, every
-device holds the whole sparse model: each slot's tokens' keys are kept (streamed_rows) and the
-reduction gathers and counts them on every device.
+most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
+share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
+Streamed slots, by document or by word, run the programs of execution.streamed_programs.
 
 The two-axis mesh (partition "hybrid", hosts x gpus): within each host its gpus partition
 by word over the host's documents as above (A gathered and topics sent back over "gpus"
@@ -59,7 +57,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, esca, prior, segmented_count, sparse_rows, streamed_rows
+from saberjax import compilation, esca, prior, segmented_count, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
@@ -96,11 +94,13 @@ class Programs:
     # the two-axis mesh: the first rows of every word share (a multiple of the hosts) whose
     # counts may exceed FLOAT16_EXACT; the rest cross between hosts as float16
     int32_rows: int = 0
-    # the sparse model streamed by document: the padded tokens of a device's slots, the room
-    # of its tokens' keys (streamed_rows)
-    streamed_tokens: int = 0
     # the two-axis mesh: what crosses between hosts, "counts" or "topics" (HOSTS_EXCHANGES)
     hosts_exchange: str = "counts"
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the slots stream (streamed_programs.StreamedPrograms)."""
+        return False
 
     @property
     def num_devices(self) -> int:
@@ -239,27 +239,15 @@ class Programs:
         return tuple(new_states), counts
 
     def _init_chunk(self, seed):
-        if self.hyper.sparse:  # the tokens' keys, counted at the end (streamed_rows)
-            def run(chunk, _, keys):
-                state = esca.chunk_state_from_topics(
-                    chunk, *esca.initial_topics(chunk, seed, self.hyper), self.hyper)
-                return state, streamed_rows.appended(keys, chunk, state.topics)
-            return run
+        """run(chunk, state, counts) of a chunk's random initial state, its tokens added into
+        the counts."""
         return lambda chunk, _, counts: esca.init_chunk(chunk, seed, counts, self.hyper)
 
     def _chunk_step(self, model, key):
-        def run(chunk, state, counts):
-            whole = esca.whole_state(chunk, state, self.hyper)
-            if self.hyper.sparse:
-                new_state = esca.chunk_state_from_topics(
-                    chunk, *esca.sample(chunk, whole, model, key, self.hyper), self.hyper)
-                counts = streamed_rows.appended(counts, chunk, new_state.topics)
-            else:
-                new_state, counts = esca.chunk_step(chunk, whole, model, key, counts, self.hyper)
-            if state.a_pairs is None:  # z alone (a chunk store's state) gets z alone back
-                new_state = ChunkState(new_state.topics, None, None)
-            return new_state, counts
-        return run
+        """run(chunk, state, counts) of a chunk's E-step and A's rebuild, its tokens added
+        into the counts."""
+        return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
+                                                            self.hyper)
 
     def _word_finish(self, slots, shares, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
@@ -301,7 +289,7 @@ class Programs:
         """Partition by word: the A pairs of this device's chunk, of its group's
         (_group_state); by document the chunk's own."""
         words = self.size(self.axes.words)
-        if words == 1:
+        if words == 1 or self.streamed:  # a streamed slot's state holds its own chunk's A
             return a_pairs
         tokens = a_pairs.shape[0] // words
         return lax.dynamic_slice_in_dim(a_pairs, lax.axis_index(self.axes.words) * tokens,
@@ -397,56 +385,16 @@ class Programs:
                                                (self.by_device,) * 3 + (self.model_spec, P()),
                                                (self.by_device, self.model_spec)))
 
-    # -- streamed slots: one program a slot, then the reduction --
-
-    @functools.cached_property
-    def slot_init(self):
-        """(slot's chunk, seed, partial counts (donated)) -> (its states, the counts)."""
-        def body(chunk, seed, counts):
-            states, counts = self._over_slots(self._init_chunk(seed), (chunk,), None,
-                                              local(counts))
-            return states[0], stacked(counts)
-        return compilation.jit(self._shard_map(body, (self.by_device, P(), self.by_device),
-                                               (self.by_device, self.by_device)), donate_argnums=2)
-
-    @functools.cached_property
-    def slot_step(self):
-        """(slot's chunk, its states, model, key, partial counts (donated)) -> (new states,
-        the counts)."""
-        def body(chunk, state, model, key, counts):
-            states, counts = self._over_slots(self._chunk_step(model, key), (chunk,), (state,),
-                                              local(counts))
-            return states[0], stacked(counts)
-        device = self.by_device
-        return compilation.jit(self._shard_map(body, (device, device, self.model_spec, P(), device),
-                                               (device, device)), donate_argnums=4)
-
-    @functools.cached_property
-    def zero_partial_counts(self):
-        """Zero partial counts for streaming: [N, V_pad, K_pad], one B_d per device; for the
-        sparse model each device's empty token keys (streamed_rows, [N, streamed_tokens])."""
-        def zeros():
-            if self.hyper.sparse:
-                return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
-                                    streamed_rows.empty(self.streamed_tokens))
-            return jnp.zeros((self.num_devices, self.padded_words, self.hyper.padded_topics),
-                             jnp.int32)
-        return compilation.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
-
     @functools.cached_property
     def reduce(self):
-        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum; for
-        the sparse model, of every device's token keys, whole on each device."""
-        def body(counts, alpha):
-            if not self.hyper.sparse:
-                return self._model_of_partial_counts(local(counts), alpha)
-            keys = local(counts)
-            if self.num_devices > 1:
-                keys = streamed_rows.gathered(keys, self.mesh.axis_names)
-            return self._model_of_rows(streamed_rows.counted(keys, self.model_rows,
-                                                             self.hyper.padded_topics), alpha)
-        return compilation.jit(self._shard_map(body, (self.by_device, P()), self.model_spec),
-                               donate_argnums=0)
+        """(partial counts [N, V_pad, K_pad] (donated), alpha) -> the model of their sum."""
+        return compilation.jit(self._shard_map(
+            lambda counts, alpha: self._reduced(local(counts), alpha),
+            (self.by_device, P()), self.model_spec), donate_argnums=0)
+
+    def _reduced(self, counts, alpha):
+        """The model of a device's partial counts (reduce's body)."""
+        return self._model_of_partial_counts(counts, alpha)
 
     @functools.cached_property
     def model(self):
