@@ -63,6 +63,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -296,6 +297,9 @@ class StoredChunks:
             IO_THREADS, thread_name_prefix="saberjax-store-io")
         self._ahead: dict[tuple[int | None, int], tuple] = {}
         self._free_buffers: list[tuple[jax.Array, list[np.ndarray]]] = []
+        # one put at a time: the read-aheads and read buffers are the store's, not a thread's
+        # (the trainer compiles in a thread that reads a slot while the main thread streams)
+        self._put_lock = threading.Lock()
         self._lock = _lock(directory)
         try:
             key = _key(corpus, plan, devices)
@@ -401,7 +405,11 @@ class StoredChunks:
     def put(self, slot: int, chunk_states):
         """(slot's chunk, its state of z alone or None) on the devices, chunk_states being
         host states (None at initialisation).  The next `prefetch` slots are read from disk
-        meanwhile."""
+        meanwhile; one thread's put at a time."""
+        with self._put_lock:
+            return self._put(slot, chunk_states)
+
+    def _put(self, slot: int, chunk_states):
         generation = None if chunk_states is None else self._generation(chunk_states)
         for other in [key for key in self._ahead if key[0] != generation]:
             self._release(*self._ahead.pop(other))  # another iteration's (stopped by an error)

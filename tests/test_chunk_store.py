@@ -297,3 +297,24 @@ def test_cpu_devices_stream_from_a_store_when_the_host_budget_cannot_hold_the_la
                                   resident.word_topic(run(resident, 2)))
     assert not place(corpus, hyper, 1, layout_on_devices=True, **small).streamed
     assert not place(corpus, hyper, 1, stream=False, **small).streamed
+
+
+def test_slots_read_from_several_threads_at_once_are_each_whole(tmp_path):
+    """The trainer compiles in a thread that reads a slot while the main thread streams
+    them: read-aheads of one thread must not be taken or released by another."""
+    import concurrent.futures
+
+    corpus = random_corpus(num_docs=300, num_words=50, mean_length=30, seed=31)
+    placement = stored_placement(corpus, Hyperparams.create(6), 1, tmp_path / "store",
+                                 chunk_tokens=800)
+    store = placement.slots
+    expected = [jax.tree.map(np.asarray, store[slot]) for slot in range(len(store))]
+    assert len(expected) > 3
+
+    def read_all(_):
+        return [jax.tree.map(np.asarray, store[slot]) for slot in range(len(store))]
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        for slots in pool.map(read_all, range(24)):
+            for got, want in zip(slots, expected):
+                jax.tree.map(np.testing.assert_array_equal, got, want)
