@@ -298,7 +298,8 @@ class StoredChunks:
         self._ahead: dict[tuple[int | None, int], tuple] = {}
         self._free_buffers: list[tuple[jax.Array, list[np.ndarray]]] = []
         # one put at a time: the read-aheads and read buffers are the store's, not a thread's
-        # (the trainer compiles in a thread that reads a slot while the main thread streams)
+        # (the learned prior's update compiles in a thread that reads slot 0 while the main
+        # thread streams)
         self._put_lock = threading.Lock()
         self._lock = _lock(directory)
         try:
