@@ -111,6 +111,10 @@ def test_a_text_entry_is_left_to_write_back_and_a_written_corpus_is_synced(tmp_p
     written = load_text(text, directory=tmp_path / "native", min_df=1)
     assert "word_ids.npy" in synced and "doc_offsets.npy" in synced
     assert_same_corpus(cached, written)
+    synced.clear()
+    in_memory = load_text(text, min_df=1)  # its ids pass through a file read back at once
+    assert synced == []
+    assert_same_corpus(in_memory, written)
 
 
 @pytest.mark.parametrize("damage", ENTRY_DAMAGES)

@@ -35,7 +35,7 @@ def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
 
 def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
                   starts: np.ndarray, target: tuple[Path, int], *,
-                  write_back: bool = True) -> Iterator:
+                  write_back: bool) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
     mapped and written by the worker that read it into the file `target` names (and the
@@ -66,11 +66,12 @@ def written_corpus(mapped, num_tokens, vocab, name, directory, durable: bool = T
 
 def in_memory_corpus(mapped, num_tokens, vocab, name, path: Path):
     """The pieces' documents as one in-memory corpus (see written_corpus), the word ids
-    written into a file at `path` first."""
+    written into a file at `path` first (read back at once: its write-back to disk is left
+    to the system)."""
     lengths_all, doc_ids, dropped = [], [], 0
     with open(path, "wb") as file:
         file.truncate(4 * num_tokens)
-    for lengths, nonempty, kept_ids in mapped((path, 0)):
+    for lengths, nonempty, kept_ids in mapped((path, 0), write_back=False):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
