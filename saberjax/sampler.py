@@ -65,10 +65,9 @@ def _map_in_order(fn, order: jax.Array, batch: int, with_index: bool = False):
     else:
         results = jax.lax.map(fn, padded)
     positions = padded.reshape(-1)
-    target = segmented_count.distinct_targets(positions, positions < size, size)
     return jax.tree_util.tree_map(
-        lambda r: jnp.zeros(size, r.dtype).at[target].set(r.reshape(-1), mode="drop",
-                                                          unique_indices=True),
+        lambda r: segmented_count.store_distinct(jnp.zeros(size, r.dtype), positions,
+                                                 positions < size, r.reshape(-1)),
         results)
 
 

@@ -36,6 +36,15 @@ def distinct_targets(targets: jax.Array, kept: jax.Array, end: int) -> jax.Array
     return jnp.where(kept, targets.astype(jnp.uint32), jnp.uint32(end) + positions)
 
 
+def store_distinct(base: jax.Array, targets: jax.Array, kept: jax.Array, values: jax.Array,
+                   *inner: jax.Array) -> jax.Array:
+    """base with `values` stored at rows `targets` (and the further indices `inner`, for a
+    base of more axes) where `kept`, distinct there, the others dropped: a store declared
+    unique_indices (distinct_targets)."""
+    rows = distinct_targets(targets, kept, base.shape[0])
+    return base.at[(rows, *inner)].set(values, mode="drop", unique_indices=True)
+
+
 def sort_by_doc_then_topic(doc: jax.Array, topics: jax.Array, num_docs: int):
     """(doc, topic) pairs (doc < num_docs) sorted by document, then topic.
 
@@ -76,9 +85,8 @@ def _count_in_table(doc, topics, doc_start, num_tokens, num_topics: int, wide: b
     slot = doc_start[:-1, None] + jnp.cumsum(present, axis=1, dtype=jnp.int32) - 1
     pairs = pack_pairs(jnp.arange(num_topics, dtype=jnp.int32)[None, :], table, num_topics,
                        wide)
-    a_pairs = jnp.zeros(size, pair_dtype(wide)).at[
-        distinct_targets(slot.ravel(), present.ravel(), size)].set(
-        pairs.ravel(), mode="drop", unique_indices=True)
+    a_pairs = store_distinct(jnp.zeros(size, pair_dtype(wide)), slot.ravel(), present.ravel(),
+                             pairs.ravel())
     return a_pairs, present.sum(axis=1, dtype=jnp.int32)
 
 
@@ -93,8 +101,8 @@ def _count_by_sorting(doc, topics, doc_start, num_tokens, num_topics: int, wide:
     pair_index = jnp.cumsum(new_pair.astype(jnp.int32)) - 1
     segment_start = doc_start[doc]
     slot = segment_start + pair_index - pair_index[segment_start]
-    pair_topics = jnp.zeros(size, jnp.int32).at[distinct_targets(slot, new_pair, size)].set(
-        topics.astype(jnp.int32), mode="drop", unique_indices=True)
+    pair_topics = store_distinct(jnp.zeros(size, jnp.int32), slot, new_pair,
+                                 topics.astype(jnp.int32))
     counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     a_nnz = jnp.zeros(doc_start.shape[0] - 1, jnp.int32).at[doc].add(new_pair.astype(jnp.int32))
     return pack_pairs(pair_topics, counts, num_topics, wide), a_nnz

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from saberjax.layout import Chunk
 from saberjax.mstep import bhat_denominator
-from saberjax.segmented_count import distinct_targets
+from saberjax.segmented_count import store_distinct
 from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 
 
@@ -114,11 +114,9 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     new_pair = counted & ((jnp.arange(size) == 0) | (rows != jnp.roll(rows, 1))
                           | (topics != jnp.roll(topics, 1)))
     slot = jnp.cumsum(new_pair, dtype=jnp.int32) - 1
-    first_of_pair = distinct_targets(slot, new_pair, size)
-    pair_topics = jnp.full(size, padded_topics, jnp.int32).at[first_of_pair].set(
-        topics, mode="drop", unique_indices=True)
-    pair_rows = jnp.full(size, num_rows, jnp.int32).at[first_of_pair].set(
-        rows, mode="drop", unique_indices=True)
+    pair_topics = store_distinct(jnp.full(size, padded_topics, jnp.int32), slot, new_pair,
+                                 topics)
+    pair_rows = store_distinct(jnp.full(size, num_rows, jnp.int32), slot, new_pair, rows)
     counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
     row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
@@ -274,10 +272,9 @@ def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array
     in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
                                                                            < num_dense)
     topic = jnp.where(in_dense, rows.topics, 0)
-    bhat = jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)).at[
-        distinct_targets(row_of_entry, in_dense, num_dense), topic].set(
-        ((rows.counts + beta) / denominator[topic]).astype(dtype), mode="drop",
-        unique_indices=True)
+    bhat = store_distinct(jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)),
+                          row_of_entry, in_dense,
+                          ((rows.counts + beta) / denominator[topic]).astype(dtype), topic)
     return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from saberjax import sparse_rows
-from saberjax.segmented_count import distinct_targets
+from saberjax.segmented_count import store_distinct
 
 
 class TokenKeys(NamedTuple):
@@ -70,12 +70,12 @@ def gathered(keys: TokenKeys, axis_names) -> TokenKeys:
     devices, capacity = filled.shape[0], keys.rows.shape[0]
     first = jnp.cumsum(filled) - filled
     position = jnp.arange(capacity, dtype=jnp.int32)
-    target = distinct_targets((first[:, None] + position[None, :]).ravel(),
-                              (position[None, :] < filled[:, None]).ravel(), devices * capacity)
+    target = (first[:, None] + position[None, :]).ravel()
+    kept = (position[None, :] < filled[:, None]).ravel()
 
     def packed(values):
-        return jnp.zeros(devices * capacity, jnp.int32).at[target].set(
-            values.ravel(), mode="drop", unique_indices=True)
+        return store_distinct(jnp.zeros(devices * capacity, jnp.int32), target, kept,
+                              values.ravel())
 
     return TokenKeys(packed(rows), packed(topics), jnp.sum(filled, dtype=jnp.int32))
 

@@ -179,9 +179,8 @@ def _sparse_topic_word(rows: SparseRows, totals, row_of_word, num_devices: int,
     local_row = jax.vmap(lambda starts: jnp.searchsorted(starts, positions, side="right") - 1
                          )(row_start)
     filled = positions[None, :] < row_start[:, -1:]
-    global_row = segmented_count.distinct_targets(
+    dense = segmented_count.store_distinct(
+        jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32),
         (jnp.arange(num_devices)[:, None] * device_rows + local_row).ravel(), filled.ravel(),
-        num_devices * device_rows)
-    dense = jnp.zeros((num_devices * device_rows, totals.shape[0]), jnp.int32).at[
-        global_row, rows.topics].set(rows.counts, mode="drop", unique_indices=True)
+        rows.counts, rows.topics)
     return _topic_word(dense, totals, row_of_word, num_topics, beta, num_words, None, sharding)
