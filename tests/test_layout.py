@@ -71,16 +71,16 @@ def test_layout_build_is_linear_not_a_sort_of_tokens():
                     tuple(map(str, range(20_000))))
     keys = rng.integers(0, 2**40, corpus.num_tokens)
 
-    def best_of_three(work) -> float:
+    def fastest_of_five(work) -> float:
         times = []
-        for _ in range(3):
+        for _ in range(5):
             start = time.perf_counter()
             work()
             times.append(time.perf_counter() - start)
         return min(times)
 
-    sort_seconds = best_of_three(lambda: np.argsort(keys, kind="stable"))
-    assert best_of_three(lambda: build_layout(corpus)) < 0.4 * sort_seconds
+    sort_seconds = fastest_of_five(lambda: np.argsort(keys, kind="stable"))
+    assert fastest_of_five(lambda: build_layout(corpus)) < 0.4 * sort_seconds
 
 
 def _mixed_corpus(seed: int = 0):
