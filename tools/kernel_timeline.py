@@ -28,11 +28,35 @@ def traced_events(run, trace_dir: str, device: int = 0):
     return result, sorted(events)
 
 
+def kernel_details(trace_dir: str, names, device: int = 0) -> str:
+    """A line of each kernel of `names`: the profiler's statistics of its first launch
+    (registers a thread, shared memory, grid and block, occupancy where the trace has them)."""
+    path = sorted(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True))[-1]
+    data = jax.profiler.ProfileData.from_file(path)
+    found = {}
+    for plane in data.planes:
+        if plane.name != f"/device:GPU:{device}":
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                if event.name in names and event.name not in found:
+                    found[event.name] = "; ".join(f"{key}={value}" for key, value in event.stats)
+    return "\n".join(f"{name[:60]}: {found.get(name, '')[:400]}" for name in names)
+
+
 def repeated(step, state, calls: int):
     """state after `calls` calls of step (an iteration: state -> state)."""
     for _ in range(calls):
         state = step(state)
     return state
+
+
+def top_kernels(events, count: int) -> list[str]:
+    """The names of the `count` kernels of the most time in all."""
+    total = collections.defaultdict(float)
+    for _, duration, _, name in events:
+        total[name] += duration
+    return sorted(total, key=lambda name: -total[name])[:count]
 
 
 def kernel_totals(events, calls: int, top: int = 40) -> str:

@@ -219,7 +219,9 @@ def kernel_profile(placement, state, folder: str, calls: int = 2) -> str:
         file.write("\n\n".join(step.program_texts()))
     if events is None:
         return f"kernel profile {folder}: no GPU in the trace"
-    return f"kernel profile {folder}:\n" + kernel_timeline.kernel_totals(events, calls)
+    return (f"kernel profile {folder}:\n" + kernel_timeline.kernel_totals(events, calls)
+            + "\nthe largest kernels' launches:\n" + kernel_timeline.kernel_details(
+                os.path.join(folder, "trace"), kernel_timeline.top_kernels(events, 8)))
 
 
 def _one_program(placement, share, chunk, chunk_state, model, key):
