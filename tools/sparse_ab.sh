@@ -6,8 +6,8 @@
 # at once on GPUs of one host, one GPU a process.  Default: GPU 0 the baseline, GPU 1 this
 # tree, and beside them on GPUs 2 and 3 this tree's K = 10,000 quality (dense and sparse, 100
 # iterations from one seed, 10% of the documents held out) and its sparse kernel tests
-# compiled.  SPLIT_K=1: each K a process of its own instead (GPUs 0 and 1 the baseline and
-# this tree at K = 1e6, GPUs 2 and 3 at 1e5; no quality, no tests).  PROFILE=1: each run also
+# compiled.  SPLIT_K=1: no quality, no tests, and on 4 GPUs each K a process of its own (GPUs
+# 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
 # iterations' optimized programs come back in programs.tar.  Each part stops after
 # PART_SECONDS.  Logs to $OUT (docs/measurements/sparse_model.md).
@@ -33,7 +33,8 @@ part() {  # name, GPU, tree, then the command
     (cd "$tree" && CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$tree timeout "$seconds" "$@" \
         "${profile[@]}" > "$out/$name.log" 2>&1; echo "$name rc=$?" >> "$out/$name.log") &
 }
-if [ "${SPLIT_K:-0}" = 1 ]; then
+gpus=$(nvidia-smi -L | wc -l)
+if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     # shellcheck disable=SC2086 # bench holds several flags
     part baseline_1e6 0 "$baseline" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3
     # shellcheck disable=SC2086
@@ -42,18 +43,21 @@ if [ "${SPLIT_K:-0}" = 1 ]; then
     part baseline_1e5 2 "$baseline" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3
     # shellcheck disable=SC2086
     part this_1e5 3 "$PWD" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3
-else
+else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
     runs=--runs=1000000:auto:pallas:3,100000:auto:pallas:3
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086
     part this 1 "$PWD" python3 "$bench_tool" $bench $runs
-    PROFILE=0 part quality 2 "$PWD" python3 "$bench_tool" --preset=nytimes --scale=1 \
-        --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
-    PROFILE=0 part tests 3 "$PWD" python3 -m pytest -x -q -p no:cacheprovider \
-        tests/test_sparse_kernel.py
+    if [ "${SPLIT_K:-0}" != 1 ]; then
+        PROFILE=0 part quality 2 "$PWD" python3 "$bench_tool" --preset=nytimes --scale=1 \
+            --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
+        PROFILE=0 part tests 3 "$PWD" python3 -m pytest -x -q -p no:cacheprovider \
+            tests/test_sparse_kernel.py
+    fi
 fi
 wait
-[ -d "$profiles" ] && tar -cf "$out/programs.tar" -C "$profiles" \
-    $(cd "$profiles" && find . -name program.txt.gz)
+if [ -d "$profiles" ]; then
+    (cd "$profiles" && tar -cf "$out/programs.tar" $(find . -name program.txt.gz))
+fi
 tail -n 3 "$out"/*.log
