@@ -10,7 +10,8 @@
 # 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
 # iterations' optimized programs come back in programs.tar.  Each part stops after
-# PART_SECONDS.  Logs to $OUT (docs/measurements/sparse_model.md).
+# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --estep_variants=0:1:8).
+# Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u
 export PYTHONUNBUFFERED=1
@@ -38,17 +39,19 @@ if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     # shellcheck disable=SC2086 # bench holds several flags
     part baseline_1e6 0 "$baseline" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3
     # shellcheck disable=SC2086
-    part this_1e6 1 "$PWD" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3
+    part this_1e6 1 "$PWD" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3 \
+        ${THIS_FLAGS:-}
     # shellcheck disable=SC2086
     part baseline_1e5 2 "$baseline" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3
     # shellcheck disable=SC2086
-    part this_1e5 3 "$PWD" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3
+    part this_1e5 3 "$PWD" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3 \
+        ${THIS_FLAGS:-}
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
     runs=--runs=1000000:auto:pallas:3,100000:auto:pallas:3
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086
-    part this 1 "$PWD" python3 "$bench_tool" $bench $runs
+    part this 1 "$PWD" python3 "$bench_tool" $bench $runs ${THIS_FLAGS:-}
     if [ "${SPLIT_K:-0}" != 1 ]; then
         PROFILE=0 part quality 2 "$PWD" python3 "$bench_tool" --preset=nytimes --scale=1 \
             --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
