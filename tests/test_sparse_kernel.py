@@ -71,23 +71,6 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
     assert np.all(np.asarray(got)[int(share.num_tokens):] == 0)
 
 
-@pytest.mark.parametrize("tiles_per_program", [1, 3])
-def test_the_split_kernels_draw_the_one_kernels_topics(tiles_per_program):
-    """The dense rows' tiles and the sparse rows' tiles sampled by two kernels, one or several
-    tiles a program, give the topics, word-major and doc-major, of one kernel choosing each
-    tile's path, a tile a program (tiles of both kinds, and padding)."""
-    share, chunk_state, model, key = random_sparse_state(300, seed=4, dense_rows=6)
-    tiled = with_tile_tokens(share, model.row_mass.shape[0], 4)
-    split = kernel.sample_and_shuffle(tiled, chunk_state, model, key,
-                                      tiles_per_program=tiles_per_program)
-    one = kernel.sample_and_shuffle(tiled, chunk_state, model, key, split_rows=False,
-                                    tiles_per_program=1)
-    words = np.asarray(tiled.word)[:int(tiled.num_tokens)]
-    assert 0 < np.mean(words < 6) < 1
-    for got, want in zip(split, one):
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-
-
 @pytest.fixture
 def kernel_sampler(monkeypatch):
     """Makes test_sparse_sampler draw its tokens with the kernel instead of the reference."""

@@ -10,7 +10,7 @@
 # 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
 # iterations' optimized programs come back in programs.tar.  Each part stops after
-# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --estep_variants=0:1:8).
+# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants).
 # Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u

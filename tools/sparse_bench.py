@@ -33,9 +33,7 @@ from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.execution.placement import placed
-from saberjax.layout import with_tile_tokens
 from saberjax.pallas import segmented_count as pallas_segmented_count
-from saberjax.pallas import sparse_sampler as pallas_sparse_sampler
 from saberjax.corpus import Corpus
 from saberjax.state import check_document_lengths, max_pair_count
 
@@ -63,13 +61,12 @@ def model_record(placement, state, corpus) -> dict:
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
           heldout=None, phases: bool = False, wide_pairs: bool = False,
-          phase_variants: bool = False, profile: str = "", estep_variants: str = "",
-          **settings) -> dict:
+          phase_variants: bool = False, profile: str = "", **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
-    phases, phase_variants, estep_variants: sparse_phases' timings after the run; profile: a
-    folder for kernel_profile's trace and program after the run; wide_pairs: A's pairs wide
-    whatever the documents' lengths; settings: TrainConfig's placement settings, e.g.
-    partition, chunk_tokens)."""
+    phases, phase_variants: sparse_phases' timings after the run; profile: a folder for
+    kernel_profile's trace and program after the run; wide_pairs: A's pairs wide whatever the
+    documents' lengths; settings: TrainConfig's placement settings, e.g. partition,
+    chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
@@ -111,8 +108,7 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
         record["phase_seconds"] = sparse_phases(placement, result.state,
-                                                variants=phase_variants,
-                                                estep_variants=estep_variants)
+                                                variants=phase_variants)
     if profile and placement.num_devices == 1:
         print(kernel_profile(placement, result.state, os.path.join(profile, f"K{num_topics}")),
               flush=True)
@@ -167,16 +163,14 @@ def timed(program, repeats: int) -> float:
     return round(sorted(seconds)[len(seconds) // 2], 4)
 
 
-def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
-                  estep_variants: str = "") -> dict:
+def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) -> dict:
     """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
     after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built, and
     the compiled iteration itself (Placement.compile: the four in one program under the
     mesh's shard_map, as training runs them); variants: also the four phases as one jitted
     program without the shard_map, A's rebuild kernel at one and two bitmap levels (and
     whether their pairs agree) and the E-step with float32 and bfloat16 dense rows (and how
-    many rows each); estep_variants: also the E-step kernel's settings of the list
-    (kernel_variants)."""
+    many rows each)."""
     hyper = placement.hyper
     share, chunk, chunk_state = jax.tree.map(
         lambda x: jax.device_put(np.asarray(x)[0]),
@@ -202,9 +196,6 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
         ("build_model", build))}
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
-    if estep_variants:
-        phases.update(kernel_variants(placement, share, chunk_state, model, key,
-                                      estep_variants, repeats))
     if variants:
         phases["phases_in_one_program"] = timed(functools.partial(
             jax.jit(functools.partial(_one_program, placement)), share, chunk, chunk_state,
@@ -242,26 +233,6 @@ def _one_program(placement, share, chunk, chunk_state, model, key):
     return (esca.chunk_state_from_topics(chunk, topics, doc_major, hyper),
             esca.model_from_totals(rows, sparse_rows.topic_totals(rows, hyper.padded_topics),
                                    model.alpha, hyper, placement.num_words))
-
-
-def kernel_variants(placement, share, chunk_state, model, key, variants: str,
-                    repeats: int) -> dict:
-    """Seconds of the sparse E-step kernel at each setting of the comma-separated list
-    split:tiles_per_program:tile_tokens (split: 1 the dense and sparse rows' tiles by two
-    kernels, 0 by one), and whether each draws the topics of the first."""
-    record, first = {}, None
-    for variant in variants.split(","):
-        split, per_program, tile_tokens = (int(part) for part in variant.split(":"))
-        tiled = (share if tile_tokens == share.tile_tokens else
-                 jax.device_put(with_tile_tokens(share, placement.model_rows, tile_tokens)))
-        program = functools.partial(jax.jit(functools.partial(
-            pallas_sparse_sampler.sample_and_shuffle, split_rows=bool(split),
-            tiles_per_program=per_program)), tiled, chunk_state, model, key)
-        record[f"sample_{variant}"] = timed(program, repeats)
-        topics = np.asarray(program()[0])
-        first = topics if first is None else first
-        record[f"sample_{variant}_same_topics"] = bool(np.array_equal(topics, first))
-    return record
 
 
 def rebuild_levels(chunk, doc_major, num_topics: int, repeats: int) -> dict:
@@ -336,9 +307,6 @@ def main():
     parser.add_argument("--profile", default="", help="a folder: after each one-device run, "
                         "the first GPU's kernels over two compiled iterations (printed), the "
                         "trace and the iteration's optimized program (written there)")
-    parser.add_argument("--estep_variants", default="", help="with --phases, also the "
-                        "sparse E-step kernel at each split:tiles_per_program:tile_tokens of "
-                        "the list, on the same state (e.g. 0:1:8,1:4:8)")
     parser.add_argument("--partition", default="auto", help="TrainConfig's partition "
                         "(documents: the sparse model streams, whole on every device; words "
                         "with --chunk_tokens: streamed, each device's rows resident)")
@@ -364,7 +332,6 @@ def main():
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
                 phases=args.phases, phase_variants=args.phase_variants, profile=args.profile,
-                estep_variants=args.estep_variants,
                 partition=args.partition, chunk_tokens=args.chunk_tokens,
                 num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:

@@ -88,76 +88,46 @@ def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int,
-                takes=None, tiles_per_program: int = 1):
-    """Draw the new topics of the tokens of program_id's tiles (draw: Tile -> topics) and
-    store each at its word-major and its doc-major position: program p samples tiles
-    p * tiles_per_program .. (p + 1) * tiles_per_program - 1 in order, those whose word
-    `takes` (word -> bool; None: every word) accepts, the others left to another kernel.
-    Tiles past the last are empty."""
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
+    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
+    at its word-major and its doc-major position; tiles past the last are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
     topics_ref, doc_major_topics_ref = output_refs
-    last_tile = tile_start_ref.shape[0] - 2
+    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
-    def sample(tile):
-        first, end = tile_start_ref[tile], tile_start_ref[tile + 1]
-        word = word_ref[jnp.minimum(first, word_ref.shape[0] - 1)]  # an empty tile's: any
-
-        @pl.when((first < end) & (True if takes is None else takes(word)))
-        def _():
-            positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
-            real = positions < end
-            doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
-            doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
-            topic = draw(Tile(
-                word=word,
-                own=plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(
-                    jnp.int32),
-                start=plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
-                nnz=plgpu.load(a_nnz_ref.at[doc], mask=real, other=0),
-                state=_token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens),
-                real=real))
-            plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
-            scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
-
-    if tiles_per_program == 1:
-        sample(pl.program_id(0))
-        return
-    first_tile = pl.program_id(0) * tiles_per_program
-
-    def sample_next(step, carry):
-        tile = first_tile + step
-
-        @pl.when(tile <= last_tile)
-        def _():
-            sample(tile)
-        return carry
-
-    jax.lax.fori_loop(0, tiles_per_program, sample_next, 0)
+    @pl.when(first < end)
+    def _():
+        positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
+        real = positions < end
+        doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
+        doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
+        topic = draw(Tile(
+            word=word_ref[first],
+            own=plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32),
+            start=plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
+            nnz=plgpu.load(a_nnz_ref.at[doc], mask=real, other=0),
+            state=_token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens),
+            real=real))
+        plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
+        scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
-                 num_warps: int, num_stages: int, interpret: bool | None, outputs=None,
-                 tiles_per_program: int = 1):
-    """kernel (its refs: inputs, the two arrays `outputs` aliased to the outputs, the outputs)
-    run over the chunk's tiles, tiles_per_program a program (sample_tile's): (word-major
-    topics, doc-major topics), what `outputs` holds (None: zeros) wherever the kernel stores
-    no topic (padding, and the tiles it leaves to another kernel)."""
+                 num_warps: int, num_stages: int, interpret: bool | None):
+    """kernel (its refs: inputs, two zeroed arrays aliased to the outputs, the outputs) run
+    over the chunk's tiles: (word-major topics, doc-major topics), padding 0."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    if outputs is None:
-        outputs = (jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape,
-                                                                 doc_major.dtype))
     return pl.pallas_call(
         kernel,
         out_shape=(topics, doc_major),
-        grid=(-(-(chunk.tile_start.shape[0] - 1) // tiles_per_program),),
-        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps them
+        grid=(chunk.tile_start.shape[0] - 1,),
+        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, *outputs)
+    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],

@@ -77,11 +77,8 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, rows: str,
-            tiles_per_program: int):
-    """Sample the tokens of program_id's tiles of the kernel's tiles (see the module
-    docstring): rows "dense" for tiles of words with a dense row, "sparse" for the others,
-    "both" choosing each tile's path."""
+            dense_level_widths: tuple[int, ...], padded_topics: int):
+    """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
@@ -89,7 +86,7 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
     level_refs = refs[model_end:model_end + len(level_widths)]
     dense_level_refs = refs[model_end + len(level_widths):-4]
 
-    def draw_dense(tile):
+    def draw(tile):
         def own_mass(own_count, own_alpha, own_bhat, own_denominator):
             """The own topic's mass from B_vz, found in the word's sparse row (B-hat held in
             bfloat16 loses B_vz - 1 + beta where B_vz = 1)."""
@@ -99,24 +96,15 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
             return own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
                                   model.beta[0], own_denominator)
 
-        return row_topics(model.a_pairs, model.alpha, model.denominator,
-                          model.dense_tree_total, dense_level_refs, dense_level_widths, "sum",
-                          tile, own_mass)
+        return jax.lax.cond(
+            tile.word < model.dense_tree_total.shape[0],
+            lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
+                               model.dense_tree_total, dense_level_refs, dense_level_widths,
+                               "sum", tile, own_mass),
+            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
 
-    def draw_sparse(tile):
-        return _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile)
-
-    num_dense = model.dense_tree_total.shape[0]
-
-    def draw_either(tile):
-        return jax.lax.cond(tile.word < num_dense, lambda: draw_dense(tile),
-                            lambda: draw_sparse(tile))
-
-    draw, takes = {"dense": (draw_dense, lambda word: word < num_dense),
-                   "sparse": (draw_sparse, lambda word: word >= num_dense),
-                   "both": (draw_either, None)}[rows]
     sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
-                block_tokens=block_tokens, takes=takes, tiles_per_program=tiles_per_program)
+                block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
@@ -219,20 +207,13 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
-@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "split_rows",
-                                             "tiles_per_program", "interpret"))
+@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
-                       num_warps: int = 1, num_stages: int = 1, split_rows: bool = True,
-                       tiles_per_program: int = 4, interpret: bool | None = None):
+                       num_warps: int = 1, num_stages: int = 1, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
-    saberjax.sparse_sampler.sample_and_shuffle.  split_rows: the tiles of words with dense
-    rows and the others sampled by two kernels, the second storing into the first's outputs,
-    each compiled for its own path, so that each runs with the registers its path needs
-    rather than the larger of the two (False: one kernel choosing the path of each tile); the
-    same topics either way.  tiles_per_program: consecutive tiles a program samples, one
-    after the other (fewer programs, so fewer that find no tile of their kernel's kind).
-    num_warps, num_stages: Triton's; interpret=None: interpret unless on a GPU."""
+    saberjax.sparse_sampler.sample_and_shuffle.  num_warps, num_stages: Triton's;
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -240,7 +221,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], tiles_per_program=tiles_per_program)
+        padded_topics=model.topic_totals.shape[0])
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
@@ -248,11 +229,5 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
                           rows.row_start, rows.topics, rows.counts, *model.buckets,
                           model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
-    call = functools.partial(call_sampler, inputs=inputs, chunk=chunk, chunk_state=chunk_state,
-                             num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                             tiles_per_program=tiles_per_program)
-    if not split_rows:
-        return call(functools.partial(kernel, rows="both"), name="saber_sparse_sample")
-    outputs = call(functools.partial(kernel, rows="dense"), name="saber_sparse_sample_dense")
-    return call(functools.partial(kernel, rows="sparse"), name="saber_sparse_sample_sparse",
-                outputs=outputs)
+    return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)
