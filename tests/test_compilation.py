@@ -12,7 +12,9 @@ from jax._src import compiler
 from jax.sharding import PartitionSpec as P
 
 from saberjax import compilation, inference, layout_device, streamed_rows, trainer
+from saberjax.config import Hyperparams
 from saberjax.corpus import split_document_halves, train_test_split
+from saberjax.execution.placement import place
 
 
 @pytest.fixture
@@ -99,3 +101,13 @@ def test_the_device_layout_and_the_inference_table_store_with_unique_indices():
     for text, expected in ((layout_text, 2), (table_text, 1)):
         stores = [unique for unique, combines in scatters(text) if not combines]
         assert len(stores) == expected and all(stores)
+
+
+def test_a_compiled_iteration_gives_its_optimized_program():
+    """CompiledStep.program_texts: the optimized program of each executable an iteration
+    runs (one for resident chunks), what a profile's kernel names are looked up in."""
+    corpus = random_corpus(num_docs=20, num_words=15, mean_length=10, seed=1)
+    placed = place(corpus, Hyperparams.create(4, backend="xla"), 1)
+    state = placed.init(0)
+    texts = placed.compile(state).program_texts()
+    assert len(texts) == 1 and texts[0].startswith("HloModule")
