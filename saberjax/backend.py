@@ -22,8 +22,6 @@ class Backend(NamedTuple):
     # (chunk, doc-major topics, num_topics) -> (a_pairs, a_nnz), padding tokens not counted
     rebuild_doc_topic: Callable
     count_word_topic: Callable  # (chunk, word-major topics, word_topic) -> B plus the chunk
-    # (chunk, word-major topics, word_topic, totals) -> (B, the topic totals) plus the chunk
-    count_word_topic_and_totals: Callable
     topic_totals: Callable  # (B) -> column sums of B
     # (rows of B, totals, alpha, num_topics, beta, num_words, seeds, first_row) -> (B-hat, the
     # levels of its trees over alpha_k B-hat_vk, top first)
@@ -31,8 +29,7 @@ class Backend(NamedTuple):
 
 
 XLA = Backend(sampler.sample_and_shuffle, segmented_count.rebuild_doc_topic,
-              mstep.count_word_topic, mstep.count_word_topic_and_totals, mstep.topic_totals,
-              mstep.bhat_and_tree)
+              mstep.count_word_topic, mstep.topic_totals, mstep.bhat_and_tree)
 
 
 def backend_ops(name: str) -> Backend:
@@ -41,8 +38,7 @@ def backend_ops(name: str) -> Backend:
         from saberjax.pallas import kernels  # noqa: PLC0415 (GPU kernels, imported on demand)
 
         return Backend(kernels.sample_and_shuffle, kernels.rebuild_doc_topic,
-                       kernels.count_word_topic, kernels.count_word_topic_and_totals,
-                       kernels.topic_totals, kernels.bhat_and_tree)
+                       kernels.count_word_topic, kernels.topic_totals, kernels.bhat_and_tree)
     return XLA
 
 

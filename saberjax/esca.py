@@ -105,14 +105,6 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
     return backend_ops(hyper.backend).count_word_topic(chunk, topics, word_topic)
 
 
-def count_word_topic_and_totals(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
-                                totals: jax.Array, hyper: Hyperparams):
-    """count_word_topic's B, and the topic totals plus the chunk's tokens' topics, in one
-    pass over the tokens."""
-    return backend_ops(hyper.backend).count_word_topic_and_totals(chunk, topics, word_topic,
-                                                                  totals)
-
-
 def _state_and_counts(chunk: Chunk, topics, word_topic, hyper: Hyperparams):
     """(the chunk's state for topics (word-major, doc-major), B with the chunk's tokens added)."""
     return (chunk_state_from_topics(chunk, *topics, hyper),

@@ -29,15 +29,6 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> 
     return word_topic.at[chunk.word, topics.astype(jnp.int32)].add(real.astype(jnp.int32))
 
 
-def count_word_topic_and_totals(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
-                                totals: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(B plus the (word, topic) counts of the chunk's real tokens, the topic totals plus
-    the counts of their topics)."""
-    real = (jnp.arange(chunk.padded_tokens) < chunk.num_tokens).astype(jnp.int32)
-    return (count_word_topic(chunk, topics, word_topic),
-            totals.at[topics.astype(jnp.int32)].add(real))
-
-
 def topic_totals(word_topic: jax.Array) -> jax.Array:
     """Each topic's total count: the column sums of B (int32)."""
     return word_topic.sum(axis=0)

@@ -16,7 +16,7 @@ from helpers import ROOT, needs_local_devices, random_corpus, run_on_mesh
 
 from saberjax import checkpoint, esca, trainer
 from saberjax.config import Hyperparams, TrainConfig
-from saberjax.execution import memory, placement, programs
+from saberjax.execution import memory, placement
 from saberjax.execution.mesh import (HYBRID_MODEL_SPEC, HYBRID_TOPICS_MODEL_SPEC, MODEL_SPEC,
                                      WORD_MODEL_SPEC, make_mesh)
 from saberjax.execution.placement import place
@@ -93,32 +93,6 @@ def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, me
     assert program.count("optimization_barrier") == barriers
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-
-
-@pytest.mark.parametrize("partition,mesh,exchange,with_count", [
-    ("words", None, "counts", True), ("hybrid", "2x1", "topics", True),
-    ("hybrid", "2x1", "counts", False), ("documents", None, "counts", False)])
-def test_the_totals_counted_with_b_give_the_one_device_model(partition, mesh, exchange,
-                                                             with_count, monkeypatch):
-    """From TOTALS_WITH_COUNT_FROM padded topics on, a device that counts its word share's
-    rows whole (by word; the two-axis mesh exchanging topics, the other hosts' tokens
-    counted too) adds their topic totals as it counts B, and the model stays the one
-    device's; where the counts are reduced first (by document, or the hosts exchanging
-    counts) the totals come from the summed rows."""
-    needs_local_devices(2)
-    monkeypatch.setattr(programs, "TOTALS_WITH_COUNT_FROM", 64)  # K = 40 pads to 64
-    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
-    hyper = Hyperparams.create(40)
-    topics, word_topic, _ = reference(corpus, hyper, 2, seed=5)
-    placed, state = run_on_mesh(corpus, hyper, 2, 5, num_devices=2, partition=partition,
-                                mesh=mesh, hosts_exchange=exchange)
-    assert placed.programs.totals_with_count == with_count
-    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
-    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
-    np.testing.assert_array_equal(state.model.topic_totals, word_topic.sum(axis=0))
-    monkeypatch.setattr(programs, "TOTALS_WITH_COUNT_FROM", 65)
-    assert not place(corpus, hyper, num_devices=2, partition=partition, mesh=mesh,
-                     hosts_exchange=exchange).programs.totals_with_count
 
 
 @pytest.mark.parametrize("exchange", ["counts", "topics"])

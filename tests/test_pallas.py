@@ -199,34 +199,6 @@ def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_t
     np.testing.assert_array_equal(got, start)
 
 
-@pytest.mark.parametrize("num_topics,block_tokens,spread", [(2, 8, 512), (1000, 32, 1),
-                                                       (37, 1, 6)])
-def test_word_topic_count_kernel_adds_the_chunk_to_b_and_to_the_totals(num_topics,
-                                                                       block_tokens, spread):
-    """count_word_topic_and_totals against a recount of both, onto a B and totals that are not
-    zero; padding tokens are not counted (their topic 0 would show in the totals); and against
-    its plain-JAX reference."""
-    corpus = ragged_corpus(seed=num_topics + 3)
-    chunk, chunk_state, *_ = random_state(corpus, num_topics, seed=num_topics + 1)
-    generator = np.random.default_rng(num_topics)
-    start = generator.integers(0, 5, (corpus.num_words, num_topics))
-    start_totals = generator.integers(0, 50, num_topics)
-    got = pallas_word_count.count_word_topic_and_totals(
-        chunk, chunk_state.topics, jnp.asarray(start, jnp.int32),
-        jnp.asarray(start_totals, jnp.int32), block_tokens=block_tokens, spread=spread)
-    expected = pallas_word_count.count_word_topic_and_totals_reference(
-        chunk, chunk_state.topics, jnp.asarray(start, jnp.int32),
-        jnp.asarray(start_totals, jnp.int32))
-    real = int(chunk.num_tokens)
-    assert real < chunk.padded_tokens
-    words, topics = np.asarray(chunk.word)[:real], np.asarray(chunk_state.topics)[:real]
-    np.add.at(start, (words, topics), 1)
-    np.add.at(start_totals, topics, 1)
-    for counted in (got, expected):
-        np.testing.assert_array_equal(counted[0], start)
-        np.testing.assert_array_equal(counted[1], start_totals)
-
-
 @pytest.mark.parametrize("num_topics,num_words,block_columns,rows_per_program", [
     (2, 9, 1024, 8), (37, 7, 32, None), (1000, 11, 1024, 256), (10_000, 21, 256, 16),
     (65_536, 3, 1024, 8)])
@@ -297,10 +269,6 @@ def test_kernels_lower_to_triton_for_h100(num_topics, block_reduction):
     count = functools.partial(pallas_word_count.count_word_topic, interpret=False)
     assert "triton" in lower_for_h100(count, chunk, chunk_state.topics,
                                       model.word_topic).lower()
-    count_totals = functools.partial(pallas_word_count.count_word_topic_and_totals,
-                                     interpret=False)
-    assert "triton" in lower_for_h100(count_totals, chunk, chunk_state.topics,
-                                      model.word_topic, model.topic_totals).lower()
     arrays = functools.partial(pallas_bhat_tree.model_arrays, num_topics=num_topics,
                                beta=hyper.beta, interpret=False)
     assert "triton" in lower_for_h100(arrays, model.word_topic, model.alpha).lower()

@@ -69,11 +69,6 @@ from saberjax.state import ChunkState, Model
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
 FLOAT16_EXACT = 2048
 HOSTS_EXCHANGES = ("counts", "topics")
-# A word share's B count adds the topic totals as it goes from this many padded topics on
-# (Programs.totals_with_count): adds onto one total serialise, and with fewer topics a
-# share's tokens pile onto few of them, while the pass over its rows that the count spares
-# reads only rows x K cells
-TOTALS_WITH_COUNT_FROM = 4096
 
 
 class PeerShares(NamedTuple):
@@ -263,44 +258,23 @@ class Programs:
         share, peers = self._local_shares(shares)
         chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
-            counts, totals = sparse_rows.count_rows(share, topics, self.model_rows,
-                                                    self.hyper.padded_topics), None
+            counts = sparse_rows.count_rows(share, topics, self.model_rows,
+                                            self.hyper.padded_topics)
         else:
-            counts, totals = self._counted(share, topics, self._zero_counts(),
-                                           self._zero_totals() if self.totals_with_count
-                                           else None)
+            counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
         if peers is not None:
-            counts, totals = self._peer_counts(share, peers, topics, counts, totals)
+            counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first
             state = esca.chunk_state_from_topics(chunk, topics, own_topics, self.hyper)
             return (stacked(self._group_state(state)),), self._model_of_partial_counts(
                 counts, alpha)
         # A rebuilt once the row totals are counted, they summed once A is rebuilt: the
         # count runs while the topics move, B-hat while A moves
-        own_topics, totals = lax.optimization_barrier((own_topics, self._row_totals(counts)
-                                                       if totals is None else totals))
+        own_topics, totals = lax.optimization_barrier((own_topics, self._row_totals(counts)))
         state, totals = lax.optimization_barrier((esca.chunk_state_from_topics(
             chunk, topics, own_topics, self.hyper), totals))
         return (stacked(self._group_state(state)),), self._model_of_rows(
             counts, alpha, self._mesh_totals(totals))
-
-    @property
-    def totals_with_count(self) -> bool:
-        """Whether the B count of a word share adds its rows' topic totals as it goes
-        (esca.count_word_topic_and_totals) instead of a pass over the counted rows after it:
-        by word, dense, each device counting its rows whole, at TOTALS_WITH_COUNT_FROM
-        padded topics or more."""
-        return (self.by_word and not self.hyper.sparse and self.row_parts == 1
-                and self.hyper.padded_topics >= TOTALS_WITH_COUNT_FROM)
-
-    def _zero_totals(self):
-        return jnp.zeros((self.hyper.padded_topics,), jnp.int32)
-
-    def _counted(self, share, topics, counts, totals):
-        """(counts plus the share's tokens, totals plus their topics; None: not counted)."""
-        if totals is None:
-            return esca.count_word_topic(share, topics, counts, self.hyper), None
-        return esca.count_word_topic_and_totals(share, topics, counts, totals, self.hyper)
 
     def _group_state(self, state: ChunkState) -> ChunkState:
         """Partition by word: a device's state with A of every chunk of its words group,
@@ -336,18 +310,17 @@ class Programs:
             return local(shares)
         return local(shares), None
 
-    def _peer_counts(self, share, peers: PeerShares, topics, counts, totals):
-        """(counts, totals) plus the share's tokens of every other host, counted from their
-        topics, gathered over the documents axis (integer sums: the order does not matter;
-        totals None: not counted)."""
+    def _peer_counts(self, share, peers: PeerShares, topics, counts):
+        """counts plus the share's tokens of every other host, counted from their topics,
+        gathered over the documents axis (an integer sum: the order does not matter)."""
         every = lax.all_gather(topics, self.axes.documents)  # [hosts, share tokens]
         hosts, host = self.size(self.axes.documents), lax.axis_index(self.axes.documents)
         for j in range(hosts - 1):
             peer = dataclasses.replace(share, word=peers.word[j], num_tokens=peers.num_tokens[j])
             peer_topics = lax.dynamic_index_in_dim(every, (host + 1 + j) % hosts,
                                                    keepdims=False)
-            counts, totals = self._counted(peer, peer_topics, counts, totals)
-        return counts, totals
+            counts = esca.count_word_topic(peer, peer_topics, counts, self.hyper)
+        return counts
 
     def _own_chunk_topics(self, doc_major):
         """Partition by word: the doc-major topics of this device's chunk, from the topics

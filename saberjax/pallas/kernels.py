@@ -4,8 +4,7 @@
   position (saberjax.pallas.sampler).
 - rebuild_doc_topic: sort-free segmented count (saberjax.pallas.segmented_count).
 - count_word_topic: the B count, one integer atomic per distinct (word, topic) pair of 32
-  word-major tokens (saberjax.pallas.word_topic_count) instead of XLA's one per token;
-  count_word_topic_and_totals: the same count adding the topic totals as it goes.
+  word-major tokens (saberjax.pallas.word_topic_count) instead of XLA's one per token.
 - topic_totals: one pass over B; bhat_and_tree: B-hat and the tree level above it in another,
   the upper levels by XLA (saberjax.pallas.bhat_tree).
 """
@@ -13,7 +12,7 @@
 from saberjax.pallas.bhat_tree import bhat_and_tree, topic_totals
 from saberjax.pallas.sampler import sample_and_shuffle
 from saberjax.pallas.segmented_count import rebuild_doc_topic
-from saberjax.pallas.word_topic_count import count_word_topic, count_word_topic_and_totals
+from saberjax.pallas.word_topic_count import count_word_topic
 
-__all__ = ["bhat_and_tree", "count_word_topic", "count_word_topic_and_totals",
-           "rebuild_doc_topic", "sample_and_shuffle", "topic_totals"]
+__all__ = ["bhat_and_tree", "count_word_topic", "rebuild_doc_topic", "sample_and_shuffle",
+           "topic_totals"]

@@ -1,6 +1,5 @@
 """The B count (word-topic counts of a chunk) as a Pallas (Triton) kernel; reference:
-saberjax.mstep.count_word_topic, XLA's scatter-add with one atomic per token; and the same
-count with the topic totals added as it goes (count_word_topic_and_totals).
+saberjax.mstep.count_word_topic, XLA's scatter-add with one atomic per token.
 
 A program takes block_tokens consecutive word-major tokens, which belong to one word or a few,
 adds up its equal (word, topic) pairs (a block x block comparison) and does one relaxed integer
@@ -25,20 +24,18 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from saberjax.layout import Chunk
 from saberjax.mstep import count_word_topic as count_word_topic_reference
-from saberjax.mstep import count_word_topic_and_totals as count_word_topic_and_totals_reference
+from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret
 from saberjax.pallas.atomics import atomic_add
 
-__all__ = ["count_word_topic", "count_word_topic_and_totals",
-           "count_word_topic_and_totals_reference", "count_word_topic_reference"]
+__all__ = ["count_word_topic", "count_word_topic_reference"]
 
 
-def _count_kernel(num_tokens_ref, word_ref, topics_ref, *refs, block_tokens: int, groups: int):
-    """Add block program_id's tokens to B, one atomic per distinct (word, topic) pair, and,
-    where the refs hold the totals too, to the totals, one atomic per distinct topic."""
-    counted = refs[len(refs) // 2:]  # the outputs, aliased to the inputs before them
+def _count_kernel(num_tokens_ref, word_ref, topics_ref, word_topic_in_ref, word_topic_ref, *,
+                  block_tokens: int, groups: int):
+    """Add block program_id's tokens to B, one atomic per distinct (word, topic) pair."""
+    del word_topic_in_ref  # aliased to word_topic_ref
     order = jnp.arange(block_tokens, dtype=jnp.int32)
     program, per_group = pl.program_id(0), pl.num_programs(0) // groups
     block = (program % groups) * per_group + program // groups
@@ -46,16 +43,11 @@ def _count_kernel(num_tokens_ref, word_ref, topics_ref, *refs, block_tokens: int
     real = positions < num_tokens_ref[0]
     word = plgpu.load(word_ref.at[positions], mask=real, other=0)
     topic = plgpu.load(topics_ref.at[positions], mask=real, other=0).astype(jnp.int32)
-    earlier = order[None, :] < order[:, None]  # [token, other token]
-    same_topic = (topic[:, None] == topic[None, :]) & real[None, :]
-    same = same_topic & (word[:, None] == word[None, :])
-    first = real & (jnp.sum((same & earlier).astype(jnp.int32), axis=1) == 0)
-    atomic_add(counted[0], (word, topic), jnp.sum(same.astype(jnp.int32), axis=1), mask=first,
-               semantic="relaxed")
-    if len(counted) == 2:
-        first = real & (jnp.sum((same_topic & earlier).astype(jnp.int32), axis=1) == 0)
-        atomic_add(counted[1], (topic,), jnp.sum(same_topic.astype(jnp.int32), axis=1),
-                   mask=first, semantic="relaxed")
+    same = ((word[:, None] == word[None, :]) & (topic[:, None] == topic[None, :])
+            & real[None, :])  # [token, other token]
+    earlier_same = jnp.sum((same & (order[None, :] < order[:, None])).astype(jnp.int32), axis=1)
+    atomic_add(word_topic_ref, (word, topic), jnp.sum(same.astype(jnp.int32), axis=1),
+               mask=real & (earlier_same == 0), semantic="relaxed")
 
 
 @functools.partial(jax.jit, static_argnames=("block_tokens", "num_warps", "spread",
@@ -72,40 +64,15 @@ def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array, *,
     num_warps (Triton's) default to the fastest measured on an H200 (NOTES.md).
     interpret=None: interpret unless on a GPU.
     """
-    return _counted(chunk, topics, (word_topic,), block_tokens=block_tokens,
-                    num_warps=num_warps, spread=spread, interpret=interpret)[0]
-
-
-@functools.partial(jax.jit, static_argnames=("block_tokens", "num_warps", "spread",
-                                             "interpret"),
-                   donate_argnames=("word_topic", "totals"))
-def count_word_topic_and_totals(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,
-                                totals: jax.Array, *, block_tokens: int = 32,
-                                num_warps: int = 1, spread: int = 512,
-                                interpret: bool | None = None):
-    """(B plus the chunk's real tokens' (word, topic) counts, the topic totals plus their
-    topics' counts), counted in place in one pass over the tokens: a block's distinct topics
-    each add to its total with one more atomic, instead of a pass over B's rows
-    (saberjax.pallas.bhat_tree.topic_totals).  Same contract as
-    saberjax.mstep.count_word_topic_and_totals; the knobs are count_word_topic's."""
-    return _counted(chunk, topics, (word_topic, totals), block_tokens=block_tokens,
-                    num_warps=num_warps, spread=spread, interpret=interpret)
-
-
-def _counted(chunk: Chunk, topics: jax.Array, counts: tuple, *, block_tokens: int,
-             num_warps: int, spread: int, interpret: bool | None) -> tuple:
-    """The counting kernel over the chunk's blocks, adding into counts (B, or B and the
-    totals), which it returns."""
     inputs = (jnp.reshape(chunk.num_tokens, (1,)).astype(jnp.int32), chunk.word, topics,
-              *counts)
+              word_topic)
     num_blocks = -(-chunk.padded_tokens // block_tokens)
-    first = len(inputs) - len(counts)
     return pl.pallas_call(
         functools.partial(_count_kernel, block_tokens=block_tokens,
                           groups=math.gcd(num_blocks, spread)),
-        out_shape=tuple(jax.ShapeDtypeStruct(count.shape, count.dtype) for count in counts),
+        out_shape=jax.ShapeDtypeStruct(word_topic.shape, word_topic.dtype),
         grid=(num_blocks,),
-        input_output_aliases={first + index: index for index in range(len(counts))},
+        input_output_aliases={len(inputs) - 1: 0},
         name="saber_word_topic_count",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=default_interpret() if interpret is None else interpret,
