@@ -37,7 +37,7 @@ from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.execution.streamed_programs import StreamedPrograms
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
-                             share_order, word_shares)
+                             share_order, word_share_slots_at_once, word_shares)
 from saberjax.layout_cache import cached_layout
 from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
@@ -422,10 +422,13 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
                                  order, num_slots)
     share_tokens = bucket_size(processes.largest(largest))
+    def slot_shares(slot: int) -> Chunk:
+        return by_device_array(word_shares(corpus, layout, parts, own, share_tokens, order,
+                                           slot, num_slots), sharding)
+
     with timing.phase("transfer"):
-        shares = tuple(by_device_array(word_shares(corpus, layout, parts, own, share_tokens,
-                                                   order, slot, num_slots), sharding)
-                       for slot in range(num_slots))
+        shares = tuple(on_threads(slot_shares, range(num_slots),
+                                  word_share_slots_at_once(num_slots, len(own))))
     shares = (streaming.HostChunks(shares, NamedSharding(mesh, by_device(mesh)),
                                    run_plan.prefetch) if streamed else shares[0])
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
