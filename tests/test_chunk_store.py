@@ -13,7 +13,7 @@ from helpers import import_script, needs_local_devices, random_corpus, run_launc
 from saberjax import checkpoint, chunk_compact, chunk_records, chunk_store, esca, trainer
 from saberjax.execution import memory
 from saberjax.execution.placement import place
-from saberjax.execution.plan import _coarse, plan_store_chunk_tokens
+from saberjax.execution.host_memory import coarse, plan_store_chunk_tokens
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus, save_native
 from saberjax.layout import plan_layout
@@ -256,9 +256,10 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
     for held in (50_000_000, 50_001_000, 50_002_000):
         monkeypatch.setattr(memory, "anonymous_host_memory", lambda held=held: held)
         plans.append(plan_store_chunk_tokens(corpus, hyper,
-                                             50_000_000 + int(TINY_HOST_GB * 1e9), 2))
+                                             50_000_000 + int(TINY_HOST_GB * 1e9), 2,
+                                             16_000 * corpus.num_tokens))
     assert plans[0] is not None and plans == [plans[0]] * 3
-    assert plans[0] == _coarse(plans[0])
+    assert plans[0] == coarse(plans[0])
 
 
 def test_a_checkpoint_of_a_store_resumes_into_a_store_and_into_memory(tmp_path):

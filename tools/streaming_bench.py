@@ -52,7 +52,7 @@ from absl import app, flags
 
 from saberjax import chunk_store, cli, timing, trainer
 from saberjax.execution import memory
-from saberjax.execution.plan import plan_store_chunk_tokens
+from saberjax.execution.plan import plan
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 
@@ -220,8 +220,9 @@ def main(argv):
         model_gb + FLAGS.budget_fraction * corpus.num_tokens * per_token / 1e9)
     store = pathlib.Path(FLAGS.chunk_store or chunk_store.default_directory()).absolute()
     host_budget = memory.host_memory_budget(FLAGS.host_memory_gb)
-    if FLAGS.disk and plan_store_chunk_tokens(corpus, hyper, host_budget,
-                                              trainer.TrainConfig.prefetch) is None:
+    if FLAGS.disk and not plan(corpus, hyper, 1, device_memory_gb=budget, stream=True,
+                               host_memory_gb=FLAGS.host_memory_gb,
+                               chunk_store_dir=store).stored:
         raise app.UsageError(f"a host budget of {host_budget / 1e9:.3g} GB holds this corpus "
                              f"and its states in memory: give the disk run a smaller "
                              f"--host_memory_gb")

@@ -39,10 +39,6 @@ WIDE_PAIR_EXTRA_BYTES = 4
 # Device bytes per token of the other hosts' word share that the two-axis mesh exchanging
 # topics adds: its word rows (4) and its gathered topics (up to 4).
 PEER_SHARE_BYTES_PER_TOKEN = 8
-# Host bytes per token of streaming from host memory: the chunks and states pinned, and the
-# layout they are copied from while they are placed (measured peak:
-# docs/measurements/streaming.md).
-IN_MEMORY_HOST_BYTES_PER_TOKEN = 42
 # On CPU devices (device memory is host memory): the runtime's growth beyond what the process
 # holds when the run is planned (its libraries' pages, compiled programs, pools and threads),
 # and what scoring held-out documents adds on every device per cell of the model (the topics

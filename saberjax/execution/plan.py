@@ -48,7 +48,7 @@ from saberjax import chunk_store
 from saberjax.config import (DEFAULT_PREFETCH, MODEL_FORMATS, PARTITIONS, Hyperparams,
                              parse_mesh_shape)
 from saberjax.corpus import Corpus
-from saberjax.execution import memory
+from saberjax.execution import host_memory, memory
 from saberjax.execution.mesh import GPUS, make_grid, make_mesh, model_rows, own_devices
 from saberjax.execution.programs import HOSTS_EXCHANGES
 from saberjax.layout import chunk_spans
@@ -163,15 +163,15 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                                                         hyper.num_topics))
     fits = _ResidentFit(corpus, hyper, one_axis.size, budget, hosts)
     host_budget = memory.host_memory_budget(host_memory_gb)
+    by_words = functools.partial(_by_words_streamed, corpus, hyper, one_axis, fits, budget,
+                                 chunk_tokens, prefetch, host_budget, layout_on_devices)
     if hyper.sparse:
         partition = _sparse_partition(hyper, partition, mesh, stream, chunk_tokens, fits,
-                                      one_axis.size, lambda: plan_store_chunk_tokens(
-                                          corpus, hyper, host_budget, prefetch) is None)
-    # a resident layout the host builds (CPU devices) whose chunks and states do not fit the
-    # host budget beside the model goes to a chunk store (one process's)
+                                      one_axis.size, lambda: by_words(refuse=False) is not None)
     host_layout_stored = (not layout_on_devices and stream is not False and mesh is None
-                          and partition in ("auto", "documents") and jax.process_count() == 1
-                          and _only_a_store_fits(corpus, hyper, host_budget))
+                          and partition in ("auto", "documents")
+                          and _host_layout_stored(corpus, hyper, one_axis, chunk_tokens,
+                                                  host_budget))
     _check_host_room(corpus, hyper, one_axis, scoring, fits,
                      0 if host_layout_stored else corpus.num_tokens)
     if partition == "auto":
@@ -182,8 +182,7 @@ def plan(corpus: Corpus, hyper: Hyperparams, num_devices: int = 0,
                                           chunk_tokens))
     if partition == "words" and stream is not False and (
             stream or chunk_tokens is not None or not fits("words")):
-        return _by_words_streamed(corpus, hyper, one_axis, fits, budget, chunk_tokens,
-                                  prefetch, host_budget, layout_on_devices)
+        return by_words()
     if partition == "hybrid":
         if stream or chunk_tokens is not None:
             raise ValueError("partition 'hybrid' keeps each device's share resident in one "
@@ -252,29 +251,66 @@ def _sparse_partition(hyper: Hyperparams, partition: str, mesh: str | None,
 
 def _by_words_streamed(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
                        budget: int | None, chunk_tokens: int | None, prefetch: int,
-                       host_budget: int, layout_on_devices: bool) -> Plan:
-    """The plan by word, streamed from pinned host memory: each device's rows of the model
-    (memory.streamed_by_word_model_bytes) beside the fewest slots that fit, a slot's tokens
-    costing the step's bytes a token and, for every device's chunk of the slot, its A
-    gathered and its doc-major topics.  ValueError, naming host_memory_gb, where the chunks
-    and their states do not fit the host (a chunk store streams by document only)."""
-    if plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch) is not None:
-        raise ValueError(f"partition 'words' streams from host memory, and the corpus's chunks "
-                         f"and states do not fit host_memory_gb={host_budget / 1e9:.3g}: raise "
+                       host_budget: int, layout_on_devices: bool,
+                       refuse: bool = True) -> Plan | None:
+    """The plan by word, streamed from pinned host memory in chunks of
+    _by_words_chunk_tokens.  Where the chunks, word shares and states the host holds
+    (held_host_bytes) do not fit its budget beside the model (a chunk store streams by
+    document only): ValueError naming host_memory_gb, or None where not `refuse`."""
+    chunk_tokens = _by_words_chunk_tokens(corpus, hyper, mesh, fits, budget, chunk_tokens,
+                                          prefetch)
+    held = held_host_bytes(corpus, hyper, mesh, chunk_tokens, "words", layout_on_devices)
+    if host_memory.plan_store_chunk_tokens(corpus, hyper, host_budget, prefetch,
+                                           held) is not None:
+        if not refuse:
+            return None
+        raise ValueError(f"partition 'words' streams from host memory, and the corpus's chunks, "
+                         f"word shares and states ({held / 1e9:.3g} GB) do not fit "
+                         f"host_memory_gb={host_budget / 1e9:.3g} beside the model: raise "
                          f"host_memory_gb, or partition by documents (a chunk store)")
-    if budget is not None and chunk_tokens is None:
-        share = -(-corpus.num_tokens // mesh.size)
-        rows = model_rows(corpus.num_words, mesh.size, "words")
-        per_slot_token = fits.measured() + mesh.size * (
-            memory.WORD_PARTITION_BYTES_PER_TOKEN
-            + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0))
-        chunk_tokens = memory.plan_chunk_tokens(
-            share, rows, hyper.num_topics, hyper.padded_topics, budget, per_slot_token,
-            prefetch, memory.streamed_by_word_model_bytes(share, rows, hyper.padded_topics,
-                                                          hyper.sparse))
     return Plan(mesh, "words", chunk_tokens, True, prefetch,
                 layout_on_devices=layout_on_devices, model_format=hyper.model_format,
                 wide_pairs=hyper.wide_pairs)
+
+
+def _host_layout_stored(corpus: Corpus, hyper: Hyperparams, mesh: Mesh,
+                        chunk_tokens: int | None, host_budget: int) -> bool:
+    """Whether a resident layout the host builds (CPU devices; one process's) goes to a chunk
+    store: its chunks and states (held_host_bytes) do not fit the host budget beside the
+    model."""
+    return jax.process_count() == 1 and host_memory.only_a_store_fits(
+        corpus, hyper, host_budget,
+        held_host_bytes(corpus, hyper, mesh, chunk_tokens, "documents", False))
+
+
+def _by_words_chunk_tokens(corpus: Corpus, hyper: Hyperparams, mesh: Mesh,
+                           fits: _ResidentFit, budget: int | None, chunk_tokens: int | None,
+                           prefetch: int) -> int | None:
+    """Tokens per chunk streamed by word: chunk_tokens where given, else (under a device
+    budget) the fewest slots that fit beside each device's rows of the model
+    (memory.streamed_by_word_model_bytes), a slot's tokens costing the step's bytes a token
+    and, for every device's chunk of the slot, its A gathered and its doc-major topics."""
+    if budget is None or chunk_tokens is not None:
+        return chunk_tokens
+    share = -(-corpus.num_tokens // mesh.size)
+    rows = model_rows(corpus.num_words, mesh.size, "words")
+    per_slot_token = fits.measured() + mesh.size * (
+        memory.WORD_PARTITION_BYTES_PER_TOKEN
+        + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0))
+    return memory.plan_chunk_tokens(
+        share, rows, hyper.num_topics, hyper.padded_topics, budget, per_slot_token, prefetch,
+        memory.streamed_by_word_model_bytes(share, rows, hyper.padded_topics, hyper.sparse))
+
+
+def held_host_bytes(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, chunk_tokens: int | None,
+                    partition: str, layout_on_devices: bool) -> int:
+    """Peak host bytes of the chunks, word shares (partition "words") and states that the
+    host holds for this process's devices of the mesh in chunks of about chunk_tokens tokens
+    (None: one a device), as placement.placed creates them (host_memory.held_bytes)."""
+    shape = host_memory.held_shape(corpus, mesh.size, len(own_devices(mesh)), chunk_tokens,
+                                   partition == "words")
+    return host_memory.held_bytes(shape, hyper, corpus.num_words, not layout_on_devices,
+                                  mesh.devices.flat[0].platform != "cpu")
 
 
 def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _ResidentFit,
@@ -297,8 +333,9 @@ def _by_documents(corpus: Corpus, hyper: Hyperparams, mesh: Mesh, fits: _Residen
     # the sparse model by document streams (the tokens' keys are counted at the end)
     streamed = hyper.sparse or (planned is not None if stream is None else stream)
     chunk_tokens = chunk_tokens or (planned if streamed else None)
-    store_tokens = (streamed or host_layout_stored) and plan_store_chunk_tokens(
-        corpus, hyper, host_budget, prefetch)
+    store_tokens = (streamed or host_layout_stored) and host_memory.plan_store_chunk_tokens(
+        corpus, hyper, host_budget, prefetch,
+        held_host_bytes(corpus, hyper, mesh, chunk_tokens, "documents", layout_on_devices))
     if not store_tokens:
         return Plan(mesh, "documents", chunk_tokens, streamed, prefetch,
                     layout_on_devices=layout_on_devices, model_format=hyper.model_format,
@@ -436,55 +473,3 @@ def hosts_exchange(setting: str, hosts: int, share_tokens: int, rows: int, int32
                   + rows * (hosts - 1) / hosts * hyper.padded_topics * BHAT_SECONDS_PER_CELL)
     seconds_topics = topics / hosts_bytes_per_second + extra_work
     return "topics" if seconds_topics < counts / hosts_bytes_per_second else "counts"
-
-
-def _coarse(tokens: int) -> int:
-    """tokens rounded down to four significant bits (less than 12.5% less), so that the few MB
-    a process holds more or less from run to run give the same chunking, and the next run
-    finds its chunk store instead of building it again."""
-    drop = max(tokens.bit_length() - 4, 0)
-    return tokens >> drop << drop
-
-
-def _host_room(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> tuple[int, int, int]:
-    """(room, model, chunks): bytes a host memory budget leaves beside what the process holds
-    already (memory.anonymous_host_memory), and host bytes of the model and of the corpus's
-    chunks and states (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN)."""
-    return (host_budget - memory.anonymous_host_memory(),
-            memory.host_model_bytes(corpus.num_words, hyper.padded_topics,
-                                    corpus.num_tokens if hyper.sparse else None),
-            corpus.num_tokens * (memory.IN_MEMORY_HOST_BYTES_PER_TOKEN
-                                 + (memory.WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0)))
-
-
-def _only_a_store_fits(corpus: Corpus, hyper: Hyperparams, host_budget: int) -> bool:
-    """Whether the model fits a host memory budget but the chunks and states beside it do not
-    (a chunk store holds them then)."""
-    room, model, chunks = _host_room(corpus, hyper, host_budget)
-    return model <= room < model + chunks
-
-
-def plan_store_chunk_tokens(corpus: Corpus, hyper: Hyperparams, host_budget: int,
-                            prefetch: int) -> int | None:
-    """Tokens per chunk for streaming from a chunk store on disk under a host memory budget
-    (bytes, of which the process holds memory.anonymous_host_memory already): None when the
-    corpus and its states fit the budget beside the model (streaming from host memory).
-    Chunks are small enough for chunk_store.BUILD_WORKERS builders (or as many as the cores)
-    where the room allows, else for one.  The chunks of a store are gone when the model is
-    fetched, so either fits the room on its own.
-    ValueError, naming host_memory_gb, when the room cannot hold the model or one chunk."""
-    room, model, chunks = _host_room(corpus, hyper, host_budget)
-    if model + chunks <= room:
-        return None
-    needed = max(int(corpus.doc_lengths().max(initial=0)), 1024)
-    workers = min(os.cpu_count() or 1, chunk_store.BUILD_WORKERS)
-    tokens = _coarse(chunk_store.host_chunk_tokens(max(room, 0), prefetch, workers))
-    if tokens < needed:  # fewer builders, larger chunks
-        tokens = _coarse(chunk_store.host_chunk_tokens(max(room, 0), prefetch))
-    if tokens < needed or model > room:
-        raise ValueError(
-            f"host_memory_gb={host_budget / 1e9:.3g} cannot hold one chunk and the model: "
-            f"beside the {(host_budget - room) / 1e9:.2f} GB this process holds it leaves room "
-            f"for chunks of {tokens:,} tokens (a chunk needs {needed:,}: 1,024 or the longest "
-            f"document) and the model needs {model / 1e9:.2f} GB; raise host_memory_gb")
-    return tokens
