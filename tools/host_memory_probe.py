@@ -9,6 +9,13 @@ placing and over initialisation and a few iterations (the peak reset before each
 
 Prints one JSON line.  On CPU devices the peaks also hold the devices' side (the model, the
 slots in flight, compiled programs), which a GPU keeps in its own memory.
+
+--share_build: instead, the host bytes of building each of the first slots' word shares
+(tracemalloc's peak over layout.word_shares less the shares it returns), a line a slot.
+--plan_tokens=T --plan_docs=D: instead, the plan's figure (host_memory.held_bytes, with an
+accelerator's pinned pool unless --cpu_devices) for T tokens in D documents of equal length,
+by word (--partition) over --devices devices of a host of --cores cores, built by the devices:
+what a GPU run's corpus gets, without building it.
 """
 
 import argparse
@@ -17,16 +24,19 @@ import json
 import os
 import pathlib
 import sys
+import tracemalloc
+import types
 
 import jax
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from saberjax import synth  # noqa: E402
+from saberjax import layout, synth  # noqa: E402
 from saberjax.config import Hyperparams  # noqa: E402
 from saberjax.corpus import Corpus  # noqa: E402
 from saberjax.execution.placement import placed  # noqa: E402
+from saberjax.execution import host_memory  # noqa: E402
 from saberjax.execution.plan import held_host_bytes, plan  # noqa: E402
 from saberjax.platform import reuse_freed_memory  # noqa: E402
 
@@ -51,6 +61,49 @@ def tree_bytes(tree) -> int:
     return sum(int(leaf.nbytes) for leaf in jax.tree.leaves(tree))
 
 
+def share_build(corpus: Corpus, parts: int, chunk_tokens: int) -> None:
+    """Print the host bytes of building the first three slots' word shares (all parts')."""
+    built = layout.build_layout(corpus, chunk_tokens, parts)
+    order = layout.share_order(corpus.word_counts(), built.word_order, parts)
+    num_slots = len(built.chunk_docs) // parts
+    offsets = np.asarray(corpus.doc_offsets)
+    for slot in range(min(num_slots, 3)):
+        group = sum(int(offsets[last] - offsets[first]) for first, last in
+                    layout.group_spans(built, parts, 0, slot, num_slots))
+        tracemalloc.start()
+        shares = layout.word_shares(corpus, built, parts, range(parts), None, order, slot,
+                                    num_slots)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        returned = tree_bytes(tuple(shares.values()))
+        largest = max(int(share.num_tokens) for share in shares.values())
+        print(json.dumps(dict(
+            T=corpus.num_tokens, parts=parts, slots=num_slots, slot=slot, group_tokens=group,
+            largest_share=largest, excess=round(largest * parts / group - 1, 5),
+            share_tokens=int(shares[0].word.shape[0]), returned_bytes=returned,
+            temporary_per_group_token=round((peak - returned) / group, 2))), flush=True)
+
+
+def plan_only(args) -> None:
+    """Print the plan's figure for a corpus of args.plan_tokens in args.plan_docs documents."""
+    os.cpu_count = lambda: args.cores  # word_share_slots_at_once and the builders read it
+    lengths = np.full(args.plan_docs, args.plan_tokens // args.plan_docs, np.int64)
+    lengths[: args.plan_tokens - int(lengths.sum())] += 1
+    corpus = types.SimpleNamespace(num_tokens=args.plan_tokens, name="equal documents",
+                                   doc_offsets=np.concatenate([[0], np.cumsum(lengths)]))
+    hyper = dataclasses.replace(Hyperparams.create(args.num_topics,
+                                                   model_format=args.model_format),
+                                wide_pairs=args.wide_pairs)
+    shape = host_memory.held_shape(corpus, args.devices, args.devices, args.chunk_tokens,
+                                   args.partition == "words")
+    held = host_memory.held_bytes(shape, hyper, args.num_words, False, not args.cpu_devices)
+    print(json.dumps(dict(T=args.plan_tokens, D=args.plan_docs, devices=args.devices,
+                          cores=args.cores, partition=args.partition, **vars(shape),
+                          planned_GB=round(held / 1e9, 2),
+                          corpus_GB=round((4 * args.plan_tokens + 8 * args.plan_docs) / 1e9, 2),
+                          planned_per_token=round(held / args.plan_tokens, 1))), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="clueweb")
@@ -64,12 +117,23 @@ def main() -> None:
     parser.add_argument("--wide_pairs", action="store_true")
     parser.add_argument("--layout_on_devices", action="store_true")
     parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--share_build", action="store_true")
+    parser.add_argument("--plan_tokens", type=int, default=0)
+    parser.add_argument("--plan_docs", type=int, default=0)
+    parser.add_argument("--cores", type=int, default=64)
+    parser.add_argument("--cpu_devices", action="store_true")
     args = parser.parse_args()
+    if args.plan_tokens:
+        plan_only(args)
+        return
     config = synth.make_config(args.preset, num_docs=args.num_docs, num_words=args.num_words)
     lengths, words = synth.generate(config, num_threads=None)
     corpus = Corpus(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
                     words.astype(np.int32), tuple(synth.vocab_words(config.num_words)))
     del words
+    if args.share_build:
+        share_build(corpus, args.devices, args.chunk_tokens)
+        return
     hyper = dataclasses.replace(Hyperparams.create(args.num_topics,
                                                    model_format=args.model_format),
                                 wide_pairs=args.wide_pairs)
