@@ -257,7 +257,7 @@ def test_the_store_chunking_does_not_move_with_the_memory_the_process_holds(monk
         monkeypatch.setattr(memory, "anonymous_host_memory", lambda held=held: held)
         plans.append(plan_store_chunk_tokens(corpus, hyper,
                                              50_000_000 + int(TINY_HOST_GB * 1e9), 2,
-                                             16_000 * corpus.num_tokens))
+                                             40 * corpus.num_tokens))  # held in memory
     assert plans[0] is not None and plans == [plans[0]] * 3
     assert plans[0] == coarse(plans[0])
 

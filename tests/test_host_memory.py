@@ -4,6 +4,7 @@ old), and the layout the host copies them from; a host budget below that streams
 chunk store (by documents) or is refused naming host_memory_gb (by words)."""
 
 import dataclasses
+import os
 
 import jax
 import pytest
@@ -40,8 +41,9 @@ def streamed(partition: str, hyper: Hyperparams):
     ("documents", dataclasses.replace(Hyperparams.create(40), wide_pairs=True)),
     ("documents", Hyperparams.create(40_000, model_format="sparse")),
 ])
-def test_the_host_plan_holds_a_streamed_placements_arrays(partition, hyper):
+def test_the_host_plan_holds_a_streamed_placements_arrays(partition, hyper, monkeypatch):
     needs_local_devices(2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the builders at once: CI's cores
     corpus, placement = streamed(partition, hyper)
     assert placement.streamed and placement.partition == partition
     held = held_host_bytes(corpus, placement.hyper, placement.mesh, CHUNK_TOKENS, partition,
@@ -54,7 +56,7 @@ def test_the_host_plan_holds_a_streamed_placements_arrays(partition, hyper):
     pinned = pinned_bytes(placement)
     layout = tree_bytes(tuple(placement.slots))  # the host's layout beside its copies
     assert held >= max(pinned, 2 * layout)
-    assert held < 3 * pinned  # the temporaries of building the shares and the layout
+    assert held < 2 * pinned  # with the temporaries of building the shares or the layout
 
 
 def test_a_host_budget_below_the_plans_bytes_refuses_by_words_and_stores_by_documents(

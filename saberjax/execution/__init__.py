@@ -3,6 +3,8 @@
     mesh             the one-axis and the two-axis (hosts x gpus) mesh, the roles of their
                      axes, shard specs, arrays between host and mesh
     memory           the memory plan: device and host bytes a run needs
+    host_memory      the host bytes of the chunks, word shares and states the host holds,
+                     and the choice between host memory and a chunk store
     plan             the run's plan from the settings: partition, chunking, resident,
                      streamed or stored
     placement        Placement, a corpus laid out on the mesh as planned, and its host views
