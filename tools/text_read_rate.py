@@ -148,15 +148,18 @@ def _worker_steps(text_corpus) -> str:
 
 def _summed_steps(folder: str) -> dict:
     """The workers' step totals (tools/text_worker_steps.py) summed: per step, CPU and wall
-    seconds over all workers and the most wall seconds of one worker; the workers' spans (first
-    call to last) from the earliest start to the latest end; their count."""
+    seconds over all workers and the most wall seconds of one worker; their processes' resource
+    usage summed (user and system seconds, minor page faults, context switches); the workers'
+    spans (first call to last) from the earliest start to the latest end; their count."""
     import glob
 
-    steps, starts, ends, workers = {}, [], [], 0
+    steps, starts, ends, workers, usage = {}, [], [], 0, {}
     for path in glob.glob(f"{folder}/worker-*.json"):
         with open(path) as file:
             saved = json.load(file)
         workers += 1
+        for key, value in saved.get("usage", {}).items():
+            usage[key] = round(usage.get(key, 0) + value, 2)
         starts.append(saved["span"][0])
         ends.append(saved["span"][1])
         for step, (cpu, wall, calls) in saved["steps"].items():
@@ -168,7 +171,7 @@ def _summed_steps(folder: str) -> dict:
     for total in steps.values():
         for key in ("cpu_s", "wall_s", "most_wall_s"):
             total[key] = round(total[key], 2)
-    return dict(workers=workers, steps=steps,
+    return dict(workers=workers, steps=steps, usage=usage,
                 first_start_to_last_end_s=round(max(ends) - min(starts), 2) if workers else 0)
 
 
