@@ -83,5 +83,8 @@ if os.environ.get(STEPS_DIR):  # in a worker process: its steps timed
     _wrapped(text_workers, "frequencies", "counting")
     _wrapped(text_workers, "_add_pending", "adding words")
     _wrapped(text_workers, "_kept_tokens", "spilling ids")
-    _wrapped(text_workers.files, "write_at", "writing ids")
+    if hasattr(text_workers, "_write_ids"):
+        _wrapped(text_workers, "_write_ids", "writing ids")
+    else:  # a checkout whose workers write by files.write_at alone
+        _wrapped(text_workers.files, "write_at", "writing ids")
     _wrapped(text_workers, "_mapped", "mapping a piece")
