@@ -191,8 +191,7 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
-@pytest.mark.parametrize("through_map", [False, True])
-def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path, through_map):
+def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     from saberjax.corpus import text_workers
     from saberjax.corpus.tokenizing import word_strings
 
@@ -207,8 +206,7 @@ def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path, through
     assert text_workers.worker_places(worker, vocabulary_ids) == {0: 1, 1: 1, 2: 1}
     target = tmp_path / "ids"
     target.write_bytes(b"\xff" * 4 * 5)  # -1 where nothing is written
-    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]),
-                                        text_workers.IdsTarget(target, 4, True, through_map))
+    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), (target, 4, True))
     assert list(mapped) == [0, 1, 2]
     assert [lengths.tolist() for lengths, _ in mapped.values()] == [[1], [1], [1]]
     assert np.fromfile(target, np.int32).tolist() == [-1, 0, 0, 0, -1]

@@ -552,6 +552,7 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
+    monkeypatch.setattr(text_pieces, "TASK_BYTES", 450)  # processes: 3 pieces a call
     built = []
     for processes, memory, directory in ((False, None, None), (True, 0, "native"),
                                          (True, 150, "some spilled")):

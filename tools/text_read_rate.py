@@ -140,7 +140,10 @@ def _worker_steps(text_corpus) -> str:
 
     folder = tempfile.mkdtemp(prefix="worker-steps-")
     os.environ[text_worker_steps.STEPS_DIR] = folder  # after the import: this process unwrapped
-    text_corpus.tokenised = text_worker_steps.tokenised
+    if hasattr(text_corpus, "tokenised_pieces"):  # several pieces a call
+        text_corpus.tokenised_pieces = text_worker_steps.tokenised_pieces
+    else:
+        text_corpus.tokenised = text_worker_steps.tokenised
     text_ids.worker_places = text_worker_steps.worker_places
     text_ids.worker_mapped = text_worker_steps.worker_mapped
     return folder

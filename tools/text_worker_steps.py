@@ -1,13 +1,12 @@
 """The steps of the text reader's worker processes, timed in the workers themselves, for
-tools/text_read_rate.py --worker_steps: that tool submits `tokenised`, `worker_places` and
-`worker_mapped` (below) in place of the reader's, and the worker processes, which import this
-module by name to call them (it lies on their path, beside the tool), wrap the reader's steps
-when they import it.
+tools/text_read_rate.py --worker_steps: that tool submits `tokenised` (or
+`tokenised_pieces`), `worker_places` and `worker_mapped` (below) in place of the reader's, and
+the worker processes, which import this module by name to call them (it lies on their path,
+beside the tool), wrap the reader's steps when they import it.
 Each worker adds the thread CPU seconds and the wall seconds of each step to its totals and
 writes them, with the process's resource usage so far (user and system seconds, minor page
-faults, context switches), as JSON, to STEPS_DIR/worker-<index>.json after every call (the workers end
-without an orderly shutdown): the tool sums the files.
-"""
+faults, context switches), as JSON, to STEPS_DIR/worker-<index>.json after every call (the
+workers end without an orderly shutdown): the tool sums the files."""
 
 from __future__ import annotations
 
@@ -69,6 +68,11 @@ def tokenised(worker: dict, *args):
     return _saved(worker, "tokenised (the call)", lambda: text_workers.tokenised(worker, *args))
 
 
+def tokenised_pieces(worker: dict, *args):
+    return _saved(worker, "tokenised (the call)",
+                  lambda: text_workers.tokenised_pieces(worker, *args))
+
+
 def worker_places(worker: dict, *args):
     return _saved(worker, "places (the call)", lambda: text_workers.worker_places(worker, *args))
 
@@ -83,8 +87,5 @@ if os.environ.get(STEPS_DIR):  # in a worker process: its steps timed
     _wrapped(text_workers, "frequencies", "counting")
     _wrapped(text_workers, "_add_pending", "adding words")
     _wrapped(text_workers, "_kept_tokens", "spilling ids")
-    if hasattr(text_workers, "_write_ids"):
-        _wrapped(text_workers, "_write_ids", "writing ids")
-    else:  # a checkout whose workers write by files.write_at alone
-        _wrapped(text_workers.files, "write_at", "writing ids")
+    _wrapped(text_workers.files, "write_at", "writing ids")
     _wrapped(text_workers, "_mapped", "mapping a piece")

@@ -15,7 +15,7 @@ import numpy as np
 
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
-from saberjax.corpus.text_workers import IdsTarget, worker_mapped, worker_places
+from saberjax.corpus.text_workers import worker_mapped, worker_places
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
 
 
@@ -40,14 +40,10 @@ def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarra
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
     mapped and written by the worker that read it into the file `target` names (and the
     byte offset of the corpus's first id) at its start (starts), their write-back to disk
-    started at once where `write_back` says, worker processes through memory maps of the
-    file and threads by write() (text_workers.IdsTarget: a map's page faults cost threads
-    more than the file's lock, which they wait for little)."""
+    started at once where `write_back` says (text_workers._mapped)."""
     path, offset = target
     mapped = {}
-    through_map = isinstance(pool, WorkerProcesses)
-    for worker in pool.each(worker_mapped, starts,
-                            IdsTarget(path, offset, write_back, through_map)):
+    for worker in pool.each(worker_mapped, starts, (path, offset, write_back)):
         mapped.update(worker)
     for index, ids in enumerate(doc_ids):
         lengths, nonempty = mapped.pop(index)

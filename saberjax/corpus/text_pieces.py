@@ -1,5 +1,6 @@
-"""Blocks of documents cut into pieces of whole documents, the tasks the reader's workers
-tokenise: pieces of 1 to 4 MB, larger for more threads (piece_size)."""
+"""Blocks of documents cut into pieces of whole documents, which the reader's workers
+tokenise: pieces of 1 to 4 MB, larger for more threads (piece_size), several of them a call
+for worker processes (task_pieces)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
+TASK_BYTES = 1 << 22  # of pieces a worker process takes at a call (task_pieces)
 
 
 def piece_size(threads: int, processes: bool = False) -> int:
@@ -25,6 +27,14 @@ def piece_size(threads: int, processes: bool = False) -> int:
         return min(MIN_PIECE_BYTES, PIECE_BYTES)
     return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
                min(MIN_PIECE_BYTES, PIECE_BYTES))
+
+
+def task_pieces(piece_bytes: int, processes: bool) -> int:
+    """Consecutive pieces handed to a worker at a call: a worker process's call costs the
+    collecting process a pickle, two pipes and a thread's hand-over, which for 1 MB pieces
+    on many cores keep it busier than the workers, so processes take TASK_BYTES of pieces a
+    call; a thread's call costs a future, and threads take a piece."""
+    return max(1, TASK_BYTES // piece_bytes) if processes else 1
 
 
 def block_pieces(block: DocumentBlock | LineRange, piece_bytes: int

@@ -2,9 +2,9 @@
 pieces it tokenises, from their text to their ids in the corpus, keeping all of it in its own
 state so that no token passes through the collecting process:
 
-- tokenised: a piece's tokens become ids into its own dictionary of words
-  (tokenizing.token_id_dtype), kept in memory while the worker's share of the memory
-  allowed holds them and in the worker's spill file after that; its dictionary, with the
+- tokenised (tokenised_pieces: several at a call): a piece's tokens become ids into its
+  own dictionary of words (tokenizing.token_id_dtype), kept in memory while the worker's
+  share of the memory allowed holds them and in the worker's spill file after that; its dictionary, with the
   words' counts and document frequencies, waits for GROUP_PIECES of them to be added to the
   worker's words at once (text_words.Words);
 - worker_words: once every piece is read, the worker hands over its words;
@@ -21,13 +21,9 @@ radix sort: each word's tokens in text order), where a new document begins a new
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import mmap
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -77,6 +73,15 @@ def tokenised(worker: dict, index: int, block: DocumentBlock | LineRange,
             words.token_ids.size, size)
 
 
+def tokenised_pieces(worker: dict, first: int, blocks: list[DocumentBlock | LineRange],
+                     rules: text.TextRules, keeping: tuple[str, float]) -> list[tuple]:
+    """tokenised of consecutive pieces of the input, `first` the first's index: a worker
+    process takes several pieces a call, so that the collecting process's share of a call
+    (its arguments pickled, the pipes, the threads' hand-overs) is paid once for them."""
+    return [tokenised(worker, first + offset, block, rules, keeping)
+            for offset, block in enumerate(blocks)]
+
+
 def _add_pending(worker: dict) -> None:
     """Adds the worker's pending dictionaries to its words (its state's "words"), keeping
     each piece's PieceWords."""
@@ -122,68 +127,29 @@ def worker_places(worker: dict, vocabulary_ids: np.ndarray) -> dict[int, int]:
     return kept
 
 
-def worker_mapped(worker: dict, starts: np.ndarray, target: IdsTarget
+def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, bool]
                   ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """(tokens of each document kept, which documents are kept) of each of the worker's
-    pieces, by their indices, whose vocabulary ids it writes into the file `target` names,
-    piece i's at starts[i] ids past its offset (_mapped), and forgets, its spill file deleted
-    (by every worker at once, rather than by the collecting process)."""
+    pieces, by their indices, whose vocabulary ids it writes into the file and at the byte
+    offset `target` names, piece i's at starts[i] ids past it (_mapped), and forgets, its
+    spill file deleted (by every worker at once, rather than by the collecting process)."""
     pieces = worker.pop("pieces", {})
     worker.pop("held bytes", None)
     spills = {piece.spill[0] for piece in pieces.values() if piece.spill is not None}
-    with _ids_writer(target) as write:
-        mapped = {index: _mapped(pieces.pop(index), write, int(starts[index]))
-                  for index in sorted(pieces)}
+    mapped = {index: _mapped(pieces.pop(index), target, int(starts[index]))
+              for index in sorted(pieces)}
     for path in spills:
         os.unlink(path)
     return mapped
 
 
-class IdsTarget(NamedTuple):
-    """The file the workers write the corpus's word ids into (int32), the byte offset of its
-    first id, whether each piece's write-back to disk starts at once (files.start_write_back:
-    the writer's fsync then waits for little) and whether the ids go through a memory map of
-    the file (_ids_writer)."""
-
-    path: Path
-    offset: int
-    write_back: bool
-    through_map: bool
-
-
-@contextlib.contextmanager
-def _ids_writer(target: IdsTarget):
-    """write(ids, start) (_write_ids) into the target's file, open meanwhile, and mapped into
-    memory where target.through_map: buffered writes into one file take its lock, one writer
-    at a time, whereas worker processes copying into their maps of its allocated blocks
-    (native.NativeCorpusWriter allocates them) fill its pages at once."""
-    with open(target.path, "r+b") as file:
-        memory = mmap.mmap(file.fileno(), 0) if target.through_map else None
-        try:
-            yield functools.partial(_write_ids, file.fileno(), memory, target)
-        finally:
-            if memory is not None:
-                memory.close()
-
-
-def _write_ids(fd: int, memory: mmap.mmap | None, target: IdsTarget, ids: np.ndarray,
-               start: int) -> None:
-    """The ids (int32) written into the file `fd` `start` ids past the target's offset, by
-    write() or copied into `memory`, its map; their write-back started where the target
-    says."""
-    at = target.offset + 4 * start
-    if memory is None:
-        files.write_at(fd, ids, at)
-    elif ids.size:
-        np.ndarray(ids.size, np.int32, memory, at)[:] = ids
-    if target.write_back:
-        files.start_write_back(fd, at, ids.nbytes)
-
-
-def _mapped(piece: HeldPiece, write, start: int) -> tuple[np.ndarray, np.ndarray]:
+def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
+            ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens of each document kept, which documents are kept) of a piece, its vocabulary ids
-    written `start` ids into the corpus (write: _ids_writer's); documents without a
-    vocabulary word are left out."""
+    written into the file `target` names, `start` ids past its byte offset, by write(), their
+    write-back to disk started at once when target's flag says so (files.start_write_back:
+    the writer's fsync then waits for little); documents without a vocabulary word are left
+    out."""
     token_ids, doc_tokens = piece.token_ids, piece.doc_tokens
     if token_ids is None:
         path, offset = piece.spill
@@ -199,7 +165,11 @@ def _mapped(piece: HeldPiece, write, start: int) -> tuple[np.ndarray, np.ndarray
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
         ids = ids.take(np.flatnonzero(kept))  # numpy's boolean index branches on each
-    write(ids, start)
+    path, offset, write_back = target
+    with open(path, "r+b") as file:
+        files.write_at(file.fileno(), ids, offset + 4 * start)
+        if write_back:
+            files.start_write_back(file.fileno(), offset + 4 * start, ids.nbytes)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 
