@@ -223,6 +223,27 @@ def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the
         place(corpus, hyper, 2, partition="topics")
 
 
+def test_word_shares_built_several_slots_at_once_are_those_built_one_by_one(monkeypatch):
+    """Streamed by words, a host of many cores builds several slots' word shares at once
+    (placement.word_share_slots_at_once); the slots come out the same and in slot order."""
+    from saberjax.execution import placement as placement_module
+
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=40, seed=3)
+    hyper = Hyperparams.create(60)
+    monkeypatch.setattr(placement_module.os, "cpu_count", lambda: 1)
+    assert placement_module.word_share_slots_at_once(8, 2) == 1
+    one_by_one = place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+    monkeypatch.setattr(placement_module.os, "cpu_count", lambda: 64)
+    assert placement_module.word_share_slots_at_once(8, 2) == 4
+    at_once = place(corpus, hyper, 2, chunk_tokens=100, partition="words")
+    assert one_by_one.num_slots >= 4
+    for first, second in zip(one_by_one.word_shares.chunks, at_once.word_shares.chunks,
+                             strict=True):
+        for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(second), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_more_devices_than_there_are_is_one_clear_error():
     with pytest.raises(ValueError, match=f"num_devices=99, but there are {jax.device_count()}"):
         make_mesh(99)

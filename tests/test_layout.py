@@ -56,8 +56,11 @@ def test_bucket_sizes_pad_by_at_most_an_eighth_and_are_few():
 
 def test_layout_build_is_linear_not_a_sort_of_tokens():
     """The layout of a bag-of-words corpus (2.2M tokens, a document's tokens grouped by word,
-    as UCI files give them) builds in well under the time of one stable argsort of its tokens
-    (0.23x here; the comparison sort it replaced took 0.59x, wiki25k 7 s where it now takes 1)."""
+    as UCI files give them) costs well under the CPU time of one stable argsort of its tokens.
+
+    Both sides are timed in CPU seconds of this process (all its threads), fastest of five: the
+    layout's build threads share the cores with whatever else runs (CI's second test worker),
+    which stretches its wall time but not the work it does, the quantity this test bounds."""
     import time
 
     from saberjax.corpus import Corpus
@@ -71,16 +74,16 @@ def test_layout_build_is_linear_not_a_sort_of_tokens():
                     tuple(map(str, range(20_000))))
     keys = rng.integers(0, 2**40, corpus.num_tokens)
 
-    def fastest_of_five(work) -> float:
+    def fewest_cpu_seconds_of_five(work) -> float:
         times = []
         for _ in range(5):
-            start = time.perf_counter()
+            start = time.process_time()
             work()
-            times.append(time.perf_counter() - start)
+            times.append(time.process_time() - start)
         return min(times)
 
-    sort_seconds = fastest_of_five(lambda: np.argsort(keys, kind="stable"))
-    assert fastest_of_five(lambda: build_layout(corpus)) < 0.4 * sort_seconds
+    sort_seconds = fewest_cpu_seconds_of_five(lambda: np.argsort(keys, kind="stable"))
+    assert fewest_cpu_seconds_of_five(lambda: build_layout(corpus)) < 0.4 * sort_seconds
 
 
 def _mixed_corpus(seed: int = 0):

@@ -43,6 +43,9 @@ from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
 
 
+WORD_SHARE_SLOTS_AT_ONCE = 4  # slots of word shares built at once (word_share_slots_at_once)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Placement:
     """A corpus laid out on a mesh: the chunks of every device, by slot, resident or streamed.
@@ -422,15 +425,27 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
                                  order, num_slots)
     share_tokens = bucket_size(processes.largest(largest))
+    def slot_shares(slot: int) -> Chunk:
+        return by_device_array(word_shares(corpus, layout, parts, own, share_tokens, order,
+                                           slot, num_slots), sharding)
+
     with timing.phase("transfer"):
-        shares = tuple(by_device_array(word_shares(corpus, layout, parts, own, share_tokens,
-                                                   order, slot, num_slots), sharding)
-                       for slot in range(num_slots))
+        shares = tuple(on_threads(slot_shares, range(num_slots),
+                                  word_share_slots_at_once(num_slots, len(own))))
     shares = (streaming.HostChunks(shares, NamedSharding(mesh, by_device(mesh)),
                                    run_plan.prefetch) if streamed else shares[0])
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)
+
+
+def word_share_slots_at_once(num_slots: int, own_devices: int) -> int:
+    """Slots whose word shares are built at once: each slot's build runs one thread a device
+    (layout.word_shares), so the cores allow cores // devices slots; at most
+    WORD_SHARE_SLOTS_AT_ONCE, since each slot being built holds its temporaries (several
+    times its shares' bytes) in host memory until it is done."""
+    return max(1, min(num_slots, WORD_SHARE_SLOTS_AT_ONCE,
+                      (os.cpu_count() or 1) // max(1, own_devices)))
 
 
 def _int32_rows(word_counts: np.ndarray, order: np.ndarray, mesh) -> int:
