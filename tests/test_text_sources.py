@@ -366,6 +366,17 @@ def test_json_lines_parsed_by_the_tokenising_workers_report_bad_records(
     assert os.listdir(tmp_path) == ["bad.jsonl"]  # nothing written, no spill files left
 
 
+def test_a_json_lines_first_record_longer_than_its_first_read_is_read_whole(tmp_path):
+    from saberjax.corpus import columnar_sources
+
+    long = " ".join(["word"] * (columnar_sources.FIRST_RECORD_BYTES // 2))  # 2.5 first reads
+    path = write_text(tmp_path / "long.jsonl", "\n" + f'{{"id": 7, "text": "{long}"}}\n'
+                      + '{"id": 8, "text": "short"}\n')
+    assert documents_read(path, id_field="id") == [long.encode(), b"short"]
+    with pytest.raises(CorpusFormatError, match="no field 'body' in its first record"):
+        documents_read(path, text_field="body")
+
+
 def test_bad_columns_and_objects_are_refused():
     import pyarrow as pa
     import pyarrow.parquet as pq  # noqa: F401 (imported as the Parquet reader does)
