@@ -191,6 +191,37 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
+@pytest.mark.parametrize("processes", [False, True])
+def test_the_pieces_tokenised_are_the_blocks_cut_at_the_piece_size(monkeypatch, processes,
+                                                                    tmp_path):
+    """Each block is cut at the reader's piece size, whatever the size of the pieces collected
+    before it (the blocks' last pieces are smaller)."""
+    from saberjax.corpus import text_corpus, text_pieces
+
+    documents = _varied_documents(4, 300)
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 300)
+    monkeypatch.setattr(text_pieces, "TASK_BYTES", 900)
+    expected = [piece.size for block in document_blocks(documents, block_bytes=1000)
+                for piece in text_pieces.block_pieces(block, 300)]
+    sizes = {}  # by the first piece's index: the workers call at once
+    tokenised_pieces = text_corpus.tokenised_pieces
+    if processes:  # the collecting process cuts the blocks; the sizes come back with results
+        monkeypatch.setattr(text_corpus, "_tokenising_pool",
+                            lambda workers, processes: text_corpus.WorkerThreads(workers))
+        monkeypatch.setattr(text_corpus, "WorkerProcesses", text_corpus.WorkerThreads)
+
+    def recorded(worker, first, blocks, *args):
+        sizes[first] = [block.size for block in blocks]
+        return tokenised_pieces(worker, first, blocks, *args)
+
+    monkeypatch.setattr(text_corpus, "tokenised_pieces", recorded)
+    with pytest.warns(UserWarning, match="dropped"):
+        build_corpus(document_blocks(documents, block_bytes=1000), workers=2,
+                     processes=processes, directory=tmp_path / "corpus")
+    assert [size for first in sorted(sizes) for size in sizes[first]] == expected
+    assert len(set(expected)) > 1
+
+
 def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     from saberjax.corpus import text_workers
     from saberjax.corpus.tokenizing import word_strings

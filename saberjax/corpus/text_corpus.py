@@ -199,11 +199,11 @@ def _read_pieces(blocks, rules, threads, pool, keeping, progress):
     tasks = ((first, parts, rules, keeping)
              for first, parts in _consecutive(pieces, task_pieces(size, processes)))
     for results in in_order(pool, tokenised_pieces, tasks, 2 * threads):
-        for docs, ids, invalid_docs, tokens, size in results:
-            doc_ids.append(ids)
+        for docs, ids, invalid_docs, tokens, piece_bytes in results:  # not `size`, which
+            doc_ids.append(ids)  # cuts the blocks read after this
             num_docs += docs
             invalid += invalid_docs
-            progress.add(docs, tokens, size)
+            progress.add(docs, tokens, piece_bytes)
     return doc_ids, num_docs, invalid
 
 
