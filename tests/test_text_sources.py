@@ -125,6 +125,25 @@ def test_bad_text_files_are_one_line_errors(tmp_path, content, message):
         documents_read(tmp_path / "bad.txt")
 
 
+def test_text_with_over_one_percent_control_bytes_is_refused_as_binary():
+    from pathlib import Path
+
+    from saberjax.corpus.text_blocks import check_is_text
+
+    def checked(content: bytes) -> None:
+        check_is_text(Path("x.txt"), np.frombuffer(content, np.uint8))
+
+    checked(b"a\tb\r\n\x0b\x0c " * 100)  # whitespace below 32 is text
+    checked(b"x" * 990 + b"\x7f" * 10)  # 1% of control bytes (DEL) passes
+    with pytest.raises(CorpusFormatError, match=re.escape(
+            "x.txt: binary data, not text (control byte 0x7f at offset 989, 11 of 1000 "
+            "bytes)")):
+        checked(b"x" * 989 + b"\x7f" * 11)
+    with pytest.raises(CorpusFormatError, match=re.escape(
+            "control byte 0x01 at offset 3, 100 of 400 bytes")):
+        checked(b"ab\n\x01" * 100)
+
+
 def test_missing_files_and_empty_folders_are_errors(tmp_path):
     with pytest.raises(CorpusFormatError, match="file not found"):
         documents_read(tmp_path / "absent.txt")

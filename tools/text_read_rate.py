@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--format", default="auto")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--piece_bytes", type=int, default=None,
-                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES and PIECE_BYTES)")
+                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES, PIECE_BYTES and "
+                             "PROCESS_PIECE_BYTES)")
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
@@ -47,7 +48,8 @@ def main() -> None:
 
     if args.piece_bytes:
         pieces = _module("saberjax.corpus.text_pieces") or text_corpus
-        pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
+        for name in ("MIN_PIECE_BYTES", "PIECE_BYTES", "PROCESS_PIECE_BYTES"):
+            setattr(pieces, name, args.piece_bytes)
     progress = kept_progress(text_corpus)
     if args.processes != "auto":  # text_corpus._uses_processes's bounds
         yes = args.processes == "yes"
