@@ -549,6 +549,35 @@ def test_a_shard_error_comes_in_its_turn_and_stopping_early_ends_the_readers():
             assert not thread.is_alive()
 
 
+def test_shard_readers_hold_few_blocks_of_bytes_but_every_range_of_lines():
+    import threading
+    from pathlib import Path
+
+    from saberjax.corpus.text_sources import (
+        SHARD_BLOCKS_AHEAD,
+        DocumentBlock,
+        LineRange,
+        _read_ahead,
+    )
+
+    count = 3 * SHARD_BLOCKS_AHEAD
+    made = [LineRange(Path("x"), start, start + 1) for start in range(count)]
+    for items in (made, [DocumentBlock(np.full(1, i, np.uint8), np.array([0, 1]))
+                         for i in range(count)]):
+        given, read_ahead = threading.Event(), []
+
+        def next_shard(items=items, given=given):
+            yield from items
+            given.set()
+
+        def first(given=given, read_ahead=read_ahead):
+            yield DocumentBlock(np.zeros(1, np.uint8), np.array([0, 1]))
+            read_ahead.append(given.wait(timeout=0.5))  # the next shard's reader meanwhile
+
+        assert list(_read_ahead([first, next_shard], ahead=1))[1:] == items
+        assert read_ahead == [items is made]  # blocks of bytes: SHARD_BLOCKS_AHEAD at most
+
+
 def test_a_recorded_test_corpus_is_read_by_the_training_rules_and_fields(tmp_path):
     from types import SimpleNamespace
 
