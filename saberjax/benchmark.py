@@ -20,6 +20,7 @@ from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
 from saberjax.execution.placement import place, Placement
+from saberjax.execution.plan import plan
 from saberjax.iteration_measures import measure_phases, measure_reduction, significant
 from saberjax.run_environment import environment
 from saberjax.timing import copy_seconds, timed
@@ -185,24 +186,27 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     corpus_info = dict(corpus=corpus.name, D=corpus.num_docs, T=corpus.num_tokens,
                        V=corpus.num_words)
     for count, partition, chunk_size in itertools.product(num_devices, partitions, chunk_tokens):
-        placement, placed = measure_placement(
-            corpus, Hyperparams.create(num_topics[0]), count, chunk_size, partition,
-            mesh if partition in ("auto", "hybrid") and count == 0 else None)
-        mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
-                         mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
-                         num_chunks=placement.num_chunks,
-                         padded_tokens=int(placement.slots[0].word.size * placement.num_slots))
-        exchanges = hosts_exchanges if placement.partition == "hybrid" else ("auto",)
-        for k, every, exchange in itertools.product(num_topics, optimize_alpha_every,
-                                                    exchanges):
-            for backend in order:
+        run_mesh = mesh if partition in ("auto", "hybrid") and count == 0 else None
+        placements = _PlacementsByPlan(corpus, count, chunk_size, partition, run_mesh)
+        for k, every in itertools.product(num_topics, optimize_alpha_every):
+            placement, placed = placements.for_topics(k)
+            mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
+                             mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
+                             num_chunks=placement.num_chunks,
+                             padded_tokens=int(placement.slots[0].word.size
+                                               * placement.num_slots))
+            exchanges = hosts_exchanges if placement.partition == "hybrid" else ("auto",)
+            for exchange, backend in itertools.product(exchanges, order):
                 head = dict(K=k, backend=backend, **corpus_info, **mesh_info)
                 reason = backend_unavailable(backend)
                 if reason is not None:
                     put(dict(type="skipped", **head, reason=reason, **env))
                     continue
                 run_placement = dataclasses.replace(
-                    placement.with_hyper(Hyperparams.create(k, backend=backend)),
+                    placement.with_hyper(dataclasses.replace(
+                        Hyperparams.create(k, backend=backend),
+                        model_format=placement.hyper.model_format,
+                        wide_pairs=placement.hyper.wide_pairs)),
                     hosts_exchange_setting=exchange)
                 result = bench_one(run_placement, corpus, iterations=iterations,
                                    warmup=warmup, seed=seed, phases=phases,
@@ -222,6 +226,32 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                    wall_seconds=significant(time.perf_counter() - wall_start))
     put(summary)
     return records
+
+
+class _PlacementsByPlan:
+    """The placement each K of a benchmark runs on: the corpus placed as execution.plan plans
+    it for that K (partition "auto" may choose another partition, model format or A's pair
+    width for another K), placed again only where the plan differs from the last K's, and
+    one placement held at a time (the previous one's device memory freed first)."""
+
+    def __init__(self, corpus: Corpus, num_devices: int, chunk_tokens: int | None,
+                 partition: str, mesh: str | None):
+        self.corpus, self.settings = corpus, (num_devices, chunk_tokens, partition, mesh)
+        self.key, self.placed = None, None
+
+    def for_topics(self, num_topics: int) -> tuple[Placement, dict]:
+        """(placement, its record) for K = num_topics (its hyper's format and A's pair width
+        are those the plan chose; its K may be an earlier one of the same plan)."""
+        hyper = Hyperparams.create(num_topics)
+        num_devices, chunk_tokens, partition, mesh = self.settings
+        run_plan = plan(self.corpus, hyper, num_devices, chunk_tokens, stream=False,
+                        partition=partition, mesh=mesh)
+        key = (run_plan.partition, tuple(run_plan.mesh.shape.items()), run_plan.chunk_tokens,
+               run_plan.streamed, run_plan.model_format, run_plan.wide_pairs)
+        if key != self.key:
+            self.key, self.placed = key, None
+            self.placed = measure_placement(self.corpus, hyper, *self.settings)
+        return self.placed
 
 
 def _bandwidth_bound(result: dict, copy_bps: float, num_tokens: int) -> dict:

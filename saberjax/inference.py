@@ -50,6 +50,7 @@ from saberjax.corpus.plain_text import text_in_vocabulary, tokenizing_rules
 from saberjax.execution import memory
 from saberjax.layout import build_layout
 from saberjax.seeding import SeedPrior
+from saberjax.segmented_count import store_distinct
 from saberjax.state import check_document_lengths, needs_wide_pairs, unpack_pairs
 
 
@@ -376,10 +377,11 @@ class BatchWordRows:
 
 @functools.partial(compilation.jit, static_argnames="table_rows")
 def _word_rows_table(floor, rows, topics, values, table_rows: int):
-    """[table_rows, K]: floor in every row, values set at (rows, topics); rows past the table
-    (padding) are dropped."""
+    """[table_rows, K]: floor in every row, values set at (rows, topics) (distinct cells, a
+    store of unique indices: segmented_count.store_distinct); rows past the table (padding)
+    are dropped."""
     table = jnp.broadcast_to(floor, (table_rows, floor.shape[0]))
-    return table.at[rows, topics].set(values, mode="drop")
+    return store_distinct(table, rows, rows < table_rows, values, topics)
 
 
 def _fold_in_batches(model: ModelTopics, documents: DocumentWords, iterations: int,

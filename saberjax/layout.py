@@ -41,6 +41,9 @@ from saberjax import layout_sort, timing
 from saberjax.corpus import Corpus
 from saberjax.rng import global_token_ids, split_token_id
 
+# slots of word shares built at once at most (word_share_slots_at_once)
+WORD_SHARE_SLOTS_AT_ONCE = 4
+
 DEFAULT_CHUNK_TOKENS = 1 << 26
 TILE_TOKENS = 8  # tokens of one word per E-step program (saberjax.pallas.sampler)
 
@@ -397,6 +400,15 @@ def largest_word_share(corpus: Corpus, layout: Layout, num_parts: int,
         return int(np.bincount(ranks % num_parts, minlength=num_parts).max(initial=0))
 
     return max(largest(group, slot) for group in groups for slot in range(num_slots))
+
+
+def word_share_slots_at_once(num_slots: int, own_devices: int) -> int:
+    """Slots whose word shares are built at once: each slot's build runs one thread a device
+    (word_shares), so the cores allow cores // devices slots; at most
+    WORD_SHARE_SLOTS_AT_ONCE, since each slot being built holds its temporaries (several
+    times its shares' bytes) in host memory until it is done."""
+    return max(1, min(num_slots, WORD_SHARE_SLOTS_AT_ONCE,
+                      (os.cpu_count() or 1) // max(1, own_devices)))
 
 
 def word_shares(corpus: Corpus, layout: Layout, num_parts: int, parts: Collection[int],

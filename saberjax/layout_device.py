@@ -45,6 +45,7 @@ from saberjax import compilation
 from saberjax.corpus import Corpus
 from saberjax.layout import TILE_TOKENS, Chunk, max_tiles
 from saberjax.rng import split_token_id
+from saberjax.segmented_count import store_distinct
 
 
 class ChunkInputs(NamedTuple):
@@ -84,7 +85,8 @@ def build_chunk(inputs: ChunkInputs, word_rank: jax.Array,
                 tile_tokens: int = TILE_TOKENS) -> Chunk:
     """The layout.Chunk of one chunk (jax, to run jitted on a device): layout.build_chunk's
     arrays for the same documents, word ranks and padded shape (padded tokens and documents
-    from the inputs' shapes, V from word_rank's), tiles of tile_tokens."""
+    from the inputs' shapes, V from word_rank's: a permutation of the word ids), tiles of
+    tile_tokens."""
     padded_tokens, = inputs.words.shape
     padded_docs, = inputs.lengths.shape
     num_words, = word_rank.shape
@@ -116,7 +118,7 @@ def build_chunk(inputs: ChunkInputs, word_rank: jax.Array,
     # which XLA runs as a radix sort of pairs on a GPU)
     sorted_key, order = jax.lax.sort((key, position), num_keys=1, is_stable=True)
     word_of_rank = jnp.zeros(num_words + 1, jnp.int32).at[word_rank].set(
-        jnp.arange(num_words, dtype=jnp.int32))  # rank V (padding): word 0
+        jnp.arange(num_words, dtype=jnp.int32), unique_indices=True)  # rank V (padding): word 0
 
     # tiles: each word run cut into tiles of tile_tokens tokens, in word-major order
     run_head = jax.lax.cummax(jnp.where(
@@ -124,8 +126,8 @@ def build_chunk(inputs: ChunkInputs, word_rank: jax.Array,
     head = real & ((position - run_head) % tile_tokens == 0)
     tile = jnp.cumsum(head, dtype=jnp.int32) - 1
     num_entries = max_tiles(padded_tokens, num_words, tile_tokens) + 1
-    tile_start = jnp.full(num_entries, num_tokens, jnp.int32).at[
-        jnp.where(head, tile, num_entries)].set(position, mode="drop")
+    tile_start = store_distinct(jnp.full(num_entries, num_tokens, jnp.int32), tile, head,
+                                position)
 
     return Chunk(
         word=word_of_rank[sorted_key],

@@ -119,6 +119,23 @@ def test_benchmark_reports_positive_throughput_phases_and_skips_unavailable_back
     assert sorted(os.listdir(output.parent)) == ["bench.jsonl"]  # no temporary file left
 
 
+def test_each_k_of_a_list_runs_on_the_partition_auto_plans_for_it():
+    """partition auto places the corpus for each K as training would: by documents for a
+    small model, by words where the model outweighs the corpus (each K its own plan, not
+    the first K's placement reused)."""
+    from saberjax.benchmark import run_benchmark
+    from saberjax.execution.placement import place
+
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=30, seed=7)  # 50 words, about 1,200 tokens
+    expected = {k: place(corpus, Hyperparams.create(k), 2).partition for k in (60, 8)}
+    assert expected == {60: "words", 8: "documents"}
+    records = run_benchmark(corpus, [60, 8], ["xla"], iterations=1, warmup=0,
+                            num_devices=(2,), phases=False, copy_mib=1, emit=lambda _: None)
+    results = [record for record in records if record["type"] == "result"]
+    assert [(r["K"], r["partition"]) for r in results] == [(60, "words"), (8, "documents")]
+
+
 def test_test_fraction_trains_on_the_rest_and_scores_the_held_out_documents(
         bench_flags, parse, capsys, tmp_path):
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=2)

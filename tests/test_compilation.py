@@ -11,8 +11,10 @@ from test_sparse_sampler import scatters
 from jax._src import compiler
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, inference, streamed_rows, trainer
+from saberjax import compilation, inference, layout_device, streamed_rows, trainer
+from saberjax.config import Hyperparams
 from saberjax.corpus import split_document_halves, train_test_split
+from saberjax.execution.placement import place
 
 
 @pytest.fixture
@@ -83,3 +85,29 @@ def test_gathered_keys_store_declares_unique_indices():
     stores = [unique for unique, combines in scatters(gather.lower(keys).as_text())
               if not combines]
     assert len(stores) == 2 and all(stores)  # rows and topics
+
+
+def test_the_device_layout_and_the_inference_table_store_with_unique_indices():
+    """The device's layout build (the tiles' starts, the words by rank) and a sparse model's
+    fold-in table (B-hat's cells of the batch's words) store with unique indices, which XLA's
+    deterministic mode runs as plain stores, not as a sort and a scan."""
+    corpus = random_corpus(num_docs=10, num_words=12, mean_length=8, seed=2)
+    inputs = layout_device.chunk_inputs(corpus, 0, corpus.num_docs, 128, 16)
+    word_rank = jnp.asarray(np.random.default_rng(0).permutation(12).astype(np.int32))
+    layout_text = jax.jit(layout_device.build_chunk).lower(inputs, word_rank).as_text()
+    table_text = inference._word_rows_table.lower(
+        jnp.zeros(6, jnp.float32), jnp.array([0, 1, 4, 4], jnp.int32),
+        jnp.array([2, 2, 5, 5], jnp.int32), jnp.ones(4, jnp.float32), table_rows=4).as_text()
+    for text, expected in ((layout_text, 2), (table_text, 1)):
+        stores = [unique for unique, combines in scatters(text) if not combines]
+        assert len(stores) == expected and all(stores)
+
+
+def test_a_compiled_iteration_gives_its_optimized_program():
+    """CompiledStep.program_texts: the optimized program of each executable an iteration
+    runs (one for resident chunks), what a profile's kernel names are looked up in."""
+    corpus = random_corpus(num_docs=20, num_words=15, mean_length=10, seed=1)
+    placed = place(corpus, Hyperparams.create(4, backend="xla"), 1)
+    state = placed.init(0)
+    texts = placed.compile(state).program_texts()
+    assert len(texts) == 1 and texts[0].startswith("HloModule")

@@ -225,17 +225,17 @@ def test_auto_partitions_by_word_on_several_devices_when_the_model_outweighs_the
 
 def test_word_shares_built_several_slots_at_once_are_those_built_one_by_one(monkeypatch):
     """Streamed by words, a host of many cores builds several slots' word shares at once
-    (placement.word_share_slots_at_once); the slots come out the same and in slot order."""
-    from saberjax.execution import placement as placement_module
+    (layout.word_share_slots_at_once); the slots come out the same and in slot order."""
+    from saberjax import layout
 
     needs_local_devices(2)
     corpus = random_corpus(num_docs=40, seed=3)
     hyper = Hyperparams.create(60)
-    monkeypatch.setattr(placement_module.os, "cpu_count", lambda: 1)
-    assert placement_module.word_share_slots_at_once(8, 2) == 1
+    monkeypatch.setattr(layout.os, "cpu_count", lambda: 1)
+    assert layout.word_share_slots_at_once(8, 2) == 1
     one_by_one = place(corpus, hyper, 2, chunk_tokens=100, partition="words")
-    monkeypatch.setattr(placement_module.os, "cpu_count", lambda: 64)
-    assert placement_module.word_share_slots_at_once(8, 2) == 4
+    monkeypatch.setattr(layout.os, "cpu_count", lambda: 64)
+    assert layout.word_share_slots_at_once(8, 2) == 4
     at_once = place(corpus, hyper, 2, chunk_tokens=100, partition="words")
     assert one_by_one.num_slots >= 4
     for first, second in zip(one_by_one.word_shares.chunks, at_once.word_shares.chunks,

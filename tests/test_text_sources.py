@@ -422,6 +422,55 @@ def test_a_missing_parquet_column_names_those_there_are(tmp_path):
         documents_read(tmp_path / "x.parquet")
 
 
+def test_a_missing_csv_column_opens_no_threaded_reader_and_closes_every_reader(
+        tmp_path, monkeypatch):
+    """A CSV reader on Arrow's threads reads ahead; one left open as the process exits (after
+    the error below) aborts it.  The header is checked by a reader without threads, closed
+    before the error; a file with its columns is read by a threaded reader, closed at the
+    end."""
+    import pyarrow.csv as pa_csv
+
+    opened = []
+    open_csv = pa_csv.open_csv
+
+    class RecordedReader:
+        """An Arrow CSV reader that notes whether it was closed."""
+
+        def __init__(self, reader):
+            self.reader, self.closed = reader, False
+
+        def __getattr__(self, name):
+            return getattr(self.reader, name)
+
+        def __iter__(self):
+            return iter(self.reader)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.closed = True
+            self.reader.close()
+
+    def recording_open_csv(*args, **kwargs):
+        reader = RecordedReader(open_csv(*args, **kwargs))
+        options = kwargs.get("read_options") or pa_csv.ReadOptions()
+        opened.append((options.use_threads, reader))
+        return reader
+
+    monkeypatch.setattr(pa_csv, "open_csv", recording_open_csv)
+    (tmp_path / "x.csv").write_bytes(b"id,body\n1,a b\n")
+    with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'id', "
+                                                "'body'\\)"):
+        documents_read(tmp_path / "x.csv")
+    assert [(threads, reader.closed) for threads, reader in opened] == [(False, True)]
+    (tmp_path / "y.csv").write_bytes(b"id,text\n1,a b\n2,c\n")
+    opened.clear()
+    assert documents_read(tmp_path / "y.csv") == [b"a b", b"c"]
+    assert [(threads, reader.closed) for threads, reader in opened] == [(False, True),
+                                                                         (True, True)]
+
+
 def test_corrupt_compressed_data_is_a_read_error(tmp_path):
     path = tmp_path / "docs.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"text": "a"}\n' * 100)[:40])

@@ -9,7 +9,6 @@ short text).  Shows whether a collective overlaps compute (docs/measurements/mul
 from __future__ import annotations
 
 import collections
-import glob
 
 import jax
 from absl import app, flags
@@ -17,6 +16,8 @@ from absl import app, flags
 from saberjax.config import Hyperparams
 from saberjax.corpus import load_corpus
 from saberjax.execution.placement import place
+
+import kernel_timeline  # tools/, beside this script
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", None, "Corpus path (load_corpus).", required=True)
@@ -44,25 +45,12 @@ def main(_):
     for _ in range(FLAGS.warmup):
         state = step(state)
     jax.block_until_ready(state)
-    jax.profiler.start_trace(FLAGS.trace_dir)
-    for _ in range(FLAGS.traced):
-        state = step(state)
-    jax.block_until_ready(state)
-    jax.profiler.stop_trace()
-    path = sorted(glob.glob(f"{FLAGS.trace_dir}/**/*.xplane.pb", recursive=True))[-1]
-    data = jax.profiler.ProfileData.from_file(path)
-    planes = [plane for plane in data.planes if plane.name == f"/device:GPU:{FLAGS.device}"]
-    if not planes:
-        print("no plane of GPU", FLAGS.device, [plane.name for plane in data.planes])
+    _, events = kernel_timeline.traced_events(
+        lambda: kernel_timeline.repeated(step, state, FLAGS.traced), FLAGS.trace_dir,
+        FLAGS.device)
+    if events is None:
+        print("no plane of GPU", FLAGS.device)
         return
-    events = []
-    print("lines:", [line.name for line in planes[0].lines])
-    for line in planes[0].lines:
-        if "Stream" not in line.name:
-            continue
-        for event in line.events:
-            events.append((event.start_ns, event.duration_ns, line.name, event.name))
-    events.sort()
     first = events[0][0]
     small = collections.defaultdict(lambda: [0, 0.0])
     print(f"GPU {FLAGS.device}: {len(events)} kernels over "

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import gzip
 import json
+import os
 import resource
 import time
 
@@ -34,6 +36,8 @@ from saberjax.execution.placement import placed
 from saberjax.pallas import segmented_count as pallas_segmented_count
 from saberjax.corpus import Corpus
 from saberjax.state import check_document_lengths, max_pair_count
+
+import kernel_timeline  # tools/, beside this script
 
 
 def model_record(placement, state, corpus) -> dict:
@@ -57,11 +61,12 @@ def model_record(placement, state, corpus) -> dict:
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
           heldout=None, phases: bool = False, wide_pairs: bool = False,
-          phase_variants: bool = False, **settings) -> dict:
+          phase_variants: bool = False, profile: str = "", **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
-    phases, phase_variants: sparse_phases' timings after the run; wide_pairs: A's pairs wide
-    whatever the documents' lengths; settings: TrainConfig's placement settings, e.g.
-    partition, chunk_tokens)."""
+    phases, phase_variants: sparse_phases' timings after the run; profile: a folder for
+    kernel_profile's trace and program after the run; wide_pairs: A's pairs wide whatever the
+    documents' lengths; settings: TrainConfig's placement settings, e.g. partition,
+    chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
@@ -104,6 +109,9 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
     if hyper.sparse and placement.num_devices == 1 and phases:
         record["phase_seconds"] = sparse_phases(placement, result.state,
                                                 variants=phase_variants)
+    if profile and placement.num_devices == 1:
+        print(kernel_profile(placement, result.state, os.path.join(profile, f"K{num_topics}")),
+              flush=True)
     if heldout is not None:
         record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
     return record
@@ -198,6 +206,24 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) ->
     return phases
 
 
+def kernel_profile(placement, state, folder: str, calls: int = 2) -> str:
+    """The first GPU's kernels over `calls` compiled iterations from the trained state
+    (kernel_timeline.kernel_totals), the trace and the iteration's optimized program
+    (program.txt.gz: the fusions' operations) written under folder."""
+    step = placement.compile(state)
+    jax.block_until_ready(step(state))
+    _, events = kernel_timeline.traced_events(
+        lambda: [step(state) for _ in range(calls)], os.path.join(folder, "trace"))
+    os.makedirs(folder, exist_ok=True)
+    with gzip.open(os.path.join(folder, "program.txt.gz"), "wt") as file:
+        file.write("\n\n".join(step.program_texts()))
+    if events is None:
+        return f"kernel profile {folder}: no GPU in the trace"
+    return (f"kernel profile {folder}:\n" + kernel_timeline.kernel_totals(events, calls)
+            + "\nthe largest kernels' launches:\n" + kernel_timeline.kernel_details(
+                os.path.join(folder, "trace"), kernel_timeline.top_kernels(events, 8)))
+
+
 def _one_program(placement, share, chunk, chunk_state, model, key):
     """The four phases of a sparse iteration on one device as one program (no shard_map):
     (the chunk's new state, the new model)."""
@@ -278,6 +304,9 @@ def main():
     parser.add_argument("--phase_variants", action="store_true", help="with --phases, also "
                         "A's rebuild at one and two bitmap levels and the E-step with float32 "
                         "and bfloat16 dense rows, on the same state")
+    parser.add_argument("--profile", default="", help="a folder: after each one-device run, "
+                        "the first GPU's kernels over two compiled iterations (printed), the "
+                        "trace and the iteration's optimized program (written there)")
     parser.add_argument("--partition", default="auto", help="TrainConfig's partition "
                         "(documents: the sparse model streams, whole on every device; words "
                         "with --chunk_tokens: streamed, each device's rows resident)")
@@ -302,7 +331,7 @@ def main():
                           V=corpus.num_words, D=corpus.num_docs, **env)), flush=True)
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
-                phases=args.phases, phase_variants=args.phase_variants,
+                phases=args.phases, phase_variants=args.phase_variants, profile=args.profile,
                 partition=args.partition, chunk_tokens=args.chunk_tokens,
                 num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:

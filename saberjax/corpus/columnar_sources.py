@@ -173,7 +173,8 @@ def _json_error(path: Path, fields: Fields, error: Exception) -> str:
 def csv_blocks(path: Path, fields: Fields, block_bytes: int, delimiter: str = ","
                 ) -> Iterator[DocumentBlock]:
     """CSV with a header line: the text column of each row (pyarrow.csv; the text is read as
-    bytes, not checked to be UTF-8 here)."""
+    bytes, not checked to be UTF-8 here).  The header is checked first, by a reader without
+    threads, so that a missing column never leaves a threaded reader to the process's exit."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
@@ -182,27 +183,28 @@ def csv_blocks(path: Path, fields: Fields, block_bytes: int, delimiter: str = ",
     if fields.id is not None:
         types[fields.id] = pa.string()
     parse = pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+    try:
+        present = _csv_columns(path, parse)
+    except pa.ArrowInvalid as error:
+        if "Empty CSV file" in str(error):
+            return
+        raise CorpusFormatError(f"{path}: not readable as {_DELIMITED[delimiter]} ({error})"
+                                ) from None
+    if any(name not in present for name in columns):
+        raise CorpusFormatError(_missing_column(path, columns, present))
     with open_stream(path) as stream:
-        try:
-            reader = pa_csv.open_csv(
-                stream, parse_options=parse,
-                read_options=pa_csv.ReadOptions(block_size=max(block_bytes, MIN_PARSE_BYTES)),
-                convert_options=pa_csv.ConvertOptions(include_columns=columns,
-                                                      column_types=types))
-        except pa.ArrowKeyError:
-            raise CorpusFormatError(_missing_column(path, columns, _csv_columns(path, parse))
-                                    ) from None
-        except pa.ArrowInvalid as error:
-            if "Empty CSV file" in str(error):
-                return
-            raise CorpusFormatError(f"{path}: not readable as {_DELIMITED[delimiter]} ({error})"
-                                    ) from None
-        try:
-            for batch in reader:
-                yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path), path)
-        except pa.ArrowException as error:
-            raise CorpusFormatError(f"{path}: not readable as {_DELIMITED[delimiter]} ({error})"
-                                    ) from None
+        reader = pa_csv.open_csv(
+            stream, parse_options=parse,
+            read_options=pa_csv.ReadOptions(block_size=max(block_bytes, MIN_PARSE_BYTES)),
+            convert_options=pa_csv.ConvertOptions(include_columns=columns, column_types=types))
+        with reader:  # closed before its stream: its read-ahead never outlives the file
+            try:
+                for batch in reader:
+                    yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path),
+                                       path)
+            except pa.ArrowException as error:
+                raise CorpusFormatError(
+                    f"{path}: not readable as {_DELIMITED[delimiter]} ({error})") from None
 
 
 _DELIMITED = {",": "CSV", "\t": "TSV"}
@@ -214,11 +216,15 @@ def tsv_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Documen
 
 
 def _csv_columns(path: Path, parse) -> list[str]:
-    """The column names of a CSV file's header line."""
+    """The column names of a CSV file's header line (read without threads, and the reader
+    closed before the file: a reader reading ahead on Arrow's threads as the process exits
+    aborts it)."""
     import pyarrow.csv as pa_csv
 
-    with open_stream(path) as stream:
-        return pa_csv.open_csv(stream, parse_options=parse).schema.names
+    with open_stream(path) as stream, pa_csv.open_csv(
+            stream, parse_options=parse, read_options=pa_csv.ReadOptions(use_threads=False),
+            convert_options=pa_csv.ConvertOptions(check_utf8=False)) as reader:
+        return reader.schema.names
 
 
 def _missing_column(source, wanted: list[str], present: list[str]) -> str:

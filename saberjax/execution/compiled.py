@@ -98,6 +98,13 @@ class CompiledStep:
                                             state.chunks, state.model, key)
         return TrainState(states, model, iteration, state.seed)
 
+    def program_texts(self) -> list[str]:
+        """The optimized programs (XLA's HLO text) of the executables an iteration runs, to
+        tell a profile's kernels by the operations they fuse."""
+        executables = ((self._counts, self._slot, self._reduce) if self.placement.streamed
+                       else (self._iteration,))
+        return [executable.as_text() for executable in executables]
+
 
 class CompiledAlphaUpdate:
     """The learned prior's update (saberjax.prior) of a Placement's state through executables

@@ -37,13 +37,10 @@ from saberjax.execution.plan import Plan, hosts_exchange, plan
 from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
 from saberjax.execution.streamed_programs import StreamedPrograms
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
-                             share_order, word_shares)
+                             share_order, word_share_slots_at_once, word_shares)
 from saberjax.layout_cache import cached_layout
 from saberjax.sparse_word_topic import SparseWordTopic
 from saberjax.state import ChunkState, Model, TrainState
-
-
-WORD_SHARE_SLOTS_AT_ONCE = 4  # slots of word shares built at once (word_share_slots_at_once)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -437,15 +434,6 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     return Placement(mesh, slots, layout.chunk_docs, chunking, corpus.num_words, hyper,
                      shares, order, _int32_rows(counts, order, mesh),
                      hosts_exchange_setting=run_plan.hosts_exchange)
-
-
-def word_share_slots_at_once(num_slots: int, own_devices: int) -> int:
-    """Slots whose word shares are built at once: each slot's build runs one thread a device
-    (layout.word_shares), so the cores allow cores // devices slots; at most
-    WORD_SHARE_SLOTS_AT_ONCE, since each slot being built holds its temporaries (several
-    times its shares' bytes) in host memory until it is done."""
-    return max(1, min(num_slots, WORD_SHARE_SLOTS_AT_ONCE,
-                      (os.cpu_count() or 1) // max(1, own_devices)))
 
 
 def _int32_rows(word_counts: np.ndarray, order: np.ndarray, mesh) -> int:
