@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import errno
 import functools
 import io
 import os
@@ -61,6 +62,31 @@ def write_at(fd: int, data, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+
+
+def allocate(fd: int, offset: int, size: int) -> None:
+    """Allocate the file's blocks of the byte range (Linux's fallocate, the file's size
+    unchanged within it), so that writers filling the range find its blocks there rather than
+    each reserving them as it writes; nothing where the system or file system has no such
+    call.  OSError when the disk lacks the space."""
+    fallocate = _fallocate()
+    if fallocate is None or size <= 0:
+        return
+    if fallocate(fd, 0, offset, size) != 0:
+        error = ctypes.get_errno()
+        if error == errno.ENOSPC:
+            raise OSError(error, os.strerror(error))
+
+
+@functools.cache
+def _fallocate():
+    """The C library's fallocate, or None where there is none."""
+    try:
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    return fallocate
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting

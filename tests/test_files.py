@@ -64,12 +64,15 @@ def test_crc32_combine_gives_the_crc_of_the_concatenation():
 
 
 def test_ranges_written_in_any_order_with_their_write_back_make_the_file(tmp_path):
-    from saberjax.files import start_write_back, write_at
+    from saberjax.files import allocate, start_write_back, write_at
 
     values = np.arange(10_000, dtype=np.int32)
     path = tmp_path / "ids"
     with open(path, "wb") as file:
         file.truncate(100 + values.nbytes)  # at an offset that is not a page's
+        allocate(file.fileno(), 100, values.nbytes)  # where the file system can: same bytes
+        allocate(file.fileno(), 0, 0)  # nothing
+    assert path.read_bytes() == bytes(100 + values.nbytes)  # allocated blocks read as zeros
     with open(path, "r+b") as file:
         for part, write_back in zip(np.array_split(np.arange(values.size), 4)[::-1],
                                     (True, False, True, False)):
@@ -78,3 +81,17 @@ def test_ranges_written_in_any_order_with_their_write_back_make_the_file(tmp_pat
                 start_write_back(file.fileno(), 100 + 4 * int(part[0]), values[part].nbytes)
         write_at(file.fileno(), values[:0], 100)  # nothing to write
     assert path.read_bytes() == bytes(100) + values.tobytes()
+
+
+def test_allocated_blocks_are_the_file_systems_where_it_allocates(tmp_path):
+    from saberjax.files import _fallocate, allocate
+
+    probe, path = tmp_path / "probe", tmp_path / "ids"
+    with open(probe, "wb") as file:
+        if _fallocate() is None or _fallocate()(file.fileno(), 0, 0, 1 << 20) != 0:
+            pytest.skip("the system or file system allocates no blocks ahead")
+    with open(path, "wb") as file:
+        file.truncate(4096 + (1 << 20))
+        allocate(file.fileno(), 4096, 1 << 20)
+    assert path.stat().st_size == 4096 + (1 << 20)  # not grown
+    assert path.stat().st_blocks * 512 >= 1 << 20  # a truncated file has none

@@ -191,6 +191,37 @@ def test_the_corpus_is_the_same_whatever_the_threads_blocks_pieces_and_memory(
         assert built.dropped_empty_docs == reference.dropped_empty_docs
 
 
+@pytest.mark.parametrize("processes", [False, True])
+def test_the_pieces_tokenised_are_the_blocks_cut_at_the_piece_size(monkeypatch, processes,
+                                                                    tmp_path):
+    """Each block is cut at the reader's piece size, whatever the size of the pieces collected
+    before it (the blocks' last pieces are smaller)."""
+    from saberjax.corpus import text_corpus, text_pieces
+
+    documents = _varied_documents(4, 300)
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 300)
+    monkeypatch.setattr(text_pieces, "TASK_BYTES", 900)
+    expected = [piece.size for block in document_blocks(documents, block_bytes=1000)
+                for piece in text_pieces.block_pieces(block, 300)]
+    sizes = {}  # by the first piece's index: the workers call at once
+    tokenised_pieces = text_corpus.tokenised_pieces
+    if processes:  # the collecting process cuts the blocks; the sizes come back with results
+        monkeypatch.setattr(text_corpus, "_tokenising_pool",
+                            lambda workers, processes: text_corpus.WorkerThreads(workers))
+        monkeypatch.setattr(text_corpus, "WorkerProcesses", text_corpus.WorkerThreads)
+
+    def recorded(worker, first, blocks, *args):
+        sizes[first] = [block.size for block in blocks]
+        return tokenised_pieces(worker, first, blocks, *args)
+
+    monkeypatch.setattr(text_corpus, "tokenised_pieces", recorded)
+    with pytest.warns(UserWarning, match="dropped"):
+        build_corpus(document_blocks(documents, block_bytes=1000), workers=2,
+                     processes=processes, directory=tmp_path / "corpus")
+    assert [size for first in sorted(sizes) for size in sizes[first]] == expected
+    assert len(set(expected)) > 1
+
+
 def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     from saberjax.corpus import text_workers
     from saberjax.corpus.tokenizing import word_strings
@@ -200,18 +231,54 @@ def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     for index, part in enumerate(document_blocks(documents, block_bytes=10)):
         text_workers.tokenised(worker, index, part, text.DEFAULT_RULES, (str(tmp_path), 0))
     assert [path.name for path in tmp_path.iterdir()] == ["worker-0.ids"]  # every piece's ids
-    words = text_workers.worker_words(worker)
+    index, report, counts, doc_freq = text_workers.worker_words(worker)
+    assert (index, report.worker, report.first) == (0, 0, 0)  # every word, none reported
+    words = word_strings(report.words.keys)
+    assert dict(zip(words, counts.tolist())) == dict(apple=2, banana=2, cherry=3, durian=1)
+    assert dict(zip(words, doc_freq.tolist())) == dict(apple=2, banana=2, cherry=3, durian=1)
     vocabulary_ids = np.array([0 if word == "cherry" else -1  # the vocabulary's one word
-                               for word in word_strings(words.keys)], np.int32)
+                               for word in words], np.int32)
     assert text_workers.worker_places(worker, vocabulary_ids) == {0: 1, 1: 1, 2: 1}
     target = tmp_path / "ids"
-    target.write_bytes(bytes(4 * 5))
+    target.write_bytes(b"\xff" * 4 * 5)  # -1 where nothing is written
     mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), (target, 4, True))
     assert list(mapped) == [0, 1, 2]
     assert [lengths.tolist() for lengths, _ in mapped.values()] == [[1], [1], [1]]
-    assert np.fromfile(target, np.int32).tolist() == [0, 0, 0, 0, 0]
+    assert np.fromfile(target, np.int32).tolist() == [-1, 0, 0, 0, -1]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ids"]  # the spill deleted
     assert worker == dict(worker=0)  # the worker forgets its pieces
+
+
+def test_words_reported_in_any_order_number_each_workers_words_in_the_corpus():
+    from saberjax.corpus import text_workers
+    from saberjax.corpus.text_words import CorpusWords, merged_words
+
+    long = "internationalization"  # a long word (its bytes numbered apart)
+    parts = [[f"apple {long} banana", "cherry apple"], ["durian banana", f"{long} elder"],
+             ["fig apple", "grape cherry"], [f"{long}s durian", "honey fig"]]
+    workers, reports = [dict(worker=0), dict(worker=1)], []
+    for index, documents in enumerate(parts):
+        worker = workers[index % 2]
+        for block in document_blocks(documents):
+            results, report = text_workers.tokenised_pieces(
+                worker, index, [block], text.DEFAULT_RULES, ("", float("inf")))
+            text_workers._add_pending(worker)  # each part's words numbered now
+            reports.append(text_workers._new_words(worker))
+    own = [worker["words"].strings() for worker in workers]  # by the workers' numbers
+    corpus_words = CorpusWords()
+    for report in reports[::-1]:  # a worker's reports in any order
+        corpus_words.add(report)
+    words, numbers = merged_words(corpus_words, [text_workers.worker_words(worker)
+                                                 for worker in workers])
+    strings = words.strings()
+    counted = dict(zip(strings, words.counts[:len(strings)].tolist()))
+    assert counted == {"apple": 3, long: 2, "banana": 2, "cherry": 2, "durian": 2,
+                       "elder": 1, "fig": 2, "grape": 1, f"{long}s": 1, "honey": 1}
+    assert [[strings[n] for n in worker_numbers] for worker_numbers in numbers] == own
+    assert [sorted(words) for words in own] == [
+        sorted(["apple", long, "banana", "cherry", "fig", "grape"]),
+        sorted(["durian", "banana", long, "elder", f"{long}s", "honey", "fig"])]
+    assert all(len(report.words.keys) for report in reports)  # each part brought new words
 
 
 @pytest.mark.parametrize("rules", [text.DEFAULT_RULES,

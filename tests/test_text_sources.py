@@ -125,6 +125,25 @@ def test_bad_text_files_are_one_line_errors(tmp_path, content, message):
         documents_read(tmp_path / "bad.txt")
 
 
+def test_text_with_over_one_percent_control_bytes_is_refused_as_binary():
+    from pathlib import Path
+
+    from saberjax.corpus.text_blocks import check_is_text
+
+    def checked(content: bytes) -> None:
+        check_is_text(Path("x.txt"), np.frombuffer(content, np.uint8))
+
+    checked(b"a\tb\r\n\x0b\x0c " * 100)  # whitespace below 32 is text
+    checked(b"x" * 990 + b"\x7f" * 10)  # 1% of control bytes (DEL) passes
+    with pytest.raises(CorpusFormatError, match=re.escape(
+            "x.txt: binary data, not text (control byte 0x7f at offset 989, 11 of 1000 "
+            "bytes)")):
+        checked(b"x" * 989 + b"\x7f" * 11)
+    with pytest.raises(CorpusFormatError, match=re.escape(
+            "control byte 0x01 at offset 3, 100 of 400 bytes")):
+        checked(b"ab\n\x01" * 100)
+
+
 def test_missing_files_and_empty_folders_are_errors(tmp_path):
     with pytest.raises(CorpusFormatError, match="file not found"):
         documents_read(tmp_path / "absent.txt")
@@ -366,6 +385,17 @@ def test_json_lines_parsed_by_the_tokenising_workers_report_bad_records(
     assert os.listdir(tmp_path) == ["bad.jsonl"]  # nothing written, no spill files left
 
 
+def test_a_json_lines_first_record_longer_than_its_first_read_is_read_whole(tmp_path):
+    from saberjax.corpus import columnar_sources
+
+    long = " ".join(["word"] * (columnar_sources.FIRST_RECORD_BYTES // 2))  # 2.5 first reads
+    path = write_text(tmp_path / "long.jsonl", "\n" + f'{{"id": 7, "text": "{long}"}}\n'
+                      + '{"id": 8, "text": "short"}\n')
+    assert documents_read(path, id_field="id") == [long.encode(), b"short"]
+    with pytest.raises(CorpusFormatError, match="no field 'body' in its first record"):
+        documents_read(path, text_field="body")
+
+
 def test_bad_columns_and_objects_are_refused():
     import pyarrow as pa
     import pyarrow.parquet as pq  # noqa: F401 (imported as the Parquet reader does)
@@ -568,6 +598,35 @@ def test_a_shard_error_comes_in_its_turn_and_stopping_early_ends_the_readers():
             assert not thread.is_alive()
 
 
+def test_shard_readers_hold_few_blocks_of_bytes_but_every_range_of_lines():
+    import threading
+    from pathlib import Path
+
+    from saberjax.corpus.text_sources import (
+        SHARD_BLOCKS_AHEAD,
+        DocumentBlock,
+        LineRange,
+        _read_ahead,
+    )
+
+    count = 3 * SHARD_BLOCKS_AHEAD
+    made = [LineRange(Path("x"), start, start + 1) for start in range(count)]
+    for items in (made, [DocumentBlock(np.full(1, i, np.uint8), np.array([0, 1]))
+                         for i in range(count)]):
+        given, read_ahead = threading.Event(), []
+
+        def next_shard(items=items, given=given):
+            yield from items
+            given.set()
+
+        def first(given=given, read_ahead=read_ahead):
+            yield DocumentBlock(np.zeros(1, np.uint8), np.array([0, 1]))
+            read_ahead.append(given.wait(timeout=0.5))  # the next shard's reader meanwhile
+
+        assert list(_read_ahead([first, next_shard], ahead=1))[1:] == items
+        assert read_ahead == [items is made]  # blocks of bytes: SHARD_BLOCKS_AHEAD at most
+
+
 def test_a_recorded_test_corpus_is_read_by_the_training_rules_and_fields(tmp_path):
     from types import SimpleNamespace
 
@@ -601,6 +660,7 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
+    monkeypatch.setattr(text_pieces, "TASK_BYTES", 450)  # processes: 3 pieces a call
     built = []
     for processes, memory, directory in ((False, None, None), (True, 0, "native"),
                                          (True, 150, "some spilled")):

@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--format", default="auto")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--piece_bytes", type=int, default=None,
-                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES and PIECE_BYTES)")
+                        help="pieces of this size (text_pieces.MIN_PIECE_BYTES, PIECE_BYTES and "
+                             "PROCESS_PIECE_BYTES)")
     parser.add_argument("--processes", choices=["auto", "yes", "no"], default="auto",
                         help="tokenise in worker processes (yes), threads (no) or by the "
                              "reader's rule (auto)")
@@ -47,7 +48,8 @@ def main() -> None:
 
     if args.piece_bytes:
         pieces = _module("saberjax.corpus.text_pieces") or text_corpus
-        pieces.MIN_PIECE_BYTES = pieces.PIECE_BYTES = args.piece_bytes
+        for name in ("MIN_PIECE_BYTES", "PIECE_BYTES", "PROCESS_PIECE_BYTES"):
+            setattr(pieces, name, args.piece_bytes)
     progress = kept_progress(text_corpus)
     if args.processes != "auto":  # text_corpus._uses_processes's bounds
         yes = args.processes == "yes"
@@ -140,7 +142,10 @@ def _worker_steps(text_corpus) -> str:
 
     folder = tempfile.mkdtemp(prefix="worker-steps-")
     os.environ[text_worker_steps.STEPS_DIR] = folder  # after the import: this process unwrapped
-    text_corpus.tokenised = text_worker_steps.tokenised
+    if hasattr(text_corpus, "tokenised_pieces"):  # several pieces a call
+        text_corpus.tokenised_pieces = text_worker_steps.tokenised_pieces
+    else:
+        text_corpus.tokenised = text_worker_steps.tokenised
     text_ids.worker_places = text_worker_steps.worker_places
     text_ids.worker_mapped = text_worker_steps.worker_mapped
     return folder
@@ -148,15 +153,18 @@ def _worker_steps(text_corpus) -> str:
 
 def _summed_steps(folder: str) -> dict:
     """The workers' step totals (tools/text_worker_steps.py) summed: per step, CPU and wall
-    seconds over all workers and the most wall seconds of one worker; the workers' spans (first
-    call to last) from the earliest start to the latest end; their count."""
+    seconds over all workers and the most wall seconds of one worker; their processes' resource
+    usage summed (user and system seconds, minor page faults, context switches); the workers'
+    spans (first call to last) from the earliest start to the latest end; their count."""
     import glob
 
-    steps, starts, ends, workers = {}, [], [], 0
+    steps, starts, ends, workers, usage = {}, [], [], 0, {}
     for path in glob.glob(f"{folder}/worker-*.json"):
         with open(path) as file:
             saved = json.load(file)
         workers += 1
+        for key, value in saved.get("usage", {}).items():
+            usage[key] = round(usage.get(key, 0) + value, 2)
         starts.append(saved["span"][0])
         ends.append(saved["span"][1])
         for step, (cpu, wall, calls) in saved["steps"].items():
@@ -168,7 +176,7 @@ def _summed_steps(folder: str) -> dict:
     for total in steps.values():
         for key in ("cpu_s", "wall_s", "most_wall_s"):
             total[key] = round(total[key], 2)
-    return dict(workers=workers, steps=steps,
+    return dict(workers=workers, steps=steps, usage=usage,
                 first_start_to_last_end_s=round(max(ends) - min(starts), 2) if workers else 0)
 
 

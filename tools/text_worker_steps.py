@@ -1,17 +1,18 @@
 """The steps of the text reader's worker processes, timed in the workers themselves, for
-tools/text_read_rate.py --worker_steps: that tool submits `tokenised`, `worker_places` and
-`worker_mapped` (below) in place of the reader's, and the worker processes, which import this
-module by name to call them (it lies on their path, beside the tool), wrap the reader's steps
-when they import it.
+tools/text_read_rate.py --worker_steps: that tool submits `tokenised` (or
+`tokenised_pieces`), `worker_places` and `worker_mapped` (below) in place of the reader's, and
+the worker processes, which import this module by name to call them (it lies on their path,
+beside the tool), wrap the reader's steps when they import it.
 Each worker adds the thread CPU seconds and the wall seconds of each step to its totals and
-writes them, as JSON, to STEPS_DIR/worker-<index>.json after every call (the workers end
-without an orderly shutdown): the tool sums the files.
-"""
+writes them, with the process's resource usage so far (user and system seconds, minor page
+faults, context switches), as JSON, to STEPS_DIR/worker-<index>.json after every call (the
+workers end without an orderly shutdown): the tool sums the files."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 
 from saberjax.corpus import columnar_sources, text_workers
@@ -54,13 +55,22 @@ def _saved(worker: dict, step: str, call) -> object:
         folder = os.environ.get(STEPS_DIR)
         if folder:
             path = os.path.join(folder, f"worker-{worker['worker']}.json")
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             with open(path + ".part", "w") as file:
-                json.dump(dict(steps=_TOTALS, span=_SPAN), file)
+                json.dump(dict(steps=_TOTALS, span=_SPAN, usage=dict(
+                    user_s=usage.ru_utime, system_s=usage.ru_stime,
+                    minor_faults=usage.ru_minflt, voluntary_switches=usage.ru_nvcsw,
+                    involuntary_switches=usage.ru_nivcsw)), file)
             os.replace(path + ".part", path)
 
 
 def tokenised(worker: dict, *args):
     return _saved(worker, "tokenised (the call)", lambda: text_workers.tokenised(worker, *args))
+
+
+def tokenised_pieces(worker: dict, *args):
+    return _saved(worker, "tokenised (the call)",
+                  lambda: text_workers.tokenised_pieces(worker, *args))
 
 
 def worker_places(worker: dict, *args):

@@ -28,6 +28,7 @@ from saberjax.corpus.text_blocks import (
 from saberjax.errors import CorpusFormatError
 
 MIN_PARSE_BYTES = 1 << 20  # fewest bytes pyarrow's JSON and CSV readers parse at a time
+FIRST_RECORD_BYTES = 1 << 16  # read at first for a JSON Lines file's first record
 DATASET_BATCH_ROWS = 10_000  # rows of a datasets.Dataset read at a time
 
 
@@ -92,11 +93,14 @@ _JSON_TYPE_NAMES = {str: "a string", int: "a number", float: "a number", bool: "
                     list: "an array", dict: "an object", type(None): "null"}
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(1-based line number, line) of a JSON Lines file, for finding what its reader refused."""
+def _json_lines(path: Path, first_bytes: int = MIN_PARSE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line) of a JSON Lines file, for finding what its reader refused
+    (or its first record), read first_bytes at first, then twice as many a time up to
+    MIN_PARSE_BYTES."""
     with open_stream(path) as stream:
-        number, carried = 0, b""
-        while chunk := read_block(stream, path, MIN_PARSE_BYTES).tobytes():
+        number, carried, size = 0, b"", first_bytes
+        while chunk := read_block(stream, path, size).tobytes():
+            size = min(2 * size, MIN_PARSE_BYTES)
             lines = (carried + chunk).split(b"\n")
             carried = lines.pop()
             for line in lines:
@@ -112,7 +116,7 @@ def _first_json_record(path: Path, fields: Fields, span: tuple[int, int] | None 
     (line_blocks; one that is not a JSON object is reported at the file's first bad line:
     _json_error); None when there is none."""
     if span is None:
-        for number, line in _json_lines(path):
+        for number, line in _json_lines(path, FIRST_RECORD_BYTES):
             if line.strip():
                 return _json_record(path, number, line)
         return None

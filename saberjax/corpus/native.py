@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import outputs
+from saberjax import files, outputs
 from saberjax.corpus.reading import read_bytes, read_vocab
 from saberjax.corpus.core import Corpus, int_vector
 from saberjax.corpus.word_ids import check_word_ids
@@ -55,10 +55,11 @@ class _NpyAppender:
         self._length += data.size
 
     def reserve(self, length: int) -> int:
-        """Sizes the file for `length` entries, for others to write (never appended to
-        after); the byte offset of the first entry."""
+        """Sizes the file for `length` entries and allocates their blocks (files.allocate),
+        for others to write (never appended to after); the byte offset of the first entry."""
         self._length = length
         self._file.truncate(self._data_start + length * self._dtype.itemsize)
+        files.allocate(self._file.fileno(), self._data_start, length * self._dtype.itemsize)
         return self._data_start
 
     def finish(self, durable: bool = True) -> None:

@@ -28,7 +28,8 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,9 +44,9 @@ from saberjax.corpus.text_ids import (
     piece_starts,
     written_corpus,
 )
-from saberjax.corpus.text_pieces import block_pieces, piece_size
-from saberjax.corpus.text_workers import tokenised, worker_words
-from saberjax.corpus.text_words import Dictionary, Words, merged_words
+from saberjax.corpus.text_pieces import block_pieces, piece_size, task_pieces
+from saberjax.corpus.text_workers import tokenised_pieces, worker_words
+from saberjax.corpus.text_words import CorpusWords, Dictionary, Words, merged_words
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads, in_order
 from saberjax.errors import CorpusFormatError
 
@@ -99,9 +100,10 @@ def build_corpus(blocks: Iterable[DocumentBlock], rules: text.TextRules = text.D
     limit = float("inf") if memory_bytes is None else memory_bytes / threads
     with (tempfile.TemporaryDirectory(dir=spill_dir, prefix=".saberjax-tokens-") as spill,
           _tokenising_pool(threads, processes) as pool):
+        corpus_words = CorpusWords()
         doc_ids, num_docs, invalid = _read_pieces(blocks, rules, threads, pool, (spill, limit),
-                                                  progress)
-        corpus_words, worker_numbers = merged_words(pool.each(worker_words))
+                                                  progress, corpus_words)
+        corpus_words, worker_numbers = merged_words(corpus_words, pool.each(worker_words))
         places = None  # where this reader's words lie among every reader's
         if shared_words is not None:
             corpus_words, places, num_docs = shared_words(corpus_words.dictionary(), num_docs)
@@ -186,21 +188,46 @@ def _tokenising_pool(workers: int, processes: bool) -> WorkerThreads | WorkerPro
     return WorkerProcesses(workers) if processes else WorkerThreads(workers)
 
 
-def _read_pieces(blocks, rules, threads, pool, keeping, progress):
+def _read_pieces(blocks, rules, threads, pool, keeping, progress, corpus_words):
     """(the ids of each piece's documents, or None, in order; the documents; those not valid
-    UTF-8) of the pieces of `blocks`, tokenised on `pool` at most a few pieces ahead of the
-    one collected, their words numbered among their workers' words and their tokens kept by
-    their workers as `keeping` says (text_workers.tokenised)."""
+    UTF-8) of the pieces of `blocks`, tokenised on `pool` (text_pieces.task_pieces of them a
+    call) at most a few calls ahead of the one collected, their words numbered among their
+    workers' words and their tokens kept by their workers as `keeping` says
+    (text_workers.tokenised); the workers' new words numbered in `corpus_words` as they
+    come, on a thread of their own."""
     doc_ids, num_docs, invalid = [], 0, 0
-    size = piece_size(threads, isinstance(pool, WorkerProcesses))
-    parts = ((index, part, rules, keeping) for index, part in enumerate(
-        part for block in blocks for part in block_pieces(block, size)))
-    for docs, ids, invalid_docs, tokens, size in in_order(pool, tokenised, parts, 2 * threads):
-        doc_ids.append(ids)
-        num_docs += docs
-        invalid += invalid_docs
-        progress.add(docs, tokens, size)
+    processes = isinstance(pool, WorkerProcesses)
+    size = piece_size(threads, processes)
+    pieces = (part for block in blocks for part in block_pieces(block, size))
+    tasks = ((first, parts, rules, keeping)
+             for first, parts in _consecutive(pieces, task_pieces(size, processes)))
+    with ThreadPoolExecutor(1, thread_name_prefix="saberjax-words") as adding:
+        added = []
+        for results, report in in_order(pool, tokenised_pieces, tasks, 2 * threads):
+            if report is not None:
+                added.append(adding.submit(corpus_words.add, report))
+            for docs, ids, invalid_docs, tokens, piece_bytes in results:  # not `size`, which
+                doc_ids.append(ids)  # cuts the blocks read after this
+                num_docs += docs
+                invalid += invalid_docs
+                progress.add(docs, tokens, piece_bytes)
+        for future in added:
+            future.result()
     return doc_ids, num_docs, invalid
+
+
+def _consecutive(items: Iterable, count: int) -> Iterator[tuple[int, list]]:
+    """(the index of the first, a list of up to `count` consecutive items) of `items`."""
+    group, first = [], 0
+    for index, item in enumerate(items):
+        if not group:
+            first = index
+        group.append(item)
+        if len(group) == count:
+            yield first, group
+            group = []
+    if group:
+        yield first, group
 
 
 def _warn_dropped(source: str, dropped: int) -> None:

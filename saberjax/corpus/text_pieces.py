@@ -1,5 +1,6 @@
-"""Blocks of documents cut into pieces of whole documents, the tasks the reader's workers
-tokenise: pieces of 1 to 4 MB, larger for more threads (piece_size)."""
+"""Blocks of documents cut into pieces of whole documents, which the reader's workers
+tokenise: pieces of 1 to 4 MB, larger for more threads, or of 512 KB for worker processes
+(piece_size), several of them a call for worker processes (task_pieces)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import numpy as np
 
 from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 
-PIECE_BYTES = 1 << 22  # most bytes of text tokenised as one task
+PIECE_BYTES = 1 << 22  # most bytes of text in a piece
 MIN_PIECE_BYTES = 1 << 20  # fewest, unless the block is smaller
 PIECE_BYTES_PER_THREAD = 1 << 18  # pieces grow with the threads, within those bounds
+PROCESS_PIECE_BYTES = 1 << 19  # a worker process's pieces (within PIECE_BYTES)
+TASK_BYTES = 1 << 22  # of pieces a worker process takes at a call (task_pieces)
 
 
 def piece_size(threads: int, processes: bool = False) -> int:
@@ -19,12 +22,21 @@ def piece_size(threads: int, processes: bool = False) -> int:
     MIN_PIECE_BYTES and PIECE_BYTES: every numpy call of a piece's takes the GIL back, which
     waits longer the more threads share it, so many threads tokenise larger pieces, and a few
     keep them small, so that the pieces in flight (a few per thread) hold little memory.
-    Worker processes share no GIL: their pieces are MIN_PIECE_BYTES, whose passes stay in a
-    core's caches while every core tokenises (larger ones cost more per byte)."""
+    Worker processes share no GIL: their pieces are PROCESS_PIECE_BYTES, whose passes stay
+    in a core's caches while every core tokenises (larger ones cost more per byte, smaller
+    ones more per call of the JSON parser and in the worker's words)."""
     if processes:
-        return min(MIN_PIECE_BYTES, PIECE_BYTES)
+        return min(PROCESS_PIECE_BYTES, PIECE_BYTES)
     return max(min(threads * PIECE_BYTES_PER_THREAD, PIECE_BYTES),
                min(MIN_PIECE_BYTES, PIECE_BYTES))
+
+
+def task_pieces(piece_bytes: int, processes: bool) -> int:
+    """Consecutive pieces handed to a worker at a call: a worker process's call costs the
+    collecting process a pickle, two pipes and a thread's hand-over, which for 1 MB pieces
+    on many cores keep it busier than the workers, so processes take TASK_BYTES of pieces a
+    call; a thread's call costs a future, and threads take a piece."""
+    return max(1, TASK_BYTES // piece_bytes) if processes else 1
 
 
 def block_pieces(block: DocumentBlock | LineRange, piece_bytes: int

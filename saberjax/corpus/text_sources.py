@@ -148,24 +148,28 @@ def _path_blocks(path: Path, format: str, fields: Fields, block_bytes: int, pars
 def _read_ahead(readers: list, ahead: int) -> Iterator[DocumentBlock]:
     """The blocks of each reader (a function returning an iterator of blocks) in turn, while
     up to `ahead` readers after the current one read on threads of their own, each holding
-    at most SHARD_BLOCKS_AHEAD blocks: shards read at once, documents kept in order.  A
-    reader's error is raised when its turn comes."""
+    at most SHARD_BLOCKS_AHEAD blocks of bytes (LineRanges, which hold none, as many as it
+    gives, so that the consumer of a file's ranges never waits for its reader's thread to
+    be scheduled): shards read at once, documents kept in order.  A reader's error is raised
+    when its turn comes."""
     if ahead < 1 or len(readers) < 2:
         for reader in readers:
             yield from reader()
         return
     stop = threading.Event()
-    queues = [queue.Queue(SHARD_BLOCKS_AHEAD) for _ in readers]
+    queues = [queue.SimpleQueue() for _ in readers]
+    room = [threading.Semaphore(SHARD_BLOCKS_AHEAD) for _ in readers]  # for blocks of bytes
 
     def put(index: int, item) -> bool:
         """Hand item to the consumer unless it has stopped; whether it was handed."""
-        while not stop.is_set():
-            try:
-                queues[index].put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        if isinstance(item, DocumentBlock):
+            while not room[index].acquire(timeout=0.1):
+                if stop.is_set():
+                    return False
+        if stop.is_set():
+            return False
+        queues[index].put(item)
+        return True
 
     def fill(index: int) -> None:
         try:
@@ -189,6 +193,8 @@ def _read_ahead(readers: list, ahead: int) -> Iterator[DocumentBlock]:
             while (item := queues[index].get()) is not _END_OF_SHARD:
                 if isinstance(item, BaseException):
                     raise item
+                if isinstance(item, DocumentBlock):
+                    room[index].release()
                 yield item
             queues[index] = None
             start(index + ahead + 1)

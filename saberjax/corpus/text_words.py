@@ -1,7 +1,8 @@
 """The words of a text input, numbered: a piece's dictionary of distinct words (Dictionary),
 the words a worker numbers as it adds its pieces' dictionaries (Words: a key_tables.KeyTable
 of word keys, long words numbered by a StringTable of their bytes), what it keeps of each
-piece (PieceWords) and the workers' words merged into the corpus's (merged_words)."""
+piece (PieceWords) and the workers' words numbered in the corpus's as the workers report them
+(CorpusWords), their counts added once every piece is read (merged_words)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ class Words:
         self.long_words = StringTable()
         self.counts = np.zeros(0, np.int64)
         self.doc_freq = np.zeros(0, np.int64)
+        self._unreported: list[np.ndarray] = []  # keys numbered since new_words, in order
+        self._reported = 0  # words new_words has handed over
 
     def add(self, dictionaries: list[Dictionary]) -> list[np.ndarray]:
         """The numbers (int32) of each dictionary's words, their counts added: the group's
@@ -72,7 +75,9 @@ class Words:
             distinct, index = keys, None
         else:
             distinct, index = number_keys(keys)
+        known = self.keys.size
         numbers = self.keys.numbers(distinct).astype(np.int32)
+        self._unreported.append(distinct.take(np.flatnonzero(numbers >= known)))
         if self.keys.size > self.counts.size:
             size = max(2 * self.counts.size, self.keys.size)
             self.counts = np.concatenate([self.counts, np.zeros(size - self.counts.size,
@@ -99,6 +104,24 @@ class Words:
         base = np.repeat(string_bases, sizes).take(long)  # the strings before the key's part
         return numbers.take((keys.take(long) - LONG_KEY).view(np.int64) + base).astype(np.uint64)
 
+    def add_counts(self, numbers: np.ndarray, counts: np.ndarray, doc_freq: np.ndarray) -> None:
+        """Adds tokens and documents to the words of those numbers."""
+        np.add.at(self.counts, numbers, counts)
+        np.add.at(self.doc_freq, numbers, doc_freq)
+
+    def new_words(self) -> tuple[int, Dictionary]:
+        """(the number of the first; a Dictionary of, their counts left at 0) the words
+        numbered since the last call, in the order of their numbers."""
+        keys = (np.concatenate(self._unreported) if self._unreported
+                else np.zeros(0, np.uint64))
+        self._unreported = []
+        first, self._reported = self._reported, self._reported + keys.size
+        long = np.flatnonzero(is_long_key(keys))
+        strings = self.long_words.strings().take((keys.take(long) - LONG_KEY).view(np.int64))
+        keys[long] = LONG_KEY + np.arange(long.size, dtype=np.uint64)
+        nothing = np.zeros(keys.size, np.int64)
+        return first, Dictionary(keys, strings, nothing, nothing)
+
     def dictionary(self) -> Dictionary:
         """Every word, in the order of their numbers, as a dictionary."""
         return Dictionary(self.keys.keys(), self.long_words.strings(),
@@ -116,8 +139,48 @@ class Words:
         return words.tolist()
 
 
-def merged_words(workers: list[Dictionary]) -> tuple[Words, list[np.ndarray]]:
-    """(the words of the workers' dictionaries, merged; each worker's words' numbers among
-    them) of what the workers hand over (text_workers.worker_words)."""
-    words = Words()  # a worker's words at a time: fewer passes than all at once
-    return words, [words.add([dictionary])[0] for dictionary in workers]
+class WordsReport(NamedTuple):
+    """A worker's words numbered since its last report (Words.new_words): the worker's index,
+    the number of the first, and the words (no counts)."""
+
+    worker: int
+    first: int
+    words: Dictionary
+
+
+class CorpusWords:
+    """The corpus's words as the workers report them while they read (add, on one thread:
+    the workers' words numbered in the corpus's as they come, so that no merge of every
+    worker's words waits for the last piece), then their counts (counted)."""
+
+    def __init__(self):
+        self.words = Words()
+        self._numbers: dict[int, dict[int, np.ndarray]] = {}  # worker: first: corpus numbers
+
+    def add(self, report: WordsReport) -> None:
+        """Numbers the report's words among the corpus's (reports of a worker in any
+        order)."""
+        numbers = self.words.add([report.words])[0]
+        self._numbers.setdefault(report.worker, {})[report.first] = numbers
+
+    def counted(self, worker: int, counts: np.ndarray, doc_freq: np.ndarray) -> np.ndarray:
+        """The numbers among the corpus's words (int32) of a worker's words, every one of them
+        reported, whose tokens and documents (by the worker's numbers) are added."""
+        parts = self._numbers.pop(worker, {})
+        numbers = (np.concatenate([parts[first] for first in sorted(parts)]) if parts
+                   else np.zeros(0, np.int32))
+        self.words.add_counts(numbers, counts, doc_freq)
+        return numbers
+
+
+def merged_words(corpus_words: CorpusWords,
+                 workers: list[tuple[int, WordsReport | None, np.ndarray, np.ndarray]]
+                 ) -> tuple[Words, list[np.ndarray]]:
+    """(the corpus's words, their counts summed; each worker's words' numbers among them) once
+    the workers hand over (text_workers.worker_words) their last reports and their counts."""
+    numbers = []
+    for worker, report, counts, doc_freq in workers:
+        if report is not None:
+            corpus_words.add(report)
+        numbers.append(corpus_words.counted(worker, counts, doc_freq))
+    return corpus_words.words, numbers

@@ -2,12 +2,15 @@
 pieces it tokenises, from their text to their ids in the corpus, keeping all of it in its own
 state so that no token passes through the collecting process:
 
-- tokenised: a piece's tokens become ids into its own dictionary of words
-  (tokenizing.token_id_dtype), kept in memory while the worker's share of the memory
-  allowed holds them and in the worker's spill file after that; its dictionary, with the
+- tokenised (tokenised_pieces: several at a call): a piece's tokens become ids into its
+  own dictionary of words (tokenizing.token_id_dtype), kept in memory while the worker's
+  share of the memory allowed holds them and in the worker's spill file after that; its dictionary, with the
   words' counts and document frequencies, waits for GROUP_PIECES of them to be added to the
   worker's words at once (text_words.Words);
-- worker_words: once every piece is read, the worker hands over its words;
+- tokenised_pieces reports the words the worker numbered since its last call, which the
+  collecting process numbers among the corpus's as they come (text_words.CorpusWords);
+- worker_words: once every piece is read, the worker hands over its last new words and
+  every word's counts;
 - worker_places: given its words' vocabulary ids, the worker finds each of its pieces'
   words' ids and hands over how many tokens of vocabulary words each piece holds (the
   collecting process places the pieces in the corpus from these);
@@ -29,7 +32,7 @@ import numpy as np
 
 from saberjax import files, text
 from saberjax.corpus.text_blocks import DocumentBlock, LineRange
-from saberjax.corpus.text_words import Dictionary, PieceWords, Words
+from saberjax.corpus.text_words import Dictionary, PieceWords, Words, WordsReport
 from saberjax.corpus.tokenizing import BlockWords, block_words, token_id_dtype
 
 GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
@@ -73,6 +76,27 @@ def tokenised(worker: dict, index: int, block: DocumentBlock | LineRange,
             words.token_ids.size, size)
 
 
+def tokenised_pieces(worker: dict, first: int, blocks: list[DocumentBlock | LineRange],
+                     rules: text.TextRules, keeping: tuple[str, float]
+                     ) -> tuple[list[tuple], WordsReport | None]:
+    """(tokenised of consecutive pieces of the input, `first` the first's index; the words
+    the worker numbered meanwhile, or None): a worker process takes several pieces a call,
+    so that the collecting process's share of a call (its arguments pickled, the pipes, the
+    threads' hand-overs) is paid once for them."""
+    results = [tokenised(worker, first + offset, block, rules, keeping)
+               for offset, block in enumerate(blocks)]
+    return results, _new_words(worker)
+
+
+def _new_words(worker: dict) -> WordsReport | None:
+    """The words the worker numbered since its last report, or None for none."""
+    words = worker.get("words")
+    if words is None:
+        return None
+    first, dictionary = words.new_words()
+    return WordsReport(worker["worker"], first, dictionary) if dictionary.keys.size else None
+
+
 def _add_pending(worker: dict) -> None:
     """Adds the worker's pending dictionaries to its words (its state's "words"), keeping
     each piece's PieceWords."""
@@ -100,11 +124,15 @@ def _kept_tokens(worker: dict, piece: HeldPiece, folder: str, limit: float) -> N
     piece.token_ids = None
 
 
-def worker_words(worker: dict) -> Dictionary:
-    """The words a worker numbered, which it forgets (its pieces keep their numbers)."""
+def worker_words(worker: dict) -> tuple[int, WordsReport | None, np.ndarray, np.ndarray]:
+    """(the worker's index; its words not yet reported, or None; the tokens and documents of
+    each of its words, by their numbers): what a worker hands over once every piece is read,
+    its words then forgotten (its pieces keep their numbers)."""
     _add_pending(worker)
+    report = _new_words(worker)
     words = worker.pop("words", None) or Words()
-    return words.dictionary()
+    size = words.keys.size
+    return worker["worker"], report, words.counts[:size], words.doc_freq[:size]
 
 
 def worker_places(worker: dict, vocabulary_ids: np.ndarray) -> dict[int, int]:
