@@ -79,14 +79,20 @@ def allocate(fd: int, offset: int, size: int) -> None:
 
 
 @functools.cache
-def _fallocate():
-    """The C library's fallocate, or None where there is none."""
+def _c_function(name: str, *argtypes):
+    """The C library's function `name` taking argtypes (errno kept for ctypes.get_errno), or
+    None where the system's C library has no such function."""
     try:
-        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    return fallocate
+    function.argtypes = argtypes
+    return function
+
+
+def _fallocate():
+    """The C library's fallocate, or None where there is none."""
+    return _c_function("fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting
@@ -100,15 +106,10 @@ def start_write_back(fd: int, offset: int, size: int) -> None:
         sync_file_range(fd, offset, size, _SYNC_FILE_RANGE_WRITE)
 
 
-@functools.cache
 def _sync_file_range():
     """The C library's sync_file_range, or None where there is none."""
-    try:
-        sync_file_range = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    return sync_file_range
+    return _c_function("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                      ctypes.c_uint)
 
 
 def fsync_directory(directory: pathlib.Path) -> None:

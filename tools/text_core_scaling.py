@@ -80,12 +80,14 @@ def placement_cpus(name: str, cores: list[list[int]]) -> list[int | None] | None
     return every[:int(name)]
 
 
-def run_placement(args, cpus: list[int | None], piece_bytes: int) -> dict:
+def run_at_once(target, arguments: list[tuple]) -> tuple[list, float]:
+    """target(*each of arguments, ready, results) in a forked process each, released together
+    at a barrier: (what each put on `results`, in the order they came; seconds from the
+    release to the last)."""
     context = multiprocessing.get_context("fork")
-    ready, results = context.Barrier(len(cpus) + 1), context.Queue()
-    processes = [context.Process(target=_handle, args=(args, cpu, piece_bytes, index, ready,
-                                                       results))
-                 for index, cpu in enumerate(cpus)]
+    ready, results = context.Barrier(len(arguments) + 1), context.Queue()
+    processes = [context.Process(target=target, args=(*own, ready, results))
+                 for own in arguments]
     for process in processes:
         process.start()
     ready.wait()
@@ -94,6 +96,12 @@ def run_placement(args, cpus: list[int | None], piece_bytes: int) -> dict:
     wall = time.perf_counter() - start
     for process in processes:
         process.join()
+    return done, wall
+
+
+def run_placement(args, cpus: list[int | None], piece_bytes: int) -> dict:
+    done, wall = run_at_once(_handle, [(args, cpu, piece_bytes, index)
+                                       for index, cpu in enumerate(cpus)])
     tokens = sum(result["tokens"] for result in done)
     steps = {step: round(sum(result["steps"][step] for result in done) / tokens * 1e9, 1)
              for step in done[0]["steps"]}

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import mmap
-import multiprocessing
 import os
 import resource
 import time
 
 import numpy as np
+from text_core_scaling import run_at_once
 
 HEADER = 128  # the .npy header before a corpus's word ids
 
@@ -49,20 +49,9 @@ def main() -> None:
             file.truncate(size)
             if mode.endswith("fallocate"):
                 os.posix_fallocate(file.fileno(), 0, size)
-        context = multiprocessing.get_context("fork")
-        ready, results = context.Barrier(args.processes + 1), context.Queue()
-        processes = [context.Process(target=_write, args=(mode, path, index, args.processes,
-                                                          chunks, args.chunk_bytes, ready,
-                                                          results))
-                     for index in range(args.processes)]
-        for process in processes:
-            process.start()
-        ready.wait()
-        start = time.perf_counter()
-        done = [results.get() for _ in processes]
-        wall = time.perf_counter() - start
-        for process in processes:
-            process.join()
+        done, wall = run_at_once(_write, [(mode, path, index, args.processes, chunks,
+                                           args.chunk_bytes)
+                                          for index in range(args.processes)])
         deleting = time.perf_counter()
         for index in range(args.processes):
             own = f"{path}-{index}"
