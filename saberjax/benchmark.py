@@ -19,8 +19,8 @@ from saberjax.backend import pallas_unavailable_reason
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
-from saberjax.execution.placement import place, Placement
-from saberjax.execution.plan import plan
+from saberjax.execution.placement import Placement, placed
+from saberjax.execution.plan import Plan, plan
 from saberjax.iteration_measures import measure_phases, measure_reduction, significant
 from saberjax.run_environment import environment
 from saberjax.timing import copy_seconds, timed
@@ -56,10 +56,24 @@ def measure_placement(corpus: Corpus, hyper: Hyperparams, num_devices: int,
                       chunk_tokens: int | None, partition: str,
                       mesh: str | None = None) -> tuple[Placement, dict]:
     """(placement, its record): the layout built and put on a mesh of num_devices devices
-    (or the two-axis `mesh`, "HOSTSxGPUS"), resident (place with stream=False)."""
-    jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))  # the client is up
-    placement, seconds = timed(lambda: place(corpus, hyper, num_devices, chunk_tokens,
-                                             stream=False, partition=partition, mesh=mesh))
+    (or the two-axis `mesh`, "HOSTSxGPUS"), resident (planned with stream=False)."""
+    _start_client()
+    run_plan, plan_seconds = timed(lambda: plan(corpus, hyper, num_devices, chunk_tokens,
+                                                stream=False, partition=partition, mesh=mesh))
+    return _measured_placement(corpus, hyper, run_plan, plan_seconds)
+
+
+def _start_client() -> None:
+    """The device client started, so that no measured placement counts its start."""
+    jax.block_until_ready(jax.device_put(np.zeros(16, np.int32)))
+
+
+def _measured_placement(corpus: Corpus, hyper: Hyperparams, run_plan: Plan,
+                        plan_seconds: float) -> tuple[Placement, dict]:
+    """(placement, its record) of the corpus placed as run_plan says, its seconds those of
+    placing and of planning (plan_seconds)."""
+    placement, seconds = timed(lambda: placed(corpus, hyper, run_plan))
+    seconds += plan_seconds
     moved = _nbytes((placement.slots, placement.word_shares))
     return placement, dict(bytes=moved, seconds=significant(seconds),
                            GB_per_s=significant(moved / seconds / 1e9) if seconds > 0 else None)
@@ -189,7 +203,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
         run_mesh = mesh if partition in ("auto", "hybrid") and count == 0 else None
         placements = _PlacementsByPlan(corpus, count, chunk_size, partition, run_mesh)
         for k, every in itertools.product(num_topics, optimize_alpha_every):
-            placement, placed = placements.for_topics(k)
+            placement, placing = placements.for_topics(k)
             mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
                              mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
                              num_chunks=placement.num_chunks,
@@ -202,25 +216,25 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                 if reason is not None:
                     put(dict(type="skipped", **head, reason=reason, **env))
                     continue
-                run_placement = dataclasses.replace(
+                result = bench_one(dataclasses.replace(
                     placement.with_hyper(dataclasses.replace(
                         Hyperparams.create(k, backend=backend),
                         model_format=placement.hyper.model_format,
                         wide_pairs=placement.hyper.wide_pairs)),
-                    hosts_exchange_setting=exchange)
-                result = bench_one(run_placement, corpus, iterations=iterations,
+                    hosts_exchange_setting=exchange), corpus, iterations=iterations,
                                    warmup=warmup, seed=seed, phases=phases,
                                    phase_repeats=phase_repeats, heldout=heldout,
                                    optimize_alpha_every=every, card=card,
                                    bandwidth_bytes=bandwidth_bytes)
                 result.update(**bandwidth, **_bandwidth_bound(result, copy_bps,
                                                               corpus.num_tokens),
-                              placement=placed)
+                              placement=placing)
                 baselines.compare(result,
                                   run=(count, partition, chunk_size, k, every, exchange),
                                   devices=placement.num_devices, k=k, backend=backend,
                                   every=every)
                 put(dict({**head, **result}, **env))
+            del placement  # the next K's placement, where its plan differs, is placed alone
     summary = dict(type="summary", **corpus_info, **env, **bandwidth, iterations=iterations,
                    warmup=warmup, seed=seed, **summary_lists(records),
                    wall_seconds=significant(time.perf_counter() - wall_start))
@@ -237,21 +251,24 @@ class _PlacementsByPlan:
     def __init__(self, corpus: Corpus, num_devices: int, chunk_tokens: int | None,
                  partition: str, mesh: str | None):
         self.corpus, self.settings = corpus, (num_devices, chunk_tokens, partition, mesh)
-        self.key, self.placed = None, None
+        self.key, self.current = None, None
 
     def for_topics(self, num_topics: int) -> tuple[Placement, dict]:
         """(placement, its record) for K = num_topics (its hyper's format and A's pair width
-        are those the plan chose; its K may be an earlier one of the same plan)."""
+        are those the plan chose; its K may be an earlier one of the same plan).  The caller
+        holds no earlier placement when the plan changes."""
         hyper = Hyperparams.create(num_topics)
         num_devices, chunk_tokens, partition, mesh = self.settings
-        run_plan = plan(self.corpus, hyper, num_devices, chunk_tokens, stream=False,
-                        partition=partition, mesh=mesh)
+        _start_client()
+        run_plan, plan_seconds = timed(lambda: plan(
+            self.corpus, hyper, num_devices, chunk_tokens, stream=False, partition=partition,
+            mesh=mesh))
         key = (run_plan.partition, tuple(run_plan.mesh.shape.items()), run_plan.chunk_tokens,
                run_plan.streamed, run_plan.model_format, run_plan.wide_pairs)
         if key != self.key:
-            self.key, self.placed = key, None
-            self.placed = measure_placement(self.corpus, hyper, *self.settings)
-        return self.placed
+            self.key, self.current = key, None
+            self.current = _measured_placement(self.corpus, hyper, run_plan, plan_seconds)
+        return self.current
 
 
 def _bandwidth_bound(result: dict, copy_bps: float, num_tokens: int) -> dict:

@@ -422,6 +422,7 @@ def _in_memory(corpus: Corpus, hyper: Hyperparams, run_plan: Plan) -> Placement:
     largest = largest_word_share(corpus, layout, parts, {device // parts for device in own},
                                  order, num_slots)
     share_tokens = bucket_size(processes.largest(largest))
+
     def slot_shares(slot: int) -> Chunk:
         return by_device_array(word_shares(corpus, layout, parts, own, share_tokens, order,
                                            slot, num_slots), sharding)
