@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import tempfile
 import time
@@ -218,16 +219,10 @@ def _read_pieces(blocks, rules, threads, pool, keeping, progress, corpus_words):
 
 def _consecutive(items: Iterable, count: int) -> Iterator[tuple[int, list]]:
     """(the index of the first, a list of up to `count` consecutive items) of `items`."""
-    group, first = [], 0
-    for index, item in enumerate(items):
-        if not group:
-            first = index
-        group.append(item)
-        if len(group) == count:
-            yield first, group
-            group = []
-    if group:
-        yield first, group
+    first = 0
+    for group in itertools.batched(items, count):
+        yield first, list(group)
+        first += len(group)
 
 
 def _warn_dropped(source: str, dropped: int) -> None:
