@@ -61,10 +61,12 @@ def model_record(placement, state, corpus) -> dict:
 
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
           heldout=None, phases: bool = False, wide_pairs: bool = False,
-          phase_variants: bool = False, profile: str = "", **settings) -> dict:
+          phase_variants: bool = False, profile: str = "", estep_variants: str = "",
+          **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
     phases, phase_variants: sparse_phases' timings after the run; profile: a folder for
-    kernel_profile's trace and program after the run; wide_pairs: A's pairs wide whatever the
+    kernel_profile's trace and program after the run; estep_variants: estep_settings'
+    after the run, with phases; wide_pairs: A's pairs wide whatever the
     documents' lengths; settings: TrainConfig's placement settings, e.g. partition,
     chunk_tokens)."""
     parts = run.split(":")
@@ -108,7 +110,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
         record["phase_seconds"] = sparse_phases(placement, result.state,
-                                                variants=phase_variants)
+                                                variants=phase_variants,
+                                                estep_variants=estep_variants)
     if profile and placement.num_devices == 1:
         print(kernel_profile(placement, result.state, os.path.join(profile, f"K{num_topics}")),
               flush=True)
@@ -163,14 +166,15 @@ def timed(program, repeats: int) -> float:
     return round(sorted(seconds)[len(seconds) // 2], 4)
 
 
-def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) -> dict:
+def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
+                  estep_variants: str = "") -> dict:
     """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
     after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built, and
     the compiled iteration itself (Placement.compile: the four in one program under the
     mesh's shard_map, as training runs them); variants: also the four phases as one jitted
     program without the shard_map, A's rebuild kernel at one and two bitmap levels (and
     whether their pairs agree) and the E-step with float32 and bfloat16 dense rows (and how
-    many rows each)."""
+    many rows each); estep_variants: estep_settings' timings."""
     hyper = placement.hyper
     share, chunk, chunk_state = jax.tree.map(
         lambda x: jax.device_put(np.asarray(x)[0]),
@@ -196,6 +200,9 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) ->
         ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
         ("build_model", build))}
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
+    if estep_variants:
+        phases.update(estep_settings(share, chunk_state, model, key, topics, estep_variants,
+                                     repeats))
     if variants:
         phases["phases_in_one_program"] = timed(functools.partial(
             jax.jit(functools.partial(_one_program, placement)), share, chunk, chunk_state,
@@ -204,6 +211,30 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False) ->
         phases.update(dense_row_types(placement, share, chunk_state, rows, model.alpha, key,
                                       repeats))
     return phases
+
+
+def estep_settings(share, chunk_state, model, key, topics, settings: str,
+                   repeats: int) -> dict:
+    """Seconds of the sparse E-step kernel at each of the ';'-separated settings (its keyword
+    arguments as name=value, an integer or a word, comma-separated, tile_tokens among them:
+    the layout's tiles rebuilt at that size) on the same state, and how many of its topics
+    differ from `topics` (the defaults')."""
+    from saberjax.layout import with_tile_tokens  # noqa: PLC0415
+    from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415
+
+    record = {}
+    for setting in settings.split(";"):
+        knobs = {name: int(value) if value.isdigit() else value for name, value in
+                 (item.split("=") for item in setting.split(",") if item)}
+        chunk = share
+        if "tile_tokens" in knobs:
+            chunk = with_tile_tokens(share, int(model.row_mass.shape[0]),
+                                     knobs.pop("tile_tokens"))
+        program = functools.partial(jax.jit(functools.partial(
+            kernel.sample_and_shuffle, **knobs)), chunk, chunk_state, model, key)
+        record[f"sample[{setting}]"] = timed(program, repeats)
+        record[f"sample[{setting}]_differ"] = int(jnp.sum(program()[0] != topics))
+    return record
 
 
 def kernel_profile(placement, state, folder: str, calls: int = 2) -> str:
@@ -304,6 +335,10 @@ def main():
     parser.add_argument("--phase_variants", action="store_true", help="with --phases, also "
                         "A's rebuild at one and two bitmap levels and the E-step with float32 "
                         "and bfloat16 dense rows, on the same state")
+    parser.add_argument("--estep_variants", default="", help="with --phases, also the "
+                        "sparse E-step kernel at each ';'-separated setting of its keyword "
+                        "arguments (name=value, comma-separated; tile_tokens: the tiles' "
+                        "size), e.g. 'split=1;split=0,tile_tokens=4', on the same state")
     parser.add_argument("--profile", default="", help="a folder: after each one-device run, "
                         "the first GPU's kernels over two compiled iterations (printed), the "
                         "trace and the iteration's optimized program (written there)")
@@ -332,6 +367,7 @@ def main():
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
                 phases=args.phases, phase_variants=args.phase_variants, profile=args.profile,
+                estep_variants=args.estep_variants,
                 partition=args.partition, chunk_tokens=args.chunk_tokens,
                 num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:
