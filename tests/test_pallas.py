@@ -183,6 +183,35 @@ def test_atomics_act_lane_by_lane_and_return_the_old_values(operation):
     np.testing.assert_array_equal(old[:, mask], np.stack([expected_old[mask]] * 2))
 
 
+def test_an_atomic_of_constants_runs_in_a_loop_in_interpret_mode():
+    """A scalar counter claimed by constant increments in a while loop (the sparse E-step's
+    tile queue): interpret mode discharges the loop's body, which must hold no constants."""
+    from jax.experimental import pallas as pl  # noqa: PLC0415
+
+    from saberjax.pallas import atomics  # noqa: PLC0415
+
+    def kernel(counter_in_ref, claims_in_ref, counter_ref, claims_ref):
+        del counter_in_ref, claims_in_ref
+        program = pl.program_id(0)
+
+        def claim(count):
+            old = atomics.atomic_add(counter_ref, jnp.zeros((), jnp.int32), jnp.int32(1),
+                                     semantic="relaxed")
+            claims_ref[program] = claims_ref[program] + 1
+            return jnp.maximum(count, old)
+        jax.lax.while_loop(lambda count: count < 9, claim, jnp.int32(0))
+
+    full = pl.BlockSpec(memory_space=pl.ANY)
+    counter, claims = pl.pallas_call(
+        kernel, grid=(3,), in_specs=[full, full], out_specs=(full, full),
+        out_shape=(jax.ShapeDtypeStruct((1,), jnp.int32), jax.ShapeDtypeStruct((3,), jnp.int32)),
+        input_output_aliases={0: 0, 1: 1}, interpret=True)(jnp.zeros(1, jnp.int32),
+                                                           jnp.zeros(3, jnp.int32))
+    # programs run one after another: the first claims 0 .. 9, the others one each
+    assert int(counter[0]) == 12
+    np.testing.assert_array_equal(claims, [10, 1, 1])
+
+
 @pytest.mark.parametrize("num_topics,block_tokens,spread", [
     (2, 8, 512), (1000, 32, 1), (37, 1, 6), (65_536, 64, 512)])
 def test_word_topic_count_kernel_adds_exactly_the_chunk_to_b(num_topics, block_tokens, spread):

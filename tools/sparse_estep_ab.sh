@@ -3,10 +3,11 @@
 # process (docs/measurements/sparse_model.md): GPUs 0 and 1 this tree at K = 1,000,000 and
 # 100,000 (tools/sparse_bench.py --phases, NYTimes shape generated here, 1 warm-up + 3 timed
 # iterations, then the E-step kernel at each of ESTEP_VARIANTS on the trained state, and
-# with PROFILE=1 the first GPU's kernels over two compiled iterations), GPU 2
-# the baseline tree (BASELINE_TREE: main's device copy, two levels up, by default) at both K
-# by this tree's tool, GPU 3 this tree's K = 10,000 quality (dense then sparse, 100
-# iterations from one seed, 10% of the documents held out).  Each part stops after
+# with PROFILE=1 the first GPU's kernels over two compiled iterations), GPU 2 the baseline
+# tree (BASELINE_TREE: main's device copy, two levels up, by default) at both K by this
+# tree's tool, GPU 3 this tree's K = 10,000 quality (dense then sparse, 100 iterations from
+# one seed, 10% of the documents held out); QUALITY=0: no quality, GPUs 2 and 3 the
+# baseline at K = 1e6 and 1e5.  Each part stops after
 # PART_SECONDS.  Logs to $OUT.  From the worktree root: OUT=$OUT bash tools/sparse_estep_ab.sh
 set -u
 export PYTHONUNBUFFERED=1
@@ -35,10 +36,17 @@ part this_1e6 0 "$PWD" python3 "$tool" $bench --runs=1000000:auto:pallas:3 \
 # shellcheck disable=SC2086
 part this_1e5 1 "$PWD" python3 "$tool" $bench --runs=100000:auto:pallas:3 \
     --estep_variants="$variants" "${profile[@]}"
-# shellcheck disable=SC2086
-part baseline 2 "$baseline" python3 "$tool" $bench \
-    --runs=1000000:auto:pallas:3,100000:auto:pallas:3
-part quality 3 "$PWD" python3 "$tool" --preset=nytimes --scale=1 \
-    --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
+if [ "${QUALITY:-1}" = 1 ]; then
+    # shellcheck disable=SC2086
+    part baseline 2 "$baseline" python3 "$tool" $bench \
+        --runs=1000000:auto:pallas:3,100000:auto:pallas:3
+    part quality 3 "$PWD" python3 "$tool" --preset=nytimes --scale=1 \
+        --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
+else
+    # shellcheck disable=SC2086
+    part baseline_1e6 2 "$baseline" python3 "$tool" $bench --runs=1000000:auto:pallas:3
+    # shellcheck disable=SC2086
+    part baseline_1e5 3 "$baseline" python3 "$tool" $bench --runs=100000:auto:pallas:3
+fi
 wait
 tail -n 3 "$out"/*.log

@@ -13,6 +13,7 @@ GPU may take.  The indices must be integer arrays or scalars (no slices), as in
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax._src import core as jax_core
 from jax._src import tree_util
@@ -69,11 +70,15 @@ def _discharge(ctx, *args_flat, args_tree, operation, semantic):
     (indexer,) = transforms
     if any(isinstance(index, indexing.Slice) for index in indexer.indices):
         raise NotImplementedError("saberjax atomics take integer indices, not slices")
-    positions = tuple(jnp.broadcast_to(index, values.shape) for index in indexer.indices)
+    # staged, not folded, where the kernel passes constants (a folded constant is a const of
+    # the discharged jaxpr, which a loop's body must not have)
+    values = jax.lax.optimization_barrier(jnp.asarray(values))
+    positions = tuple(jnp.broadcast_to(jax.lax.optimization_barrier(jnp.asarray(index)),
+                                       values.shape) for index in indexer.indices)
     flat = jnp.ravel_multi_index(positions, ref.shape, mode="clip").ravel()
     lane_values = values.ravel().astype(ref.dtype)
     active = jnp.ones(flat.shape, bool) if mask is None else mask.ravel()
-    lanes = jnp.arange(flat.shape[0])
+    lanes = jax.lax.iota(jnp.int32, flat.shape[0])  # not arange: a constant fails in loops
     same = (flat[:, None] == flat[None, :]) & active[None, :]  # [lane, other lane]
     earlier = same & (lanes[None, :] < lanes[:, None])
     table = ref.ravel()

@@ -124,19 +124,18 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None, programs: int = 0,
                  outputs=None):
-    """kernel (its refs: inputs, two arrays aliased to the outputs, the outputs) run over the
-    chunk's tiles, one program a tile (or `programs` programs where not 0): (word-major
-    topics, doc-major topics), the positions no program stores keeping `outputs` (zeros by
-    default)."""
-    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
-    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
+    """kernel (its refs: inputs, the arrays `outputs` aliased to the outputs, the outputs)
+    run over the chunk's tiles, one program a tile (or `programs` programs where not 0):
+    the outputs, by default (word-major topics, doc-major topics) from zeros (padding keeps
+    them)."""
     if outputs is None:
-        outputs = (jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
+        outputs = (jnp.zeros_like(chunk_state.topics),
+                   jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype))
     return pl.pallas_call(
         kernel,
-        out_shape=(topics, doc_major),
+        out_shape=tuple(jax.ShapeDtypeStruct(output.shape, output.dtype) for output in outputs),
         grid=(programs or chunk.tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},
+        input_output_aliases={len(inputs) + index: index for index in range(len(outputs))},
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,

@@ -38,6 +38,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
+from saberjax.pallas.atomics import atomic_add
 from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_topic,
                                      lane_topic, row_topics, sample_tile, sparse_lanes,
                                      tile_inputs, tree_topic)
@@ -81,16 +82,19 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
             dense_level_widths: tuple[int, ...], padded_topics: int, path: str,
             programs: int, own_count_from: str):
     """Sample the tokens of tile program_id (see the module docstring), or with `programs`
-    (not 0) those of every programs-th tile of the range tile_range from program_id's;
-    path: "both" (a tile's word chooses), "dense" or "sparse" (the other words' tiles
-    skipped)."""
+    (not 0) the tiles of the range tile_range, each program claiming the next unclaimed
+    tile until none is left; path: "both" (a tile's word chooses), "dense" or "sparse" (the
+    other words' tiles skipped)."""
     # refs: tile_inputs', _ModelRefs', the tile range, the prior tree's levels and leaves, the
-    # dense rows' tree levels and B-hat rows, two arrays aliased to the outputs, the outputs
+    # dense rows' tree levels and B-hat rows, the arrays aliased to the outputs, the outputs
+    # (the topics, the doc-major topics and with `programs` the count of tiles claimed)
+    outputs = 3 if programs else 2
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
     model = _ModelRefs(*refs[TILE_INPUTS:model_end])
     tile_range_ref = refs[model_end]
     level_refs = refs[model_end + 1:model_end + 1 + len(level_widths)]
-    dense_level_refs = refs[model_end + 1 + len(level_widths):-4]
+    dense_level_refs = refs[model_end + 1 + len(level_widths):-2 * outputs]
+    output_refs = refs[-outputs:]
     num_dense = model.dense_tree_total.shape[0]
 
     def own_mass(own_count, own_alpha, own_bhat, own_denominator, tile):
@@ -124,17 +128,25 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
 
     drawn = {"both": None, "dense": lambda word: word < num_dense,
              "sparse": lambda word: word >= num_dense}[path]
-    sample = functools.partial(sample_tile, refs[:TILE_INPUTS], refs[-2:], draw,
+    sample = functools.partial(sample_tile, refs[:TILE_INPUTS], output_refs[:2], draw,
                                tile_tokens=tile_tokens, block_tokens=block_tokens, drawn=drawn)
     if not programs:
         sample()
         return
-    first = tile_range_ref[0] + pl.program_id(0)
 
-    def visit(step, carry):
-        sample(tile=first + step * programs)
-        return carry
-    jax.lax.fori_loop(0, (tile_range_ref[1] - first + programs - 1) // programs, visit, 0)
+    first, end = tile_range_ref[0], tile_range_ref[1]
+
+    def claim():
+        """The next unclaimed tile of the range (its end once all are claimed)."""
+        claimed = atomic_add(output_refs[2], jnp.zeros((), jnp.int32), jnp.int32(1),
+                             semantic="relaxed")
+        return jnp.minimum(first + claimed, end)
+
+    def visit(tile):
+        sample(tile=tile)
+        return claim()
+    jax.lax.while_loop(lambda tile: tile < end, visit, claim())
+
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
                        padded_topics: int, tile: Tile):
@@ -241,16 +253,17 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
                                              "own_count", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        num_warps: int = 1, num_stages: int = 1, split: bool = True,
-                       dense_programs: int = 0, sparse_programs: int = 4096,
+                       dense_programs: int = 0, sparse_programs: int = 4224,
                        own_count: str = "row", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle.  num_warps, num_stages: Triton's;
     split: the dense rows' tiles and the sparse rows' tiles by two kernels, each compiled for
     its path alone (its registers, not the larger path's), each over the range of tiles
-    holding its words by dense_programs / sparse_programs programs (0: one program a tile of
-    the chunk, the other path's tiles skipped); own_count: how a dense row's token finds
-    B_vz, "row" (its sparse row) or "bhat" (kernel's own_mass); interpret=None: interpret unless on a GPU."""
+    holding its words by dense_programs / sparse_programs programs claiming tiles in order
+    (0: one program a tile of the chunk, the other path's tiles skipped); own_count: how a
+    dense row's token finds B_vz, "row" (its sparse row) or "bhat" (_kernel's own_mass);
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -271,13 +284,16 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         return call(functools.partial(kernel, path="both", programs=0),
                     (*inputs, jnp.zeros(2, jnp.int32), *levels, *dense_levels),
                     name="saber_sparse_sample")
-    dense_range, sparse_range = _tile_ranges(chunk, model.dense_tree_total.shape[0])
-    outputs = call(functools.partial(kernel, path="dense", programs=dense_programs),
-                   (*inputs, dense_range, *levels, *dense_levels),
-                   name="saber_sparse_sample_dense", programs=dense_programs)
-    return call(functools.partial(kernel, path="sparse", programs=sparse_programs),
-                (*inputs, sparse_range, *levels, *dense_levels),
-                name="saber_sparse_sample_sparse", programs=sparse_programs, outputs=outputs)
+    outputs = (jnp.zeros_like(chunk_state.topics),
+               jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype))
+    for path, programs, tile_range in zip(("dense", "sparse"), (dense_programs, sparse_programs),
+                                          _tile_ranges(chunk, model.dense_tree_total.shape[0])):
+        claimed = (jnp.zeros(1, jnp.int32),) if programs else ()
+        outputs = call(functools.partial(kernel, path=path, programs=programs),
+                       (*inputs, tile_range, *levels, *dense_levels),
+                       name=f"saber_sparse_sample_{path}", programs=programs,
+                       outputs=(*outputs[:2], *claimed))
+    return outputs[:2]
 
 
 def _tile_ranges(chunk: Chunk, num_dense: int):
