@@ -13,9 +13,9 @@ Term 1 runs as the dense sampler's sparse part (32 lanes of weighted reservoirs 
 nonzeros, the own topic joining lane 0), each product looking B_vk up in the word's row.  A
 word with a dense row (SparseModel.dense_bhat: the most frequent words) draws as the dense
 sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one part, alpha_k
-B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3); its own topic's mass comes
-from B_vz in its sparse row as any word's does (B-hat_vz D_z - 1 cancels to B-hat's rounding
-where B_vz = 1).  Any other word looks B_vk up
+B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3); its own topic's mass takes
+B_vz recovered from B-hat_vz (count_of_bhat: exact below 128, where B-hat_vz D_z - 1 alone
+would cancel to B-hat's rounding at B_vz = 1).  Any other word looks B_vk up
 by a binary search of the topic's bucket of its sparse row (sparse_rows.RowBuckets); its
 term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
 it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
@@ -47,6 +47,16 @@ def own_topic_mass(own_count, alpha, own_word_count, beta, denominator):
     return ((jnp.maximum(own_count - 1.0, 0.0) + alpha)
             * jnp.maximum(own_word_count - 1.0 + beta, 0.0)
             / jnp.maximum(denominator - 1.0, 1e-30))
+
+
+def count_of_bhat(bhat, denominator, beta):
+    """B_vz recovered from a dense row's B-hat_vz = (B_vz + beta) / D_z as held (bfloat16:
+    8 significant bits, relative rounding at most 2**-8): B-hat_vz D_z - beta, rounded to the
+    nearest count where B-hat_vz D_z < 127.5, since B_vz + beta < 128 is off by less than half
+    a count there (exact), and as it is above (B-hat's relative rounding, as every other
+    topic's mass carries)."""
+    held = bhat * denominator
+    return jnp.where(held < 127.5, jnp.floor(held - beta + 0.5), held - beta)
 
 
 def row_draw(model: SparseModel, row, own_position, own_weight, x, steps=None):
@@ -117,8 +127,9 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         own_position, own_word_count = find_in_bucket(rows, model.buckets, word, own)
         own_alpha = model.alpha[own]
         own_bhat = model.dense_bhat[dense_row, own].astype(jnp.float32)
-        own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32),
-                                  beta, denominator[own])
+        own_mass = own_topic_mass(own_count, own_alpha, jnp.where(
+            dense_word, count_of_bhat(own_bhat, denominator[own], beta),
+            own_word_count.astype(jnp.float32)), beta, denominator[own])
         doc_mass, from_doc = sampler._lanes_draw(lane_mass, kept_topics, own, own_mass, state,
                                                  u_position)
         # a dense row: terms 2 and 3 as one, the row's tree without the own topic's leaf

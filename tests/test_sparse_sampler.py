@@ -107,6 +107,21 @@ def test_sparse_sampler_matches_the_dense_distribution(num_topics, nonzeros, wor
         assert goodness_of_fit_pvalue(samples, doubled_prior) < 1e-6
 
 
+@pytest.mark.parametrize("beta", [0.01, 0.9])
+def test_count_of_bhat_is_exact_below_128_and_within_bhats_rounding_above(beta):
+    """B_vz recovered from a bfloat16 B-hat_vz = (B_vz + beta) / D_z (as sparse_rows.dense_rows
+    stores it) for every count to 400 and denominators spread over several binades."""
+    counts = np.arange(400, dtype=np.float32)[:, None]
+    denominators = np.float32(2.0) ** np.random.default_rng(1).uniform(3, 20, 64).astype(
+        np.float32)
+    held = ((counts + beta) / denominators).astype(jnp.bfloat16)
+    got = np.asarray(sparse_sampler.count_of_bhat(jnp.asarray(held).astype(jnp.float32),
+                                                  jnp.asarray(denominators), beta))
+    below = np.broadcast_to(counts + beta < 127, got.shape)
+    np.testing.assert_array_equal(got[below], np.broadcast_to(counts, got.shape)[below])
+    assert np.all(np.abs(got - counts) <= (counts + beta) * 2.0**-8 + 1e-4)
+
+
 @pytest.mark.parametrize("word", [0, 2])
 def test_sparse_sampler_leaves_the_token_out_of_its_own_topics_counts(word):
     samples, exact, counted, _ = draws_for_fixed_row(100, 10, 20, 0.5, seed=5, own_count=2,

@@ -338,7 +338,7 @@ def main():
     parser.add_argument("--estep_variants", default="", help="with --phases, also the "
                         "sparse E-step kernel at each ';'-separated setting of its keyword "
                         "arguments (name=value, comma-separated; tile_tokens: the tiles' "
-                        "size), e.g. 'split=1;split=0,tile_tokens=4', on the same state")
+                        "size), e.g. 'num_warps=2;tile_tokens=4', on the same state")
     parser.add_argument("--profile", default="", help="a folder: after each one-device run, "
                         "the first GPU's kernels over two compiled iterations (printed), the "
                         "trace and the iteration's optimized program (written there)")

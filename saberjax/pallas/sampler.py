@@ -88,30 +88,22 @@ def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int,
-                tile=None, drawn=None):
-    """Draw the new topics of the tokens of tile `tile` (program_id by default; draw: Tile ->
-    topics) and store each at its word-major and its doc-major position; tiles past the last
-    are empty, and so is a tile whose word is not `drawn` (word -> bool; every word by
-    default)."""
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
+    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
+    at its word-major and its doc-major position; tiles past the last are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
     topics_ref, doc_major_topics_ref = output_refs
-    tile = pl.program_id(0) if tile is None else tile
-    first, end = tile_start_ref[tile], tile_start_ref[tile + 1]
-    nonempty = first < end
-    if drawn is not None:  # an empty tile's first is past the words
-        word = word_ref[jnp.minimum(first, word_ref.shape[0] - 1)]
-        nonempty = nonempty & drawn(word)
+    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
-    @pl.when(nonempty)
+    @pl.when(first < end)
     def _():
         positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
         real = positions < end
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         doc_major_pos = plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0)
         topic = draw(Tile(
-            word=word_ref[first] if drawn is None else word,
+            word=word_ref[first],
             own=plgpu.load(old_topics_ref.at[positions], mask=real, other=0).astype(jnp.int32),
             start=plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
             nnz=plgpu.load(a_nnz_ref.at[doc], mask=real, other=0),
@@ -122,24 +114,20 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
-                 num_warps: int, num_stages: int, interpret: bool | None, programs: int = 0,
-                 outputs=None):
-    """kernel (its refs: inputs, the arrays `outputs` aliased to the outputs, the outputs)
-    run over the chunk's tiles, one program a tile (or `programs` programs where not 0):
-    the outputs, by default (word-major topics, doc-major topics) from zeros (padding keeps
-    them)."""
-    if outputs is None:
-        outputs = (jnp.zeros_like(chunk_state.topics),
-                   jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype))
+                 num_warps: int, num_stages: int, interpret: bool | None):
+    """kernel (its refs: inputs, two zeroed arrays aliased to the outputs, the outputs) run
+    over the chunk's tiles: (word-major topics, doc-major topics), padding 0."""
+    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
+    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     return pl.pallas_call(
         kernel,
-        out_shape=tuple(jax.ShapeDtypeStruct(output.shape, output.dtype) for output in outputs),
-        grid=(programs or chunk.tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs) + index: index for index in range(len(outputs))},
+        out_shape=(topics, doc_major),
+        grid=(chunk.tile_start.shape[0] - 1,),
+        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, *outputs)
+    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],

@@ -6,10 +6,11 @@ one word (Chunk.tile_start), so the word's row of B stays hot in L1 while its ti
 word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the dense
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
 nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
-found in its sparse row (as the reference).  Any other word's tile searches
-its sparse row (topics, counts and term 2's prefix sums): term 1's lookups search one bucket
-of the row (sparse_rows.RowBuckets: about two entries), term 2's draw the whole row, with as
-many halvings as the row's length needs (a rare word's row is short).  Token t of the tile
+recovered from B-hat_vz (saberjax.sparse_sampler.count_of_bhat, as the reference).  Any other
+word's tile searches its sparse row (topics, counts and term 2's prefix sums): term 1's
+lookups search one bucket of the row (sparse_rows.RowBuckets: about two entries), term 2's
+draw the whole row, with as many halvings as the row's length needs (a rare word's row is
+short).  Token t of the tile
 is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
@@ -33,17 +34,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.pallas.atomics import atomic_add
 from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_topic,
                                      lane_topic, row_topics, sample_tile, sparse_lanes,
                                      tile_inputs, tree_topic)
 from saberjax.sparse_rows import SparseModel, bisect
-from saberjax.sparse_sampler import own_topic_mass
+from saberjax.sparse_sampler import count_of_bhat, own_topic_mass
 from saberjax.state import ChunkState
 
 
@@ -79,73 +78,31 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, path: str,
-            programs: int, own_count_from: str):
-    """Sample the tokens of tile program_id (see the module docstring), or with `programs`
-    (not 0) the tiles of the range tile_range, each program claiming the next unclaimed
-    tile until none is left; path: "both" (a tile's word chooses), "dense" or "sparse" (the
-    other words' tiles skipped)."""
-    # refs: tile_inputs', _ModelRefs', the tile range, the prior tree's levels and leaves, the
-    # dense rows' tree levels and B-hat rows, the arrays aliased to the outputs, the outputs
-    # (the topics, the doc-major topics and with `programs` the count of tiles claimed)
-    outputs = 3 if programs else 2
+            dense_level_widths: tuple[int, ...], padded_topics: int):
+    """Sample the tokens of tile program_id (see the module docstring)."""
+    # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
+    # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
     model = _ModelRefs(*refs[TILE_INPUTS:model_end])
-    tile_range_ref = refs[model_end]
-    level_refs = refs[model_end + 1:model_end + 1 + len(level_widths)]
-    dense_level_refs = refs[model_end + 1 + len(level_widths):-2 * outputs]
-    output_refs = refs[-outputs:]
-    num_dense = model.dense_tree_total.shape[0]
+    level_refs = refs[model_end:model_end + len(level_widths)]
+    dense_level_refs = refs[model_end + len(level_widths):-4]
 
-    def own_mass(own_count, own_alpha, own_bhat, own_denominator, tile):
-        """The own topic's mass from B_vz (B-hat held in bfloat16 loses B_vz - 1 + beta
-        where B_vz = 1): found in the word's sparse row, or with own_count="bhat" recovered
-        from B-hat_vz D_z - beta, rounded to a count where under 127.5 (bfloat16's rounding
-        of B_vz + beta below 128 is under half a count: exact there, B-hat's relative
-        rounding above)."""
-        if own_count_from == "bhat":
-            estimate = own_bhat * own_denominator - model.beta[0]
-            own_word_count = jnp.where(
-                estimate < 127.5, (estimate + 0.5).astype(jnp.int32).astype(jnp.float32),
-                estimate)
-        else:
-            own_word_count = _word_count(model, _word_row(model, tile.word), tile.own,
-                                         tile.real)[1].astype(jnp.float32)
-        return own_topic_mass(own_count, own_alpha, own_word_count, model.beta[0],
-                              own_denominator)
+    def own_mass(own_count, own_alpha, own_bhat, own_denominator):
+        """The own topic's mass from B_vz recovered from B-hat_vz (count_of_bhat)."""
+        return own_topic_mass(own_count, own_alpha,
+                              count_of_bhat(own_bhat, own_denominator, model.beta[0]),
+                              model.beta[0], own_denominator)
 
     def draw(tile):
-        def dense():
-            return row_topics(model.a_pairs, model.alpha, model.denominator,
-                              model.dense_tree_total, dense_level_refs, dense_level_widths,
-                              "sum", tile, functools.partial(own_mass, tile=tile))
+        return jax.lax.cond(
+            tile.word < model.dense_tree_total.shape[0],
+            lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
+                               model.dense_tree_total, dense_level_refs, dense_level_widths,
+                               "sum", tile, own_mass),
+            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
 
-        def sparse():
-            return _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile)
-        if path == "both":
-            return jax.lax.cond(tile.word < num_dense, dense, sparse)
-        return dense() if path == "dense" else sparse()
-
-    drawn = {"both": None, "dense": lambda word: word < num_dense,
-             "sparse": lambda word: word >= num_dense}[path]
-    sample = functools.partial(sample_tile, refs[:TILE_INPUTS], output_refs[:2], draw,
-                               tile_tokens=tile_tokens, block_tokens=block_tokens, drawn=drawn)
-    if not programs:
-        sample()
-        return
-
-    first, end = tile_range_ref[0], tile_range_ref[1]
-
-    def claim():
-        """The next unclaimed tile of the range (its end once all are claimed)."""
-        claimed = atomic_add(output_refs[2], jnp.zeros((), jnp.int32), jnp.int32(1),
-                             semantic="relaxed")
-        return jnp.minimum(first + claimed, end)
-
-    def visit(tile):
-        sample(tile=tile)
-        return claim()
-    jax.lax.while_loop(lambda tile: tile < end, visit, claim())
+    sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
+                block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
@@ -248,21 +205,12 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
-@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "split",
-                                             "dense_programs", "sparse_programs",
-                                             "own_count", "interpret"))
+@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
-                       num_warps: int = 1, num_stages: int = 1, split: bool = True,
-                       dense_programs: int = 0, sparse_programs: int = 4224,
-                       own_count: str = "row", interpret: bool | None = None):
+                       num_warps: int = 1, num_stages: int = 1, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle.  num_warps, num_stages: Triton's;
-    split: the dense rows' tiles and the sparse rows' tiles by two kernels, each compiled for
-    its path alone (its registers, not the larger path's), each over the range of tiles
-    holding its words by dense_programs / sparse_programs programs claiming tiles in order
-    (0: one program a tile of the chunk, the other path's tiles skipped); own_count: how a
-    dense row's token finds B_vz, "row" (its sparse row) or "bhat" (_kernel's own_mass);
     interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
@@ -271,40 +219,13 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], own_count_from=own_count)
+        padded_topics=model.topic_totals.shape[0])
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
                           rows.row_start, rows.topics, rows.counts, *model.buckets,
-                          model.row_prefix, model.row_mass, model.dense_tree_total))
-    call = functools.partial(call_sampler, chunk=chunk, chunk_state=chunk_state,
-                             num_warps=num_warps, num_stages=num_stages, interpret=interpret)
-    if not split:
-        return call(functools.partial(kernel, path="both", programs=0),
-                    (*inputs, jnp.zeros(2, jnp.int32), *levels, *dense_levels),
-                    name="saber_sparse_sample")
-    outputs = (jnp.zeros_like(chunk_state.topics),
-               jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype))
-    for path, programs, tile_range in zip(("dense", "sparse"), (dense_programs, sparse_programs),
-                                          _tile_ranges(chunk, model.dense_tree_total.shape[0])):
-        claimed = (jnp.zeros(1, jnp.int32),) if programs else ()
-        outputs = call(functools.partial(kernel, path=path, programs=programs),
-                       (*inputs, tile_range, *levels, *dense_levels),
-                       name=f"saber_sparse_sample_{path}", programs=programs,
-                       outputs=(*outputs[:2], *claimed))
-    return outputs[:2]
-
-
-def _tile_ranges(chunk: Chunk, num_dense: int):
-    """The ranges [first, end) of the chunk's tiles holding the dense rows' words and the
-    sparse rows' words (each an int32 [2]; tiles of the other kind may lie inside)."""
-    first, end = chunk.tile_start[:-1], chunk.tile_start[1:]
-    word = chunk.word[jnp.minimum(first, chunk.word.shape[0] - 1)]
-    tiles = jnp.arange(first.shape[0], dtype=jnp.int32)
-
-    def tile_range(holds):
-        return jnp.stack([jnp.min(jnp.where(holds, tiles, first.shape[0])),
-                          jnp.max(jnp.where(holds, tiles + 1, 0))]).astype(jnp.int32)
-    return tile_range((first < end) & (word < num_dense)), tile_range(
-        (first < end) & (word >= num_dense))
+                          model.row_prefix, model.row_mass, model.dense_tree_total),
+              *levels, *dense_levels)
+    return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)
