@@ -10,8 +10,7 @@ recovered from B-hat_vz (saberjax.sparse_sampler.count_of_bhat, as the reference
 word's tile searches its sparse row (topics, counts and term 2's prefix sums): term 1's
 lookups search one bucket of the row (sparse_rows.RowBuckets: about two entries), term 2's
 draw the whole row, with as many halvings as the row's length needs (a rare word's row is
-short).  Token t of the tile
-is row t of [tile, 32] arrays:
+short).  Token t of the tile is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
               reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a binary
