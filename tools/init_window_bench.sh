@@ -19,7 +19,7 @@ bench() {  # name, seconds, then bench flags
     echo "$name rc=$?"
 }
 bench wiki25k "${WIKI_SECONDS:-120}" --corpus=.corpora/wiki25k --num_topics=1024 --warmup=0 \
-    --iterations=100 --test_fraction=0.1 --init_window_topics="${WIKI_WINDOWS:-0,32,128}"
+    --iterations=100 --test_fraction=0.1 --init_window_topics="${WIKI_WINDOWS:-0,64,256}"
 bench nytimes "${NYT_SECONDS:-110}" --synth_preset=nytimes --num_topics=1000,10000 --warmup=2 \
     --iterations=5 --init_window_topics="${NYT_WINDOWS:-0,16}"
 # the M-step kernels' knobs on wiki25k's state after 100 iterations (tools/sampler_sweep.py)
