@@ -19,12 +19,12 @@ bench() {  # name, seconds, then bench flags
     echo "$name rc=$?"
 }
 for seed in 0 1; do
-    bench "wiki25k_seed$seed" 50 --corpus=.corpora/wiki25k --num_topics=1024 --seed=$seed \
+    bench "wiki25k_seed$seed" 45 --corpus=.corpora/wiki25k --num_topics=1024 --seed=$seed \
         --init_window_topics="${WIKI_WINDOWS:-0,32,64,128}"
 done
 for corpus in kos nyt8k; do
     for seed in 0 1; do
-        bench "${corpus}_seed$seed" 25 --corpus=.corpora/$corpus --num_topics=100,1024 \
+        bench "${corpus}_seed$seed" 30 --corpus=.corpora/$corpus --num_topics=100,1024 \
             --seed=$seed --init_window_topics="${SHORT_WINDOWS:-0,64}"
     done
 done
