@@ -24,7 +24,12 @@ for seed in 0 1; do
 done
 for corpus in kos nyt8k; do
     for seed in 0 1; do
-        bench "${corpus}_seed$seed" 30 --corpus=.corpora/$corpus --num_topics=100,1024 \
+        bench "${corpus}_seed$seed" 25 --corpus=.corpora/$corpus --num_topics=100,1024 \
             --seed=$seed --init_window_topics="${SHORT_WINDOWS:-0,64}"
     done
 done
+# the NYTimes shape's phases and floors beside the uniform start, as tools/init_window_bench.sh
+timeout "${NYT_SECONDS:-45}" python3 launch/bench.py --backends=pallas --num_devices=1 \
+    --synth_preset=nytimes --num_topics=1000,10000 --warmup=2 --iterations=5 \
+    --init_window_topics="${NYT_WINDOWS:-0,16}" > "$OUT/nytimes.jsonl" 2> "$OUT/nytimes.err"
+echo "nytimes rc=$?"
