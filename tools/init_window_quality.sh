@@ -2,12 +2,15 @@
 # Held-out quality and throughput of windowed initial topics (--init_window_topics) against
 # uniform ones (0) over seeds and corpora of long and short documents
 # (docs/measurements/roofline.md): one GPU (GPU 0), bench, 100 iterations from the start,
-# 10% of the documents held out (the split is the seed's).  Logs to $OUT.
+# 10% of the documents held out (the split is the seed's).  Logs to $OUT/logs.tgz (one
+# file: the device returns only a few from $OUT).
 # Run from the worktree root on the device machine: bash tools/init_window_quality.sh
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=0
-OUT=${OUT:-/tmp/init_window_quality}
-mkdir -p "$OUT"
+RESULTS=${OUT:-/tmp/init_window_quality}
+OUT=$(mktemp -d)
+trap 'tar czf "$RESULTS/logs.tgz" -C "$OUT" . && rm -r "$OUT"' EXIT
+mkdir -p "$RESULTS"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv \
     > "$OUT/gpu.csv" 2>&1
 bench() {  # name, seconds, then bench flags
@@ -24,12 +27,7 @@ for seed in 0 1; do
 done
 for corpus in kos nyt8k; do
     for seed in 0 1; do
-        bench "${corpus}_seed$seed" 25 --corpus=.corpora/$corpus --num_topics=100,1024 \
+        bench "${corpus}_seed$seed" 30 --corpus=.corpora/$corpus --num_topics="${SHORT_TOPICS:-1024}" \
             --seed=$seed --init_window_topics="${SHORT_WINDOWS:-0,64}"
     done
 done
-# the NYTimes shape's phases and floors beside the uniform start, as tools/init_window_bench.sh
-timeout "${NYT_SECONDS:-45}" python3 launch/bench.py --backends=pallas --num_devices=1 \
-    --synth_preset=nytimes --num_topics=1000,10000 --warmup=2 --iterations=5 \
-    --init_window_topics="${NYT_WINDOWS:-0,16}" > "$OUT/nytimes.jsonl" 2> "$OUT/nytimes.err"
-echo "nytimes rc=$?"
