@@ -225,6 +225,7 @@ def test_the_pieces_tokenised_are_the_blocks_cut_at_the_piece_size(monkeypatch, 
 def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     from saberjax.corpus import text_workers
     from saberjax.corpus.tokenizing import word_strings
+    from saberjax.corpus.word_id_parts import WordIdParts
 
     documents = ["apple banana cherry", "banana cherry", "cherry durian apple"]
     worker = dict(worker=0)
@@ -241,8 +242,9 @@ def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     assert text_workers.worker_places(worker, vocabulary_ids) == {0: 1, 1: 1, 2: 1}
     target = tmp_path / "ids"
     target.write_bytes(b"\xff" * 4 * 5)  # -1 where nothing is written
-    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), (target, 4, True))
-    assert list(mapped) == [0, 1, 2]
+    parts = WordIdParts((str(target),), 1 << 16, 4, 3)
+    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), parts, True)
+    assert sorted(mapped) == [0, 1, 2]
     assert [lengths.tolist() for lengths, _ in mapped.values()] == [[1], [1], [1]]
     assert np.fromfile(target, np.int32).tolist() == [-1, 0, 0, 0, -1]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ids"]  # the spill deleted

@@ -1,10 +1,10 @@
 """The pieces' word ids mapped to the vocabulary and written into the corpus, by the workers
 that read them (text_workers): each worker finds its pieces' words' vocabulary ids and their
 tokens of vocabulary words (piece_starts, which places the pieces in the corpus), then maps
-and writes its pieces' ids there (mapped_pieces), into the word ids file of a
-NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus), while the
-documents' lengths are appended in order; documents left without a vocabulary word are
-dropped."""
+and writes its pieces' ids there (mapped_pieces), into the word ids' parts of a
+NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus), files that
+the workers write at once (word_id_parts), while the documents' lengths are appended in
+order; documents left without a vocabulary word are dropped."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import numpy as np
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_workers import worker_mapped, worker_places
+from saberjax.corpus import word_id_parts
+from saberjax.corpus.word_id_parts import WordIdParts, sized_parts
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
 
 
@@ -34,16 +36,14 @@ def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
 
 
 def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
-                  starts: np.ndarray, target: tuple[Path, int], *,
-                  write_back: bool) -> Iterator:
+                  starts: np.ndarray, parts: WordIdParts, *, write_back: bool) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
-    mapped and written by the worker that read it into the file `target` names (and the
-    byte offset of the corpus's first id) at its start (starts), their write-back to disk
-    started at once where `write_back` says (text_workers._mapped)."""
-    path, offset = target
+    mapped and written by the worker that read it into the corpus's word ids' `parts` at
+    its start (starts), their write-back to disk started at once where `write_back` says
+    (text_workers._mapped)."""
     mapped = {}
-    for worker in pool.each(worker_mapped, starts, (path, offset, write_back)):
+    for worker in pool.each(worker_mapped, starts, parts, write_back):
         mapped.update(worker)
     for index, ids in enumerate(doc_ids):
         lengths, nonempty = mapped.pop(index)
@@ -66,16 +66,15 @@ def written_corpus(mapped, num_tokens, vocab, name, directory, durable: bool = T
 
 def in_memory_corpus(mapped, num_tokens, vocab, name, path: Path):
     """The pieces' documents as one in-memory corpus (see written_corpus), the word ids
-    written into a file at `path` first (read back at once: its write-back to disk is left
-    to the system)."""
+    written into parts whose first is at `path` first (read back at once: their write-back
+    to disk is left to the system)."""
     lengths_all, doc_ids, dropped = [], [], 0
-    with open(path, "wb") as file:
-        file.truncate(4 * num_tokens)
-    for lengths, nonempty, kept_ids in mapped((path, 0), write_back=False):
+    parts = sized_parts(path, 0, num_tokens, word_id_parts.PART_BYTES)
+    for lengths, nonempty, kept_ids in mapped(parts, write_back=False):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
-    word_ids = np.fromfile(path, np.int32, num_tokens)
+    word_ids = parts.read()
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
     doc_names = None if any(ids is None for ids in doc_ids) or not doc_ids else np.concatenate(
         doc_ids)
