@@ -264,7 +264,7 @@ def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
 def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_threads(
         tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_pieces
+    from saberjax.corpus import text_ids, text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
@@ -654,13 +654,14 @@ def test_load_text_detects_the_format_of_a_folder_of_shards(tmp_path):
 @pytest.mark.parametrize("name", ["jsonl", "text lines"])
 def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_pieces
+    from saberjax.corpus import text_ids, text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
     monkeypatch.setattr(text_pieces, "TASK_BYTES", 450)  # processes: 3 pieces a call
+    monkeypatch.setattr(text_ids, "APPEND_PIECES", 2)  # a corpus folder's: 2 pieces at once
     built = []
     for processes, memory, directory in ((False, None, None), (True, 0, "native"),
                                          (True, 150, "some spilled")):
@@ -672,6 +673,7 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
         assert corpus.vocab == built[0].vocab
         np.testing.assert_array_equal(corpus.doc_offsets, built[0].doc_offsets)
         np.testing.assert_array_equal(corpus.word_ids, built[0].word_ids)
+        assert corpus.dropped_empty_docs == built[0].dropped_empty_docs > 0
         if name == "jsonl":
             assert list(corpus.doc_names) == list(built[0].doc_names)
 

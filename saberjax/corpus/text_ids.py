@@ -8,6 +8,7 @@ order; documents left without a vocabulary word are dropped."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from saberjax.corpus.text_workers import worker_mapped, worker_places
 from saberjax.corpus import word_id_parts
 from saberjax.corpus.word_id_parts import WordIdParts, sized_parts
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
+
+APPEND_PIECES = 256  # pieces whose documents the corpus's writer appends at once
 
 
 def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
@@ -54,13 +57,17 @@ def written_corpus(mapped, num_tokens, vocab, name, directory, durable: bool = T
     """Writes the pieces' documents as a native corpus in `directory` (the kept documents'
     ids its doc_names), each piece's word ids written into the corpus's file by the worker
     mapping them (`mapped`: mapped_pieces but for the file and write_back, which follows
-    `durable`: see NativeCorpusWriter); (its corpus, memory-mapped, the dropped documents)."""
+    `durable`: see NativeCorpusWriter), their documents appended APPEND_PIECES pieces at a
+    time (an append's checks cost more than its few documents); (its corpus, memory-mapped,
+    the dropped documents)."""
     dropped = 0
     with NativeCorpusWriter(directory, vocab, name=name, durable=durable) as writer:
-        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens),
-                                                  write_back=durable):
-            writer.append(lengths, None, kept_ids)
-            dropped += int(nonempty.size - lengths.size)
+        pieces = mapped(writer.reserve_word_ids(num_tokens), write_back=durable)
+        for batch in itertools.batched(pieces, APPEND_PIECES):
+            lengths, nonempty, kept_ids = zip(*batch)
+            writer.append(np.concatenate(lengths), None,
+                          None if kept_ids[0] is None else np.concatenate(kept_ids))
+            dropped += sum(map(np.size, nonempty)) - sum(map(np.size, lengths))
     return load_native(directory), dropped
 
 
