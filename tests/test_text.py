@@ -251,6 +251,29 @@ def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     assert worker == dict(worker=0)  # the worker forgets its pieces
 
 
+def test_counts_unpickled_from_a_worker_are_added_as_numpys_own_int64(monkeypatch):
+    """A worker's counts arrive unpickled, their dtype object equal to int64 but not numpy's
+    (numpy 2.5), for which np.add.at leaves its fast loop: added_at hands add.at numpy's."""
+    import pickle
+    import types
+
+    from saberjax.corpus import text_words
+
+    counts = pickle.loads(pickle.dumps(np.array([3, 4, 5], np.int64), 5))
+    given = []
+
+    def at(target, numbers, values):
+        given.append(values.dtype)
+        np.add.at(target, numbers, values)
+
+    monkeypatch.setattr(text_words, "np", types.SimpleNamespace(
+        asarray=np.asarray, int64=np.int64, add=types.SimpleNamespace(at=at)))
+    target = np.zeros(4, np.int64)
+    text_words.added_at(target, np.array([2, 0, 3], np.int32), counts)
+    assert target.tolist() == [4, 0, 3, 5]
+    assert given[0] is np.dtype(np.int64)
+
+
 def test_words_reported_in_any_order_number_each_workers_words_in_the_corpus():
     from saberjax.corpus import text_workers
     from saberjax.corpus.text_words import CorpusWords, merged_words
