@@ -65,8 +65,6 @@ class _NpyAppender:
     def reserve(self, length: int, part_bytes: int) -> WordIdParts:
         """The file, for `length` int32 entries, cut into parts of `part_bytes` (word_id_parts),
         sized and their blocks allocated, for others to write (never appended to after)."""
-        if self._dtype != np.dtype("<i4"):
-            raise ValueError("only int32 entries are reserved in parts")
         self._length = length
         self.parts = sized_parts(self._file.name, self._data_start, length, part_bytes)
         return self.parts
