@@ -19,7 +19,7 @@ import numpy as np
 from saberjax import outputs
 from saberjax.corpus.reading import read_bytes, read_vocab
 from saberjax.corpus.core import Corpus, int_vector
-from saberjax.corpus import word_id_parts
+import saberjax.corpus.word_id_parts as word_id_parts
 from saberjax.corpus.word_id_parts import WordIdParts, found_parts, sized_parts
 from saberjax.corpus.word_ids import check_word_ids
 from saberjax.errors import CorpusFormatError

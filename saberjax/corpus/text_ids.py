@@ -17,7 +17,7 @@ import numpy as np
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_workers import worker_mapped, worker_places
-from saberjax.corpus import word_id_parts
+import saberjax.corpus.word_id_parts as word_id_parts
 from saberjax.corpus.word_id_parts import WordIdParts, sized_parts
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
 
