@@ -106,7 +106,8 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     heldout: tuple[Corpus, Corpus] | None = None, card: roofline.Card | None = None,
     optimize_alpha_every: int = trainer.TrainConfig.optimize_alpha_every,
     bandwidth_bytes: int = BANDWIDTH_BYTES["cpu"]) -> dict:
-    """The record of one (devices, K, backend, optimize_alpha_every); with heldout (observed,
+    """The record of one (devices, K, backend, optimize_alpha_every, init_window_topics: the
+    placement's hyper's); with heldout (observed,
     held-out halves of the test documents) also the held-out log-likelihood per token after
     the timed iterations.  bandwidth_bytes: a device's bytes in the collectives that measure
     each axis's bandwidth (axis_bandwidth)."""
@@ -114,7 +115,8 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     num_topics, backend = hyper.num_topics, hyper.backend
     tokens = corpus.num_tokens
     config = trainer.TrainConfig(num_topics, iterations=warmup + iterations, seed=seed,
-                                 backend=backend, optimize_alpha_every=optimize_alpha_every)
+                                 backend=backend, optimize_alpha_every=optimize_alpha_every,
+                                 init_window_topics=hyper.init_window_topics)
     run = trainer.train_placed(corpus, placement, config, heldout)
     state = run.state
     warmup_seconds = [record["seconds"] for record in run.metrics[:warmup]]
@@ -128,6 +130,7 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
     record = dict(
         type="result", K=num_topics, padded_K=hyper.padded_topics, backend=backend,
         alpha=significant(hyper.alpha), optimize_alpha_every=optimize_alpha_every,
+        init_window_topics=hyper.init_window_topics,
         alpha_sum=significant(float(placement.alpha(state).sum())), beta=hyper.beta,
         iterations=iterations, warmup=warmup,
         Mtoken_per_s_mean=significant(tokens * len(times) / sum(times) / 1e6),
@@ -172,9 +175,12 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   copy_mib: int = 0, heldout: tuple[Corpus, Corpus] | None = None,
                   optimize_alpha_every: tuple[int, ...] = (
                       trainer.TrainConfig.optimize_alpha_every,),
+                  init_window_topics: tuple[int, ...] = (
+                      trainer.TrainConfig.init_window_topics,),
                   mesh: str | None = None, hosts_exchanges: tuple[str, ...] = ("auto",),
                   emit=print) -> list[dict]:
-    """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every);
+    """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every,
+    init_window_topics);
     emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
     place's default).  heldout: (observed, held-out) halves of test documents to
     score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
@@ -202,7 +208,8 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     for count, partition, chunk_size in itertools.product(num_devices, partitions, chunk_tokens):
         run_mesh = mesh if partition in ("auto", "hybrid") and count == 0 else None
         placements = _PlacementsByPlan(corpus, count, chunk_size, partition, run_mesh)
-        for k, every in itertools.product(num_topics, optimize_alpha_every):
+        for k, every, window in itertools.product(num_topics, optimize_alpha_every,
+                                                  init_window_topics):
             placement, placing = placements.for_topics(k)
             mesh_info = dict(devices=placement.num_devices, partition=placement.partition,
                              mesh_shape=dict(placement.mesh.shape), chunk_tokens=chunk_size,
@@ -218,7 +225,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                     continue
                 result = bench_one(dataclasses.replace(
                     placement.with_hyper(dataclasses.replace(
-                        Hyperparams.create(k, backend=backend),
+                        Hyperparams.create(k, backend=backend, init_window_topics=window),
                         model_format=placement.hyper.model_format,
                         wide_pairs=placement.hyper.wide_pairs)),
                     hosts_exchange_setting=exchange), corpus, iterations=iterations,
@@ -230,7 +237,7 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                                                               corpus.num_tokens),
                               placement=placing)
                 baselines.compare(result,
-                                  run=(count, partition, chunk_size, k, every, exchange),
+                                  run=(count, partition, chunk_size, k, every, window, exchange),
                                   devices=placement.num_devices, k=k, backend=backend,
                                   every=every)
                 put(dict({**head, **result}, **env))
@@ -318,6 +325,7 @@ class _Baselines:
 
 # the fields of a result line that the summary line repeats
 SUMMARY_FIELDS = ("devices", "partition", "hosts_exchange", "K", "backend", "optimize_alpha_every",
+                  "init_window_topics",
                   "learned_alpha_cost", "Mtoken_per_s_steady", "Mtoken_per_s_mean",
                   "Mtoken_per_s_best", "compile_seconds", "speedup_vs_xla",
                   "speedup_vs_one_device", "reduction_share", "heldout_loglik_per_token")

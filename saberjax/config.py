@@ -75,6 +75,11 @@ class TrainConfig:
         "--seed_weight extra topic-word prior in its topics.", model=True)
     seed_weight: float = _setting(SEED_WEIGHT, "Extra topic-word prior (pseudo-counts) of a "
                                   "seed word in its topic (--seed_words).", above=0, model=True)
+    init_window_topics: int = _setting(
+        0, "Topics each token's initial topic is drawn from: the tokens of one window of "
+        "1,024 consecutive corpus tokens share a random set of this many, so every document "
+        "starts on few topics and the first iterations' document rows are short (0: every "
+        "token uniformly over all K).", at_least=0, model=True)
     iterations: int = _setting(100, "ESCA iterations.", at_least=1)
     seed: int = _setting(0, "Random seed (of the initial topics; the launchers' train/test "
                          "split too).", at_least=0, model=True)
@@ -190,7 +195,7 @@ class Hyperparams:
     it until then.  seeds: the seed words' prior over the rows of the model's arrays
     (seeding.SeedPrior), None without seed words.  wide_pairs: A's pairs are wide
     (state.pack_pairs), as the run's plan decides from K and the longest document; False
-    until then."""
+    until then.  init_window_topics: TrainConfig's (esca.initial_topics)."""
 
     num_topics: int
     alpha: float
@@ -199,6 +204,7 @@ class Hyperparams:
     model_format: str
     seeds: SeedPrior | None
     wide_pairs: bool
+    init_window_topics: int
 
     @classmethod
     def from_config(cls, config: TrainConfig, vocab=None) -> "Hyperparams":
@@ -210,7 +216,8 @@ class Hyperparams:
         seeds = None if vocab is None else seed_prior(config.seed_words, config.seed_weight,
                                                       vocab, config.num_topics)
         return cls(int(config.num_topics), alpha, float(config.beta),
-                   resolve_backend(config.backend), model_format, seeds, wide_pairs=False)
+                   resolve_backend(config.backend), model_format, seeds, wide_pairs=False,
+                   init_window_topics=int(config.init_window_topics))
 
     @classmethod
     def create(cls, num_topics: int, **settings) -> "Hyperparams":

@@ -32,6 +32,9 @@ from saberjax.mstep import bhat_denominator
 from saberjax.state import ChunkState, Model, TrainState
 from saberjax.tree import tree_totals
 
+INIT_WINDOW_BITS = 10  # a window of initial topics: 2**10 consecutive corpus tokens
+INIT_WINDOW_TOKENS = 1 << INIT_WINDOW_BITS
+
 
 def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array,
                       hyper: Hyperparams, num_words: int | None = None, first_row=0) -> Model:
@@ -133,11 +136,23 @@ finish_step = jax.jit(model_from_counts, static_argnames=("hyper",),
 
 
 def initial_topics(chunk: Chunk, seed, hyper: Hyperparams, doc_major_tokens: int | None = None):
-    """Uniformly random topics of a chunk's tokens, keyed by token like every other draw:
-    (word-major, doc-major in an array of doc_major_tokens, None: the chunk's own)."""
+    """Random topics of a chunk's tokens, keyed by token like every other draw:
+    (word-major, doc-major in an array of doc_major_tokens, None: the chunk's own).
+
+    Uniform over the K topics, or with hyper.init_window_topics = S uniform over the S
+    topics of the token's window (its global id // INIT_WINDOW_TOKENS), each drawn uniformly
+    from the window's id: a function of the corpus position alone, so the same whatever the
+    chunking, partition or device."""
     positions = jnp.arange(chunk.padded_tokens)
-    state = rng.token_hash(rng.iteration_key(seed, 0), *chunk.token_ids(chunk.doc_major_pos))
-    draw = (rng.uniform(state, rng.STREAM_INIT) * hyper.num_topics).astype(jnp.int32)
+    key = rng.iteration_key(seed, 0)
+    token_lo, token_hi = chunk.token_ids(chunk.doc_major_pos)
+    uniform = rng.uniform(rng.token_hash(key, token_lo, token_hi), rng.STREAM_INIT)
+    if hyper.init_window_topics:
+        choices = hyper.init_window_topics
+        choice = jnp.minimum((uniform * choices).astype(jnp.uint32), choices - 1)
+        window = (token_lo >> INIT_WINDOW_BITS) | (token_hi << (32 - INIT_WINDOW_BITS))
+        uniform = rng.uniform(rng.token_hash(key, window, choice), rng.STREAM_INIT_WINDOW)
+    draw = (uniform * hyper.num_topics).astype(jnp.int32)
     topics = jnp.where(positions < chunk.num_tokens, jnp.minimum(draw, hyper.num_topics - 1),
                        0).astype(hyper.topic_dtype)
     return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,

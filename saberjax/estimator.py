@@ -68,8 +68,8 @@ class LDA:
     """Latent Dirichlet allocation trained by saberjax's ESCA sampler.
 
     num_topics, alpha (None: 50 / num_topics; where alpha is learned, its starting value),
-    optimize_alpha_every, burn_in, beta, seed_weight, iterations, seed, backend, model_format,
-    chunk_tokens, num_devices: as in config.TrainConfig.  seed_words (guided topics,
+    optimize_alpha_every, burn_in, beta, seed_weight, init_window_topics, iterations, seed,
+    backend, model_format, chunk_tokens, num_devices: as in config.TrainConfig.  seed_words (guided topics,
     saberjax.seeding): a mapping topic -> its seed words, e.g. {0: ["space", "nasa"], 3:
     ["game", "team"]}, or JSON text or the path of a seed-word file, as --seed_words takes.
     callback(iteration, metrics, state) is called after every training iteration and stops
@@ -94,6 +94,7 @@ class LDA:
                  optimize_alpha_every: int = _CONFIG.optimize_alpha_every,
                  burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta,
                  seed_words=_CONFIG.seed_words, seed_weight: float = _CONFIG.seed_weight,
+                 init_window_topics: int = _CONFIG.init_window_topics,
                  iterations: int = _CONFIG.iterations,
                  seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
                  model_format: str = _CONFIG.model_format,
@@ -109,6 +110,7 @@ class LDA:
         self.beta = beta
         self.seed_words = seed_words
         self.seed_weight = seed_weight
+        self.init_window_topics = init_window_topics
         self.iterations = iterations
         self.seed = seed
         self.backend = backend

@@ -79,20 +79,20 @@ def allocate(fd: int, offset: int, size: int) -> None:
 
 
 @functools.cache
-def _c_function(name: str, *argtypes):
-    """The C library's function `name` taking argtypes (errno kept for ctypes.get_errno), or
-    None where the system's C library has no such function."""
+def c_function(name: str, *argtypes, restype=ctypes.c_int):
+    """The C library's function `name` taking argtypes and returning restype (errno kept for
+    ctypes.get_errno), or None where the system's C library has no such function."""
     try:
         function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = argtypes
+    function.argtypes, function.restype = argtypes, restype
     return function
 
 
 def _fallocate():
     """The C library's fallocate, or None where there is none."""
-    return _c_function("fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    return c_function("fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # Linux's flag: start writing the range's dirty pages, not waiting
@@ -108,7 +108,7 @@ def start_write_back(fd: int, offset: int, size: int) -> None:
 
 def _sync_file_range():
     """The C library's sync_file_range, or None where there is none."""
-    return _c_function("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+    return c_function("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
                       ctypes.c_uint)
 
 

@@ -27,6 +27,7 @@ STREAM_POSITION = 1  # where in the chosen part
 STREAM_INIT = 2  # initial topic
 STREAM_BLOCK = 3  # block b of a document's nonzeros uses stream STREAM_BLOCK + b
 STREAM_OWN = 1 << 20  # the token's own topic in the sparse part's reservoir (past every block)
+STREAM_INIT_WINDOW = STREAM_OWN + 1  # a window's initial topics (esca.initial_topics)
 
 
 def mix32(x):

@@ -130,6 +130,36 @@ def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, damage):
     assert_same_corpus(load_quietly(source.parent, cache_dir=cache), rebuilt)
 
 
+@pytest.mark.parametrize("damage", ["flip a token", "cut short"])
+def test_a_text_entry_in_parts_loads_mapped_and_a_damaged_part_is_rebuilt(tmp_path,
+                                                                        monkeypatch, damage):
+    """A text corpus's entry holds its word ids in parts (word_id_parts) beyond
+    PART_BYTES: its next load maps them as one array; a damaged part is told by the
+    fingerprint, or by its size, and the entry rebuilt."""
+    from saberjax.corpus import word_id_parts
+
+    monkeypatch.setattr(word_id_parts, "PART_BYTES", 1 << 16)
+    words = [a + b for a in "bcdfg" for b in ("ane", "ore", "ist", "und", "elt")]
+    text = tmp_path / "texts.txt"  # 1,500 documents of 14 words: 21,000 tokens, 2 parts
+    text.write_text("".join(" ".join(words[(d * 7 + w * 3) % 25] for w in range(14)) + "\n"
+                            for d in range(1500)))
+    cache = tmp_path / "cache"
+    first = load_quietly(text, cache_dir=cache, min_df=1, max_df=1.0)
+    (entry,) = entries(cache)
+    assert (entry / "corpus" / "word_ids.npy.1").is_file()
+    second = load_quietly(text, cache_dir=cache, min_df=1, max_df=1.0)
+    assert is_memory_mapped(second.word_ids)
+    assert_same_corpus(second, first)
+    damage_entry(entry / "corpus" / "word_ids.npy.1", entry / "cache.json", damage)
+    with pytest.warns(UserWarning, match="damaged or stale.*rebuilding"):
+        rebuilt = corpus_cache.load_corpus(text, cache_dir=cache, min_df=1, max_df=1.0)
+    from saberjax.corpus.plain_text import load_text
+
+    read = load_text(text, min_df=1, max_df=1.0)  # in memory (the first maps the damaged part)
+    assert_same_corpus(rebuilt, read)
+    assert_same_corpus(load_quietly(text, cache_dir=cache, min_df=1, max_df=1.0), read)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_an_unwritable_cache_is_a_warning_not_an_error(tmp_path):
     source, cache = write_uci(tmp_path / "tiny"), tmp_path / "cache"

@@ -16,7 +16,9 @@ from saberjax.corpus import (
     load_bundled,
     load_native,
     save_native,
+    word_id_parts,
 )
+from saberjax.corpus.word_ids import release_mapped
 
 
 @pytest.mark.parametrize("use_mmap", [True, False])
@@ -120,18 +122,100 @@ def test_native_load_reports_inconsistent_folders(tmp_path, edit, message):
         load_native(tmp_path / "c")
 
 
-def test_native_writer_takes_word_ids_written_into_its_reserved_file(tmp_path):
+@pytest.mark.parametrize("part_bytes", [None, 1 << 18])  # one part (the default), 8 parts
+def test_native_writer_takes_word_ids_written_into_its_reserved_parts(tmp_path, monkeypatch,
+                                                                      part_bytes):
+    """Ids written into the reserved parts in any order, across the parts' ends, give the
+    corpus whose word ids file is the parts' bytes joined in order; loaded as one array."""
+    if part_bytes is not None:
+        monkeypatch.setattr(word_id_parts, "PART_BYTES", part_bytes)
     corpus = load_bundled("kos")
     save_native(corpus, tmp_path / "whole")
     with NativeCorpusWriter(tmp_path / "placed", corpus.vocab, name="kos") as writer:
-        path, offset = writer.reserve_word_ids(corpus.num_tokens)
-        with open(path, "r+b") as file:  # written back to front, as workers may
-            for part in np.array_split(np.arange(corpus.num_tokens), 3)[::-1]:
-                file.seek(offset + 4 * int(part[0]))
-                file.write(corpus.word_ids[part].astype("<i4").tobytes())
+        parts = writer.reserve_word_ids(corpus.num_tokens)
+        for piece in np.array_split(np.arange(corpus.num_tokens), 7)[::-1]:  # back to front,
+            parts.write(corpus.word_ids[piece], int(piece[0]))  # as workers may
+        parts.write(np.zeros(0, np.int32), corpus.num_tokens)  # an empty piece: nothing
         for docs in np.array_split(np.arange(corpus.num_docs), 4):
             writer.append(corpus.subset(docs).doc_lengths(), None)
-    assert_same_files(tmp_path / "placed", tmp_path / "whole")
+    placed, whole = tmp_path / "placed", tmp_path / "whole"
+    count = 1 if part_bytes is None else 8  # 128 + 4 x 467,714 bytes in parts of 256 KiB
+    names = ["word_ids.npy"] + [f"word_ids.npy.{part}" for part in range(1, count)]
+    assert sorted(os.listdir(placed)) == sorted([*names, "corpus.json", "doc_offsets.npy",
+                                                 "vocab.txt"])
+    joined = b"".join((placed / name).read_bytes() for name in names)
+    assert joined == (whole / "word_ids.npy").read_bytes()
+    meta = json.loads((placed / "corpus.json").read_text())
+    assert (meta.get("word_ids_parts"), meta.get("word_ids_part_bytes")) == (
+        (None, None) if count == 1 else (count, part_bytes))
+    for name in ("doc_offsets.npy", "vocab.txt") + (("corpus.json",) if count == 1 else ()):
+        assert (placed / name).read_bytes() == (whole / name).read_bytes(), name
+    for use_mmap in (True, False):
+        loaded = load_native(placed, mmap=use_mmap)
+        assert_same_corpus(loaded, corpus)
+        assert is_memory_mapped(loaded.word_ids) == use_mmap
+        assert not loaded.word_ids.flags.writeable
+
+
+@pytest.mark.parametrize("tokens", [16352, 16353, 32736, 32737])
+def test_word_ids_parts_end_where_the_ids_end(tmp_path, tokens):
+    """Parts of 64 KiB hold the .npy header (128 bytes) and the ids: 16,352 ids fill one part
+    exactly, 16,353 leave 4 bytes in a second, 32,736 fill two (no empty third); each part
+    is written, found and mapped at its place."""
+    ids = np.random.default_rng(tokens).integers(0, 1000, tokens).astype(np.int32)
+    whole = b"".join([np.lib.format.magic(1, 0), b"X" * 120]) + ids.tobytes()  # any header
+    parts = word_id_parts.sized_parts(tmp_path / "ids", 128, tokens, 1 << 16)
+    assert len(parts.paths) == -(-(128 + 4 * tokens) // (1 << 16))
+    with open(parts.paths[0], "r+b") as file:
+        file.write(whole[:128])
+    for piece in np.array_split(np.arange(tokens), 5)[::-1]:
+        parts.write(ids[piece], int(piece[0]))
+    assert b"".join(open(path, "rb").read() for path in parts.paths) == whole
+    np.testing.assert_array_equal(parts.read(), ids)
+    mapped = parts.mapped()
+    assert isinstance(mapped, np.memmap) and mapped.mode == "r"
+    np.testing.assert_array_equal(mapped, ids)
+    release_mapped(mapped[100:])  # drops the pages it maps, whatever part holds them
+    np.testing.assert_array_equal(mapped, ids)
+
+
+def test_native_load_reports_a_missing_or_cut_part_of_the_word_ids(tmp_path, monkeypatch):
+    monkeypatch.setattr(word_id_parts, "PART_BYTES", 1 << 16)
+    corpus = load_bundled("kos").subset(np.arange(300))  # 41,111 tokens: 3 parts
+    save_parted(corpus, tmp_path / "c")
+    assert load_native(tmp_path / "c").fingerprint() == corpus.fingerprint()
+    (tmp_path / "c" / "word_ids.npy.2").write_bytes(b"\0" * 12)
+    with pytest.raises(CorpusFormatError, match=r"word_ids.npy.2: holds 12 bytes, expected"):
+        load_native(tmp_path / "c")
+    (tmp_path / "c" / "word_ids.npy.2").unlink()
+    with pytest.raises(CorpusFormatError, match=r"word_ids.npy.2: file not found"):
+        load_native(tmp_path / "c")
+    meta = json.loads((tmp_path / "c" / "corpus.json").read_text())
+    (tmp_path / "c" / "corpus.json").write_text(json.dumps(dict(meta, word_ids_parts=2)))
+    with pytest.raises(CorpusFormatError, match=r"fill 3 parts of 65536 bytes, not 2"):
+        load_native(tmp_path / "c")
+    (tmp_path / "c" / "corpus.json").write_text(json.dumps(dict(meta, word_ids_part_bytes=5)))
+    with pytest.raises(CorpusFormatError, match=r"word_ids_part_bytes a positive multiple"):
+        load_native(tmp_path / "c")
+
+
+def test_a_parted_corpus_is_replaced_whole_by_another(tmp_path, monkeypatch):
+    """A folder holding a corpus in parts is a corpus's folder to replace; the new corpus
+    leaves none of the old parts behind."""
+    monkeypatch.setattr(word_id_parts, "PART_BYTES", 1 << 16)
+    save_parted(load_bundled("kos").subset(np.arange(300)), tmp_path / "c")
+    assert len(os.listdir(tmp_path / "c")) == 6
+    save_native(tiny_corpus(), tmp_path / "c")
+    assert sorted(os.listdir(tmp_path / "c")) == [
+        "corpus.json", "doc_offsets.npy", "vocab.txt", "word_ids.npy"]
+    assert_same_corpus(load_native(tmp_path / "c"), tiny_corpus())
+
+
+def save_parted(corpus, directory):
+    """Writes `corpus` through reserve_word_ids, in word_id_parts.PART_BYTES parts."""
+    with NativeCorpusWriter(directory, corpus.vocab, name=corpus.name) as writer:
+        writer.reserve_word_ids(corpus.num_tokens).write(corpus.word_ids, 0)
+        writer.append(corpus.doc_lengths(), None)
 
 
 def test_native_writer_refuses_documents_not_holding_the_reserved_tokens(tmp_path):

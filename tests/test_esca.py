@@ -76,6 +76,25 @@ def test_chunking_does_not_change_result():
     assert not np.array_equal(z_one, esca.corpus_order_topics(chunks_one, one[1].chunks))
 
 
+def test_window_initial_topics_are_few_a_window_whatever_the_chunking():
+    corpus = random_corpus(num_docs=90, num_words=60, mean_length=50, seed=3)
+    windowed = Hyperparams.create(50, init_window_topics=4)
+    _, chunks_one, one = run(corpus, windowed, iterations=0)
+    _, chunks_three, three = run(corpus, windowed, iterations=0,
+                                 chunk_tokens=corpus.num_tokens // 3 + 1)
+    assert len(chunks_three) == 3
+    z = esca.corpus_order_topics(chunks_one, one[0].chunks)
+    np.testing.assert_array_equal(z, esca.corpus_order_topics(chunks_three, three[0].chunks))
+    _, chunks_uniform, uniform = run(corpus, Hyperparams.create(50), iterations=0)
+    z_uniform = esca.corpus_order_topics(chunks_uniform, uniform[0].chunks)
+    window = np.arange(corpus.num_tokens) // esca.INIT_WINDOW_TOKENS
+    assert window[-1] >= 3
+    for w in range(window[-1] + 1):
+        assert len(np.unique(z[window == w])) <= 4
+        assert len(np.unique(z_uniform[window == w])) > 4
+    assert len(np.unique(z)) > 4  # each window's own topics
+
+
 def test_different_seeds_give_different_models():
     corpus = random_corpus(seed=2)
     hyper = Hyperparams.create(10)

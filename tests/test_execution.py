@@ -75,6 +75,23 @@ def test_the_model_is_bit_identical_on_any_mesh(num_devices, chunk_tokens, strea
                                           np.float32)[:, :40], rtol=2**-7)
 
 
+@pytest.mark.parametrize("chunk_tokens,stream,partition", [(500, True, "documents"),
+                                                         (None, False, "words")])
+def test_window_initial_topics_give_one_model_on_any_mesh(chunk_tokens, stream, partition):
+    """Initial topics drawn per window of the corpus (init_window_topics) are keyed by global
+    token ids alone: a word share, which holds a document's tokens of its words only, and a
+    streamed chunk draw what one chunk draws."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=4)
+    hyper = Hyperparams.create(40, init_window_topics=3)
+    topics, word_topic, _ = reference(corpus, hyper, 1, seed=5)
+    placed, state = run_on_mesh(corpus, hyper, 1, 5, num_devices=2, chunk_tokens=chunk_tokens,
+                                stream=stream, partition=partition)
+    assert placed.partition == partition
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+
+
 @pytest.mark.parametrize("partition,mesh,barriers", [("words", None, 2), ("hybrid", "1x2", 2),
                                                      ("hybrid", "2x1", 0)])
 def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, mesh, barriers):

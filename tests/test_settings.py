@@ -81,7 +81,8 @@ def test_a_flag_out_of_range_fails_with_the_settings_own_requirement():
 def test_the_model_settings_are_marked_once():
     assert trainer.TrainConfig.model_settings() == ("num_topics", "alpha", "optimize_alpha_every",
                                                     "burn_in", "beta", "seed_words",
-                                                    "seed_weight", "seed")
+                                                    "seed_weight", "init_window_topics",
+                                                    "seed")
 
 
 def test_hyperparams_take_every_default_and_check_from_the_config():
@@ -92,7 +93,8 @@ def test_hyperparams_take_every_default_and_check_from_the_config():
                                                         resolve_backend(default.backend))
     assert Hyperparams.from_config(TrainConfig(num_topics=4, alpha=0.3, beta=0.2,
                                                backend="xla")) == Hyperparams(4, 0.3, 0.2, "xla",
-                                                                              "dense", None, False)
+                                                                              "dense", None, False,
+                                                                              0)
     assert Hyperparams.create(4, model_format="sparse").sparse
     assert Hyperparams.create(4, model_format="auto").model_format == "dense"  # until planned
     with pytest.raises(ValueError, match="beta=0.0: must be positive"):

@@ -225,6 +225,7 @@ def test_the_pieces_tokenised_are_the_blocks_cut_at_the_piece_size(monkeypatch, 
 def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     from saberjax.corpus import text_workers
     from saberjax.corpus.tokenizing import word_strings
+    from saberjax.corpus.word_id_parts import WordIdParts
 
     documents = ["apple banana cherry", "banana cherry", "cherry durian apple"]
     worker = dict(worker=0)
@@ -241,12 +242,36 @@ def test_a_worker_writes_its_pieces_and_deletes_its_spill_file(tmp_path):
     assert text_workers.worker_places(worker, vocabulary_ids) == {0: 1, 1: 1, 2: 1}
     target = tmp_path / "ids"
     target.write_bytes(b"\xff" * 4 * 5)  # -1 where nothing is written
-    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), (target, 4, True))
-    assert list(mapped) == [0, 1, 2]
+    parts = WordIdParts((str(target),), 1 << 16, 4, 3)
+    mapped = text_workers.worker_mapped(worker, np.array([0, 1, 2, 3]), parts, True)
+    assert sorted(mapped) == [0, 1, 2]
     assert [lengths.tolist() for lengths, _ in mapped.values()] == [[1], [1], [1]]
     assert np.fromfile(target, np.int32).tolist() == [-1, 0, 0, 0, -1]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ids"]  # the spill deleted
     assert worker == dict(worker=0)  # the worker forgets its pieces
+
+
+def test_counts_unpickled_from_a_worker_are_added_as_numpys_own_int64(monkeypatch):
+    """A worker's counts arrive unpickled, their dtype object equal to int64 but not numpy's
+    (numpy 2.5), for which np.add.at leaves its fast loop: added_at hands add.at numpy's."""
+    import pickle
+    import types
+
+    from saberjax.corpus import text_words
+
+    counts = pickle.loads(pickle.dumps(np.array([3, 4, 5], np.int64), 5))
+    given = []
+
+    def at(target, numbers, values):
+        given.append(values.dtype)
+        np.add.at(target, numbers, values)
+
+    monkeypatch.setattr(text_words, "np", types.SimpleNamespace(
+        asarray=np.asarray, int64=np.int64, add=types.SimpleNamespace(at=at)))
+    target = np.zeros(4, np.int64)
+    text_words.added_at(target, np.array([2, 0, 3], np.int32), counts)
+    assert target.tolist() == [4, 0, 3, 5]
+    assert given[0] is np.dtype(np.int64)
 
 
 def test_words_reported_in_any_order_number_each_workers_words_in_the_corpus():

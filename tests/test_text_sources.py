@@ -264,7 +264,7 @@ def test_every_format_and_python_object_gives_the_same_corpus_and_ids(tmp_path):
 def test_the_engine_gives_one_corpus_and_ids_whatever_the_blocks_pieces_and_threads(
         tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_pieces
+    from saberjax.corpus import text_ids, text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
@@ -654,13 +654,14 @@ def test_load_text_detects_the_format_of_a_folder_of_shards(tmp_path):
 @pytest.mark.parametrize("name", ["jsonl", "text lines"])
 def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name):
     from saberjax import text
-    from saberjax.corpus import text_pieces
+    from saberjax.corpus import text_ids, text_pieces
     from saberjax.corpus.text_corpus import build_corpus
 
     path, options = write_all_formats(tmp_path)[name]
     vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
     monkeypatch.setattr(text_pieces, "PIECE_BYTES", 150)  # several pieces for each worker
     monkeypatch.setattr(text_pieces, "TASK_BYTES", 450)  # processes: 3 pieces a call
+    monkeypatch.setattr(text_ids, "APPEND_PIECES", 2)  # a corpus folder's: 2 pieces at once
     built = []
     for processes, memory, directory in ((False, None, None), (True, 0, "native"),
                                          (True, 150, "some spilled")):
@@ -672,8 +673,77 @@ def test_worker_processes_give_the_corpus_of_threads(tmp_path, monkeypatch, name
         assert corpus.vocab == built[0].vocab
         np.testing.assert_array_equal(corpus.doc_offsets, built[0].doc_offsets)
         np.testing.assert_array_equal(corpus.word_ids, built[0].word_ids)
+        assert corpus.dropped_empty_docs == built[0].dropped_empty_docs > 0
         if name == "jsonl":
             assert list(corpus.doc_names) == list(built[0].doc_names)
+
+
+def write_many_words(path, docs: int = 2400) -> None:
+    """`docs` lines of 9 to 12 words from 400 letter-only words: over 16K tokens."""
+    rng = np.random.default_rng(7)
+    words = ["".join(chr(97 + int(c)) for c in rng.integers(0, 26, 5)) for _ in range(400)]
+    path.write_text("".join(" ".join(words[int(w)] for w in rng.integers(0, 400, n)) + "\n"
+                            for n in rng.integers(9, 13, docs)))
+
+
+def test_worker_processes_write_the_corpus_in_parts_joining_to_the_one_file(tmp_path,
+                                                                            monkeypatch):
+    """Worker processes writing the word ids in parts of 64 KiB (each in its own order:
+    text_workers._writing_order) give the word ids file of one part, byte for byte, once the
+    parts are joined in order; the corpus loads as the one file's."""
+    from saberjax import text
+    from saberjax.corpus import native, text_pieces, word_id_parts
+    from saberjax.corpus.text_corpus import build_corpus
+
+    write_many_words(tmp_path / "docs.txt")
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 4000)
+    monkeypatch.setattr(text_pieces, "TASK_BYTES", 12000)
+    vocabulary = text.VocabularyRules(min_df=1, max_df=1.0)
+    built = {}
+    for name, part_bytes, processes in (("one", word_id_parts.PART_BYTES, False),
+                                        ("parts", 1 << 16, True)):
+        monkeypatch.setattr(word_id_parts, "PART_BYTES", part_bytes)
+        blocks = document_blocks(tmp_path / "docs.txt", block_bytes=20000, format="text")
+        built[name] = build_corpus(blocks, vocabulary=vocabulary, workers=3,
+                                   processes=processes, directory=tmp_path / name).corpus
+    names = sorted(os.listdir(tmp_path / "parts"))
+    count = sum(name.startswith("word_ids") for name in names)
+    assert count == -(-(128 + 4 * built["one"].num_tokens) // (1 << 16)) >= 2
+    joined = b"".join((tmp_path / "parts" / name).read_bytes() for name in
+                      ["word_ids.npy"] + [f"word_ids.npy.{part}" for part in range(1, count)])
+    assert joined == (tmp_path / "one" / "word_ids.npy").read_bytes()
+    for name in ("doc_offsets.npy", "vocab.txt"):
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+    assert native.load_native(tmp_path / "parts").fingerprint() == built["one"].fingerprint()
+    np.testing.assert_array_equal(built["parts"].word_ids, built["one"].word_ids)
+
+
+def test_a_failed_read_leaves_no_part_of_the_word_ids_behind(tmp_path, monkeypatch):
+    """A worker failing while writing the word ids' parts leaves neither the corpus nor any
+    part or temporary file beside it."""
+    from saberjax import text
+    from saberjax.corpus import text_pieces, word_id_parts
+    from saberjax.corpus.text_corpus import build_corpus
+
+    write_many_words(tmp_path / "docs.txt")
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 4000)
+    monkeypatch.setattr(word_id_parts, "PART_BYTES", 1 << 16)
+    writes = []
+
+    def failing_write(parts, ids, start, write_back=False):
+        writes.append(start)
+        if len(writes) == 5:
+            raise OSError(28, "No space left on device")
+        return written(parts, ids, start, write_back)
+
+    written = word_id_parts.WordIdParts.write
+    monkeypatch.setattr(word_id_parts.WordIdParts, "write", failing_write)
+    blocks = document_blocks(tmp_path / "docs.txt", block_bytes=20000, format="text")
+    with pytest.raises(OSError, match="No space left"):
+        build_corpus(blocks, vocabulary=text.VocabularyRules(min_df=1, max_df=1.0),
+                     workers=2, processes=False, directory=tmp_path / "out" / "corpus")
+    assert len(writes) >= 5
+    assert os.listdir(tmp_path / "out") == []
 
 
 def test_processes_tokenise_only_many_workers_on_a_large_input():

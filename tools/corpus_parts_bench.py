@@ -10,9 +10,9 @@ JSON line per process.
 
 A line: the process, its token range, the seconds of loading, of the agreement on the outline
 and the plan, and of the fingerprint and word counts (one process: read whole; several: its
-part, the all-gather and the combination), and the bytes of word_ids.npy resident in the
-process afterwards (the pages it touched: the Rss of its mapping in /proc/self/smaps) against
-the file's size.
+part, the all-gather and the combination), and the bytes of the word ids' files (word_ids.npy
+and its parts) resident in the process afterwards (the pages it touched: the Rss of their
+mappings in /proc/self/smaps) against the files' size.
 """
 
 from __future__ import annotations
@@ -39,13 +39,18 @@ processes.define_flags()
 FLAGS = flags.FLAGS
 
 
-def mapped_bytes(name: str) -> int:
-    """Resident bytes of this process's mappings of files named `name`."""
+def word_id_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The files holding the corpus's word ids: word_ids.npy and its parts (word_id_parts)."""
+    return sorted(folder.glob("word_ids.npy*"))
+
+
+def mapped_bytes(names: set[str]) -> int:
+    """Resident bytes of this process's mappings of files named in `names`."""
     total, inside = 0, False
     for line in pathlib.Path("/proc/self/smaps").read_text().splitlines():
         fields = line.split()
         if "-" in fields[0] and len(fields) >= 5:  # a mapping's first line
-            inside = fields[-1].endswith("/" + name)
+            inside = fields[-1].rpartition("/")[2] in names
         elif inside and fields[0] == "Rss:":
             total += int(fields[1]) * 1024
     return total
@@ -66,13 +71,14 @@ def main(argv):
     processes.combine_corpus_parts(corpus, first, last)
     fingerprint, counts = corpus.fingerprint(), corpus.word_counts()
     combined = time.perf_counter()
+    id_files = word_id_files(pathlib.Path(FLAGS.corpus))
     print(json.dumps(dict(
         process=jax.process_index(), processes=jax.process_count(), tokens=[first, last],
         corpus_tokens=corpus.num_tokens, load_seconds=round(loaded - start, 3),
         plan_seconds=round(planned - loaded, 3),
         fingerprint_and_counts_seconds=round(combined - planned, 3),
-        word_ids_resident_bytes=mapped_bytes("word_ids.npy"),
-        word_ids_file_bytes=(pathlib.Path(FLAGS.corpus) / "word_ids.npy").stat().st_size,
+        word_ids_resident_bytes=mapped_bytes({path.name for path in id_files}),
+        word_ids_file_bytes=sum(path.stat().st_size for path in id_files),
         fingerprint=fingerprint[:16], counted=int(counts.sum()))), flush=True)
 
 

@@ -1,6 +1,8 @@
 """The GPU timeline of resident iterations: which kernels and collectives run when, on which
-stream, for one device (jax.profiler's trace, summarised here so that what comes back is a
-short text).  Shows whether a collective overlaps compute (docs/measurements/multi_gpu.md).
+stream, for one device, and every device's long kernels on the trace's one clock
+(jax.profiler's trace, summarised here so that what comes back is a short text).  Shows
+whether a collective overlaps compute, and which device the others wait for at a collective
+(docs/measurements/multi_gpu.md).
 
     python tools/iteration_profile.py --corpus=/tmp/two_axis_nytimes --num_topics=10000 \
         --partition=words --num_devices=4 --trace_dir=/tmp/profile
@@ -30,10 +32,18 @@ flags.DEFINE_integer("traced", 2, "Iterations traced.")
 flags.DEFINE_string("trace_dir", "/tmp/iteration_profile", "Where the trace is written.")
 flags.DEFINE_integer("device", 0, "The GPU whose timeline is printed.")
 flags.DEFINE_float("shortest_us", 20.0, "Kernels shorter than this are summed, not listed.")
+flags.DEFINE_float("every_gpu_us", 150.0,
+                   "Every GPU's kernels at least this long are listed, one clock for all.")
 
 
 def _short(name: str) -> str:
     return name if len(name) <= 70 else name[:67] + "..."
+
+
+def _line(start, duration, stream, name, first) -> str:
+    """An event's start and end (ms from first), its ms, stream and kernel."""
+    return (f"{(start - first) / 1e6:8.3f} {(start + duration - first) / 1e6:8.3f} "
+            f"{duration / 1e6:6.3f} {stream[:22]:22s} {_short(name)}")
 
 
 def main(_):
@@ -45,9 +55,10 @@ def main(_):
     for _ in range(FLAGS.warmup):
         state = step(state)
     jax.block_until_ready(state)
-    _, events = kernel_timeline.traced_events(
-        lambda: kernel_timeline.repeated(step, state, FLAGS.traced), FLAGS.trace_dir,
-        FLAGS.device)
+    kernel_timeline.traced_events(
+        lambda: kernel_timeline.repeated(step, state, FLAGS.traced), FLAGS.trace_dir)
+    every = kernel_timeline.gpu_events(FLAGS.trace_dir)
+    events = every.get(FLAGS.device)
     if events is None:
         print("no plane of GPU", FLAGS.device)
         return
@@ -61,14 +72,19 @@ def main(_):
             small[stream][0] += 1
             small[stream][1] += duration / 1e6
             continue
-        print(f"{(start - first) / 1e6:8.3f} {(start + duration - first) / 1e6:8.3f} "
-              f"{duration / 1e6:6.3f} {stream[:22]:22s} {_short(name)}")
+        print(_line(start, duration, stream, name, first))
     for stream, (count, ms) in small.items():
         print(f"shorter than {FLAGS.shortest_us} us on {stream}: {count} kernels, {ms:.3f} ms")
     busy = collections.defaultdict(float)
     for _, duration, stream, _ in events:
         busy[stream] += duration / 1e6
     print("busy ms by stream:", {k: round(v, 3) for k, v in busy.items()})
+    print(f"every GPU's kernels of at least {FLAGS.every_gpu_us} us, ms from GPU "
+          f"{FLAGS.device}'s first:")
+    for gpu, gpu_events in sorted(every.items()):
+        for start, duration, stream, name in gpu_events:
+            if duration / 1e3 >= FLAGS.every_gpu_us:
+                print(f"GPU {gpu}", _line(start, duration, stream, name, first))
 
 
 if __name__ == "__main__":

@@ -18,14 +18,21 @@ def traced_events(run, trace_dir: str, device: int = 0):
     jax.profiler.start_trace(trace_dir)
     result = jax.block_until_ready(run())
     jax.profiler.stop_trace()
+    return result, gpu_events(trace_dir).get(device)
+
+
+def gpu_events(trace_dir: str) -> dict[int, list]:
+    """The kernel events of every GPU in the latest trace under trace_dir, by GPU number:
+    (start_ns, duration_ns, stream, name) sorted by start (one clock for all GPUs)."""
     path = sorted(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True))[-1]
-    data = jax.profiler.ProfileData.from_file(path)
-    planes = [plane for plane in data.planes if plane.name == f"/device:GPU:{device}"]
-    if not planes:
-        return result, None
-    events = [(event.start_ns, event.duration_ns, line.name, event.name)
-              for line in planes[0].lines if "Stream" in line.name for event in line.events]
-    return result, sorted(events)
+    events = {}
+    for plane in jax.profiler.ProfileData.from_file(path).planes:
+        found = re.fullmatch(r"/device:GPU:(\d+)", plane.name)
+        if found:
+            events[int(found.group(1))] = sorted(
+                (event.start_ns, event.duration_ns, line.name, event.name)
+                for line in plane.lines if "Stream" in line.name for event in line.events)
+    return events
 
 
 def kernel_details(trace_dir: str, names, device: int = 0) -> str:

@@ -15,7 +15,8 @@
 # this-jsonl-all this-jsonl-all-repeated this-jsonl-32 this-jsonl-16 this-text-all
 # this-text-16 and the same of base-, each optionally with +OPTION+OPTION... of
 # text_read_rate.py appended; default all of them, this's first), EXTRA (more options
-# of text_read_rate.py for this checkout's runs, e.g. --piece_bytes=16777216).  Shards already
+# of text_read_rate.py for this checkout's runs, e.g. --piece_bytes=16777216), STEPS (yes: this
+# checkout's runs time the workers' steps, --worker_steps; no: untimed, as base's).  Shards already
 # in WORK are kept, so that a second run with other RUNS or EXTRA reads the same.
 set -uo pipefail
 PY="${1:-python3}"
@@ -27,6 +28,7 @@ BASE="$(cd "${BASE:-../..}" && pwd)"
 OUT="${OUT:-$WORK}"
 BUDGET="${BUDGET:-80}"
 EXTRA="${EXTRA:-}"
+STEPS="${STEPS:-yes}"
 RUNS="${RUNS:-this-jsonl-all this-jsonl-all-repeated this-text-all this-jsonl-32 this-jsonl-16 this-text-16 base-jsonl-all base-text-all base-jsonl-16 base-text-16}"
 export PYTHONUNBUFFERED=1
 begin=$(date +%s)
@@ -77,7 +79,7 @@ for name in $RUNS; do  # NAME or NAME+OPTION+OPTION...: options of text_read_rat
   options=""
   [[ $name == *+* ]] && options="${name#*+}" && options="${options//+/ }"
   checkout=$([[ $name == this-* ]] && echo "$PWD" || echo "$BASE")
-  steps=$([[ $name == this-* ]] && echo --worker_steps $EXTRA)
+  steps=$([[ $name == this-* ]] && echo $([[ $STEPS == yes ]] && echo --worker_steps) $EXTRA)
   case ${name%%+*} in
     *-jsonl-all) run "$name" "$checkout" "$all" "$WORK/shards" --format=jsonl --workers="$cores" $steps $options ;;
     *-jsonl-all-repeated) run "$name" "$checkout" "$all" "$WORK/repeated" --format=jsonl --workers="$cores" $steps $options ;;

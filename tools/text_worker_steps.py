@@ -15,6 +15,7 @@ import os
 import resource
 import time
 
+from saberjax import files
 from saberjax.corpus import columnar_sources, text_workers
 
 STEPS_DIR = "SABERJAX_WORKER_STEPS"  # the environment variable naming the folder
@@ -87,5 +88,5 @@ if os.environ.get(STEPS_DIR):  # in a worker process: its steps timed
     _wrapped(text_workers, "frequencies", "counting")
     _wrapped(text_workers, "_add_pending", "adding words")
     _wrapped(text_workers, "_kept_tokens", "spilling ids")
-    _wrapped(text_workers.files, "write_at", "writing ids")
+    _wrapped(files, "write_at", "writing ids")
     _wrapped(text_workers, "_mapped", "mapping a piece")

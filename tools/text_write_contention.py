@@ -6,11 +6,13 @@ each of the ways `--modes` names:
 - pwrite: os.pwrite into the file, sized first by truncate (the reader's way);
 - pwrite_fallocate: the same, the file's blocks allocated first (posix_fallocate);
 - mmap / mmap_fallocate: copied into a shared memory map of the file (each process maps it);
-- own_files: each process pwrites its chunks into a file of its own (no other writer).
+- own_files: each process pwrites its chunks into a file of its own (no other writer);
+- own_files_joined: the same, then this process joins the files into one in the chunks'
+  order, by os.copy_file_range (the kernel copies; joining_s, apart from the writes' wall_s).
 
 Prints one JSON line a mode: wall seconds from the common start to the last process's end,
 the processes' user and system seconds and minor page faults, GB/s; then the seconds that
-deleting the file took (its pages dropped).  The files go in `--folder` (the file system
+deleting the files took (their pages dropped).  The files go in `--folder` (the file system
 that the corpus would be written to).
 
     python tools/text_write_contention.py --folder=/tmp/w --processes=64 --mb_each=50
@@ -52,6 +54,8 @@ def main() -> None:
         done, wall = run_at_once(_write, [(mode, path, index, args.processes, chunks,
                                            args.chunk_bytes)
                                           for index in range(args.processes)])
+        joining = _joined(path, args.processes, chunks, args.chunk_bytes) if (
+            mode == "own_files_joined") else None
         deleting = time.perf_counter()
         for index in range(args.processes):
             own = f"{path}-{index}"
@@ -66,7 +70,29 @@ def main() -> None:
             most_wall_s=round(max(result["wall_s"] for result in done), 2),
             **{key: round(sum(result[key] for result in done), 2)
                for key in ("user_s", "system_s", "minor_faults")},
-            deleting_s=round(deleting, 2))), flush=True)
+            deleting_s=round(deleting, 2),
+            **({} if joining is None else dict(joining_s=round(joining, 2), joining_gb_per_s=round(
+                written / 1e9 / joining, 2))))), flush=True)
+
+
+def _joined(path, processes, chunks, chunk_bytes) -> float:
+    """Seconds to copy the processes' own files into the file at `path` (after HEADER
+    bytes), chunk k from process k mod N's file, by os.copy_file_range from one thread."""
+    start = time.perf_counter()
+    sources = [os.open(f"{path}-{index}", os.O_RDONLY) for index in range(processes)]
+    target = os.open(path, os.O_WRONLY)
+    try:
+        for chunk in range(processes * chunks):
+            offset, left = (chunk // processes) * chunk_bytes, chunk_bytes
+            while left:
+                copied = os.copy_file_range(sources[chunk % processes], target, left,
+                                            offset + chunk_bytes - left,
+                                            HEADER + (chunk + 1) * chunk_bytes - left)
+                left -= copied
+    finally:
+        for handle in (*sources, target):
+            os.close(handle)
+    return time.perf_counter() - start
 
 
 def _write(mode, path, index, processes, chunks, chunk_bytes, ready, results) -> None:
@@ -83,7 +109,7 @@ def _write(mode, path, index, processes, chunks, chunk_bytes, ready, results) ->
                 view[offset:offset + chunk_bytes] = data.view(np.uint8)
             del view
     else:
-        target, local = (own, True) if mode == "own_files" else (path, False)
+        target, local = (own, True) if mode.startswith("own_files") else (path, False)
         with open(target, "r+b" if not local else "wb") as file:
             for place, chunk in enumerate(mine):
                 offset = HEADER + (place if local else chunk) * chunk_bytes

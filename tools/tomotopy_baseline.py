@@ -4,7 +4,9 @@ usage: python tomotopy_baseline.py --corpus DIR --k K --iterations N --alpha A -
                                 --seed S --threads T --out OUT.npz [--parallel default|copy_merge|partition|none]
                                 [--optim_interval I]
 
-DIR holds doc_offsets.npy (int64, D+1), word_ids.npy (int32, T), vocab.txt (one word per line).
+DIR holds doc_offsets.npy (int64, D+1), word_ids.npy (int32, T; a large corpus's file is cut into
+word_ids.npy, word_ids.npy.1, ... whose bytes joined in order are the one file), vocab.txt (one
+word per line).
 alpha is the per-topic (symmetric) Dirichlet parameter, beta (tomotopy's eta) the topic-word one.
 Term weighting and vocabulary pruning are off; hyperparameter optimisation too unless
 --optim_interval is set (tomotopy's own default is 10: alpha re-estimated every 10 iterations).
@@ -16,6 +18,8 @@ ll_per_word (tomotopy's log-likelihood per word after training), k, alpha (the K
 ends with: the initial value everywhere unless optimised), beta, seed, threads, optim_interval.
 """
 import argparse
+import glob
+import io
 import os
 import time
 
@@ -25,7 +29,10 @@ import tomotopy as tp
 
 def load_native(folder):
     offsets = np.load(os.path.join(folder, "doc_offsets.npy")).astype(np.int64)
-    word_ids = np.load(os.path.join(folder, "word_ids.npy")).astype(np.int64)
+    first = os.path.join(folder, "word_ids.npy")
+    parts = sorted(glob.glob(glob.escape(first) + ".*"), key=lambda path: int(path.rpartition(".")[2]))
+    joined = b"".join(open(path, "rb").read() for path in [first] + parts)
+    word_ids = np.load(io.BytesIO(joined)).astype(np.int64)
     with open(os.path.join(folder, "vocab.txt"), encoding="utf-8") as f:
         vocab = f.read().split("\n")
     if vocab and vocab[-1] == "":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from saberjax.corpus.ldac import LDAC_VOCAB_FILE, load_ldac, starts_like_ldac
-from saberjax.corpus.native import META_FILE, NATIVE_FILES, load_native, save_native
+from saberjax.corpus.native import META_FILE, load_native, native_files, save_native
 from saberjax.corpus.plain_text import load_text
 from saberjax.corpus.core import Corpus
 from saberjax.corpus.text_sources import (
@@ -62,7 +62,7 @@ def source_files(path, format: str = "auto") -> list[Path]:
     if chosen in TEXT_FORMATS:
         return text_source_files(path, chosen)
     if chosen == "native":
-        return [path / name for name in NATIVE_FILES]
+        return native_files(path)
     if chosen == "uci":
         docword = uci_docword_in(path) if path.is_dir() else path
         return [docword, uci_vocab_beside(docword)]

@@ -1,20 +1,26 @@
 """The native corpus format: a folder of ``.npy`` files and a vocabulary that loads
 memory-mapped, written atomically, and restores a corpus exactly (empty documents included,
-so that aligned corpora such as the halves of split_document_halves survive a round trip)."""
+so that aligned corpora such as the halves of split_document_halves survive a round trip).
+The word ids whose writing is left to others (NativeCorpusWriter.reserve_word_ids: the text
+reader's worker processes) are one file cut into parts (word_id_parts), which load as one
+array; corpus.json then records the parts."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from saberjax import files, outputs
+from saberjax import outputs
 from saberjax.corpus.reading import read_bytes, read_vocab
 from saberjax.corpus.core import Corpus, int_vector
+from saberjax.corpus import word_id_parts
+from saberjax.corpus.word_id_parts import WordIdParts, found_parts, sized_parts
 from saberjax.corpus.word_ids import check_word_ids
 from saberjax.errors import CorpusFormatError
 
@@ -26,6 +32,7 @@ _WORD_IDS_FILE = "word_ids.npy"
 _VOCAB_FILE = "vocab.txt"
 NATIVE_FILES = (META_FILE, _OFFSETS_FILE, _WORD_IDS_FILE, _VOCAB_FILE)
 DOC_NAMES_FILE = "doc_names.txt"  # optional: Corpus.doc_names, one a line
+_WORD_ID_PART = re.compile(re.escape(_WORD_IDS_FILE) + r"\.[1-9][0-9]*")  # word_ids.npy.1, ...
 
 
 class _NpyAppender:
@@ -38,6 +45,7 @@ class _NpyAppender:
     def __init__(self, path: Path, dtype):
         self._dtype = np.dtype(dtype).newbyteorder("<")
         self._length = 0
+        self.parts = None  # the parts that others write (reserve)
         self._file = open(path, "wb")
         self._write_header()
         self._data_start = self._file.tell()
@@ -54,13 +62,12 @@ class _NpyAppender:
         self._file.write(data.data)
         self._length += data.size
 
-    def reserve(self, length: int) -> int:
-        """Sizes the file for `length` entries and allocates their blocks (files.allocate),
-        for others to write (never appended to after); the byte offset of the first entry."""
+    def reserve(self, length: int, part_bytes: int) -> WordIdParts:
+        """The file, for `length` int32 entries, cut into parts of `part_bytes` (word_id_parts),
+        sized and their blocks allocated, for others to write (never appended to after)."""
         self._length = length
-        self._file.truncate(self._data_start + length * self._dtype.itemsize)
-        files.allocate(self._file.fileno(), self._data_start, length * self._dtype.itemsize)
-        return self._data_start
+        self.parts = sized_parts(self._file.name, self._data_start, length, part_bytes)
+        return self.parts
 
     def finish(self, durable: bool = True) -> None:
         """Writes the final header and flushes the file, to disk where `durable` says (fsync)."""
@@ -71,6 +78,12 @@ class _NpyAppender:
         self._file.flush()
         if durable:
             os.fsync(self._file.fileno())
+            for path in self.parts.paths[1:] if self.parts is not None else ():
+                handle = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(handle)
+                finally:
+                    os.close(handle)
         self._file.close()
 
     def abandon(self) -> None:
@@ -103,7 +116,7 @@ class NativeCorpusWriter:
         if bad_words:
             raise ValueError(f"vocabulary words must be strings without line breaks, "
                              f"got {bad_words[0]!r}")
-        outputs.check_replaceable(self.directory, (*NATIVE_FILES, DOC_NAMES_FILE),
+        outputs.check_replaceable(self.directory, _own_names(self.directory),
                                   f"a {_NATIVE_FORMAT} corpus")
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (unlike mkdtemp's 0700) gives the finished folder the usual permissions.
@@ -145,16 +158,17 @@ class NativeCorpusWriter:
         self.num_docs += lengths.size
         self.num_tokens += tokens
 
-    def reserve_word_ids(self, num_tokens: int) -> tuple[Path, int]:
-        """(the word ids' file, sized for the corpus's `num_tokens`, and the byte offset of
-        its first id: int32, little-endian), for threads or processes to write the ids into
-        before the documents holding them are appended (append with word_ids None).  Called
-        before any append; close checks that the documents hold num_tokens tokens.  The ids
-        written are the caller's to check against the vocabulary."""
+    def reserve_word_ids(self, num_tokens: int) -> WordIdParts:
+        """The word ids' file for the corpus's `num_tokens`, in parts of
+        word_id_parts.PART_BYTES (each sized, for threads or processes to write the ids into
+        at once: WordIdParts.write) before the documents holding them are appended (append
+        with word_ids None).  Called before any append; close checks that the documents hold
+        num_tokens tokens.  The ids written are the caller's to check against the
+        vocabulary."""
         if self.num_docs or self._reserved is not None:
             raise ValueError("reserve_word_ids comes once, before any append")
         self._reserved = num_tokens
-        return self._staging / _WORD_IDS_FILE, self._word_ids.reserve(num_tokens)
+        return self._word_ids.reserve(num_tokens, word_id_parts.PART_BYTES)
 
     def _append_names(self, doc_names, count: int) -> None:
         if self._named is None:
@@ -188,6 +202,9 @@ class NativeCorpusWriter:
             meta = {"format": _NATIVE_FORMAT, "version": _NATIVE_VERSION, "name": self.name,
                     "num_docs": self.num_docs, "num_tokens": self.num_tokens,
                     "num_words": len(self.vocab)}
+            parts = self._word_ids.parts
+            if parts is not None and len(parts.paths) > 1:
+                meta.update(word_ids_parts=len(parts.paths), word_ids_part_bytes=parts.part_bytes)
             (self._staging / META_FILE).write_text(json.dumps(meta, indent=1) + "\n",
                                                    encoding="utf-8")
             outputs.replace_directory(self._staging, self.directory)
@@ -229,7 +246,12 @@ def load_native(directory, mmap: bool = True, checked: bool = True) -> Corpus:
     meta = _read_native_meta(directory / META_FILE)
     mmap_mode = "r" if mmap else None
     doc_offsets = _load_vector(directory / _OFFSETS_FILE, np.int64, mmap_mode)
-    word_ids = _load_vector(directory / _WORD_IDS_FILE, np.int32, mmap_mode)
+    if "word_ids_parts" in meta:
+        parts = found_parts(directory / _WORD_IDS_FILE, meta["word_ids_parts"],
+                            meta["word_ids_part_bytes"])
+        word_ids = parts.mapped() if mmap else parts.read()
+    else:
+        word_ids = _load_vector(directory / _WORD_IDS_FILE, np.int32, mmap_mode)
     vocab = read_vocab(directory / _VOCAB_FILE)
     for key, actual, source in (("num_docs", doc_offsets.size - 1, _OFFSETS_FILE),
                                 ("num_tokens", word_ids.size, _WORD_IDS_FILE),
@@ -263,9 +285,40 @@ def _read_native_meta(path: Path) -> dict:
     for key in ("num_docs", "num_tokens", "num_words"):
         if not isinstance(meta.get(key), int):
             raise CorpusFormatError(f"{path}: {key} must be an integer, got {meta.get(key)!r}")
+    if "word_ids_parts" in meta or "word_ids_part_bytes" in meta:
+        count, part_bytes = meta.get("word_ids_parts"), meta.get("word_ids_part_bytes")
+        if not (isinstance(count, int) and count >= 2 and isinstance(part_bytes, int)
+                and part_bytes > 0 and part_bytes % word_id_parts.LARGEST_PAGE == 0):
+            raise CorpusFormatError(
+                f"{path}: word_ids_parts must be an integer of at least 2 and "
+                f"word_ids_part_bytes a positive multiple of {word_id_parts.LARGEST_PAGE}, "
+                f"got {count!r} and {part_bytes!r}")
     if not isinstance(meta.get("name"), str):
         raise CorpusFormatError(f"{path}: name must be a string, got {meta.get('name')!r}")
     return meta
+
+
+def native_files(directory) -> list[Path]:
+    """The files of the native corpus in `directory` (its word ids' parts included, as its
+    corpus.json records them), doc_names.txt aside."""
+    directory = Path(directory)
+    count = 1
+    try:
+        count = _read_native_meta(directory / META_FILE).get("word_ids_parts", 1)
+    except (CorpusFormatError, OSError):
+        pass  # the loader names what is wrong
+    return ([directory / name for name in NATIVE_FILES]
+            + word_id_parts.part_paths(directory / _WORD_IDS_FILE, count)[1:])
+
+
+def _own_names(directory: Path) -> set[str]:
+    """The names a native corpus's folder may hold: its files, doc_names.txt and the word
+    ids' parts beyond the first."""
+    names = {*NATIVE_FILES, DOC_NAMES_FILE}
+    if directory.is_dir():
+        names.update(entry.name for entry in directory.iterdir()
+                     if _WORD_ID_PART.fullmatch(entry.name))
+    return names
 
 
 def _load_vector(path: Path, dtype, mmap_mode: str | None) -> np.ndarray:

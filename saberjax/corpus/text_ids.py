@@ -1,13 +1,14 @@
 """The pieces' word ids mapped to the vocabulary and written into the corpus, by the workers
 that read them (text_workers): each worker finds its pieces' words' vocabulary ids and their
 tokens of vocabulary words (piece_starts, which places the pieces in the corpus), then maps
-and writes its pieces' ids there (mapped_pieces), into the word ids file of a
-NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus), while the
-documents' lengths are appended in order; documents left without a vocabulary word are
-dropped."""
+and writes its pieces' ids there (mapped_pieces), into the word ids' parts of a
+NativeCorpusWriter (written_corpus) or of an in-memory corpus (in_memory_corpus), files that
+the workers write at once (word_id_parts), while the documents' lengths are appended in
+order; documents left without a vocabulary word are dropped."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,11 @@ import numpy as np
 from saberjax.corpus.core import Corpus, offsets_from_lengths
 from saberjax.corpus.native import NativeCorpusWriter, load_native
 from saberjax.corpus.text_workers import worker_mapped, worker_places
+from saberjax.corpus import word_id_parts
+from saberjax.corpus.word_id_parts import WordIdParts, sized_parts
 from saberjax.corpus.worker_pools import WorkerProcesses, WorkerThreads
+
+APPEND_PIECES = 256  # pieces whose documents the corpus's writer appends at once
 
 
 def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
@@ -34,16 +39,14 @@ def piece_starts(pool: WorkerThreads | WorkerProcesses, num_pieces: int,
 
 
 def mapped_pieces(pool: WorkerThreads | WorkerProcesses, doc_ids: list[np.ndarray | None],
-                  starts: np.ndarray, target: tuple[Path, int], *,
-                  write_back: bool) -> Iterator:
+                  starts: np.ndarray, parts: WordIdParts, *, write_back: bool) -> Iterator:
     """(tokens of each document kept, which documents are kept, the kept documents' ids or
     None) of each piece in order (`doc_ids`: each piece's documents' ids, or None), its ids
-    mapped and written by the worker that read it into the file `target` names (and the
-    byte offset of the corpus's first id) at its start (starts), their write-back to disk
-    started at once where `write_back` says (text_workers._mapped)."""
-    path, offset = target
+    mapped and written by the worker that read it into the corpus's word ids' `parts` at
+    its start (starts), their write-back to disk started at once where `write_back` says
+    (text_workers._mapped)."""
     mapped = {}
-    for worker in pool.each(worker_mapped, starts, (path, offset, write_back)):
+    for worker in pool.each(worker_mapped, starts, parts, write_back):
         mapped.update(worker)
     for index, ids in enumerate(doc_ids):
         lengths, nonempty = mapped.pop(index)
@@ -54,28 +57,31 @@ def written_corpus(mapped, num_tokens, vocab, name, directory, durable: bool = T
     """Writes the pieces' documents as a native corpus in `directory` (the kept documents'
     ids its doc_names), each piece's word ids written into the corpus's file by the worker
     mapping them (`mapped`: mapped_pieces but for the file and write_back, which follows
-    `durable`: see NativeCorpusWriter); (its corpus, memory-mapped, the dropped documents)."""
+    `durable`: see NativeCorpusWriter), their documents appended APPEND_PIECES pieces at a
+    time (an append's checks cost more than its few documents); (its corpus, memory-mapped,
+    the dropped documents)."""
     dropped = 0
     with NativeCorpusWriter(directory, vocab, name=name, durable=durable) as writer:
-        for lengths, nonempty, kept_ids in mapped(writer.reserve_word_ids(num_tokens),
-                                                  write_back=durable):
-            writer.append(lengths, None, kept_ids)
-            dropped += int(nonempty.size - lengths.size)
+        pieces = mapped(writer.reserve_word_ids(num_tokens), write_back=durable)
+        for batch in itertools.batched(pieces, APPEND_PIECES):
+            lengths, nonempty, kept_ids = zip(*batch)
+            writer.append(np.concatenate(lengths), None,
+                          None if kept_ids[0] is None else np.concatenate(kept_ids))
+            dropped += sum(map(np.size, nonempty)) - sum(map(np.size, lengths))
     return load_native(directory), dropped
 
 
 def in_memory_corpus(mapped, num_tokens, vocab, name, path: Path):
     """The pieces' documents as one in-memory corpus (see written_corpus), the word ids
-    written into a file at `path` first (read back at once: its write-back to disk is left
-    to the system)."""
+    written into parts whose first is at `path` first (read back at once: their write-back
+    to disk is left to the system)."""
     lengths_all, doc_ids, dropped = [], [], 0
-    with open(path, "wb") as file:
-        file.truncate(4 * num_tokens)
-    for lengths, nonempty, kept_ids in mapped((path, 0), write_back=False):
+    parts = sized_parts(path, 0, num_tokens, word_id_parts.PART_BYTES)
+    for lengths, nonempty, kept_ids in mapped(parts, write_back=False):
         lengths_all.append(lengths)
         dropped += int(nonempty.size - lengths.size)
         doc_ids.append(kept_ids)
-    word_ids = np.fromfile(path, np.int32, num_tokens)
+    word_ids = parts.read()
     lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
     doc_names = None if any(ids is None for ids in doc_ids) or not doc_ids else np.concatenate(
         doc_ids)

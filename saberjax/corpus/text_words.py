@@ -86,8 +86,8 @@ class Words:
                                             np.zeros(size - self.doc_freq.size, np.int64)])
         entries = numbers if index is None else numbers.take(index)  # each word's number
         for name in ("counts", "doc_freq"):
-            np.add.at(getattr(self, name), entries,
-                      np.concatenate([getattr(part, name) for part in dictionaries]))
+            added_at(getattr(self, name), entries,
+                     np.concatenate([getattr(part, name) for part in dictionaries]))
         if index is None:
             return [entries]
         return np.split(entries, np.cumsum([part.keys.size for part in dictionaries])[:-1])
@@ -106,8 +106,8 @@ class Words:
 
     def add_counts(self, numbers: np.ndarray, counts: np.ndarray, doc_freq: np.ndarray) -> None:
         """Adds tokens and documents to the words of those numbers."""
-        np.add.at(self.counts, numbers, counts)
-        np.add.at(self.doc_freq, numbers, doc_freq)
+        added_at(self.counts, numbers, counts)
+        added_at(self.doc_freq, numbers, doc_freq)
 
     def new_words(self) -> tuple[int, Dictionary]:
         """(the number of the first; a Dictionary of, their counts left at 0) the words
@@ -146,6 +146,14 @@ class WordsReport(NamedTuple):
     worker: int
     first: int
     words: Dictionary
+
+
+def added_at(target: np.ndarray, numbers: np.ndarray, values: np.ndarray) -> None:
+    """np.add.at(target, numbers, values) of int64 values, viewed as numpy's own int64 first
+    (np.asarray given the dtype): an array unpickled from a worker process carries a dtype
+    object of its own, equal to int64 but not numpy's, for which add.at leaves its fast loop
+    (an order of magnitude slower)."""
+    np.add.at(target, numbers, np.asarray(values, np.int64))
 
 
 class CorpusWords:

@@ -15,8 +15,9 @@ state so that no token passes through the collecting process:
   words' ids and hands over how many tokens of vocabulary words each piece holds (the
   collecting process places the pieces in the corpus from these);
 - worker_mapped: given where each piece's tokens begin in the corpus, the worker maps its
-  pieces' ids and writes them into the corpus's word ids file, and hands over the lengths
-  of each piece's documents (text_ids).
+  pieces' ids and writes them into the corpus's word ids' parts (files of their own, which
+  the workers write at once, each starting at another place of the corpus:
+  _writing_order), and hands over the lengths of each piece's documents (text_ids).
 
 A document's frequency per piece is counted from the piece's tokens sorted by word (a stable
 radix sort: each word's tokens in text order), where a new document begins a new count.
@@ -26,14 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
 import numpy as np
 
-from saberjax import files, text
+from saberjax import text
 from saberjax.corpus.text_blocks import DocumentBlock, LineRange
 from saberjax.corpus.text_words import Dictionary, PieceWords, Words, WordsReport
 from saberjax.corpus.tokenizing import BlockWords, block_words, token_id_dtype
+from saberjax.corpus.word_id_parts import WordIdParts
 
 GROUP_PIECES = 8  # pieces whose words a worker adds to its own at once
 
@@ -146,28 +147,38 @@ def worker_places(worker: dict, vocabulary_ids: np.ndarray) -> dict[int, int]:
     return kept
 
 
-def worker_mapped(worker: dict, starts: np.ndarray, target: tuple[Path, int, bool]
+def worker_mapped(worker: dict, starts: np.ndarray, parts: WordIdParts, write_back: bool
                   ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """(tokens of each document kept, which documents are kept) of each of the worker's
-    pieces, by their indices, whose vocabulary ids it writes into the file and at the byte
-    offset `target` names, piece i's at starts[i] ids past it (_mapped), and forgets, its
-    spill file deleted (by every worker at once, rather than by the collecting process)."""
+    pieces, by their indices, whose vocabulary ids it writes into the corpus's word ids'
+    `parts`, piece i's at id starts[i] (_mapped, in _writing_order), and forgets, its spill
+    file deleted (by every worker at once, rather than by the collecting process)."""
     pieces = worker.pop("pieces", {})
     worker.pop("held bytes", None)
     spills = {piece.spill[0] for piece in pieces.values() if piece.spill is not None}
-    mapped = {index: _mapped(pieces.pop(index), target, int(starts[index]))
-              for index in sorted(pieces)}
+    mapped = {index: _mapped(pieces.pop(index), parts, int(starts[index]), write_back)
+              for index in _writing_order(worker["worker"], sorted(pieces), starts)}
     for path in spills:
         os.unlink(path)
     return mapped
 
 
-def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
+def _writing_order(worker: int, indices: list[int], starts: np.ndarray) -> list[int]:
+    """The pieces `indices` (in order), rotated to begin with the first whose tokens begin
+    at or after the worker's own place in the corpus: the fraction (worker x the golden
+    ratio) mod 1, so that the workers, whatever their number, begin writing far apart, each
+    in parts of the word ids that few others write (a file takes one writer at a time)."""
+    place = (worker * 0.6180339887498949) % 1.0 * starts[-1]
+    first = int(np.searchsorted(starts[indices], place)) if indices else 0
+    return indices[first:] + indices[:first]
+
+
+def _mapped(piece: HeldPiece, parts: WordIdParts, start: int, write_back: bool
             ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens of each document kept, which documents are kept) of a piece, its vocabulary ids
-    written into the file `target` names, `start` ids past its byte offset, by write(), their
-    write-back to disk started at once when target's flag says so (files.start_write_back:
-    the writer's fsync then waits for little); documents without a vocabulary word are left
+    written into the word ids' `parts` as ids start, start + 1, ..., by write(), their
+    write-back to disk started at once where `write_back` says (files.start_write_back: the
+    writer's fsync then waits for little); documents without a vocabulary word are left
     out."""
     token_ids, doc_tokens = piece.token_ids, piece.doc_tokens
     if token_ids is None:
@@ -184,11 +195,7 @@ def _mapped(piece: HeldPiece, target: tuple[Path, int, bool], start: int
         np.cumsum(kept, out=ends[1:])
         lengths = np.diff(ends[doc_tokens])
         ids = ids.take(np.flatnonzero(kept))  # numpy's boolean index branches on each
-    path, offset, write_back = target
-    with open(path, "r+b") as file:
-        files.write_at(file.fileno(), ids, offset + 4 * start)
-        if write_back:
-            files.start_write_back(file.fileno(), offset + 4 * start, ids.nbytes)
+    parts.write(ids, start, write_back)
     nonempty = lengths > 0
     return lengths[nonempty], nonempty
 
