@@ -48,12 +48,18 @@ def test_every_compilation_of_a_training_run_carries_the_options(compilations, d
     assert without_options(compilations) == []
 
 
-@pytest.mark.parametrize("method", inference.METHODS)
-def test_every_compilation_of_inference_carries_the_options(compilations, method):
+@pytest.fixture(scope="module")
+def trained():
+    """(corpus, a model trained on it): what inference runs on, trained once for every
+    method."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=30, seed=3)
-    model = trainer.train(corpus, trainer.TrainConfig(num_topics=6, iterations=2,
-                                                      backend="xla")).model
-    compilations.clear()
+    return corpus, trainer.train(corpus, trainer.TrainConfig(num_topics=6, iterations=2,
+                                                             backend="xla")).model
+
+
+@pytest.mark.parametrize("method", inference.METHODS)
+def test_every_compilation_of_inference_carries_the_options(trained, compilations, method):
+    corpus, model = trained
     theta = inference.infer_topics(model, corpus, iterations=4, method=method)
     assert np.allclose(theta.sum(axis=1), 1, atol=1e-5)
     assert compilations and without_options(compilations) == []

@@ -170,10 +170,12 @@ def test_the_hosts_exchange_whichever_costs_less_time():
 
 
 def test_four_devices_give_the_one_device_model():
-    """In a process of its own with four host devices (the test process has two); on the
-    two-axis meshes exchanging counts also a corpus with a word of more than 2,048 tokens,
-    whose counts cross between hosts as int32 (as float16 they would round); exchanging
-    topics also over 4 hosts (each counts the share's tokens of 3 others)."""
+    """In a process of its own with four host devices (the test process has two): three by
+    documents (several chunks each) and by words, more than two devices on one axis, and the
+    two-axis meshes of four; on those exchanging counts also a corpus with a word of more
+    than 2,048 tokens, whose counts cross between hosts as int32 (as float16 they would
+    round); exchanging topics also over 4 hosts (each counts the share's tokens of 3
+    others)."""
     script = """
 import numpy as np
 from helpers import random_corpus
@@ -201,9 +203,9 @@ def models(corpus, hyper, meshes):
 
 corpus = random_corpus(num_docs=70, num_words=41, mean_length=20, seed=4)
 same = models(corpus, Hyperparams.create(33), (
-    (1, "documents", None), (3, "documents", None), (4, "documents", None),
-    (3, "words", None), (4, "words", None), (0, "hybrid", "2x2", "counts"),
-    (0, "hybrid", "2x2", "topics"), (0, "hybrid", "4x1", "topics")))
+    (1, "documents", None), (3, "documents", None), (3, "words", None),
+    (0, "hybrid", "2x2", "counts"), (0, "hybrid", "2x2", "topics"),
+    (0, "hybrid", "4x1", "topics")))
 rng = np.random.default_rng(1)
 lengths = rng.integers(40, 160, 120)
 words = rng.integers(0, 41, lengths.sum()).astype(np.int32)
@@ -218,7 +220,7 @@ print("same on", same, "meshes")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "same on 10 meshes" in result.stdout
+    assert "same on 8 meshes" in result.stdout
     assert "2x2 int32 rows 0" in result.stdout and "2x2 int32 rows 2" in result.stdout
 
 

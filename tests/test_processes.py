@@ -173,27 +173,30 @@ def test_two_training_processes_write_one_model_and_resume_from_their_shards(tmp
     save_native(random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9),
                 tmp_path / "corpus")
     train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=4")
-    train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
     checkpoints = sorted(os.listdir(tmp_path / "two" / "checkpoints"))
     assert checkpoints == ["checkpoint-00000002.json", "checkpoint-00000002.npz",
                            "checkpoint-00000002.p1.npz", "checkpoint-00000004.json",
                            "checkpoint-00000004.npz", "checkpoint-00000004.p1.npz"]
-    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
-                                  word_topic_counts(tmp_path / "one"))
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"), one_device_model(4))
     train_processes(2, tmp_path / "corpus", tmp_path / "two", "--iterations=6", "--resume")
-    train_processes(1, tmp_path / "corpus", tmp_path / "six", "--iterations=6")
-    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
-                                  word_topic_counts(tmp_path / "six"))
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"), one_device_model(6))
 
 
-def one_device_model(iterations: int) -> np.ndarray:
-    """B of train_command's training on one device, uninterrupted, in this process."""
+def one_device_run(iterations: int):
+    """The model of train_command's training on one device, uninterrupted, in this process
+    (the same B and config as `launch/train.py` alone: test_a_checkpoint_of_2_processes_x_2_
+    devices_resumes_on_1_x_3_and_on_4_x_1 compares the launcher's with it)."""
     from saberjax import trainer
 
     corpus = random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9)
     config = trainer.TrainConfig(num_topics=6, iterations=iterations, backend="xla",
                                  num_devices=1)
-    return trainer.train(corpus, config).model.word_topic_counts
+    return trainer.train(corpus, config).model
+
+
+def one_device_model(iterations: int) -> np.ndarray:
+    """B of one_device_run."""
+    return one_device_run(iterations).word_topic_counts
 
 
 def test_a_checkpoint_of_2_processes_x_2_devices_resumes_on_1_x_3_and_on_4_x_1(tmp_path):
@@ -293,13 +296,12 @@ def test_each_process_reads_only_its_documents(tmp_path, devices, flag):
     corpus = random_corpus(num_docs=60, num_words=40, mean_length=20, seed=9)
     corpora = corpora_readable_only_by_their_process(corpus, tmp_path, devices)
     train_processes(2, corpora, tmp_path / "two", "--iterations=4", flag, devices=devices)
-    train_processes(1, tmp_path / "corpus", tmp_path / "one", "--iterations=4")
-    configs = [json.loads((tmp_path / run / "config.json").read_text()) for run in ("two", "one")]
+    one = one_device_run(4)
+    configs = [json.loads((tmp_path / "two" / "config.json").read_text()), one.config]
     assert configs[0]["processes"] == 2 and configs[1]["processes"] == 1
     assert configs[0]["corpus_fingerprint"] == configs[1]["corpus_fingerprint"] \
         == corpus.fingerprint()
-    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"),
-                                  word_topic_counts(tmp_path / "one"))
+    np.testing.assert_array_equal(word_topic_counts(tmp_path / "two"), one.word_topic_counts)
 
 
 def test_processes_partitioned_by_words_read_and_check_every_document(tmp_path):

@@ -101,16 +101,12 @@ def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_
     assert first_model.config["corpus_fingerprint"] == second_model.config["corpus_fingerprint"]
 
 
-def test_nocache_writes_no_cache_entry(tmp_path):
-    uci_folder(tmp_path / "uci", random_corpus(num_docs=20, seed=6))
-    train(tmp_path, f"--output={tmp_path / 'run'}", "--nocache")
-    assert not (tmp_path / "cache").exists()
-
-
-def test_save_doc_topics_writes_every_corpus_documents_proportions(tmp_path):
+def test_save_doc_topics_writes_every_corpus_documents_proportions_and_nocache_no_entry(
+        tmp_path):
     corpus = random_corpus(num_docs=30, seed=7)
     uci_folder(tmp_path / "uci", corpus)
-    train(tmp_path, f"--output={tmp_path / 'run'}", "--save_doc_topics")
+    train(tmp_path, f"--output={tmp_path / 'run'}", "--save_doc_topics", "--nocache")
+    assert not (tmp_path / "cache").exists()
     theta = np.load(tmp_path / "run" / "doc_topics.npy")
     assert theta.shape == (30, 4) and theta.dtype == np.float32
     np.testing.assert_allclose(theta.sum(axis=1), 1, rtol=1e-5)
