@@ -422,12 +422,12 @@ def test_a_missing_parquet_column_names_those_there_are(tmp_path):
         documents_read(tmp_path / "x.parquet")
 
 
-def test_a_missing_csv_column_opens_no_threaded_reader_and_closes_every_reader(
+def test_a_missing_csv_column_opens_no_arrow_reader_and_every_reader_is_closed(
         tmp_path, monkeypatch):
-    """A CSV reader on Arrow's threads reads ahead; one left open as the process exits (after
-    the error below) aborts it.  The header is checked by a reader without threads, closed
-    before the error; a file with its columns is read by a threaded reader, closed at the
-    end."""
+    """An Arrow CSV reader reads ahead on Arrow's threads, calling back into Python; one still
+    reading as the process exits (after the error below) aborts it.  The header is checked
+    without Arrow, so a missing column opens no Arrow reader; a file with its columns is read
+    by one reader, closed at the end."""
     import pyarrow.csv as pa_csv
 
     opened = []
@@ -463,12 +463,21 @@ def test_a_missing_csv_column_opens_no_threaded_reader_and_closes_every_reader(
     with pytest.raises(CorpusFormatError, match="no column 'text' \\(its columns: 'id', "
                                                 "'body'\\)"):
         documents_read(tmp_path / "x.csv")
-    assert [(threads, reader.closed) for threads, reader in opened] == [(False, True)]
+    assert opened == []
     (tmp_path / "y.csv").write_bytes(b"id,text\n1,a b\n2,c\n")
     opened.clear()
     assert documents_read(tmp_path / "y.csv") == [b"a b", b"c"]
-    assert [(threads, reader.closed) for threads, reader in opened] == [(False, True),
-                                                                         (True, True)]
+    assert [(threads, reader.closed) for threads, reader in opened] == [(True, True)]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_csv_header_is_read_as_arrow_reads_it(tmp_path, compress):
+    """The header checked without Arrow agrees with Arrow's reading of it: a byte-order mark
+    is not part of the first name, and a quoted name may hold the delimiter and a newline."""
+    data = '\ufefftext,"a,\nb"\n"x y",1\nz,2\n'.encode()
+    path = tmp_path / ("docs.csv.gz" if compress else "docs.csv")
+    path.write_bytes(gzip.compress(data) if compress else data)
+    assert documents_read(path) == [b"x y", b"z"]
 
 
 def test_corrupt_compressed_data_is_a_read_error(tmp_path):

@@ -8,7 +8,9 @@ input is a CorpusFormatError of one line naming the file (and line, for JSON Lin
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -173,8 +175,8 @@ def _json_error(path: Path, fields: Fields, error: Exception) -> str:
 def csv_blocks(path: Path, fields: Fields, block_bytes: int, delimiter: str = ","
                 ) -> Iterator[DocumentBlock]:
     """CSV with a header line: the text column of each row (pyarrow.csv; the text is read as
-    bytes, not checked to be UTF-8 here).  The header is checked first, by a reader without
-    threads, so that a missing column never leaves a threaded reader to the process's exit."""
+    bytes, not checked to be UTF-8 here).  The header is checked first, without pyarrow, so
+    that a missing column never leaves an Arrow reader's read-ahead to the process's exit."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
@@ -183,28 +185,25 @@ def csv_blocks(path: Path, fields: Fields, block_bytes: int, delimiter: str = ",
     if fields.id is not None:
         types[fields.id] = pa.string()
     parse = pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
-    try:
-        present = _csv_columns(path, parse)
-    except pa.ArrowInvalid as error:
-        if "Empty CSV file" in str(error):
-            return
-        raise CorpusFormatError(f"{path}: not readable as {_DELIMITED[delimiter]} ({error})"
-                                ) from None
+    present = _csv_columns(path, delimiter)
+    if present is None:  # an empty file: no documents
+        return
     if any(name not in present for name in columns):
         raise CorpusFormatError(_missing_column(path, columns, present))
     with open_stream(path) as stream:
-        reader = pa_csv.open_csv(
-            stream, parse_options=parse,
-            read_options=pa_csv.ReadOptions(block_size=max(block_bytes, MIN_PARSE_BYTES)),
-            convert_options=pa_csv.ConvertOptions(include_columns=columns, column_types=types))
-        with reader:  # closed before its stream: its read-ahead never outlives the file
-            try:
+        try:
+            reader = pa_csv.open_csv(
+                stream, parse_options=parse,
+                read_options=pa_csv.ReadOptions(block_size=max(block_bytes, MIN_PARSE_BYTES)),
+                convert_options=pa_csv.ConvertOptions(include_columns=columns,
+                                                      column_types=types))
+            with reader:  # closed before its stream: its read-ahead never outlives the file
                 for batch in reader:
                     yield _arrow_block(batch.column(fields.text), _ids_of(batch, fields, path),
                                        path)
-            except pa.ArrowException as error:
-                raise CorpusFormatError(
-                    f"{path}: not readable as {_DELIMITED[delimiter]} ({error})") from None
+        except pa.ArrowException as error:
+            raise CorpusFormatError(
+                f"{path}: not readable as {_DELIMITED[delimiter]} ({error})") from None
 
 
 _DELIMITED = {",": "CSV", "\t": "TSV"}
@@ -215,16 +214,19 @@ def tsv_blocks(path: Path, fields: Fields, block_bytes: int) -> Iterator[Documen
     return csv_blocks(path, fields, block_bytes, delimiter="\t")
 
 
-def _csv_columns(path: Path, parse) -> list[str]:
-    """The column names of a CSV file's header line (read without threads, and the reader
-    closed before the file: a reader reading ahead on Arrow's threads as the process exits
-    aborts it)."""
-    import pyarrow.csv as pa_csv
-
-    with open_stream(path) as stream, pa_csv.open_csv(
-            stream, parse_options=parse, read_options=pa_csv.ReadOptions(use_threads=False),
-            convert_options=pa_csv.ConvertOptions(check_utf8=False)) as reader:
-        return reader.schema.names
+def _csv_columns(path: Path, delimiter: str) -> list[str] | None:
+    """The column names of a CSV file's header record, None for an empty file.  Read by
+    Python's csv module, not pyarrow: an Arrow reader's read-ahead calls back into Python from
+    Arrow's threads, and one still running as the process exits after an error aborts it."""
+    with open_stream(path) as stream:
+        text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace", newline="")
+        try:
+            return next(csv.reader(text, delimiter=delimiter), None)
+        except csv.Error as error:
+            raise CorpusFormatError(
+                f"{path}: not readable as {_DELIMITED[delimiter]} ({error})") from None
+        finally:
+            text.detach()  # the stream is closed by its own `with`
 
 
 def _missing_column(source, wanted: list[str], present: list[str]) -> str:
