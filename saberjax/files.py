@@ -112,13 +112,19 @@ def _sync_file_range():
                       ctypes.c_uint)
 
 
-def fsync_directory(directory: pathlib.Path) -> None:
-    """Make the renames into `directory` durable before anything older is deleted."""
-    handle = os.open(directory, os.O_RDONLY)
+def fsync_path(path) -> None:
+    """Makes what was written to the file or directory at `path` durable (fsync through a
+    read-only handle of its own)."""
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     finally:
         os.close(handle)
+
+
+def fsync_directory(directory: pathlib.Path) -> None:
+    """Make the renames into `directory` durable before anything older is deleted."""
+    fsync_path(directory)
 
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saberjax import outputs
+from saberjax import files, outputs
 from saberjax.corpus.reading import read_bytes, read_vocab
 from saberjax.corpus.core import Corpus, int_vector
 import saberjax.corpus.word_id_parts as word_id_parts
@@ -79,11 +79,7 @@ class _NpyAppender:
         if durable:
             os.fsync(self._file.fileno())
             for path in self.parts.paths[1:] if self.parts is not None else ():
-                handle = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(handle)
-                finally:
-                    os.close(handle)
+                files.fsync_path(path)
         self._file.close()
 
     def abandon(self) -> None:
