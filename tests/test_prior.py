@@ -46,6 +46,30 @@ def test_count_histogram_counts_every_nonzero_pair_once():
     np.testing.assert_array_equal(lengths, np.bincount(doc_topic.sum(axis=1)))
 
 
+def test_count_histogram_adds_its_spread_copies_and_its_wide_columns_exactly():
+    """Counts below SPREAD_COLUMNS go through the copies, the others straight to their cells,
+    counts past the width to the last column, and every chunk adds to what is there."""
+    doc_topic = np.random.default_rng(3).geometric(0.02, (300, 7)) - 1  # counts up to ~400
+    width = 150
+    assert prior.SPREAD_COLUMNS < width < doc_topic.max()
+    assert prior._spread_copies(32, prior.SPREAD_COLUMNS) > 1
+    first, _ = histograms(doc_topic[:100], 32, width)
+    counts, _ = histograms(doc_topic[100:], 32, width)
+    docs, topics = np.nonzero(doc_topic[:100])
+    pairs = pack_pairs(jnp.asarray(topics), jnp.asarray(doc_topic[:100][docs, topics]), 32)
+    counts = prior.count_histogram(pairs, counts)
+    expected = np.zeros((32, width), np.int64)
+    for k in range(7):
+        column = np.minimum(doc_topic[:, k], width - 1)
+        np.add.at(expected[k], column[doc_topic[:, k] > 0], 1)
+    np.testing.assert_array_equal(counts, expected)
+
+
+def test_tail_counts_count_the_entries_past_each_column():
+    histogram = jnp.asarray([[0, 3, 0, 2, 1], [4, 0, 0, 0, 0]], jnp.int32)
+    np.testing.assert_array_equal(prior.tail_counts(histogram), [[6, 3, 3, 1], [0, 0, 0, 0]])
+
+
 def test_fixed_point_from_histograms_is_the_update_document_by_document():
     rng = np.random.default_rng(1)
     doc_topic = rng.poisson(rng.gamma(0.4, 3.0, 6), (80, 6))
