@@ -36,11 +36,6 @@ MIN_ALPHA = 1e-5
 # Cells of the per-topic count histogram: 64 MB of int32, exact for every count of wiki25k
 # (longest document 14,264 tokens) at K = 1,024.
 HISTOGRAM_CELLS = 1 << 24
-# count_histogram's copies of the first columns (where most pairs fall): at most this many
-# copies of this many columns, within this many cells (8 MB of int32)
-SPREAD_COLUMNS = 64
-SPREAD_COPIES = 32
-SPREAD_CELLS = 1 << 21
 
 
 def histogram_width(longest_document: int, padded_topics: int) -> int:
@@ -55,38 +50,15 @@ def length_histogram(doc_lengths) -> np.ndarray:
     return np.bincount(lengths, minlength=int(lengths.max(initial=0)) + 1).astype(np.int32)
 
 
-def _spread_copies(padded_topics: int, low_columns: int) -> int:
-    """Copies of the count histogram's first low_columns columns that count_histogram spreads
-    its pairs over: SPREAD_COPIES, fewer where they would pass SPREAD_CELLS cells."""
-    return max(1, min(SPREAD_COPIES, SPREAD_CELLS // (padded_topics * low_columns)))
-
-
 def count_histogram(a_pairs: jax.Array, histogram: jax.Array) -> jax.Array:
     """histogram [K_pad, width] (int32) plus the packed A pairs' counts: one per (topic, count)
-    of a nonzero pair (counts past the last column in the last column).
-
-    Most pairs hold small counts, and every document adds to the same few cells of a topic's
-    first columns: those SPREAD_COLUMNS columns are counted in copies of their own, a slot's
-    copy chosen by its position, and the copies added after (integers: the same sum in any
-    order), so that no cell takes every document's atomic add.  The empty slots (count 0) go
-    past the last cell, which the scatter drops, so they cost no atomic add."""
-    padded_topics, width = histogram.shape
-    topics, counts = unpack_pairs(a_pairs, padded_topics)
-    column = jnp.minimum(counts, width - 1)
-    low_columns = min(SPREAD_COLUMNS, width)
-    copies = _spread_copies(padded_topics, low_columns)
-    copy = jnp.arange(a_pairs.shape[0], dtype=jnp.int32) % copies
-    cells = copies * padded_topics * low_columns
-    low_cell = jnp.where((counts > 0) & (column < low_columns),
-                         (copy * padded_topics + topics) * low_columns + column, cells)
-    low = jnp.zeros(cells, jnp.int32).at[low_cell].add(1, mode="drop")
-    histogram = jax.lax.dynamic_update_slice(
-        histogram, histogram[:, :low_columns]
-        + low.reshape(copies, padded_topics, low_columns).sum(axis=0), (0, 0))
-    if low_columns == width:
-        return histogram
-    high_cell = jnp.where(column >= low_columns, topics * width + column, histogram.size)
-    return histogram.reshape(-1).at[high_cell].add(1, mode="drop").reshape(histogram.shape)
+    of a nonzero pair (counts past the last column in the last column)."""
+    topics, counts = unpack_pairs(a_pairs, histogram.shape[0])
+    # the empty slots (count 0) go to a row past the last, which the scatter drops, so they
+    # cost no atomic add (all of them on one cell made the pass 40x slower)
+    rows = jnp.where(counts > 0, topics, histogram.shape[0])
+    column = jnp.minimum(counts, histogram.shape[1] - 1)
+    return histogram.at[rows, column].add(1, mode="drop")
 
 
 def tail_counts(histogram: jax.Array) -> jax.Array:

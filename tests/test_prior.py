@@ -46,14 +46,12 @@ def test_count_histogram_counts_every_nonzero_pair_once():
     np.testing.assert_array_equal(lengths, np.bincount(doc_topic.sum(axis=1)))
 
 
-def test_count_histogram_adds_its_spread_copies_and_its_wide_columns_exactly():
-    """Counts below SPREAD_COLUMNS go through the copies, the others straight to their cells,
-    counts past the width to the last column, and every chunk adds to what is there."""
+def test_count_histogram_adds_each_chunk_to_what_is_there():
+    """Counts past the width fall in the last column, and a second chunk's pairs add to the
+    first's."""
     doc_topic = np.random.default_rng(3).geometric(0.02, (300, 7)) - 1  # counts up to ~400
     width = 150
-    assert prior.SPREAD_COLUMNS < width < doc_topic.max()
-    assert prior._spread_copies(32, prior.SPREAD_COLUMNS) > 1
-    first, _ = histograms(doc_topic[:100], 32, width)
+    assert width < doc_topic.max()
     counts, _ = histograms(doc_topic[100:], 32, width)
     docs, topics = np.nonzero(doc_topic[:100])
     pairs = pack_pairs(jnp.asarray(topics), jnp.asarray(doc_topic[:100][docs, topics]), 32)
