@@ -31,14 +31,13 @@ DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and infere
 MAX_INT16_TOPICS = 32_767
 SEED_WEIGHT = 100.0  # a seed word's extra pseudo-counts in its topic (seeding)
 # init_window_topics by default: WINDOW_TOPICS where K >= WINDOWED_TOPICS, else 0 (uniform)
-WINDOW_TOPICS = 64
+WINDOW_TOPICS = 16
 WINDOWED_TOPICS = 512
 
 
 def default_window_topics(num_topics: int) -> int:
     """init_window_topics where the setting is None: WINDOW_TOPICS topics a window where K is
-    at least WINDOWED_TOPICS (a window's topics at most an eighth of K), else 0 (uniform), as
-    DESIGN.md's "Initial topics" says why."""
+    at least WINDOWED_TOPICS, else 0 (uniform); DESIGN.md's "Initial topics" says why."""
     return WINDOW_TOPICS if num_topics >= WINDOWED_TOPICS else 0
 
 
