@@ -19,8 +19,10 @@ decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds: the
 dense model's structures (saberjax.state.Model) for those rows.  A token of such a word draws
 as the dense sampler does: term 1's lookups are one load of its B-hat row, and terms 2 and 3
 together, alpha_k (B_vk + beta) / D_k = alpha_k B-hat_vk, are one descent of its tree, so the
-tokens of those words, most of the corpus, never search a sparse row.  A rare word's row is
-short, and its searches take few steps.
+tokens of those words, most of the corpus, never search a sparse row.  Any other word's
+term-1 lookups read its row's table (RowTables: a window of slots loaded at once), or, for a
+row without one, search a bucket of its row (RowBuckets); a rare word's row is short, and
+its searches take few steps.
 
 The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
 pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
@@ -52,10 +54,10 @@ DENSE_ROW_DTYPE = jnp.bfloat16
 # The row tables (RowTables) of the sparse rows without a dense row: a device's bytes for all of
 # their slots, the most slots a lookup reads (a power of two, at most 2**DISPLACEMENT_BITS),
 # and a table's home slots as a power of two over its row's length (2**ROW_TABLE_SPREAD
-# times the next power of two of it: a table at most half full).
+# times the next power of two of it: a table at most a quarter full).
 ROW_TABLE_BYTES = 1 << 30
-ROW_TABLE_WINDOW = 8
-ROW_TABLE_SPREAD = 1
+ROW_TABLE_WINDOW = 4
+ROW_TABLE_SPREAD = 2
 DISPLACEMENT_BITS = 3
 
 
@@ -284,10 +286,11 @@ def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, nu
     home = rows.topics >> entry_shift
     index = jnp.arange(capacity, dtype=jnp.int32) - rows.row_start[entry_row]
     displacement = segmented_prefix_sum(home - index, row, jnp.maximum) + index - home
-    fits = (displacement < window) & (rows.counts < 1 << (31 - DISPLACEMENT_BITS - entry_shift))
-    misfits = row_max(jnp.where(filled & ~fits, 1, 0), row, num_rows)
-    row_window = jnp.where((extent > 0) & (end <= size) & (misfits == 0),
-                           row_max(jnp.where(filled, displacement, 0), row, num_rows) + 1, 0)
+    fits = rows.counts < 1 << (31 - DISPLACEMENT_BITS - entry_shift)
+    # each row's largest displacement, `window` where a count does not fit its bits
+    farthest = row_max(jnp.where(filled, jnp.where(fits, displacement, window), 0), row,
+                       num_rows)
+    row_window = jnp.where((extent > 0) & (end <= size) & (farthest < window), farthest + 1, 0)
     stored = filled & (row_window[entry_row] > 0)
     value = ((rows.counts << (entry_shift + DISPLACEMENT_BITS)) | (displacement << entry_shift)
              | (rows.topics & ((1 << entry_shift) - 1)))

@@ -228,7 +228,8 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    assert len(stores) == 3 and all(stores)  # count_rows' topics and rows, dense B-hat
+    # count_rows' topics and rows, dense B-hat, the row tables' slots
+    assert len(stores) == 4 and all(stores)
 
 
 @pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
@@ -306,7 +307,8 @@ def test_row_tables_find_every_topic_of_every_row(padded_topics):
     expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
     topic_bits = (padded_topics - 1).bit_length()
     lengths = np.count_nonzero(counts, axis=1)
-    home_bits = np.minimum([int(max(n, 1) - 1).bit_length() + 1 for n in lengths], topic_bits)
+    home_bits = np.minimum([int(max(n, 1) - 1).bit_length() + sparse_rows.ROW_TABLE_SPREAD
+                            for n in lengths], topic_bits)
     for num_dense, table_bytes in [(0, sparse_rows.ROW_TABLE_BYTES), (2, 4 * 40)]:
         tables = sparse_rows.row_tables(rows, row_of_entry, padded_topics, num_dense,
                                         table_bytes)

@@ -58,7 +58,8 @@ SPARSE_MODEL_SPEC = SparseModel(
 # The sparse model streamed by document: whole on every device.
 WHOLE_SPARSE_MODEL_SPEC = SparseModel(
     word_topic=SparseRows(P(), P(), P()), buckets=RowBuckets(P(), P(), P(), P()),
-    tables=RowTables(P(), P(), P(), P()), topic_totals=P(), alpha=P(), bhat_denominator=P(), beta=P(), row_prefix=P(), row_mass=P(),
+    tables=RowTables(P(), P(), P(), P()), topic_totals=P(), alpha=P(), bhat_denominator=P(),
+    beta=P(), row_prefix=P(), row_mass=P(),
     prior_leaves=P(), prior_tree=P(), prior_total=P(), dense_bhat=P(), dense_tree=P(),
     dense_tree_total=P())
 
