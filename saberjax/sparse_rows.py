@@ -239,7 +239,8 @@ class RowTables(NamedTuple):
     slots past its home and a lookup reads the window[r] slots from the home, all at once.  A
     slot holds count << (shift + DISPLACEMENT_BITS) | displacement << shift | the topic's low
     shift bits (0: empty): the home and the low bits name the topic.  window[r] = 0: the row
-    has no table (a row with a dense row, a row past the table's slots, or one whose topics
+    has no table (a row with a dense row, a row past the table's slots or past the entries
+    their build reads (row_table_entries), or one whose topics
     sit the build's window or more past their homes or whose counts do not fit their bits),
     and its lookups search its buckets."""
 
@@ -258,11 +259,21 @@ def row_table_slots(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE_B
     return max(min(every_row, table_bytes // 4, 1 << 30), window)
 
 
+def row_table_entries(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE_BYTES,
+                      window: int = ROW_TABLE_WINDOW, spread: int = ROW_TABLE_SPREAD) -> int:
+    """Entries of the rows that the tables' build reads (row_tables): the slots' share of
+    entries at 2**spread home slots an entry, at most `capacity`, so that the build's arrays
+    are bounded by the tables' bytes instead of growing with the rows."""
+    return min(capacity, max(row_table_slots(capacity, num_rows, table_bytes, window, spread)
+                             >> spread, 1))
+
+
 def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, num_dense: int,
                table_bytes: int = ROW_TABLE_BYTES, window: int = ROW_TABLE_WINDOW,
                spread: int = ROW_TABLE_SPREAD) -> RowTables:
     """The tables of B's sparse rows from row num_dense on (row_of_entry: nonzero_rows), the
-    rows in order while table_bytes holds them; `window`: the most slots a lookup reads (at
+    rows in order while table_bytes holds them and their entries lie within
+    row_table_entries of the first such row's; `window`: the most slots a lookup reads (at
     most 2**DISPLACEMENT_BITS), `spread`: ROW_TABLE_SPREAD."""
     if not 1 <= window <= 1 << DISPLACEMENT_BITS:
         raise ValueError(f"row table window must be in [1, {1 << DISPLACEMENT_BITS}], got "
@@ -279,21 +290,30 @@ def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, nu
     end = jax.lax.associative_scan(lambda left, right: jnp.minimum(left + right, size + 1),
                                    extent.astype(jnp.int32))
     base = end - extent
-    filled = jnp.arange(capacity) < rows.row_start[-1]
-    row = jnp.where(filled, row_of_entry, num_rows)  # the empty entries: no row
+    # the entries read: `span` from the first table row's (from fewer where the rows end
+    # sooner; those before it are dense rows', which get no table)
+    span = row_table_entries(capacity, num_rows, table_bytes, window, spread)
+    low = jnp.minimum(rows.row_start[min(num_dense, num_rows)], capacity - span)
+    entry = low + jnp.arange(span, dtype=jnp.int32)
+    topics, counts, entry_rows = (jax.lax.dynamic_slice(values, (low,), (span,))
+                                  for values in (rows.topics, rows.counts, row_of_entry))
+    filled = entry < rows.row_start[-1]
+    row = jnp.where(filled, entry_rows, num_rows)  # the empty entries: no row
     entry_row = jnp.minimum(row, num_rows - 1)
     entry_shift = shift[entry_row]
-    home = rows.topics >> entry_shift
-    index = jnp.arange(capacity, dtype=jnp.int32) - rows.row_start[entry_row]
+    home = topics >> entry_shift
+    index = entry - rows.row_start[entry_row]
     displacement = segmented_prefix_sum(home - index, row, jnp.maximum) + index - home
-    fits = rows.counts < 1 << (31 - DISPLACEMENT_BITS - entry_shift)
+    fits = counts < 1 << (31 - DISPLACEMENT_BITS - entry_shift)
     # each row's largest displacement, `window` where a count does not fit its bits
     farthest = row_max(jnp.where(filled, jnp.where(fits, displacement, window), 0), row,
                        num_rows)
-    row_window = jnp.where((extent > 0) & (end <= size) & (farthest < window), farthest + 1, 0)
+    read_whole = rows.row_start[1:] <= low + span
+    row_window = jnp.where((extent > 0) & (end <= size) & read_whole & (farthest < window),
+                           farthest + 1, 0)
     stored = filled & (row_window[entry_row] > 0)
-    value = ((rows.counts << (entry_shift + DISPLACEMENT_BITS)) | (displacement << entry_shift)
-             | (rows.topics & ((1 << entry_shift) - 1)))
+    value = ((counts << (entry_shift + DISPLACEMENT_BITS)) | (displacement << entry_shift)
+             | (topics & ((1 << entry_shift) - 1)))
     slots = store_distinct(jnp.zeros(size, jnp.int32), base[entry_row] + home + displacement,
                            stored, value)
     return RowTables(jnp.where(row_window > 0, base, 0), shift, row_window.astype(jnp.int32),
@@ -317,7 +337,7 @@ def find_in_table(tables: RowTables, row: jax.Array, topic: jax.Array) -> jax.Ar
 def table_match(value, offset: int, named, shift):
     """Whether a slot `offset` past topic k's home holds k (`named`: k's low shift bits):
     its displacement and low bits are k's (an empty slot matches only as a count of 0)."""
-    return (value & ((1 << (shift + DISPLACEMENT_BITS)) - 1)) == ((offset << shift) | named)
+    return ((value ^ named) & ((1 << (shift + DISPLACEMENT_BITS)) - 1)) == offset << shift
 
 
 def count_in_row(rows: SparseRows, buckets: RowBuckets, tables: RowTables, row: jax.Array,

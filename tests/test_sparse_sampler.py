@@ -325,6 +325,10 @@ def test_row_tables_find_every_topic_of_every_row(padded_topics):
         extent = np.where(np.arange(9) >= num_dense,
                           (1 << home_bits) + sparse_rows.ROW_TABLE_WINDOW - 1, 0)
         fits &= np.cumsum(extent) <= tables.slots.shape[0]
+        # and whose entries lie within those the build reads from the first table row's
+        span = sparse_rows.row_table_entries(rows.topics.shape[0], 9, table_bytes)
+        row_start = np.asarray(rows.row_start)
+        fits &= row_start[1:] <= min(row_start[num_dense], rows.topics.shape[0] - span) + span
         np.testing.assert_array_equal(np.asarray(tables.window), np.where(fits, window, 0))
         assert fits.any() and not fits.all()
         np.testing.assert_array_equal(

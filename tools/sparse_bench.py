@@ -110,6 +110,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         planned_device_GB=round(planned_device_bytes(placement, corpus) / 1e9, 2),
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
+        # the training's figures first, kept where the phases outrun a time limit
+        print(json.dumps(dict(type="trained", **record)), flush=True)
         record["phase_seconds"] = sparse_phases(placement, result.state,
                                                 variants=phase_variants,
                                                 estep_variants=estep_variants)

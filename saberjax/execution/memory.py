@@ -61,8 +61,9 @@ SPARSE_BYTES_PER_TOKEN = 128
 # the count (16).
 SPARSE_BYTES_PER_ENTRY = 48
 # Device bytes per entry of the row tables' build (sparse_rows.row_tables: its entries' homes,
-# displacements and slot values, held beside the model and the new rows), fitted to the peaks
-# measured (docs/measurements/sparse_model.md).
+# displacements and slot values, held beside the model and the new rows) over the entries it
+# reads (sparse_rows.row_table_entries), fitted to the peaks measured
+# (docs/measurements/sparse_model.md).
 ROW_TABLE_BUILD_BYTES_PER_ENTRY = 20
 # Device bytes per token key that the reduction of the streamed sparse model counts beyond
 # the rows they become (streamed_rows.counted: the two stable sorts' outputs and temporaries,
@@ -77,10 +78,13 @@ def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
     device's share of tokens: no row holds more nonzeros than tokens), per row its start,
     term 2's total, its buckets' base, shift, steps and directory slots and its table's base,
     shift and window (and their rebuild), the row tables' slots (sparse_rows.row_table_slots,
-    int32), their rebuild and its arrays (ROW_TABLE_BUILD_BYTES_PER_ENTRY), per topic the
+    int32), their rebuild and its arrays (ROW_TABLE_BUILD_BYTES_PER_ENTRY over
+    sparse_rows.row_table_entries), per topic the
     totals, prior, denominators and term 3's tree, and the dense rows of the most frequent
     words (sparse_rows.dense_rows_bytes) and their rebuild."""
-    return int(entries * (SPARSE_BYTES_PER_ENTRY + ROW_TABLE_BUILD_BYTES_PER_ENTRY)
+    return int(entries * SPARSE_BYTES_PER_ENTRY
+               + ROW_TABLE_BUILD_BYTES_PER_ENTRY * sparse_rows.row_table_entries(entries,
+                                                                                 num_rows)
                + num_rows * 80
                + 2 * 4 * sparse_rows.row_table_slots(entries, num_rows)
                + padded_topics * (6 * 4 + 4 / 31)
