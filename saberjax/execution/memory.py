@@ -60,11 +60,11 @@ SPARSE_BYTES_PER_TOKEN = 128
 # the same again for the rows being counted, and the (row, topic) sort keys and positions of
 # the count (16).
 SPARSE_BYTES_PER_ENTRY = 48
-# Device bytes per entry of the row tables' build (sparse_rows.row_tables: its entries' homes,
-# displacements and slot values, held beside the model and the new rows) over the entries it
-# reads (sparse_rows.row_table_entries), fitted to the peaks measured
-# (docs/measurements/sparse_model.md).
-ROW_TABLE_BUILD_BYTES_PER_ENTRY = 20
+# Device bytes per entry of the row tables' build (sparse_rows.row_tables: the rows' entries it
+# reads, their homes, displacements and slot values, held beside the model and the new rows)
+# over the entries it reads (sparse_rows.row_table_entries), fitted to the build's compiled
+# temporaries and the peaks measured (docs/measurements/sparse_model.md).
+ROW_TABLE_BUILD_BYTES_PER_ENTRY = 32
 # Device bytes per token key that the reduction of the streamed sparse model counts beyond
 # the rows they become (streamed_rows.counted: the two stable sorts' outputs and temporaries,
 # the runs' positions), with the model of the iteration before still held; fitted to the

@@ -88,8 +88,7 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
-            block_loops: str):
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
@@ -111,14 +110,14 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
                                model.dense_tree_total, dense_level_refs, dense_level_widths,
                                "sum", tile, own_mass),
             lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics,
-                                       table_window, block_loops, tile))
+                                       table_window, tile))
 
     sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
                 block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, table_window: int, block_loops: str, tile: Tile):
+                       padded_topics: int, table_window: int, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
@@ -140,17 +139,12 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     def bucket_count(topics, mask):
         return _word_count(model, row, topics, mask)[1]
 
-    if block_loops not in ("per_lookup", "one"):
-        raise ValueError(f"block_loops must be per_lookup or one, got {block_loops!r}")
-    if block_loops == "per_lookup":  # the table's loop holds none of the bucket search's values
-        lane_mass, kept_topics, own_count = jax.lax.cond(
-            in_table, lambda: sparse_lanes(model.a_pairs, padded_topics, tile,
-                                           products(table_count)),
-            lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(bucket_count)))
-    else:  # "one": the lookup chosen in each block
-        lane_mass, kept_topics, own_count = sparse_lanes(
-            model.a_pairs, padded_topics, tile, products(lambda topics, mask: jax.lax.cond(
-                in_table, lambda: table_count(topics, mask), lambda: bucket_count(topics, mask))))
+    # term 1's block loop once for a row with a table and once for one without, so that the
+    # table's loop holds none of the bucket search's values (DESIGN.md, "Row tables")
+    lane_mass, kept_topics, own_count = jax.lax.cond(
+        in_table,
+        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(table_count)),
+        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(bucket_count)))
     own_position, own_word_count = _word_count(model, row, own, real)
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
     own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
@@ -253,18 +247,15 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
 
 
 @functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "table_window",
-                                             "block_loops", "interpret"))
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW, block_loops: str = "per_lookup",
-                       interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle.  num_warps, num_stages: Triton's;
     table_window: the slots a lookup in a row's table loads (a row whose table needs more
-    searches its bucket); block_loops: "per_lookup", term 1's block loop compiled once for
-    the rows with a table and once for those without, or "one", a loop choosing the lookup
-    in each block; interpret=None: interpret unless on a GPU."""
+    searches its bucket); interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -272,8 +263,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], table_window=table_window,
-        block_loops=block_loops)
+        padded_topics=model.topic_totals.shape[0], table_window=table_window)
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
