@@ -14,7 +14,8 @@ time, in one pass, as in the reference:
                 the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
                 reservoir per lane; u_block one uniform per token and block); the next
-                block's A entries are loaded before this block's B-hat gathers
+                block's A entries are loaded in the same step, after this block's B-hat
+                gathers (a lane past the row: topic own ^ 1, count 0)
     own topic   lane 0 takes z's whole mass without the token, (A_dz - 1 + alpha_z) times
                 B-hat_vz without it (saberjax.sampler.own_topic_mass), as one more product
     branch      S = the lane masses' sum; sparse part with probability S / (S + Q), Q the
