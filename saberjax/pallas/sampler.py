@@ -159,7 +159,7 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
         return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                     products)
+                                                     products, word * bhat_ref.shape[1])
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -192,7 +192,7 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
@@ -202,8 +202,16 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
     is even) that is never the own topic, so the own-topic test needs no row mask and the
     dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
     in a kernel bound by issuing them (docs/measurements/roofline.md).
+
+    row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
+    test compares topic + row_offset with the own topic's, the reservoirs keep topic +
+    row_offset, and the offset comes off after the loop: where the padded width is a power of
+    two, the gather's offset ((pair & mask) | row_offset) is then one instruction and no topic
+    of its own (padding rows match no topic, which keeps the compiler from folding the test
+    back to topics == own).
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
+    own_at_row = jnp.where(tile.real, own + row_offset, -1)
     outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
 
     def load_block(block):
@@ -222,21 +230,22 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
         program's order, and ptxas issues this block's B-hat gathers first, together.
         """
         lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
-        is_own = topics == own[:, None]
+        at_row = topics + row_offset
+        is_own = at_row == own_at_row[:, None]
         own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
         following = load_block(block + 1)
-        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
+        return lane_mass, jnp.where(keep, at_row, kept_topics), own_counts, following
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.int32),
+         jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
+    return lane_mass, kept_topics - row_offset, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
