@@ -4,7 +4,8 @@
     python tools/kernel_sass.py --triton=/tmp/tri saberjax/pallas/sampler.py OTHER/sampler.py
 
 For each sampler.py: its sample_and_shuffle is lowered by Pallas for an abstract H100 on a
-small random state (K = --num_topics), the Triton IR written in MLIR's generic form, and that
+small random state (K = --num_topics; a sparse model's for --model=sparse, e.g.
+saberjax/pallas/sparse_sampler.py, from tests/test_sparse_kernel.py), the Triton IR written in MLIR's generic form, and that
 compiled for sm_90a by a standalone Triton (--triton: a folder holding the `triton` package,
 e.g. an unpacked wheel; it brings ptxas and cuobjdump) with floating-point contraction off,
 as XLA compiles it.  Printed: registers a thread, instructions in all, and for each loop (a
@@ -35,18 +36,21 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("triton", None, "Folder holding a standalone `triton` package.",
                     required=True)
 flags.DEFINE_integer("num_topics", 1000, "K of the state the kernel is lowered for.")
+flags.DEFINE_enum("model", "dense", ["dense", "sparse"],
+                  "The model the sampler takes: the dense Model or the SparseModel.")
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
 flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
-def triton_ir(sampler_path: str, num_topics: int) -> str:
+def triton_ir(sampler_path: str, num_topics: int, model_format: str) -> str:
     """The Triton IR (generic MLIR form) Pallas lowers sampler_path's kernel to."""
     import jax  # noqa: PLC0415
     from jax._src.pallas.triton import lowering, pallas_call_registration  # noqa: PLC0415
 
     import test_pallas  # noqa: PLC0415  (its random state and abstract H100)
+    import test_sparse_kernel  # noqa: PLC0415  (its random sparse state)
 
     spec = importlib.util.spec_from_file_location("sampler_under_test", sampler_path)
     sampler = importlib.util.module_from_spec(spec)
@@ -62,8 +66,12 @@ def triton_ir(sampler_path: str, num_topics: int) -> str:
 
     pallas_call_registration.lowering.lower_jaxpr_to_triton_module = capture
     try:
-        chunk, chunk_state, model, key, _ = test_pallas.random_state(
-            test_pallas.ragged_corpus(seed=num_topics), num_topics, seed=num_topics)
+        if model_format == "sparse":
+            chunk, chunk_state, model, key = test_sparse_kernel.random_sparse_state(
+                num_topics, seed=1)
+        else:
+            chunk, chunk_state, model, key, _ = test_pallas.random_state(
+                test_pallas.ragged_corpus(seed=num_topics), num_topics, seed=num_topics)
         test_pallas.lower_for_h100(
             lambda *args: sampler.sample_and_shuffle.__wrapped__(*args, interpret=False),
             chunk, chunk_state, model, key)
@@ -119,7 +127,8 @@ def describe(sass: str, usage: str) -> list[str]:
 def main(argv):
     for path in argv[1:]:
         with tempfile.TemporaryDirectory() as folder:
-            sass, usage = compile_sass(triton_ir(path, FLAGS.num_topics), pathlib.Path(folder))
+            ir_text = triton_ir(path, FLAGS.num_topics, FLAGS.model)
+            sass, usage = compile_sass(ir_text, pathlib.Path(folder))
         print(path)
         print("\n".join(describe(sass, usage)))
 
