@@ -86,9 +86,9 @@ class PeerShares(NamedTuple):
 class WordShares(NamedTuple):
     """The programs' shares argument by word (Placement.program_shares), by device: each
     device's word share (layout.word_shares), the owners of its own chunk's doc-major
-    positions (int8 [T_pad]: the index along the words axis of the device whose share holds
-    the position's token, 0 where none; Programs.doc_major_owners) and, where the hosts
-    exchange topics, its PeerShares (else None)."""
+    positions ([T_pad]: the index along the words axis of the device whose share holds the
+    position's token, 0 where none; Programs.doc_major_owners) and, where the hosts exchange
+    topics, its PeerShares (else None)."""
 
     share: object  # layout.Chunk
     owner: jax.Array
@@ -351,16 +351,20 @@ class Programs:
     @functools.cached_property
     def doc_major_owners(self):
         """Partition by word: (slots, word shares) -> WordShares.owner of every device [N,
-        T_pad]: each device marks its share's doc-major positions with its index along the
-        words axis (plus one, so that 0 is none), and they go to the chunks' devices as the
-        topics do (the marks of padding tokens, past the doc-major space, are dropped)."""
+        T_pad] (int8, int16 past 126 devices of the words axis): each device marks its
+        share's doc-major positions with its index along the words axis (plus one, so that 0
+        is none), and they go to the chunks' devices as the topics do (the marks of padding
+        tokens, past the doc-major space, are dropped)."""
+        words = self.size(self.axes.words)
+        dtype = jnp.int8 if words < 127 else jnp.int16
+
         def body(slots, shares):
-            share, words = local(shares), self.size(self.axes.words)
-            marks = jnp.zeros(words * slots[0].word.shape[1], jnp.int8).at[
-                share.doc_major_pos].set((lax.axis_index(self.axes.words) + 1).astype(
-                    jnp.int8), mode="drop")
+            marks = jnp.zeros(words * slots[0].word.shape[1], dtype).at[
+                local(shares).doc_major_pos].set(
+                    (lax.axis_index(self.axes.words) + 1).astype(dtype), mode="drop",
+                    unique_indices=True)  # a position a token; padding's past the space
             owner = self._own_chunk_topics(marks)  # 0 where no token is
-            return jnp.maximum(owner - 1, 0).astype(jnp.int8)[None]
+            return jnp.maximum(owner - 1, 0).astype(dtype)[None]
 
         return compilation.jit(self._shard_map(body, (self.by_device,) * 2, self.by_device))
 
