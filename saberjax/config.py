@@ -30,6 +30,15 @@ DEFAULT_PREFETCH = 2  # chunks in flight to each device when streaming
 DEFAULT_EM_ITERATIONS = 50  # EM iterations fitting theta (evaluation and inference)
 MAX_INT16_TOPICS = 32_767
 SEED_WEIGHT = 100.0  # a seed word's extra pseudo-counts in its topic (seeding)
+# init_window_topics by default: WINDOW_TOPICS where K >= WINDOWED_TOPICS, else 0 (uniform)
+WINDOW_TOPICS = 16
+WINDOWED_TOPICS = 512
+
+
+def default_window_topics(num_topics: int) -> int:
+    """init_window_topics where the setting is None: WINDOW_TOPICS topics a window where K is
+    at least WINDOWED_TOPICS, else 0 (uniform); DESIGN.md's "Initial topics" says why."""
+    return WINDOW_TOPICS if num_topics >= WINDOWED_TOPICS else 0
 
 
 def parse_mesh_shape(text: str) -> tuple[int, int]:
@@ -75,11 +84,12 @@ class TrainConfig:
         "--seed_weight extra topic-word prior in its topics.", model=True)
     seed_weight: float = _setting(SEED_WEIGHT, "Extra topic-word prior (pseudo-counts) of a "
                                   "seed word in its topic (--seed_words).", above=0, model=True)
-    init_window_topics: int = _setting(
-        0, "Topics each token's initial topic is drawn from: the tokens of one window of "
+    init_window_topics: int | None = _setting(
+        None, "Topics each token's initial topic is drawn from: the tokens of one window of "
         "1,024 consecutive corpus tokens share a random set of this many, so every document "
         "starts on few topics and the first iterations' document rows are short (0: every "
-        "token uniformly over all K).", at_least=0, model=True)
+        f"token uniformly over all K; default {WINDOW_TOPICS} where K is at least "
+        f"{WINDOWED_TOPICS:,}, else 0).", at_least=0, model=True)
     iterations: int = _setting(100, "ESCA iterations.", at_least=1)
     seed: int = _setting(0, "Random seed (of the initial topics; the launchers' train/test "
                          "split too).", at_least=0, model=True)
@@ -195,7 +205,8 @@ class Hyperparams:
     it until then.  seeds: the seed words' prior over the rows of the model's arrays
     (seeding.SeedPrior), None without seed words.  wide_pairs: A's pairs are wide
     (state.pack_pairs), as the run's plan decides from K and the longest document; False
-    until then.  init_window_topics: TrainConfig's (esca.initial_topics)."""
+    until then.  init_window_topics: TrainConfig's, resolved (default_window_topics where
+    it is None; esca.initial_topics)."""
 
     num_topics: int
     alpha: float
@@ -217,7 +228,9 @@ class Hyperparams:
                                                       vocab, config.num_topics)
         return cls(int(config.num_topics), alpha, float(config.beta),
                    resolve_backend(config.backend), model_format, seeds, wide_pairs=False,
-                   init_window_topics=int(config.init_window_topics))
+                   init_window_topics=int(default_window_topics(config.num_topics)
+                                          if config.init_window_topics is None
+                                          else config.init_window_topics))
 
     @classmethod
     def create(cls, num_topics: int, **settings) -> "Hyperparams":

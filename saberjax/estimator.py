@@ -94,7 +94,7 @@ class LDA:
                  optimize_alpha_every: int = _CONFIG.optimize_alpha_every,
                  burn_in: int = _CONFIG.burn_in, beta: float = _CONFIG.beta,
                  seed_words=_CONFIG.seed_words, seed_weight: float = _CONFIG.seed_weight,
-                 init_window_topics: int = _CONFIG.init_window_topics,
+                 init_window_topics: int | None = _CONFIG.init_window_topics,
                  iterations: int = _CONFIG.iterations,
                  seed: int = _CONFIG.seed, backend: str = _CONFIG.backend,
                  model_format: str = _CONFIG.model_format,

@@ -8,9 +8,12 @@ thesis and Mallet, and run the way tomotopy runs it (`optim_interval`, its defau
 
 Both sums see the documents only through two histograms: how many documents hold n tokens of
 topic k (`count_histogram`, from the sparse A) and how many hold n tokens (`length_histogram`,
-fixed for a corpus), and psi(n + a) - psi(a) = sum_{i<n} 1 / (a + i) is a cumulative sum over
-n.  The histograms are integers, counted exactly on each device and summed over the mesh, so
-the update computes the same floats on any chunking, streaming or device count.
+fixed for a corpus).  psi(n + a) - psi(a) = sum_{i<n} 1 / (a + i), so a histogram's sum
+sum_n c_n [psi(n + a) - psi(a)] is sum_i t_i / (a + i) with t_i = sum_{n>i} c_n, the entries
+counted past i (`tail_counts`): integers counted once an update, after which each round is one
+division a cell and a sum.  The histograms are integers, counted exactly on each device and
+summed over the mesh, so the update computes the same floats on any chunking, streaming or
+device count.
 
 Each update runs FIXED_POINT_ROUNDS rounds (tomotopy's 10) and keeps every alpha_k at least
 MIN_ALPHA (a topic no document uses would otherwise reach 0, where the sampler never draws it
@@ -58,11 +61,26 @@ def count_histogram(a_pairs: jax.Array, histogram: jax.Array) -> jax.Array:
     return histogram.at[rows, column].add(1, mode="drop")
 
 
-def _digamma_steps(alpha: jax.Array, width: int) -> jax.Array:
-    """psi(n + alpha) - psi(alpha) for n = 0 .. width - 1 along a new last axis (float32)."""
-    steps = 1.0 / (alpha[..., None] + jnp.arange(width - 1, dtype=jnp.float32))
-    return jnp.concatenate([jnp.zeros((*alpha.shape, 1), jnp.float32),
-                            jnp.cumsum(steps, axis=-1)], axis=-1)
+def tail_counts(histogram: jax.Array) -> jax.Array:
+    """float32 [..., width - 1] of an integer histogram [..., width]: column i holds how many
+    entries count more than i (t_i = sum_{n>i} c_n, exact integers up to 2^24)."""
+    tails = jnp.cumsum(histogram[..., ::-1], axis=-1)[..., ::-1]
+    return tails[..., 1:].astype(jnp.float32)
+
+
+def _padded_to_power_of_two(values: jax.Array) -> jax.Array:
+    """values with zero columns appended up to a power-of-two width (pairwise_sum's), once
+    rather than every round."""
+    width = values.shape[-1]
+    padding = (1 << max(0, width - 1).bit_length()) - width
+    return jnp.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, padding)])
+
+
+def _digamma_sums(tails: jax.Array, alpha: jax.Array) -> jax.Array:
+    """sum_n c_n [psi(n + alpha) - psi(alpha)] along the last axis, from the histogram's tail
+    counts: sum_i t_i / (alpha + i), added in pairwise_sum's order."""
+    steps = alpha[..., None] + jnp.arange(tails.shape[-1], dtype=jnp.float32)
+    return pairwise_sum(tails / steps)
 
 
 def fixed_point(alpha: jax.Array, counts: jax.Array, lengths: jax.Array,
@@ -71,13 +89,12 @@ def fixed_point(alpha: jax.Array, counts: jax.Array, lengths: jax.Array,
     [K_pad, width] and the length histogram [longest + 1]; padding columns stay 0, and alpha is
     unchanged when there is no document to learn from."""
     real = jnp.arange(alpha.shape[0]) < num_topics
-    counts = counts.astype(jnp.float32)
-    lengths = lengths.astype(jnp.float32)
+    count_tails = _padded_to_power_of_two(tail_counts(counts))
+    length_tails = _padded_to_power_of_two(tail_counts(lengths))
 
     def round_(_, alpha):
-        numerator = pairwise_sum(counts * _digamma_steps(alpha, counts.shape[1]))
-        denominator = pairwise_sum(lengths * _digamma_steps(pairwise_sum(alpha),
-                                                            lengths.shape[0]))
+        numerator = _digamma_sums(count_tails, alpha)
+        denominator = _digamma_sums(length_tails, pairwise_sum(alpha))
         updated = jnp.maximum(alpha * numerator / denominator, MIN_ALPHA)
         return jnp.where(real & (denominator > 0), updated, alpha)
 

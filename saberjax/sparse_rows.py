@@ -19,8 +19,10 @@ decreasing frequency) are also kept dense, as many as DENSE_ROW_BYTES holds: the
 dense model's structures (saberjax.state.Model) for those rows.  A token of such a word draws
 as the dense sampler does: term 1's lookups are one load of its B-hat row, and terms 2 and 3
 together, alpha_k (B_vk + beta) / D_k = alpha_k B-hat_vk, are one descent of its tree, so the
-tokens of those words, most of the corpus, never search a sparse row.  A rare word's row is
-short, and its searches take few steps.
+tokens of those words, most of the corpus, never search a sparse row.  Any other word's
+term-1 lookups read its row's table (RowTables: a window of slots loaded at once), or, for a
+row without one, search a bucket of its row (RowBuckets); a rare word's row is short, and
+its searches take few steps.
 
 The M-step (count_rows) is a segmented count over the word-ordered tokens: the (row, topic)
 pairs sorted and run-length counted, the same shuffle-free count as A's rebuild.  Row sums in
@@ -47,6 +49,16 @@ from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
 # B-hat_vz D_z - 1, which in bfloat16 cancels to rounding where B_vz = 1.
 DENSE_ROW_BYTES = 1 << 32
 DENSE_ROW_DTYPE = jnp.bfloat16
+
+
+# The row tables (RowTables) of the sparse rows without a dense row: a device's bytes for all of
+# their slots, the most slots a lookup reads (a power of two, at most 2**DISPLACEMENT_BITS),
+# and a table's home slots as a power of two over its row's length (2**ROW_TABLE_SPREAD
+# times the next power of two of it: a table at most a quarter full).
+ROW_TABLE_BYTES = 1 << 30
+ROW_TABLE_WINDOW = 4
+ROW_TABLE_SPREAD = 2
+DISPLACEMENT_BITS = 3
 
 
 def dense_row_count(num_rows: int, padded_topics: int, dense_row_bytes: int = DENSE_ROW_BYTES,
@@ -83,7 +95,9 @@ class SparseModel(NamedTuple):
     term 3's global tree (the module docstring)."""
 
     word_topic: SparseRows  # B
-    buckets: RowBuckets  # B's rows' bucket directory (term 1's lookups of the sparse rows)
+    buckets: RowBuckets  # B's rows' bucket directory (the own topic's lookups, and term 1's
+    # of a row without a table)
+    tables: RowTables  # the rows' tables (term 1's lookups of the sparse rows)
     topic_totals: jax.Array  # int32 [K_pad] column sums of B
     alpha: jax.Array  # float32 [K_pad] the document-topic prior; 0 in padding columns
     bhat_denominator: jax.Array  # float32 [K_pad] D_k = n_k + V beta
@@ -212,30 +226,135 @@ def find_in_bucket(rows: SparseRows, buckets: RowBuckets, row: jax.Array, topic:
     return position, jnp.where(found, rows.counts[clamped], 0)
 
 
+class RowTables(NamedTuple):
+    """B's sparse rows as tables read at a fixed window of slots, so that finding a topic in a
+    row is one round of independent loads instead of a chain of dependent ones (RowBuckets:
+    the directory, then the bucket's halvings, then the count).
+
+    Row r of L nonzeros has 2**h home slots (h: ceil(log2 L) + ROW_TABLE_SPREAD, at most the
+    bits of a topic id), from slot base[r]: topic k's home is base[r] + (k >> shift[r]), its
+    high bits, so homes follow the topic order.  The row's topics, in order, take the first
+    free slot at or after their home (ordered linear probing: slot_i = max(home_i, slot_(i-1)
+    + 1), a running maximum, no insertion order), so every topic sits less than window[r]
+    slots past its home and a lookup reads the window[r] slots from the home, all at once.  A
+    slot holds count << (shift + DISPLACEMENT_BITS) | displacement << shift | the topic's low
+    shift bits (0: empty): the home and the low bits name the topic.  window[r] = 0: the row
+    has no table (a row with a dense row, a row past the table's slots, or one whose topics
+    sit the build's window or more past their homes or whose counts do not fit their bits),
+    and its lookups search its buckets."""
+
+    base: jax.Array  # int32 [rows] each row's first slot
+    shift: jax.Array  # int32 [rows] a topic's home in the row: topic >> shift
+    window: jax.Array  # int32 [rows] slots a lookup reads (0: no table)
+    slots: jax.Array  # int32 [row_table_slots] the tables
+
+
+def row_table_slots(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE_BYTES,
+                    window: int = ROW_TABLE_WINDOW, spread: int = ROW_TABLE_SPREAD) -> int:
+    """Slots of the row tables of rows of `capacity` entries: room for every row's table
+    (fewer than 2**(spread + 1) max(L, 1) home slots and window - 1 more), within
+    table_bytes and 2**30 slots, at least `window`."""
+    every_row = (2 << spread) * (capacity + num_rows) + (window - 1) * num_rows
+    return max(min(every_row, table_bytes // 4, 1 << 30), window)
+
+
+def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, num_dense: int,
+               table_bytes: int = ROW_TABLE_BYTES, window: int = ROW_TABLE_WINDOW,
+               spread: int = ROW_TABLE_SPREAD) -> RowTables:
+    """The tables of B's sparse rows from row num_dense on (row_of_entry: nonzero_rows), the
+    rows in order while table_bytes holds them; `window`: the most slots a lookup reads (at
+    most 2**DISPLACEMENT_BITS), `spread`: ROW_TABLE_SPREAD."""
+    if not 1 <= window <= 1 << DISPLACEMENT_BITS:
+        raise ValueError(f"row table window must be in [1, {1 << DISPLACEMENT_BITS}], got "
+                         f"{window}")
+    num_rows, capacity = rows.num_rows, rows.topics.shape[0]
+    size = row_table_slots(capacity, num_rows, table_bytes, window, spread)
+    topic_bits = max(padded_topics - 1, 1).bit_length()
+    lengths = rows.row_start[1:] - rows.row_start[:-1]
+    length_bits = 32 - jax.lax.clz(jnp.maximum(lengths, 1) - 1)  # ceil(log2 max(L, 1))
+    home_bits = jnp.minimum(length_bits + spread, topic_bits)
+    shift = (topic_bits - home_bits).astype(jnp.int32)
+    extent = jnp.where(jnp.arange(num_rows) >= num_dense, (1 << home_bits) + window - 1, 0)
+    # the rows' ends, saturating past the slots (a sum over many rows would overflow int32)
+    end = jax.lax.associative_scan(lambda left, right: jnp.minimum(left + right, size + 1),
+                                   extent.astype(jnp.int32))
+    base = end - extent
+    filled = jnp.arange(capacity) < rows.row_start[-1]
+    row = jnp.where(filled, row_of_entry, num_rows)  # the empty entries: no row
+    entry_row = jnp.minimum(row, num_rows - 1)
+    entry_shift = shift[entry_row]
+    home = rows.topics >> entry_shift
+    index = jnp.arange(capacity, dtype=jnp.int32) - rows.row_start[entry_row]
+    displacement = segmented_prefix_sum(home - index, row, jnp.maximum) + index - home
+    fits = rows.counts < 1 << (31 - DISPLACEMENT_BITS - entry_shift)
+    # each row's largest displacement, `window` where a count does not fit its bits
+    farthest = row_max(jnp.where(filled, jnp.where(fits, displacement, window), 0), row,
+                       num_rows)
+    row_window = jnp.where((extent > 0) & (end <= size) & (farthest < window), farthest + 1, 0)
+    stored = filled & (row_window[entry_row] > 0)
+    value = ((rows.counts << (entry_shift + DISPLACEMENT_BITS)) | (displacement << entry_shift)
+             | (rows.topics & ((1 << entry_shift) - 1)))
+    slots = store_distinct(jnp.zeros(size, jnp.int32), base[entry_row] + home + displacement,
+                           stored, value)
+    return RowTables(jnp.where(row_window > 0, base, 0), shift, row_window.astype(jnp.int32),
+                     slots)
+
+
+def find_in_table(tables: RowTables, row: jax.Array, topic: jax.Array) -> jax.Array:
+    """B_row,topic (0 where absent) from the row's table, elementwise over arrays of equal
+    shape, rows with a table (tables.window[row] > 0; 0 for the others)."""
+    shift, window = tables.shift[row], tables.window[row]
+    home = tables.base[row] + (topic >> shift)
+    named = topic & ((1 << shift) - 1)
+    count = jnp.zeros(jnp.shape(topic), jnp.int32)
+    for offset in range(1 << DISPLACEMENT_BITS):
+        value = tables.slots[jnp.minimum(home + offset, tables.slots.shape[0] - 1)]
+        count = jnp.where(table_match(value, offset, named, shift) & (offset < window),
+                          value >> (shift + DISPLACEMENT_BITS), count)
+    return count
+
+
+def table_match(value, offset: int, named, shift):
+    """Whether a slot `offset` past topic k's home holds k (`named`: k's low shift bits):
+    its displacement and low bits are k's (an empty slot matches only as a count of 0)."""
+    return (value & ((1 << (shift + DISPLACEMENT_BITS)) - 1)) == ((offset << shift) | named)
+
+
+def count_in_row(rows: SparseRows, buckets: RowBuckets, tables: RowTables, row: jax.Array,
+                 topic: jax.Array) -> jax.Array:
+    """B_row,topic, elementwise: from the row's table where it has one, else from its
+    bucket (find_in_bucket)."""
+    return jnp.where(tables.window[row] > 0, find_in_table(tables, row, topic),
+                     find_in_bucket(rows, buckets, row, topic)[1])
+
+
 def topic_totals(rows: SparseRows, padded_topics: int) -> jax.Array:
     """Each topic's total count over the rows (int32 [K_pad])."""
     return jnp.zeros(padded_topics, jnp.int32).at[rows.topics].add(rows.counts, mode="drop")
 
 
-def segmented_prefix_sum(values: jax.Array, segment: jax.Array) -> jax.Array:
-    """Inclusive prefix sums of values restarting where `segment` changes (a scan of fixed
-    order: the same floats on any device)."""
+def segmented_prefix_sum(values: jax.Array, segment: jax.Array, operator=jnp.add) -> jax.Array:
+    """Inclusive prefix sums (or another associative operator's) of values restarting where
+    `segment` changes (a scan of fixed order: the same floats on any device)."""
     starts = jnp.concatenate([jnp.ones(1, bool), segment[1:] != segment[:-1]])
 
     def combine(left, right):
         left_sum, left_start = left
         right_sum, right_start = right
-        return jnp.where(right_start, right_sum, left_sum + right_sum), left_start | right_start
+        return (jnp.where(right_start, right_sum, operator(left_sum, right_sum)),
+                left_start | right_start)
 
     return jax.lax.associative_scan(combine, (values, starts))[0]
 
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
                       beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
-                      dense_dtype=DENSE_ROW_DTYPE) -> SparseModel:
+                      dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,
+                      row_table_window: int = ROW_TABLE_WINDOW,
+                      row_table_spread: int = ROW_TABLE_SPREAD) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
     the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
-    rows' bytes and type (dense_row_count)."""
+    rows' bytes and type (dense_row_count); row_table_*: the row tables' (row_tables)."""
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
@@ -244,15 +363,17 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                        / denominator[topic], 0.0)
     row_of_entry = nonzero_rows(rows)
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
-    dense_bhat, dense_tree = dense_rows(
-        rows, row_of_entry, denominator, alpha, num_topics, beta,
-        dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype), dense_dtype)
+    num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype)
+    dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics, beta,
+                                        num_dense, dense_dtype)
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
     prior_leaves = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)[None, :]
     prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
-    return SparseModel(rows, row_buckets(rows, row_of_entry, padded_topics), totals, alpha,
+    return SparseModel(rows, row_buckets(rows, row_of_entry, padded_topics),
+                       row_tables(rows, row_of_entry, padded_topics, num_dense, row_table_bytes,
+                                  row_table_window, row_table_spread), totals, alpha,
                        denominator, jnp.float32(beta), row_prefix,
                        row_mass, prior_leaves, prior_tree,
                        tree_totals(prior_tree, prior_leaves, alpha), dense_bhat, dense_tree,

@@ -16,7 +16,9 @@ sampler does: term 1 reads B-hat_vk from that row, and terms 2 and 3 are one par
 B-hat_vk over k != z, drawn from the row's tree (mass S2 + S3); its own topic's mass takes
 B_vz recovered from B-hat_vz (count_of_bhat: exact below 128, where B-hat_vz D_z - 1 alone
 would cancel to B-hat's rounding at B_vz = 1).  Any other word looks B_vk up
-by a binary search of the topic's bucket of its sparse row (sparse_rows.RowBuckets); its
+in its row's table (sparse_rows.RowTables: a fixed window of slots from the topic's home),
+or for a row without a table by a binary search of the topic's bucket of its sparse row
+(sparse_rows.RowBuckets), which also finds the own topic's entry; its
 term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
 it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
 A first uniform picks the part with probability (S1 + own) : S2 : S3; a second locates the
@@ -31,7 +33,8 @@ import jax.numpy as jnp
 from saberjax import sampler, segmented_count
 from saberjax.layout import Chunk
 from saberjax.sampler import _map_in_order
-from saberjax.sparse_rows import SparseModel, find_in_bucket, search_steps, upper_bound
+from saberjax.sparse_rows import (SparseModel, count_in_row, find_in_bucket, search_steps,
+                                  upper_bound)
 from saberjax.state import ChunkState
 from saberjax.tree import tree_sample
 
@@ -112,11 +115,11 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
 
         def products(topics, counts, inside):
             """Term 1's products: B-hat_vk from the dense row, else B_vk from the sparse
-            row's bucket."""
+            row's table (or its bucket, for a row without one)."""
             searched = inside & ~dense_word[:, None]
-            _, word_counts = find_in_bucket(rows, model.buckets,
-                                            jnp.broadcast_to(word[:, None], topics.shape),
-                                            jnp.where(searched, topics, padded_topics))
+            word_counts = count_in_row(rows, model.buckets, model.tables,
+                                       jnp.broadcast_to(word[:, None], topics.shape),
+                                       jnp.where(searched, topics, padded_topics))
             return counts * jnp.where(
                 dense_word[:, None], model.dense_bhat[dense_row[:, None], topics].astype(
                     jnp.float32), (word_counts.astype(jnp.float32) + beta) / denominator[topics])

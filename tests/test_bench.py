@@ -153,14 +153,16 @@ def test_each_init_window_topics_value_is_a_run_of_its_own(bench_flags, parse, c
                                                           tmp_path):
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=3)
     save_native(corpus, tmp_path / "tiny")
-    for bad in ("-1", "4,x"):
+    for bad in ("-1", "4,x", "automatic"):
         with pytest.raises(flags.IllegalFlagValueError, match="init_window_topics"):
             parse(f"--init_window_topics={bad}")
     *results, summary = run_main(bench_flags, parse, capsys, f"--corpus={tmp_path / 'tiny'}",
                                  "--num_topics=8", "--iterations=1", "--warmup=0",
-                                 "--phases=false", "--copy_mib=4", "--init_window_topics=0,2")
-    assert [r["init_window_topics"] for r in results] == [0, 2]
-    assert [r["init_window_topics"] for r in summary["results"]] == [0, 2]
+                                 "--phases=false", "--copy_mib=4",
+                                 "--init_window_topics=0,2,auto")
+    # auto: the setting's default for the K, uniform at K = 8
+    assert [r["init_window_topics"] for r in results] == [0, 2, 0]
+    assert [r["init_window_topics"] for r in summary["results"]] == [0, 2, 0]
 
 
 def test_unknown_backend_or_bad_k_is_a_flag_error(parse, bench_flags):

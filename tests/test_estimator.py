@@ -61,7 +61,7 @@ def test_params_follow_the_sklearn_protocol():
     lda = LDA(num_topics=7, beta=0.1)
     params = lda.get_params()
     assert params == dict(num_topics=7, alpha=None, optimize_alpha_every=10, burn_in=0, beta=0.1,
-                          seed_words=None, seed_weight=100.0, init_window_topics=0, iterations=100,
+                          seed_words=None, seed_weight=100.0, init_window_topics=None, iterations=100,
                           seed=0, backend="auto", model_format="auto", chunk_tokens=None,
                           num_devices=0, callback=None,
                           verbose=0)  # each setting once: scikit-learn's names are not repeated

@@ -46,6 +46,28 @@ def test_count_histogram_counts_every_nonzero_pair_once():
     np.testing.assert_array_equal(lengths, np.bincount(doc_topic.sum(axis=1)))
 
 
+def test_count_histogram_adds_each_chunk_to_what_is_there():
+    """Counts past the width fall in the last column, and a second chunk's pairs add to the
+    first's."""
+    doc_topic = np.random.default_rng(3).geometric(0.02, (300, 7)) - 1  # counts up to ~400
+    width = 150
+    assert width < doc_topic.max()
+    counts, _ = histograms(doc_topic[100:], 32, width)
+    docs, topics = np.nonzero(doc_topic[:100])
+    pairs = pack_pairs(jnp.asarray(topics), jnp.asarray(doc_topic[:100][docs, topics]), 32)
+    counts = prior.count_histogram(pairs, counts)
+    expected = np.zeros((32, width), np.int64)
+    for k in range(7):
+        column = np.minimum(doc_topic[:, k], width - 1)
+        np.add.at(expected[k], column[doc_topic[:, k] > 0], 1)
+    np.testing.assert_array_equal(counts, expected)
+
+
+def test_tail_counts_count_the_entries_past_each_column():
+    histogram = jnp.asarray([[0, 3, 0, 2, 1], [4, 0, 0, 0, 0]], jnp.int32)
+    np.testing.assert_array_equal(prior.tail_counts(histogram), [[6, 3, 3, 1], [0, 0, 0, 0]])
+
+
 def test_fixed_point_from_histograms_is_the_update_document_by_document():
     rng = np.random.default_rng(1)
     doc_topic = rng.poisson(rng.gamma(0.4, 3.0, 6), (80, 6))

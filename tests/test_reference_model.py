@@ -1,7 +1,8 @@
 """The model a seed gives stays the model it gave: training now against a small model saved by
 the code of 2026-11-27, alpha learned (first saved at commit 1180931, before the engine became
-a package; saved again when the learned prior's sums took pairwise_sum's order, which moved
-alpha by its last bits and left the counts as they were)."""
+a package; saved again when the learned prior's sums took pairwise_sum's order, and again
+when the fixed point took the histograms' tail counts: each moved alpha by its last bits and
+left the counts as they were)."""
 
 import numpy as np
 import pytest

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from absl import flags
 
-from saberjax import cli, command_line, estimator, trainer
+from saberjax import cli, command_line, config, estimator, trainer
 from saberjax.backend import resolve_backend
 from saberjax.commands import train as train_command
 from saberjax.config import Hyperparams, TrainConfig
@@ -99,6 +99,16 @@ def test_hyperparams_take_every_default_and_check_from_the_config():
     assert Hyperparams.create(4, model_format="auto").model_format == "dense"  # until planned
     with pytest.raises(ValueError, match="beta=0.0: must be positive"):
         Hyperparams.create(10, beta=0.0)
+
+
+def test_initial_topics_are_windowed_by_default_from_the_windowed_k_on():
+    """init_window_topics None is default_window_topics of K; a value given is kept at any K."""
+    assert TrainConfig().init_window_topics is None
+    below, at = config.WINDOWED_TOPICS - 1, config.WINDOWED_TOPICS
+    assert Hyperparams.create(below).init_window_topics == 0
+    assert Hyperparams.create(at).init_window_topics == config.WINDOW_TOPICS > 0
+    assert Hyperparams.create(at, init_window_topics=0).init_window_topics == 0
+    assert Hyperparams.create(below, init_window_topics=8).init_window_topics == 8
 
 
 def test_numbers_of_any_numeric_type_in_range_are_settings():

@@ -12,6 +12,7 @@ from helpers import goodness_of_fit_pvalue, one_document_state
 
 from saberjax import rng, sparse_rows, sparse_sampler
 from saberjax.config import Hyperparams
+from saberjax.execution import memory
 from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
 
@@ -30,15 +31,17 @@ def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
 
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words",
-                                             "dense_row_bytes", "dense_dtype"))
+                                             "dense_row_bytes", "dense_dtype",
+                                             "row_table_bytes"))
 def sparse_model(rows: sparse_rows.SparseRows, alpha, *, num_topics: int, beta: float,
                  num_words: int, dense_row_bytes: int,
-                 dense_dtype=sparse_rows.DENSE_ROW_DTYPE) -> sparse_rows.SparseModel:
+                 dense_dtype=sparse_rows.DENSE_ROW_DTYPE,
+                 row_table_bytes: int = sparse_rows.ROW_TABLE_BYTES) -> sparse_rows.SparseModel:
     """sparse_rows.model_from_totals of rows and their own totals, compiled as one program (op
     by op it compiles each of its many small operations, most of a test's time on a CPU)."""
     return sparse_rows.model_from_totals(
         rows, sparse_rows.topic_totals(rows, alpha.shape[0]), alpha, num_topics, beta,
-        num_words, dense_row_bytes, dense_dtype)
+        num_words, dense_row_bytes, dense_dtype, row_table_bytes)
 
 
 def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
@@ -225,7 +228,8 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    assert len(stores) == 3 and all(stores)  # count_rows' topics and rows, dense B-hat
+    # count_rows' topics and rows, dense B-hat, the row tables' slots
+    assert len(stores) == 4 and all(stores)
 
 
 @pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
@@ -286,6 +290,66 @@ def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
     np.testing.assert_array_equal(np.asarray(buckets.steps),
                                   [int(n).bit_length() for n in fullest])
     assert fullest[8] >= 4
+
+
+@pytest.mark.parametrize("padded_topics", [64, 96, 1 << 10])
+def test_row_tables_find_every_topic_of_every_row(padded_topics):
+    """count_in_row gives B_row,topic for every row and topic (K_pad: none) of directory_rows
+    with a count too large for its slot's bits in row 1, from the rows' tables where they have
+    one: every row from num_dense on whose topics sit less than the window past their homes
+    (ordered linear probing) and whose counts fit, while the tables' slots hold them."""
+    counts, _ = directory_rows(padded_topics)
+    counts[1, np.flatnonzero(counts[1])] = 1 << 27
+    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
+    row_of_entry = sparse_rows.nonzero_rows(rows)
+    buckets = sparse_rows.row_buckets(rows, row_of_entry, padded_topics)
+    row, topic = np.meshgrid(np.arange(9), np.arange(padded_topics + 1), indexing="ij")
+    expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
+    topic_bits = (padded_topics - 1).bit_length()
+    lengths = np.count_nonzero(counts, axis=1)
+    home_bits = np.minimum([int(max(n, 1) - 1).bit_length() + sparse_rows.ROW_TABLE_SPREAD
+                            for n in lengths], topic_bits)
+    for num_dense, table_bytes in [(0, sparse_rows.ROW_TABLE_BYTES), (2, 4 * 40)]:
+        tables = sparse_rows.row_tables(rows, row_of_entry, padded_topics, num_dense,
+                                        table_bytes)
+        np.testing.assert_array_equal(np.asarray(tables.shift), topic_bits - home_bits)
+        # each row's displacements as a sequential insertion gives them
+        window = np.zeros(9, np.int64)
+        for r in range(9):
+            homes = np.flatnonzero(counts[r]) >> (topic_bits - home_bits[r])
+            slots = np.maximum.accumulate(homes - np.arange(len(homes))) + np.arange(len(homes))
+            window[r] = (slots - homes).max(initial=0) + 1
+        fits = window <= sparse_rows.ROW_TABLE_WINDOW
+        fits[1] = False  # its count needs more than the slot's bits
+        fits[:num_dense] = False
+        extent = np.where(np.arange(9) >= num_dense,
+                          (1 << home_bits) + sparse_rows.ROW_TABLE_WINDOW - 1, 0)
+        fits &= np.cumsum(extent) <= tables.slots.shape[0]
+        np.testing.assert_array_equal(np.asarray(tables.window), np.where(fits, window, 0))
+        assert fits.any() and not fits.all()
+        np.testing.assert_array_equal(
+            np.asarray(sparse_rows.find_in_table(tables, jnp.asarray(row),
+                                                 jnp.asarray(topic)))[fits[row]],
+            expected[fits[row]])
+        np.testing.assert_array_equal(
+            np.asarray(sparse_rows.count_in_row(rows, buckets, tables, jnp.asarray(row),
+                                                jnp.asarray(topic))), expected)
+    # row 8's twelve topics crowd its lowest homes: beyond K_pad = 64 they sit 8 or more past
+    # them, and the row has no table
+    assert (window[8] > sparse_rows.ROW_TABLE_WINDOW) == (padded_topics > 64)
+
+
+def test_memory_plan_counts_the_sparse_model_and_its_rebuild():
+    """The plan's bytes of the sparse model (memory.sparse_model_bytes) hold its arrays twice
+    (the model and the next one, built while it is held), the row tables among them."""
+    counts, _ = directory_rows(1 << 10)
+    rows = rows_of_dense(counts, 3 * int(np.count_nonzero(counts)))
+    alpha = jnp.full(1 << 10, 0.1, jnp.float32)
+    model = sparse_model(rows, alpha, num_topics=(1 << 10) - 3, beta=0.01, num_words=9,
+                         dense_row_bytes=2 * (1 << 10))
+    assert model.tables.slots.shape[0] == sparse_rows.row_table_slots(rows.topics.shape[0], 9)
+    held = sum(leaf.nbytes for leaf in jax.tree.leaves(model))
+    assert 2 * held <= memory.sparse_model_bytes(rows.topics.shape[0], 9, 1 << 10)
 
 
 def test_row_max_over_blocks_and_single_entries():

@@ -4,7 +4,8 @@
 # in the device copy by default) in one process per corpus (docs/measurements/roofline.md),
 # one GPU: the NYTimes shape (K in NYT_TOPICS, the sample phase on the state after 3
 # iterations) and wiki25k (K = 1,024, 100 iterations, then 100 more with the fastest exact
-# variant when 2% faster); tools/estep_diagnose.sh profiles them.  Logs to $OUT.
+# variant when FULL_RUN_GAIN (default 0.02) faster); tools/estep_diagnose.sh profiles them.
+# Logs to $OUT.
 # Run from the worktree root on the device machine: bash tools/estep_compare.sh
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=0
@@ -24,4 +25,4 @@ sweep() {  # name, seconds, then sampler_sweep flags
 sweep nytimes "${NYT_SECONDS:-80}" --synth_preset=nytimes \
     --num_topics="${NYT_TOPICS:-1000,10000}" --iterations=3 --full_run=false
 sweep wiki25k "${WIKI_SECONDS:-80}" --corpus=.corpora/wiki25k --test_fraction=0.1 \
-    --num_topics=1024 --iterations=100
+    --num_topics=1024 --iterations=100 --full_run_gain="${FULL_RUN_GAIN:-0.02}"

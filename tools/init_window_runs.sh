@@ -1,6 +1,6 @@
 #!/bin/bash
 # Initial topics drawn per window of the corpus (--init_window_topics) against uniform ones
-# (0, the default; docs/measurements/roofline.md, runs 9 and 10): one GPU (GPU 0), bench,
+# (0; docs/measurements/roofline.md, runs 9 to 11): one GPU (GPU 0), bench,
 # 100 iterations from the start with 10% of the documents held out (the seed's split).
 #   STEPS=speed: wiki25k K = 1,024 with bench's phases and the sample phase's roofline floor,
 #     the NYTimes shape (K = 1,000 and 10,000, 2 warm-up and 5 timed iterations), and the

@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import gzip
+import inspect
 import json
 import os
 import resource
@@ -202,7 +203,7 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
     if estep_variants:
         phases.update(estep_settings(share, chunk_state, model, key, topics, estep_variants,
-                                     repeats))
+                                     repeats, hyper, placement.num_words))
     if variants:
         phases["phases_in_one_program"] = timed(functools.partial(
             jax.jit(functools.partial(_one_program, placement)), share, chunk, chunk_state,
@@ -214,14 +215,18 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
 
 
 def estep_settings(share, chunk_state, model, key, topics, settings: str,
-                   repeats: int) -> dict:
+                   repeats: int, hyper=None, num_words: int = 0) -> dict:
     """Seconds of the sparse E-step kernel at each of the ';'-separated settings (its keyword
     arguments as name=value, an integer or a word, comma-separated, tile_tokens among them:
-    the layout's tiles rebuilt at that size) on the same state, and how many of its topics
-    differ from `topics` (the defaults')."""
+    the layout's tiles rebuilt at that size; names of sparse_rows.model_from_totals' keyword
+    arguments, e.g. row_table_bytes, rebuild the model from the same rows with them) on the
+    same state, and how many of its topics differ from `topics` (the defaults'); with the
+    model's row tables, the tokens whose words have a table, a bucket search or a dense
+    row."""
     from saberjax.layout import with_tile_tokens  # noqa: PLC0415
     from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415
 
+    model_knobs = set(inspect.signature(sparse_rows.model_from_totals).parameters)
     record = {}
     for setting in settings.split(";"):
         knobs = {name: int(value) if value.isdigit() else value for name, value in
@@ -230,11 +235,34 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
         if "tile_tokens" in knobs:
             chunk = with_tile_tokens(share, int(model.row_mass.shape[0]),
                                      knobs.pop("tile_tokens"))
+        built = {name: knobs.pop(name) for name in list(knobs) if name in model_knobs}
+        setting_model = model
+        if built:
+            rows = model.word_topic
+            setting_model = jax.jit(lambda r, a: sparse_rows.model_from_totals(
+                r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper.num_topics,
+                hyper.beta, num_words, **built))(rows, model.alpha)
+            record[f"sample[{setting}]_lookups"] = lookup_shares(share, setting_model)
         program = functools.partial(jax.jit(functools.partial(
-            kernel.sample_and_shuffle, **knobs)), chunk, chunk_state, model, key)
+            kernel.sample_and_shuffle, **knobs)), chunk, chunk_state, setting_model, key)
         record[f"sample[{setting}]"] = timed(program, repeats)
         record[f"sample[{setting}]_differ"] = int(jnp.sum(program()[0] != topics))
+        del setting_model, program  # one extra model on the device at a time
     return record
+
+
+def lookup_shares(share, model) -> dict:
+    """The shares of a device's tokens whose words have a dense row, a row table and a
+    bucket search only, and the model's row table slots (filled and all)."""
+    word = np.asarray(share.word)[:int(share.num_tokens)]
+    window = np.asarray(model.tables.window)
+    dense = word < model.dense_bhat.shape[0]
+    tabled = ~dense & (window[word] > 0)
+    return dict(dense=round(float(dense.mean()), 4), table=round(float(tabled.mean()), 4),
+                bucket=round(float((~dense & ~tabled).mean()), 4),
+                table_windows=np.bincount(window[word[tabled]], minlength=9).tolist(),
+                slots_filled=int(jnp.sum(model.tables.slots != 0)),
+                slots=int(model.tables.slots.shape[0]))
 
 
 def kernel_profile(placement, state, folder: str, calls: int = 2) -> str:

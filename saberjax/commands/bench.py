@@ -149,10 +149,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                           "each K with; with 0 first, the others' lines carry "
                           "learned_alpha_cost, the share of mean throughput that learning alpha "
                           "costs.", **_flag)
-        flags.DEFINE_list("init_window_topics",
-                          [str(trainer.TrainConfig.init_window_topics)],
+        flags.DEFINE_list("init_window_topics", ["auto"],
                           "Comma list of init_window_topics values (0: uniform initial "
-                          "topics) to run each K with.", **_flag)
+                          "topics; auto: the setting's default for each K) to run each K "
+                          "with.", **_flag)
         flags.DEFINE_integer("seed", 0, "Seed of the random init (and of a synthetic corpus and "
                              "the test split).", **_flag)
     with command_line.group("run", flag_values):
@@ -232,8 +232,8 @@ def _check_num_topics(values):
 _LIST_CHECKS = {
     "optimize_alpha_every": (_check_counts,
                              "--optimize_alpha_every: each must be an integer >= 0"),
-    "init_window_topics": (_check_counts,
-                           "--init_window_topics: each must be an integer >= 0"),
+    "init_window_topics": (lambda values: _check_counts([v for v in values if v != "auto"]),
+                           "--init_window_topics: each must be auto or an integer >= 0"),
     "backends": (_check_backends, f"--backends: each must be one of {', '.join(BACKENDS)}"),
     "num_devices": (_check_num_devices, "--num_devices: a comma list of integers >= 0"),
     "partition": (_check_partition, "--partition: each must be one of auto, "
@@ -293,6 +293,7 @@ def main(argv, values: flags.FlagValues = flags.FLAGS):
                   partitions=tuple(values.partition), seed=values.seed, phases=values.phases,
                   phase_repeats=values.phase_repeats, copy_mib=values.copy_mib, heldout=heldout,
                   optimize_alpha_every=tuple(int(n) for n in values.optimize_alpha_every),
-                  init_window_topics=tuple(int(n) for n in values.init_window_topics),
+                  init_window_topics=tuple(None if n == "auto" else int(n)
+                                           for n in values.init_window_topics),
                   mesh=values.mesh, hosts_exchanges=tuple(values.hosts_exchange),
                   emit=emit)

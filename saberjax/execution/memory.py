@@ -63,6 +63,10 @@ SPARSE_BYTES_PER_TOKEN = 128
 # the same again for the rows being counted, and the (row, topic) sort keys and positions of
 # the count (16).
 SPARSE_BYTES_PER_ENTRY = 48
+# Device bytes per entry of the row tables' build (sparse_rows.row_tables: its entries' homes,
+# displacements and slot values, held beside the model and the new rows), fitted to the peaks
+# measured (docs/measurements/sparse_model.md).
+ROW_TABLE_BUILD_BYTES_PER_ENTRY = 20
 # Device bytes per token key that the reduction of the streamed sparse model counts beyond
 # the rows they become (streamed_rows.counted: the two stable sorts' outputs and temporaries,
 # the runs' positions), with the model of the iteration before still held; fitted to the
@@ -74,10 +78,14 @@ STREAMED_COUNT_BYTES_PER_KEY = 40
 def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
     """Device bytes of the sparse model during an iteration: `entries` slots of B's rows (a
     device's share of tokens: no row holds more nonzeros than tokens), per row its start,
-    term 2's total and its buckets' base, shift, steps and directory slots (and their
-    rebuild), per topic the totals, prior, denominators and term 3's tree, and the dense rows
-    of the most frequent words (sparse_rows.dense_rows_bytes) and their rebuild."""
-    return int(entries * SPARSE_BYTES_PER_ENTRY + num_rows * 56
+    term 2's total, its buckets' base, shift, steps and directory slots and its table's base,
+    shift and window (and their rebuild), the row tables' slots (sparse_rows.row_table_slots,
+    int32), their rebuild and its arrays (ROW_TABLE_BUILD_BYTES_PER_ENTRY), per topic the
+    totals, prior, denominators and term 3's tree, and the dense rows of the most frequent
+    words (sparse_rows.dense_rows_bytes) and their rebuild."""
+    return int(entries * (SPARSE_BYTES_PER_ENTRY + ROW_TABLE_BUILD_BYTES_PER_ENTRY)
+               + num_rows * 80
+               + 2 * 4 * sparse_rows.row_table_slots(entries, num_rows)
                + padded_topics * (6 * 4 + 4 / 31)
                + 2 * sparse_rows.dense_rows_bytes(num_rows, padded_topics))
 

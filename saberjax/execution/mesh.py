@@ -34,7 +34,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from saberjax.background import in_background
-from saberjax.sparse_rows import RowBuckets, SparseModel, SparseRows
+from saberjax.sparse_rows import RowBuckets, RowTables, SparseModel, SparseRows
 from saberjax.state import Model
 
 AXIS = "data"
@@ -50,14 +50,16 @@ WORD_MODEL_SPEC = Model(word_topic=P(AXIS), topic_totals=P(), bhat=P(AXIS), tree
 # totals, prior and the global tree of term 3 whole on every device.
 SPARSE_MODEL_SPEC = SparseModel(
     word_topic=SparseRows(P(AXIS), P(AXIS), P(AXIS)),
-    buckets=RowBuckets(P(AXIS), P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
+    buckets=RowBuckets(P(AXIS), P(AXIS), P(AXIS), P(AXIS)),
+    tables=RowTables(P(AXIS), P(AXIS), P(AXIS), P(AXIS)), topic_totals=P(), alpha=P(),
     bhat_denominator=P(), beta=P(), row_prefix=P(AXIS), row_mass=P(AXIS), prior_leaves=P(),
     prior_tree=P(), prior_total=P(), dense_bhat=P(AXIS), dense_tree=P(AXIS),
     dense_tree_total=P(AXIS))
 # The sparse model streamed by document: whole on every device.
 WHOLE_SPARSE_MODEL_SPEC = SparseModel(
     word_topic=SparseRows(P(), P(), P()), buckets=RowBuckets(P(), P(), P(), P()),
-    topic_totals=P(), alpha=P(), bhat_denominator=P(), beta=P(), row_prefix=P(), row_mass=P(),
+    tables=RowTables(P(), P(), P(), P()), topic_totals=P(), alpha=P(), bhat_denominator=P(),
+    beta=P(), row_prefix=P(), row_mass=P(),
     prior_leaves=P(), prior_tree=P(), prior_total=P(), dense_bhat=P(), dense_tree=P(),
     dense_tree_total=P())
 

@@ -14,7 +14,8 @@ time, in one pass, as in the reference:
                 the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
                 reservoir per lane; u_block one uniform per token and block); the next
-                block's A entries are loaded before this block's B-hat gathers
+                block's A entries are loaded in the same step, after this block's B-hat
+                gathers (a lane past the row: topic own ^ 1, count 0)
     own topic   lane 0 takes z's whole mass without the token, (A_dz - 1 + alpha_z) times
                 B-hat_vz without it (saberjax.sampler.own_topic_mass), as one more product
     branch      S = the lane masses' sum; sparse part with probability S / (S + Q), Q the
@@ -157,12 +158,13 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
     def products(topics, counts, inside, is_own):
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=inside & ~is_own, other=0.0,
+        # a lane past the row gathers a column of the row and has count 0 (sparse_lanes)
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=~is_own, other=0.0,
                              eviction_policy="evict_last")
         return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                     products)
+                                                     products, word * bhat_ref.shape[1])
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -195,18 +197,33 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
-    a block's products, 0 outside the row (not inside) and for the own topic."""
+    a block's products, 0 outside the row (not inside) and for the own topic.
+
+    A lane past the row holds the pair (own ^ 1, count 0): a column of B-hat (its padded width
+    is even) that is never the own topic, so the own-topic test needs no row mask and the
+    dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
+    in a kernel bound by issuing them (docs/measurements/roofline.md).
+
+    row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
+    test compares topic + row_offset with the own topic's, the reservoirs keep topic +
+    row_offset, and the offset comes off after the loop: where the padded width is a power of
+    two, the gather's offset ((pair & mask) | row_offset) is then one instruction and no topic
+    of its own (padding rows match no topic, which keeps the compiler from folding the test
+    back to topics == own).
+    """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
+    own_at_row = jnp.where(tile.real, own + row_offset, -1)
+    outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
 
     def load_block(block):
         """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
         inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
         pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
-                           mask=inside, other=0)
+                           mask=inside, other=outside)
         topics, counts = unpack_pairs(pairs, padded_topics)
         return inside, topics, counts
 
@@ -214,25 +231,26 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products):
         """Add block's products to the lane masses; each lane keeps its product's topic
         w.p. product / lane mass (one uniform per token and block, shared by its lanes).
 
-        The next block's A entries are loaded first (they do not depend on this block), so
-        their latency overlaps this block's gathers.
+        The next block's A entries do not depend on this block: they are loaded last in the
+        program's order, and ptxas issues this block's B-hat gathers first, together.
         """
         lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
-        following = load_block(block + 1)
-        is_own = topics == own[:, None]
-        own_counts = jnp.where(is_own & inside, counts, own_counts)  # one lane holds it
+        at_row = topics + row_offset
+        is_own = at_row == own_at_row[:, None]
+        own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
-        return lane_mass, jnp.where(keep, topics, kept_topics), own_counts, following
+        following = load_block(block + 1)
+        return lane_mass, jnp.where(keep, at_row, kept_topics), own_counts, following
 
     lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.int32),
+         jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
+    return lane_mass, kept_topics - row_offset, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):

@@ -7,14 +7,16 @@ word with a dense row (the most frequent words, SparseModel.dense_bhat) runs the
 kernel's steps over that B-hat row and its tree (saberjax.pallas.sampler: term 1 one load per
 nonzero of A_d, terms 2 and 3 one descent of the row's tree), its own topic's mass from B_vz
 recovered from B-hat_vz (saberjax.sparse_sampler.count_of_bhat, as the reference).  Any other
-word's tile searches its sparse row (topics, counts and term 2's prefix sums): term 1's
-lookups search one bucket of the row (sparse_rows.RowBuckets: about two entries), term 2's
-draw the whole row, with as many halvings as the row's length needs (a rare word's row is
-short).  Token t of the tile is row t of [tile, 32] arrays:
+word's tile looks its topics up in its sparse row: term 1's lookups read a window of slots
+of the row's table (sparse_rows.RowTables: independent loads, one round of latency), or,
+for a row without a table, search one bucket of the row (sparse_rows.RowBuckets: about two
+entries); the own topic's search of its bucket gives its entry's position, and term 2's
+draw searches the whole row, with as many halvings as the row's length needs (a rare word's
+row is short).  Token t of the tile is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
-              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk found by a binary
-              search of its bucket of the word's row; the own topic z's mass joins lane 0
+              reservoir over the products A_dk (B_vk + beta) / D_k, B_vk read from the
+              row's table (or its bucket); the own topic z's mass joins lane 0
     term 2    a search of the row's prefix sums of alpha_k B_vk / D_k, z's entry skipped
               (only when a token of the tile draws from it)
     term 3    a descent of the global W-ary tree over alpha_k beta / D_k, z's leaf skipped
@@ -40,7 +42,8 @@ from saberjax.layout import Chunk
 from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_topic,
                                      lane_topic, row_topics, sample_tile, sparse_lanes,
                                      tile_inputs, tree_topic)
-from saberjax.sparse_rows import SparseModel, bisect
+from saberjax.sparse_rows import (DISPLACEMENT_BITS, ROW_TABLE_WINDOW, SparseModel, bisect,
+                                  table_match)
 from saberjax.sparse_sampler import count_of_bhat, own_topic_mass
 from saberjax.state import ChunkState
 
@@ -60,6 +63,10 @@ class _ModelRefs(NamedTuple):
     bucket_shift: object
     bucket_steps: object
     bucket_start: object
+    table_base: object
+    table_shift: object
+    table_window: object
+    table_slots: object
     row_prefix: object
     row_mass: object
     dense_tree_total: object
@@ -67,17 +74,21 @@ class _ModelRefs(NamedTuple):
 
 class _Row(NamedTuple):
     """A word's sparse row: its entries low .. high - 1 of the model's rows, the halvings a
-    search of the whole row needs, and its buckets (sparse_rows.RowBuckets)."""
+    search of the whole row needs, its buckets (sparse_rows.RowBuckets) and its table
+    (sparse_rows.RowTables)."""
     low: jax.Array
     high: jax.Array
     steps: jax.Array
     bucket_base: jax.Array
     bucket_shift: jax.Array
     bucket_steps: jax.Array
+    table_base: jax.Array
+    table_shift: jax.Array
+    table_window: jax.Array
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int):
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
@@ -98,23 +109,27 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
             lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
                                model.dense_tree_total, dense_level_refs, dense_level_widths,
                                "sum", tile, own_mass),
-            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics, tile))
+            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics,
+                                       table_window, tile))
 
     sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
                 block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, tile: Tile):
+                       padded_topics: int, table_window: int, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
     row = _word_row(model, word)
+    in_table = (row.table_window > 0) & (row.table_window <= table_window)
 
     def products(topics, counts, inside, is_own):
         """Term 1's products A_dk (B_vk + beta) / D_k."""
         other = inside & ~is_own
-        _, counts_in_word = _word_count(model, row, topics, other)
+        counts_in_word = jax.lax.cond(
+            in_table, lambda: _table_count(model, row, topics, other, table_window),
+            lambda: _word_count(model, row, topics, other)[1])
         denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
         return jnp.where(other, counts * (counts_in_word.astype(jnp.float32) + beta)
                          / denominators, 0.0)
@@ -154,7 +169,25 @@ def _word_row(model: _ModelRefs, word) -> _Row:
     return _Row(low, high,
                 # halvings for a range of the row's length (one spare: log2 of a float)
                 jnp.log2((high - low).astype(jnp.float32) + 1.0).astype(jnp.int32) + 2,
-                model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word])
+                model.bucket_base[word], model.bucket_shift[word], model.bucket_steps[word],
+                model.table_base[word], model.table_shift[word], model.table_window[word])
+
+
+def _table_count(model: _ModelRefs, row: _Row, topics, mask, window: int):
+    """B_v,topic (0 where absent), elementwise, from the word's table (sparse_rows.RowTables,
+    the row has one of at most `window` slots a lookup): the slots from each topic's home,
+    all loaded before any is compared (sparse_rows.find_in_table)."""
+    shift = row.table_shift
+    home = row.table_base + (topics >> shift)
+    named = topics & ((1 << shift) - 1)
+    values = [plgpu.load(model.table_slots.at[home + offset],
+                         mask=mask & (offset < row.table_window), other=0,
+                         eviction_policy="evict_last") for offset in range(window)]
+    count = jnp.zeros(topics.shape, jnp.int32)
+    for offset, value in enumerate(values):
+        count = jnp.where(table_match(value, offset, named, shift),
+                          value >> (shift + DISPLACEMENT_BITS), count)
+    return count
 
 
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
@@ -205,15 +238,16 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "interpret"))
+                                             "table_window", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
-    saberjax.pallas.sampler).  num_warps, num_stages: Triton's; interpret=None: interpret
-    unless on a GPU."""
+    saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
+    lookup in a row's table loads (a row whose table needs more searches its bucket);
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -221,13 +255,13 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0])
+        padded_topics=model.topic_totals.shape[0], table_window=table_window)
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
                           rows.row_start, rows.topics, rows.counts, *model.buckets,
-                          model.row_prefix, model.row_mass, model.dense_tree_total),
+                          *model.tables, model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
