@@ -17,7 +17,8 @@ from saberjax import mstep, sampler, segmented_count
 class Backend(NamedTuple):
     """The hot operations of one backend; the XLA set is the reference for every other."""
 
-    # (chunk, chunk_state, model, key) -> (word-major topics, doc-major topics)
+    # (chunk, chunk_state, model, key, *, zero_doc_major=True) -> (word-major topics,
+    # doc-major topics: 0, or with zero_doc_major=False maybe unset, where no token is)
     sample_and_shuffle: Callable
     # (chunk, doc-major topics, num_topics) -> (a_pairs, a_nnz), padding tokens not counted
     rebuild_doc_topic: Callable

@@ -88,18 +88,22 @@ def whole_state(chunk: Chunk, chunk_state: ChunkState, hyper: Hyperparams) -> Ch
     return state_of_topics(chunk, chunk_state.topics, hyper)
 
 
-def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams):
-    """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A).
-    Wide pairs are read by the plain-JAX samplers (the kernels load uint32 pairs)."""
+def sample(chunk: Chunk, chunk_state: ChunkState, model: Model, key, hyper: Hyperparams,
+           zero_doc_major: bool = True):
+    """One chunk's E-step: new topics, (word-major, doc-major as long as chunk_state's A; where
+    no token of the chunk is, 0, or without zero_doc_major maybe unset: for a reader of the
+    tokens' positions alone).  Wide pairs are read by the plain-JAX samplers (the kernels
+    load uint32 pairs)."""
     kernels = hyper.backend == "pallas" and not hyper.wide_pairs
     if hyper.sparse and kernels:
         from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415 (GPU kernels)
 
-        return kernel.sample_and_shuffle(chunk, chunk_state, model, key)
-    if hyper.sparse:
-        return sparse_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
-    return backend_ops(hyper.backend if kernels else "xla").sample_and_shuffle(
-        chunk, chunk_state, model, key)
+        sample_and_shuffle = kernel.sample_and_shuffle
+    elif hyper.sparse:
+        sample_and_shuffle = sparse_sampler.sample_and_shuffle
+    else:
+        sample_and_shuffle = backend_ops(hyper.backend if kernels else "xla").sample_and_shuffle
+    return sample_and_shuffle(chunk, chunk_state, model, key, zero_doc_major=zero_doc_major)
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array,

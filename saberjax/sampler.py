@@ -199,9 +199,13 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
         chunk_state.topics.dtype)
 
 
-def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key):
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
+                       zero_doc_major: bool = True):
     """The E-step's new topics, word-major and shuffled to doc-major (the A rebuild's input;
-    as long as A, 0 where no token of the chunk is)."""
+    as long as A, 0 where no token of the chunk is).  zero_doc_major=False lets an
+    implementation leave those positions unset (saberjax.pallas.sampler); this one scatters
+    into zeros either way."""
+    del zero_doc_major
     topics = sample_chunk(chunk, chunk_state, model, key)
     return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,
                                                         chunk_state.a_pairs.shape[0])

@@ -153,8 +153,11 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         chunk_state.topics.dtype)
 
 
-def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key):
-    """The E-step's new topics, word-major and shuffled to doc-major (as long as A)."""
+def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
+                       zero_doc_major: bool = True):
+    """The E-step's new topics, word-major and shuffled to doc-major (as long as A, 0 where no
+    token of the chunk is, with or without zero_doc_major: the kernels' option)."""
+    del zero_doc_major  # the shuffle scatters into zeros
     topics = sample_chunk(chunk, chunk_state, model, key)
     return topics, segmented_count.shuffle_to_doc_major(topics, chunk.doc_major_pos,
                                                         chunk_state.a_pairs.shape[0])

@@ -112,6 +112,35 @@ def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, me
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
 
 
+@pytest.mark.parametrize("partition,mesh", [("words", None), ("hybrid", "1x2")])
+def test_by_word_the_chunks_read_only_their_tokens_of_each_devices_doc_major_topics(
+        monkeypatch, partition, mesh):
+    """By word the iteration asks the E-step not to zero its doc-major output, and each
+    chunk's device takes every position from the device whose share holds its token
+    (WordShares.owner): whatever the other positions hold, the model is the one device's."""
+    needs_local_devices(2)
+    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
+    hyper = Hyperparams.create(40)
+    topics, word_topic, _ = reference(corpus, hyper, 2, seed=5)
+    sample, unzeroed = esca.sample, []
+
+    def sample_leaving_garbage(chunk, chunk_state, model, key, hyper, zero_doc_major=True):
+        word_major, doc_major = sample(chunk, chunk_state, model, key, hyper, zero_doc_major)
+        if not zero_doc_major:
+            unzeroed.append(True)
+            own = jax.numpy.zeros(doc_major.shape, bool).at[chunk.doc_major_pos].set(
+                True, mode="drop")
+            doc_major = jax.numpy.where(own, doc_major, hyper.num_topics // 2 + 3)
+        return word_major, doc_major
+
+    monkeypatch.setattr(esca, "sample", sample_leaving_garbage)
+    placed, state = run_on_mesh(corpus, hyper, 2, 5, num_devices=2, partition=partition,
+                                mesh=mesh, hosts_exchange="topics")
+    assert unzeroed
+    np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
+    np.testing.assert_array_equal(placed.word_topic(state), word_topic)
+
+
 @pytest.mark.parametrize("exchange", ["counts", "topics"])
 def test_the_hosts_exchange_counts_or_topics_to_the_one_device_model(exchange):
     """Exchanging topics, each host counts its word share's B whole from every host's topics

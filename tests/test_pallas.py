@@ -82,6 +82,18 @@ def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, 
     assert np.all(np.asarray(got)[int(chunk.num_tokens):] == 0)
 
 
+def test_sampler_kernel_unzeroed_stores_the_same_topics_at_the_tokens_positions():
+    """zero_doc_major=False: the same draws, and the same topics at every real token's
+    doc-major position (the rest is left unset, so not compared)."""
+    chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=7), 37, seed=7)
+    zeroed = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key)
+    unzeroed = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                                 zero_doc_major=False)
+    np.testing.assert_array_equal(unzeroed[0], zeroed[0])
+    real = np.asarray(chunk.doc_major_pos)[:int(chunk.num_tokens)]
+    np.testing.assert_array_equal(np.asarray(unzeroed[1])[real], np.asarray(zeroed[1])[real])
+
+
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
     """The E-step's work list for any tile size (the layout's Chunk.tile_start at TILE_TOKENS)."""

@@ -126,7 +126,8 @@ def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
     share = corpus.num_tokens
     needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)
               + share * memory.SPARSE_BYTES_PER_TOKEN
-              + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens)
+              + (memory.WORD_PARTITION_BYTES_PER_TOKEN
+                 + memory.DOC_MAJOR_OWNER_BYTES_PER_TOKEN) * corpus.num_tokens)
     assert memory.model_bytes(corpus.num_words, hyper.padded_topics) > needed
     resident = plan(corpus, hyper, 1, device_memory_gb=needed / 1e9)
     assert resident.model_format == "sparse" and resident.partition == "words"

@@ -250,6 +250,15 @@ MEASURED = (
              (191, 86)),
     Measured("4 H100, 2026-11-27, 604b113", 10000, "two-axis topics", 2, 2, NYT, 1629, 5572,
              (205, 93)),
+    # by words, the doc-major topics taken from each token's device instead of summed zeroed
+    # parts; the floors' call
+    Measured("4 H100, 2026-11-28, aa18b63", 1000, "documents", 1, 4, NYT, 2103, 8169,
+             (224, 224)),
+    Measured("4 H100, 2026-11-28, aa18b63", 10000, "words", 1, 4, NYT, 1633, 6105, (306, 306)),
+    Measured("4 H100, 2026-11-28, aa18b63", 1000, "two-axis f16", 2, 2, NYT, 2103, 7778,
+             (222, 97)),
+    Measured("4 H100, 2026-11-28, aa18b63", 10000, "two-axis topics", 2, 2, NYT, 1633, 5606,
+             (217, 89)),
 )
 
 

@@ -33,6 +33,9 @@ BYTES_PER_TOKEN_BOUND = 512
 # Device bytes per corpus token that partition by word adds on every device: every
 # document's A (4) and the doc-major topics of the E-step (2).
 WORD_PARTITION_BYTES_PER_TOKEN = 6
+# Device bytes per token of a device's own chunk that partition by word adds: the owner of
+# each doc-major position (programs.WordShares.owner: int8, int16 past 126 devices).
+DOC_MAJOR_OWNER_BYTES_PER_TOKEN = 2
 # Device bytes per token that A's wide pairs (state.pack_pairs: 8 bytes a pair, not 4) add
 # to a chunk's state, and by word to every document's A gathered.
 WIDE_PAIR_EXTRA_BYTES = 4
@@ -196,12 +199,13 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     (model_bytes), per_token bytes for each token of its share (device_bytes_per_token), and
     by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
     `hosts`, those of its host's documents, and the word rows and topics of its word share
-    on the other hosts, which it holds where the hosts exchange topics), and A's wide pairs'
-    bytes (hyper.wide_pairs).  The sparse model (hyper.sparse) counts sparse_model_bytes for
+    on the other hosts, which it holds where the hosts exchange topics) and the owners of its
+    chunk's doc-major positions, and A's wide pairs' bytes (hyper.wide_pairs).  The sparse model (hyper.sparse) counts sparse_model_bytes for
     the device's share of tokens."""
     share = -(-corpus.num_tokens // num_devices)
     wide = WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0
     extra = ((WORD_PARTITION_BYTES_PER_TOKEN + wide) * -(-corpus.num_tokens // hosts)
+             + DOC_MAJOR_OWNER_BYTES_PER_TOKEN * share
              if partition in ("words", "hybrid") else 0) + wide * share
     if partition == "hybrid":
         extra += PEER_SHARE_BYTES_PER_TOKEN * (hosts - 1) * share

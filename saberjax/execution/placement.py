@@ -34,7 +34,7 @@ from saberjax.execution import (compiled, link_speed, memory, model_placement,
 from saberjax.execution.mesh import (GPUS, HOSTS, by_device, by_device_array, model_rows,
                                      own_devices)
 from saberjax.execution.plan import Plan, hosts_exchange, plan
-from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs
+from saberjax.execution.programs import FLOAT16_EXACT, PeerShares, Programs, WordShares
 from saberjax.execution.streamed_programs import StreamedPrograms
 from saberjax.layout import (Chunk, LayoutPlan, bucket_size, largest_word_share, plan_layout,
                              share_order, word_share_slots_at_once, word_shares)
@@ -117,13 +117,17 @@ class Placement:
         return link_speed.axis_bytes_per_second(
             self.mesh, HOSTS, link_speed.PROBE_BYTES.get(platform, link_speed.PROBE_BYTES["cpu"]))
 
-    @property
-    def program_shares(self):
-        """The programs' shares argument: the word shares (None by document), with their
-        PeerShares where the hosts exchange topics."""
-        if self._unseeded_programs.exchanges_topics:
-            return self.word_shares, self._peer_shares
-        return self.word_shares
+    @functools.cached_property
+    def program_shares(self) -> WordShares | None:
+        """The programs' shares argument of resident slots: by word the WordShares (each
+        device's word share, the owners of its chunk's doc-major positions, its PeerShares
+        where the hosts exchange topics), None by document."""
+        if self.word_shares is None:
+            return None
+        programs = self._unseeded_programs
+        return WordShares(self.word_shares,
+                          programs.doc_major_owners(self.slots, self.word_shares),
+                          self._peer_shares if programs.exchanges_topics else None)
 
     @functools.cached_property
     def _peer_shares(self) -> PeerShares:

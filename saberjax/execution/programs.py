@@ -16,10 +16,13 @@ esca.step's computation.
 
 Partition by word: each device samples its words' tokens (its word share) against every
 document's A, gathered each iteration; the E-step's doc-major topics go back to the devices
-holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  A
-device's state holds the A of every chunk of its words group, gathered at the end of the
-iteration that rebuilt it; the count of B runs while the topics move, B-hat and the trees
-while A moves (_word_finish's barriers).
+holding their documents (all_to_all), and each device keeps its words' rows of B-hat.  The
+E-step leaves the doc-major positions of other devices' tokens unset (not zeroed first):
+each device takes every position of its chunk from the part of the device whose share holds
+its token (WordShares.owner, placed once), so no part needs zeros.  A device's state holds
+the A of every chunk of its words group, gathered at the end of the iteration that rebuilt
+it; the count of B runs while the topics move, B-hat and the trees while A moves
+(_word_finish's barriers).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
 share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
@@ -78,6 +81,18 @@ class PeerShares(NamedTuple):
 
     word: jax.Array
     num_tokens: jax.Array
+
+
+class WordShares(NamedTuple):
+    """The programs' shares argument by word (Placement.program_shares), by device: each
+    device's word share (layout.word_shares), the owners of its own chunk's doc-major
+    positions ([T_pad]: the index along the words axis of the device whose share holds the
+    position's token, 0 where none; Programs.doc_major_owners) and, where the hosts exchange
+    topics, its PeerShares (else None)."""
+
+    share: object  # layout.Chunk
+    owner: jax.Array
+    peers: PeerShares | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -255,8 +270,8 @@ class Programs:
         words' B counted, and the model of its rows and prior alpha (totals summed over the
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
-        share, peers = self._local_shares(shares)
-        chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major)
+        share, owner, peers = local(shares)
+        chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major, owner)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -303,13 +318,6 @@ class Programs:
             return tuple(stacked(self._group_state(local(state))) for state in slot_states)
         return compilation.jit(self._shard_map(body, (self.by_device,), self.by_device))
 
-    def _local_shares(self, shares):
-        """(this device's word share, its PeerShares or None) of the programs' shares
-        argument: the word shares, with their PeerShares where the hosts exchange topics."""
-        if self.exchanges_topics:
-            return local(shares)
-        return local(shares), None
-
     def _peer_counts(self, share, peers: PeerShares, topics, counts):
         """counts plus the share's tokens of every other host, counted from their topics,
         gathered over the documents axis (an integer sum: the order does not matter)."""
@@ -322,16 +330,43 @@ class Programs:
             counts = esca.count_word_topic(peer, peer_topics, counts, self.hyper)
         return counts
 
-    def _own_chunk_topics(self, doc_major):
+    def _own_chunk_topics(self, doc_major, owner=None):
         """Partition by word: the doc-major topics of this device's chunk, from the topics
         every device of the words axis drew for it (doc_major: this device's share's topics
-        at their places in the doc-major space of its group's chunks, 0 elsewhere)."""
+        at their places in the doc-major space of its group's chunks): each position from
+        the part of its owner (WordShares.owner; the other parts' values there are never
+        read, so they may be unset), or, without owners, the parts summed (0 elsewhere)."""
         words = self.size(self.axes.words)
         if words == 1:
             return doc_major
         parts = doc_major.reshape(words, -1)  # the other devices' segments go to them
-        return lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True).sum(
-            axis=0, dtype=doc_major.dtype)
+        received = lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True)
+        if owner is None:
+            return received.sum(axis=0, dtype=doc_major.dtype)
+        own = received[0]
+        for part in range(1, words):
+            own = jnp.where(owner == part, received[part], own)
+        return own
+
+    @functools.cached_property
+    def doc_major_owners(self):
+        """Partition by word: (slots, word shares) -> WordShares.owner of every device [N,
+        T_pad] (int8, int16 past 126 devices of the words axis): each device marks its
+        share's doc-major positions with its index along the words axis (plus one, so that 0
+        is none), and they go to the chunks' devices as the topics do (the marks of padding
+        tokens, past the doc-major space, are dropped)."""
+        words = self.size(self.axes.words)
+        dtype = jnp.int8 if words < 127 else jnp.int16
+
+        def body(slots, shares):
+            marks = jnp.zeros(words * slots[0].word.shape[1], dtype).at[
+                local(shares).doc_major_pos].set(
+                    (lax.axis_index(self.axes.words) + 1).astype(dtype), mode="drop",
+                    unique_indices=True)  # a position a token; padding's past the space
+            owner = self._own_chunk_topics(marks)  # 0 where no token is
+            return jnp.maximum(owner - 1, 0).astype(dtype)[None]
+
+        return compilation.jit(self._shard_map(body, (self.by_device,) * 2, self.by_device))
 
     @functools.cached_property
     def chunk_topics(self):
@@ -350,15 +385,15 @@ class Programs:
 
     @functools.cached_property
     def init(self):
-        """(slots, shares, seed) -> (states, model); shares: the word shares by word (with
-        their PeerShares where the hosts exchange topics: Placement.program_shares)."""
+        """(slots, shares, seed) -> (states, model); shares: the WordShares by word
+        (Placement.program_shares), None by document."""
         def by_document(slots, _, seed):
             states, counts = self._over_slots(self._init_chunk(seed), slots, None,
                                               self._zero_counts())
             return states, self._model_of_partial_counts(counts, self.hyper.initial_alpha())
 
         def by_word(slots, shares, seed):
-            share = self._local_shares(shares)[0]
+            share = local(shares.share)
             return self._word_finish(slots, shares, self.hyper.initial_alpha(),
                                      *esca.initial_topics(share, seed, self.hyper,
                                                           self.size(self.axes.words)
@@ -377,9 +412,9 @@ class Programs:
             return states, self._model_of_partial_counts(counts, model.alpha)
 
         def by_word(slots, shares, slot_states, model, key):
-            share, state = self._local_shares(shares)[0], local(slot_states[0])
-            return self._word_finish(slots, shares, model.alpha,
-                                     *esca.sample(share, state, model, key, self.hyper))
+            share, state = local(shares.share), local(slot_states[0])
+            return self._word_finish(slots, shares, model.alpha, *esca.sample(
+                share, state, model, key, self.hyper, zero_doc_major=False))
 
         return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
                                                (self.by_device,) * 3 + (self.model_spec, P()),

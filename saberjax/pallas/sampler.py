@@ -115,20 +115,25 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
-                 num_warps: int, num_stages: int, interpret: bool | None):
-    """kernel (its refs: inputs, two zeroed arrays aliased to the outputs, the outputs) run
-    over the chunk's tiles: (word-major topics, doc-major topics), padding 0."""
+                 num_warps: int, num_stages: int, interpret: bool | None,
+                 zero_doc_major: bool = True):
+    """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
+    chunk's tiles: (word-major topics, padding 0; doc-major topics, 0 where no token of the
+    chunk is, or unset there without zero_doc_major: then the second array is one unused
+    element and the output is not aliased to it)."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
+    aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
     return pl.pallas_call(
         kernel,
         out_shape=(topics, doc_major),
         grid=(chunk.tile_start.shape[0] - 1,),
-        input_output_aliases={len(inputs): 0, len(inputs) + 1: 1},  # padding keeps the zeros
+        input_output_aliases=aliases,  # padding keeps the zeros
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics), jnp.zeros(doc_major.shape, doc_major.dtype))
+    )(*inputs, jnp.zeros_like(chunk_state.topics),
+      jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
@@ -287,16 +292,18 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
         lambda: jnp.zeros(own.shape, jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "block_reduction",
-                                             "interpret"))
+@functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
+                                             "block_reduction", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
-                       num_warps: int = 1, num_stages: int = 1, block_reduction: str = "sum",
-                       interpret: bool | None = None):
+                       zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
+                       block_reduction: str = "sum", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
 
-    Same contract as saberjax.sampler.sample_and_shuffle.  The tiles are the chunk's
+    Same contract as saberjax.sampler.sample_and_shuffle, but for zero_doc_major=False: the
+    doc-major positions of no token of the chunk are left unset (not written, and not zeroed
+    first), for a reader of its tokens' positions alone.  The tiles are the chunk's
     (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
     H200 (NOTES.md).
@@ -313,4 +320,5 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     inputs = (*tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
-                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret,
+                        zero_doc_major=zero_doc_major)

@@ -246,16 +246,17 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_we
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
-@functools.partial(jax.jit, static_argnames=("num_warps", "num_stages", "table_window",
-                                             "interpret"))
+@functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
+                                             "table_window", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
-                       num_warps: int = 1, num_stages: int = 1,
+                       zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
-    saberjax.sparse_sampler.sample_and_shuffle.  num_warps, num_stages: Triton's;
-    table_window: the slots a lookup in a row's table loads (a row whose table needs more
-    searches its bucket); interpret=None: interpret unless on a GPU."""
+    saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
+    saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
+    lookup in a row's table loads (a row whose table needs more searches its bucket);
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -272,4 +273,5 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
                           *model.tables, model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
-                        num_warps=num_warps, num_stages=num_stages, interpret=interpret)
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret,
+                        zero_doc_major=zero_doc_major)
