@@ -180,11 +180,10 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
                   mesh: str | None = None, hosts_exchanges: tuple[str, ...] = ("auto",),
                   emit=print) -> list[dict]:
     """Benchmark every (device count, partition, chunk size, K, backend, optimize_alpha_every,
-    init_window_topics);
-    emit(json_line) for each record and the summary.  chunk_tokens: PDOW chunk sizes (None:
-    place's default).  init_window_topics: None runs the setting's default for each K
-    (config.default_window_topics).  heldout: (observed, held-out) halves of test documents to
-    score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
+    init_window_topics); emit(json_line) for each record and the summary.  chunk_tokens: PDOW
+    chunk sizes (None: place's default).  init_window_topics: None runs the setting's default
+    for each K (config.default_window_topics).  heldout: (observed, held-out) halves of test
+    documents to score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
     is hybrid or auto (with num_devices 0).  hosts_exchanges: what crosses between the hosts
     of the two-axis mesh (plan.hosts_exchange's settings), each run in turn there."""
     wall_start = time.perf_counter()
