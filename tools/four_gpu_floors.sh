@@ -6,14 +6,17 @@
 # two-axis mesh (hosts_exchange auto) at both K, and the GPU timeline of the 4-GPU iteration
 # by words (tools/iteration_profile.py) in $W/profile.txt; STEPS picks (of "one four
 # documents two profile", all by default); FLAGGED: XLA_FLAGS of a second 4-GPU run; BENCH:
-# the bench flags of every run (tools/two_axis_bench.sh's by default); WINDOWS: windows of
-# iterations (tools/bench_windows.py, e.g. 4-8,21-40) to print every run's speed-up over.
+# the bench flags of every run (by default 20 timed iterations after 40 of warm-up, where the
+# speed-ups from either initial topics have met); WINDOWS: windows of iterations
+# (tools/bench_windows.py, e.g. 4-8,41-60) to print every run's speed-up over.
 # Run from this tree's root with OUT set; logs and records under W, packed into
 # $OUT/runs.tgz, the steady rates printed.
 set -u
 W=${W:-/tmp/four_gpu_floors}; rm -rf "$W"; mkdir -p "$W"
 TOOL=$PWD/tools/two_axis_bench.sh
 STEPS=${STEPS:-one four documents two profile}
+export BENCH=${BENCH:---backends=pallas --optimize_alpha_every=0 --iterations=20 --warmup=40 \
+    --phases=false --phase_repeats=3}
 [[ $STEPS == *one* ]] && OUT=$W/one STEP=${ONE_STEP:-80} STEPS=one TOPICS=${ONE_TOPICS:-1000,10000} \
     bash "$TOOL"
 [[ $STEPS == *four* ]] && OUT=$W/new4 STEP=${FOUR_STEP:-45} STEPS=four PARTITIONS=words \
