@@ -21,9 +21,9 @@ E-step leaves the doc-major positions of other devices' tokens unset (not zeroed
 each device takes every position of its chunk from the part of the device whose share holds
 its token (WordShares.owner, placed once), so no part needs zeros.  A device's state holds
 the A of every chunk of its words group, gathered at the end of the iteration that rebuilt
-it; the count of B and its row totals run while the topics move, B-hat and the trees while
-A moves (_word_finish's barriers), and the count's zeros are made on a GPU stream of their
-own, beside the E-step.
+it; the count of B runs while the topics move, B-hat and the trees while A moves
+(_word_finish's barriers), and the count's zeros are made on a GPU stream of their own, beside
+the E-step.
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
 share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
@@ -280,7 +280,7 @@ class Programs:
         mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
         whole from every host's topics)."""
         share, owner, peers = local(shares)
-        chunk, parts = local(slots[0]), self._received_parts(doc_major)
+        chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major, owner)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
@@ -290,15 +290,14 @@ class Programs:
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first
-            state = esca.chunk_state_from_topics(chunk, topics, self._owned(parts, owner),
-                                                 self.hyper)
+            state = esca.chunk_state_from_topics(chunk, topics, own_topics, self.hyper)
             return (stacked(self._group_state(state)),), self._model_of_partial_counts(
                 counts, alpha)
-        # the received topics read once the row totals are counted, these summed once A is
-        # rebuilt: the count and the totals run while the topics move, B-hat while A moves
-        parts, totals = lax.optimization_barrier((parts, self._row_totals(counts)))
+        # A rebuilt once the row totals are counted, they summed once A is rebuilt: the
+        # count runs while the topics move, B-hat while A moves
+        own_topics, totals = lax.optimization_barrier((own_topics, self._row_totals(counts)))
         state, totals = lax.optimization_barrier((esca.chunk_state_from_topics(
-            chunk, topics, self._owned(parts, owner), self.hyper), totals))
+            chunk, topics, own_topics, self.hyper), totals))
         return (stacked(self._group_state(state)),), self._model_of_rows(
             counts, alpha, self._mesh_totals(totals))
 
@@ -347,24 +346,16 @@ class Programs:
         at their places in the doc-major space of its group's chunks): each position from
         the part of its owner (WordShares.owner; the other parts' values there are never
         read, so they may be unset), or, without owners, the parts summed (0 elsewhere)."""
-        return self._owned(self._received_parts(doc_major), owner)
-
-    def _received_parts(self, doc_major):
-        """The parts of this device's chunk's doc-major topics that each device of the words
-        axis drew [words, T_pad]: doc_major's segments, all_to_all (_own_chunk_topics)."""
-        parts = doc_major.reshape(self.size(self.axes.words), -1)
-        if len(parts) == 1:
-            return parts
-        return lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True)
-
-    @staticmethod
-    def _owned(parts, owner=None):
-        """The chunk's doc-major topics of its received parts (_own_chunk_topics)."""
-        if owner is None or len(parts) == 1:
-            return parts.sum(axis=0, dtype=parts.dtype)
-        own = parts[0]
-        for part in range(1, len(parts)):
-            own = jnp.where(owner == part, parts[part], own)
+        words = self.size(self.axes.words)
+        if words == 1:
+            return doc_major
+        parts = doc_major.reshape(words, -1)  # the other devices' segments go to them
+        received = lax.all_to_all(parts, self.axes.words, 0, 0, tiled=True)
+        if owner is None:
+            return received.sum(axis=0, dtype=doc_major.dtype)
+        own = received[0]
+        for part in range(1, words):
+            own = jnp.where(owner == part, received[part], own)
         return own
 
     @functools.cached_property
