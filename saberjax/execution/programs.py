@@ -59,7 +59,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental.compute_on import compute_on
-from jax.experimental.xla_metadata import set_xla_metadata
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -75,7 +74,6 @@ from saberjax.state import ChunkState, Model
 # the corpus travel as float16 between hosts, exactly (FLOAT16_COUNT_WORDS).
 FLOAT16_EXACT = 2048
 HOSTS_EXCHANGES = ("counts", "topics")
-SCHEDULING_GROUP = 1  # by word: the E-step and the count's zeros (Programs._sampled)
 
 
 class PeerShares(NamedTuple):
@@ -189,15 +187,6 @@ class Programs:
         return compute_on(compute_type="gpu_stream:1",
                           out_memory_spaces=jax.memory.Space.Device)(self._zero_counts)()
 
-    def _sampled(self, share, state, model, key):
-        """Partition by word: the E-step's topics (word-major, doc-major) and the count's
-        zeros, in one scheduling group of XLA's (_scheduling_group_id), which puts the zeros'
-        stream between the E-step's start and end: else XLA may have the E-step wait for them."""
-        with set_xla_metadata(_scheduling_group_id=SCHEDULING_GROUP):
-            zeros = self._zero_counts_beside()
-            return (*esca.sample(share, state, model, key, self.hyper, zero_doc_major=False),
-                    zeros)
-
     def _row_totals(self, rows):
         """The topic totals of this device's rows of B."""
         if self.hyper.sparse:
@@ -284,7 +273,7 @@ class Programs:
         return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
                                                             self.hyper)
 
-    def _word_finish(self, slots, shares, alpha, topics, doc_major, zeros):
+    def _word_finish(self, slots, shares, alpha, topics, doc_major):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
         words' B counted, and the model of its rows and prior alpha (totals summed over the
@@ -296,7 +285,8 @@ class Programs:
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
         else:
-            counts = esca.count_word_topic(share, topics, zeros, self.hyper)
+            counts = esca.count_word_topic(share, topics, self._zero_counts_beside(),
+                                           self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first
@@ -417,8 +407,7 @@ class Programs:
             return self._word_finish(slots, shares, self.hyper.initial_alpha(),
                                      *esca.initial_topics(share, seed, self.hyper,
                                                           self.size(self.axes.words)
-                                                          * slots[0].word.shape[1]),
-                                     self._zero_counts_beside())
+                                                          * slots[0].word.shape[1]))
 
         return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
                                                (self.by_device, self.by_device, P()),
@@ -434,8 +423,8 @@ class Programs:
 
         def by_word(slots, shares, slot_states, model, key):
             share, state = local(shares.share), local(slot_states[0])
-            return self._word_finish(slots, shares, model.alpha,
-                                     *self._sampled(share, state, model, key))
+            return self._word_finish(slots, shares, model.alpha, *esca.sample(
+                share, state, model, key, self.hyper, zero_doc_major=False))
 
         return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
                                                (self.by_device,) * 3 + (self.model_spec, P()),
