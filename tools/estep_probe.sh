@@ -1,0 +1,45 @@
+#!/bin/bash
+# The E-step's probe kernels (tools/estep_probe.py) beside the baseline kernel on the NYTimes
+# shape (docs/measurements/roofline.md, run 14), four GPUs at once, one process each:
+#   GPU 0, 1: tools/sampler_sweep.py at K = 1,000 / 10,000 (the state after 3 iterations):
+#             the roofline floor, and the sample phase of the baseline and of each probe
+#   GPU 2, 3: Nsight Compute over one launch of each on the same states (K = 10,000 / 1,000):
+#             duration, instructions executed, issue rate, warp stalls, memory throughput
+# BASELINE: a sampler.py (main's in the device copy by default).  Logs in $OUT/probe.tgz.
+# Run from the worktree root on the device machine: bash tools/estep_probe.sh
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/estep_probe_out}
+LOGS=$(mktemp -d)
+BASELINE=${BASELINE:-../../saberjax/pallas/sampler.py}
+PROBE=tools/estep_probe.py
+VARIANTS=${VARIANTS:-"a:file=$PROBE,probe=a;ab:file=$PROBE,probe=ab;abt:file=$PROBE,probe=abt"}
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm,power.limit --format=csv \
+    > "$LOGS/gpu.csv" 2>&1
+git log -1 --format=%H > "$LOGS/commit.txt" 2>&1
+
+sweep() {  # gpu, K
+    CUDA_VISIBLE_DEVICES=$1 timeout "${SWEEP_SECONDS:-170}" python3 tools/sampler_sweep.py \
+        --baseline="$BASELINE" --variants="$VARIANTS" --repeats=5 --synth_preset=nytimes \
+        --num_topics="$2" --iterations=3 --full_run=false --output="$LOGS/sweep_$2.jsonl" \
+        > /dev/null 2> "$LOGS/sweep_$2.err"
+    echo "sweep $2 rc=$?" >> "$LOGS/rc.txt"
+}
+profile() {  # gpu, K
+    CUDA_VISIBLE_DEVICES=$1 timeout "${NCU_SECONDS:-200}" "$NCU" --profile-from-start off \
+        --clock-control none --kernel-name 'regex:saber_sample|estep_probe' \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+        --section SchedulerStats --section WarpStateStats --section Occupancy \
+        --section LaunchStats --section MemoryWorkloadAnalysis -o "/tmp/probe_ncu_$2" -f \
+        python3 tools/sampler_sweep.py --baseline="$BASELINE" --variants="$VARIANTS" \
+        --synth_preset=nytimes --num_topics="$2" --iterations=3 --full_run=false --profile \
+        > "$LOGS/ncu_run_$2.log" 2>&1
+    echo "ncu $2 rc=$?" >> "$LOGS/rc.txt"
+    "$NCU" -i "/tmp/probe_ncu_$2.ncu-rep" --page details --csv > "$LOGS/ncu_$2.csv" 2>&1
+}
+sweep 0 1000 & sweep 1 10000 & profile 2 10000 & profile 3 1000 &
+wait
+tar -czf "$OUT/probe.tgz" -C "$LOGS" .
+cat "$LOGS/rc.txt"
