@@ -4,7 +4,8 @@
 #   GPU 0, 1: tools/sampler_sweep.py at K = 1,000 / 10,000 (the state after 3 iterations):
 #             the roofline floor, and the sample phase of the baseline and of each probe
 #   GPU 2, 3: Nsight Compute over one launch of each on the same states (K = 10,000 / 1,000):
-#             duration, instructions executed, issue rate, warp stalls, memory throughput
+#             duration, instructions executed, issue rate, pipes, warp stalls, memory (the
+#             raw page: every metric the sections collected)
 # BASELINE: a sampler.py (main's in the device copy by default).  Logs in $OUT/probe.tgz.
 # Run from the worktree root on the device machine: bash tools/estep_probe.sh
 set -u
@@ -38,6 +39,7 @@ profile() {  # gpu, K
         > "$LOGS/ncu_run_$2.log" 2>&1
     echo "ncu $2 rc=$?" >> "$LOGS/rc.txt"
     "$NCU" -i "/tmp/probe_ncu_$2.ncu-rep" --page details --csv > "$LOGS/ncu_$2.csv" 2>&1
+    "$NCU" -i "/tmp/probe_ncu_$2.ncu-rep" --page raw --csv 2>&1 | gzip > "$LOGS/ncu_raw_$2.csv.gz"
 }
 sweep 0 1000 & sweep 1 10000 & profile 2 10000 & profile 3 1000 &
 wait
