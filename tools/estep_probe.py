@@ -12,6 +12,7 @@ sample_tile (token lists, doc metadata, the token's random state, both topic sto
 probe reads per block of 32 nonzeros of each token's A row, `probe`:
 
     a      the packed pairs (masked to the row), summed as integers
+    a2     a with the pairs of the next two blocks in flight instead of the next one
     ab     the pairs, and the tile word's B-hat at each pair's topic (masked to the row),
            each count times its B-hat summed per lane: the kernel's loads of its block loop
     abt    ab, then per token the kernel's after-loop loads (own topic's B-hat, alpha, the
@@ -40,13 +41,14 @@ from saberjax.sampler import dense_mass
 from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH
 
-PROBES = ("a", "ab", "abt")
+PROBES = ("a", "a2", "ab", "abt")
 
 
-def probe_lanes(a_pairs_ref, bhat_ref, tile: sampler.Tile, gather: bool):
+def probe_lanes(a_pairs_ref, bhat_ref, tile: sampler.Tile, gather: bool, ahead: int = 1):
     """Per lane: the sum of the pairs (gather False) or of count times B-hat at the topic
-    (gather True) over the token's A row, one block of 32 nonzeros a loop step, the next
-    block's pairs loaded last in the step as the kernel loads them."""
+    (gather True) over the token's A row, one block of 32 nonzeros a loop step, the pairs of
+    the `ahead` blocks after it in flight (loaded last in the step, as the kernel loads the
+    next block's)."""
     lanes, tile_tokens = warp.lane_offsets(), tile.own.shape[0]
 
     def load_block(block):
@@ -56,7 +58,8 @@ def probe_lanes(a_pairs_ref, bhat_ref, tile: sampler.Tile, gather: bool):
         return inside, pairs
 
     def visit_block(block, carry):
-        acc, (inside, pairs) = carry
+        acc, blocks = carry
+        inside, pairs = blocks[0]
         if gather:
             topics, counts = unpack_pairs(pairs, bhat_ref.shape[1])
             weights = plgpu.load(bhat_ref.at[tile.word, topics], mask=inside, other=0.0,
@@ -64,11 +67,12 @@ def probe_lanes(a_pairs_ref, bhat_ref, tile: sampler.Tile, gather: bool):
             acc = acc + counts.astype(jnp.float32) * weights.astype(jnp.float32)
         else:
             acc = acc + pairs.astype(jnp.int32)
-        return acc, load_block(block + 1)
+        return acc, (*blocks[1:], load_block(block + ahead))
 
     acc, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
-        (jnp.zeros((tile_tokens, WIDTH), jnp.float32 if gather else jnp.int32), load_block(0)))
+        (jnp.zeros((tile_tokens, WIDTH), jnp.float32 if gather else jnp.int32),
+         tuple(load_block(block) for block in range(ahead))))
     return acc
 
 
@@ -76,9 +80,14 @@ def probe_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_
                  level_widths: tuple[int, ...], probe: str, tile: sampler.Tile):
     """The probe's stored topic of each token of a tile (the module docstring)."""
     bhat_ref, word, own, real = level_refs[-1], tile.word, tile.own, tile.real
-    acc = probe_lanes(a_pairs_ref, bhat_ref, tile, gather=probe != "a")
+    acc = probe_lanes(a_pairs_ref, bhat_ref, tile, gather=probe.startswith("ab"),
+                      ahead=2 if probe == "a2" else 1)
     total = jnp.sum(acc, axis=1)
-    low_bits = (total if probe == "a" else jax.lax.bitcast_convert_type(total, jnp.int32)) & 1023
+    if probe.startswith("ab"):
+        total_bits = jax.lax.bitcast_convert_type(total, jnp.int32)
+    else:
+        total_bits = total
+    low_bits = total_bits & 1023
     if probe != "abt":  # a tree walk no token takes (nnz >= 0): the kernel's layout
         return jnp.where(tile.nnz < 0, sampler.tree_topic(
             level_refs, alpha_ref, level_widths, word, real & (tile.nnz < 0),
