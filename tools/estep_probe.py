@@ -19,8 +19,11 @@ probe reads per block of 32 nonzeros of each token's A row, `probe`:
            denominator, the tree's total) and its branch: the tokens the kernel would send to
            the dense part descend the word's tree (saberjax.pallas.sampler.tree_topic)
 
-The topics a probe stores are not draws (they are the lane sums' low bits, or the tree's
-topic): sampler_sweep reports them as mismatches.  What a probe leaves out is the kernel's
+Every probe keeps the kernel's tree walk in its program, `a` and `ab` one no token takes (a row
+shorter than 0): without any tree load Triton lays the whole program out differently, with
+more instructions a block (docs/measurements/roofline.md, run 5).  The topics a probe stores
+are not draws (the lane sums' low bits, or the tree's topic):
+sampler_sweep reports them as mismatches.  What a probe leaves out is the kernel's
 arithmetic: the own-topic test and count, the per-block uniform, the weighted reservoirs,
 and the lane search.
 """
@@ -31,7 +34,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl  # noqa: F401  (the kernel's refs are Pallas')
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
