@@ -18,6 +18,10 @@ probe reads per block of 32 nonzeros of each token's A row, `probe`:
     abt    ab, then per token the kernel's after-loop loads (own topic's B-hat, alpha, the
            denominator, the tree's total) and its branch: the tokens the kernel would send to
            the dense part descend the word's tree (saberjax.pallas.sampler.tree_topic)
+    ap     a in `programs` persistent programs (default: as many one-warp programs as an
+           H100 holds), each taking every programs-th tile, the next tile's token lists and
+           doc metadata loaded before this tile's block loop: a with the tiles' chains of
+           dependent loads overlapped (no tree walk, no random state)
 
 Every probe keeps the kernel's tree walk in its program, `a` and `ab` one no token takes (a row
 shorter than 0): without any tree load Triton lays the whole program out differently, with
@@ -34,16 +38,18 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.pallas import sampler, warp
+from saberjax.pallas import sampler, scatter, warp
 from saberjax.sampler import dense_mass
 from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH
 
-PROBES = ("a", "a2", "ab", "abt")
+PROBES = ("a", "a2", "ab", "abt", "ap")
+PERSISTENT_PROGRAMS = 132 * 32  # one-warp programs an H100 holds at once
 
 
 def probe_lanes(a_pairs_ref, bhat_ref, tile: sampler.Tile, gather: bool, ahead: int = 1):
@@ -120,19 +126,66 @@ def _probe_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tupl
         probe, tile), tile_tokens=tile_tokens, block_tokens=block_tokens)
 
 
-@functools.partial(jax.jit, static_argnames=("probe", "num_warps", "interpret"))
+def _persistent_kernel(*refs, tile_tokens: int, level_widths: tuple[int, ...], programs: int):
+    """Probe `ap` (the module docstring): program_id's tiles, pid + k * programs."""
+    (_, _, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref,
+     _) = refs[:sampler.TILE_INPUTS]
+    alpha_ref, _, a_pairs_ref = refs[sampler.TILE_INPUTS:sampler.TILE_INPUTS + 3]
+    level_refs, (topics_ref, doc_major_topics_ref) = refs[sampler.TILE_INPUTS + 4:-4], refs[-2:]
+    num_tiles, pid = tile_start_ref.shape[0] - 1, pl.program_id(0)
+
+    def prologue(tile):
+        """A tile's word, positions, real tokens, doc-major positions, A row starts and
+        lengths (no real token past the last tile)."""
+        first = tile_start_ref[jnp.minimum(tile, num_tiles)]
+        end = tile_start_ref[jnp.minimum(tile + 1, num_tiles)]
+        positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
+        real = positions < end
+        doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
+        return (word_ref[jnp.minimum(first, word_ref.shape[0] - 1)], positions, real,
+                plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0),
+                plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
+                plgpu.load(a_nnz_ref.at[doc], mask=real, other=0))
+
+    def visit_tile(k, current):
+        following = prologue(pid + (k + 1) * programs)  # in flight during this tile's loop
+        word, positions, real, doc_major_pos, start, nnz = current
+        zeros = jnp.zeros(tile_tokens, jnp.int32)
+        total = jnp.sum(probe_lanes(a_pairs_ref, None, sampler.Tile(
+            word=word, own=zeros, start=start, nnz=nnz, state=zeros, real=real),
+            gather=False), axis=1)
+        topic = jnp.where(nnz < 0, sampler.tree_topic(  # none taken: the kernel's layout
+            level_refs, alpha_ref, level_widths, word, real & (nnz < 0),
+            lambda: total.astype(jnp.float32), zeros, lambda: zeros.astype(jnp.float32)),
+            total & 1023).astype(topics_ref.dtype)
+        plgpu.store(topics_ref.at[positions], topic, mask=real)
+        scatter(doc_major_topics_ref, doc_major_pos, topic, real)
+        return following
+
+    jax.lax.fori_loop(0, (num_tiles - pid + programs - 1) // programs, visit_tile,
+                      prologue(pid))
+
+
+@functools.partial(jax.jit, static_argnames=("probe", "num_warps", "programs", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
-                       probe: str = "ab", num_warps: int = 1, interpret: bool | None = None):
+                       probe: str = "ab", num_warps: int = 1,
+                       programs: int = PERSISTENT_PROGRAMS, interpret: bool | None = None):
     """The probe `probe` over the chunk's tiles, called as the library's kernel is:
-    (word-major topics, doc-major topics)."""
+    (word-major topics, doc-major topics); programs: probe `ap`'s."""
     if probe not in PROBES:
         raise ValueError(f"probe {probe!r} is not one of {PROBES}")
     levels = tuple(model.tree) + (model.bhat,)
-    kernel = functools.partial(_probe_kernel, tile_tokens=chunk.tile_tokens,
-                               block_tokens=chunk.block_tokens,
-                               level_widths=tuple(level.shape[1] for level in levels),
-                               probe=probe)
+    if probe == "ap":
+        kernel = functools.partial(_persistent_kernel, tile_tokens=chunk.tile_tokens,
+                                   level_widths=tuple(level.shape[1] for level in levels),
+                                   programs=programs)
+    else:
+        kernel = functools.partial(_probe_kernel, tile_tokens=chunk.tile_tokens,
+                                   block_tokens=chunk.block_tokens,
+                                   level_widths=tuple(level.shape[1] for level in levels),
+                                   probe=probe)
     inputs = (*sampler.tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return sampler.call_sampler(kernel, inputs, chunk, chunk_state, name="estep_probe",
-                                num_warps=num_warps, num_stages=1, interpret=interpret)
+                                num_warps=num_warps, num_stages=1, interpret=interpret,
+                                num_programs=programs if probe == "ap" else None)

@@ -23,6 +23,8 @@ WIDER="a2:file=$PROBE,probe=a2;a_t16w2:file=$PROBE,probe=a,tile_tokens=16,num_wa
 WIDER="$WIDER;a_t32w4:file=$PROBE,probe=a,tile_tokens=32,num_warps=4"
 WIDER="$WIDER;abt_t16w2:file=$PROBE,probe=abt,tile_tokens=16,num_warps=2"
 WIDER="$WIDER;kernel_t16w2:tile_tokens=16,num_warps=2"
+# a with the next tile's prologue in flight during this tile's loop (persistent programs)
+WIDER="$WIDER;ap:file=$PROBE,probe=ap;ap_half:file=$PROBE,probe=ap,programs=2112"
 VARIANTS=${VARIANTS:-"$PROFILED;$WIDER"}
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-$PROFILED}
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
