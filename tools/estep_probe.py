@@ -19,9 +19,9 @@ probe reads per block of 32 nonzeros of each token's A row, `probe`:
            denominator, the tree's total) and its branch: the tokens the kernel would send to
            the dense part descend the word's tree (saberjax.pallas.sampler.tree_topic)
     ap     a in `programs` persistent programs (default: as many one-warp programs as an
-           H100 holds), each taking every programs-th tile, the next tile's token lists and
-           doc metadata loaded before this tile's block loop: a with the tiles' chains of
-           dependent loads overlapped (no tree walk, no random state)
+           H100 holds), each taking every programs-th tile, the chain of loads before a
+           tile's block loop issued over the three tiles before it: a with the tiles' chains
+           of dependent loads overlapped by the block loops (no random state)
 
 Every probe keeps the kernel's tree walk in its program, `a` and `ab` one no token takes (a row
 shorter than 0): without any tree load Triton lays the whole program out differently, with
@@ -127,28 +127,39 @@ def _probe_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tupl
 
 
 def _persistent_kernel(*refs, tile_tokens: int, level_widths: tuple[int, ...], programs: int):
-    """Probe `ap` (the module docstring): program_id's tiles, pid + k * programs."""
+    """Probe `ap` (the module docstring): program_id's tiles pid + k * programs, the chain of
+    dependent loads before a tile's block loop spread over the three loop steps before its
+    own (tile list, then token lists, then doc metadata), so each load has a tile's loop to
+    land in."""
     (_, _, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref, doc_start_ref, a_nnz_ref,
      _) = refs[:sampler.TILE_INPUTS]
     alpha_ref, _, a_pairs_ref = refs[sampler.TILE_INPUTS:sampler.TILE_INPUTS + 3]
     level_refs, (topics_ref, doc_major_topics_ref) = refs[sampler.TILE_INPUTS + 4:-4], refs[-2:]
     num_tiles, pid = tile_start_ref.shape[0] - 1, pl.program_id(0)
 
-    def prologue(tile):
-        """A tile's word, positions, real tokens, doc-major positions, A row starts and
-        lengths (no real token past the last tile)."""
-        first = tile_start_ref[jnp.minimum(tile, num_tiles)]
-        end = tile_start_ref[jnp.minimum(tile + 1, num_tiles)]
+    def tile_list(k):
+        """Where the program's k-th tile starts and ends (empty past the last tile)."""
+        tile = pid + k * programs
+        return (tile_start_ref[jnp.minimum(tile, num_tiles)],
+                tile_start_ref[jnp.minimum(tile + 1, num_tiles)])
+
+    def token_lists(first, end):
+        """A tile's word, positions, real tokens, doc-major positions and documents."""
         positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
         real = positions < end
-        doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
         return (word_ref[jnp.minimum(first, word_ref.shape[0] - 1)], positions, real,
                 plgpu.load(doc_major_pos_ref.at[positions], mask=real, other=0),
+                plgpu.load(doc_ref.at[positions], mask=real, other=0))
+
+    def doc_metadata(word, positions, real, doc_major_pos, doc):
+        """The tile with its A rows' starts and lengths."""
+        return (word, positions, real, doc_major_pos,
                 plgpu.load(doc_start_ref.at[doc], mask=real, other=0),
                 plgpu.load(a_nnz_ref.at[doc], mask=real, other=0))
 
-    def visit_tile(k, current):
-        following = prologue(pid + (k + 1) * programs)  # in flight during this tile's loop
+    def visit_tile(k, carry):
+        third, second, current = carry  # tiles k + 2, k + 1 (two stages on), k (loaded)
+        following = (tile_list(k + 3), token_lists(*third), doc_metadata(*second))
         word, positions, real, doc_major_pos, start, nnz = current
         zeros = jnp.zeros(tile_tokens, jnp.int32)
         total = jnp.sum(probe_lanes(a_pairs_ref, None, sampler.Tile(
@@ -162,8 +173,8 @@ def _persistent_kernel(*refs, tile_tokens: int, level_widths: tuple[int, ...], p
         scatter(doc_major_topics_ref, doc_major_pos, topic, real)
         return following
 
-    jax.lax.fori_loop(0, (num_tiles - pid + programs - 1) // programs, visit_tile,
-                      prologue(pid))
+    start = (tile_list(2), token_lists(*tile_list(1)), doc_metadata(*token_lists(*tile_list(0))))
+    jax.lax.fori_loop(0, (num_tiles - pid + programs - 1) // programs, visit_tile, start)
 
 
 @functools.partial(jax.jit, static_argnames=("probe", "num_warps", "programs", "interpret"))
