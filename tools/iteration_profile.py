@@ -1,8 +1,8 @@
 """The GPU timeline of resident iterations: which kernels and collectives run when, on which
 stream, for one device, and every device's long kernels on the trace's one clock
-(jax.profiler's trace, summarised here so that what comes back is a short text).  Shows
-whether a collective overlaps compute, and which device the others wait for at a collective
-(docs/measurements/multi_gpu.md).
+(jax.profiler's trace, summarised here so that what comes back is a short text), with NCCL's
+channels as the launchers set them (cli.NCCL_CHANNELS).  Shows whether a collective overlaps
+compute, and which device the others wait for at a collective (docs/measurements/multi_gpu.md).
 
     python tools/iteration_profile.py --corpus=/tmp/two_axis_nytimes --num_topics=10000 \
         --partition=words --num_devices=4 --trace_dir=/tmp/profile
@@ -12,10 +12,12 @@ whether a collective overlaps compute, and which device the others wait for at a
 from __future__ import annotations
 
 import collections
+import os
 
 import jax
 from absl import app, flags
 
+from saberjax import cli
 from saberjax.config import Hyperparams
 from saberjax.corpus import load_corpus
 from saberjax.execution.placement import place
@@ -50,6 +52,7 @@ def _line(start, duration, stream, name, first) -> str:
 
 
 def main(_):
+    os.environ.setdefault(cli.NCCL_CHANNELS_ENV, cli.NCCL_CHANNELS)  # as the launchers run
     corpus = load_corpus(FLAGS.corpus)
     placed = place(corpus, Hyperparams.create(FLAGS.num_topics, backend=FLAGS.backend),
                    FLAGS.num_devices, partition=FLAGS.partition, mesh=FLAGS.mesh,
