@@ -136,21 +136,10 @@ def test_each_k_of_a_list_runs_on_the_partition_auto_plans_for_it():
     assert [(r["K"], r["partition"]) for r in results] == [(60, "words"), (8, "documents")]
 
 
-def test_test_fraction_trains_on_the_rest_and_scores_the_held_out_documents(
+def test_each_init_window_topics_value_is_a_run_of_its_own_scored_on_the_held_out_documents(
         bench_flags, parse, capsys, tmp_path):
-    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=2)
-    save_native(corpus, tmp_path / "tiny")
-    lines = run_main(bench_flags, parse, capsys, f"--corpus={tmp_path / 'tiny'}", "--num_topics=4",
-                     "--iterations=2", "--warmup=0", "--phases=false", "--copy_mib=4",
-                     "--test_fraction=0.25")
-    result, summary = lines
-    assert result["D"] == 30  # 10 of the 40 documents held out
-    assert -np.log(30) - 1 < result["heldout_loglik_per_token"] < 0
-    assert summary["results"][0]["heldout_loglik_per_token"] == result["heldout_loglik_per_token"]
-
-
-def test_each_init_window_topics_value_is_a_run_of_its_own(bench_flags, parse, capsys,
-                                                          tmp_path):
+    """Each --init_window_topics value is a run of its own, and --test_fraction has each
+    train on the rest and score the held-out documents."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=3)
     save_native(corpus, tmp_path / "tiny")
     for bad in ("-1", "4,x", "automatic"):
@@ -158,11 +147,15 @@ def test_each_init_window_topics_value_is_a_run_of_its_own(bench_flags, parse, c
             parse(f"--init_window_topics={bad}")
     *results, summary = run_main(bench_flags, parse, capsys, f"--corpus={tmp_path / 'tiny'}",
                                  "--num_topics=8", "--iterations=1", "--warmup=0",
-                                 "--phases=false", "--copy_mib=4",
+                                 "--phases=false", "--copy_mib=4", "--test_fraction=0.25",
                                  "--init_window_topics=0,2,auto")
     # auto: the setting's default for the K, uniform at K = 8
     assert [r["init_window_topics"] for r in results] == [0, 2, 0]
     assert [r["init_window_topics"] for r in summary["results"]] == [0, 2, 0]
+    for result, summarised in zip(results, summary["results"]):
+        assert result["D"] == 30  # 10 of the 40 documents held out
+        assert -np.log(30) - 1 < result["heldout_loglik_per_token"] < 0
+        assert summarised["heldout_loglik_per_token"] == result["heldout_loglik_per_token"]
 
 
 def test_unknown_backend_or_bad_k_is_a_flag_error(parse, bench_flags):

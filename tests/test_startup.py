@@ -78,8 +78,12 @@ def train(tmp_path, *flags):
 
 
 def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_path):
-    uci_folder(tmp_path / "uci", random_corpus(num_docs=40, seed=5))
-    first = train(tmp_path, f"--output={tmp_path / 'run1'}")
+    """The timing line ends the log, the corpus, layout and compiled iteration are cached,
+    --save_doc_topics writes every document's proportions, and a second run reads the
+    cached copy and, with --overwrite, replaces the run directory holding them."""
+    corpus = random_corpus(num_docs=40, seed=5)
+    uci_folder(tmp_path / "uci", corpus)
+    first = train(tmp_path, f"--output={tmp_path / 'run'}", "--save_doc_topics")
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
     last_log_line = first.stderr.strip().splitlines()[-1]
     assert re.search(r"time: load \d+\.\d\d s, layout \d+\.\d\d s, transfer \d+\.\d\d s, init "
@@ -89,44 +93,38 @@ def test_train_logs_where_the_time_went_and_reads_the_corpus_from_the_cache(tmp_
     assert (entry / "corpus" / "word_ids.npy").is_file()
     assert any((tmp_path / "cache" / "xla").iterdir())  # the compiled iteration, kept
     (layout,) = (tmp_path / "cache" / "layouts").iterdir()  # read by the second run
+    first_model = TopicModel.load(tmp_path / "run")
+    theta = np.load(tmp_path / "run" / "doc_topics.npy")
+    assert theta.shape == (40, 4) and theta.dtype == np.float32
+    np.testing.assert_allclose(theta.sum(axis=1), 1, rtol=1e-5)
+    np.testing.assert_allclose(theta, first_model.transform(corpus), atol=1e-6)
     # the second run reads the cached copy: same model, and its source may even be gone
     (tmp_path / "uci" / "docword.txt").rename(tmp_path / "docword.txt")
     assert run_launcher("train.py", f"--corpus={tmp_path / 'uci'}", "--num_topics=4",
                         f"--cache_dir={tmp_path / 'cache'}", f"--output={tmp_path / 'x'}"
                         ).returncode == 1  # the key needs the source: never a stale copy
     (tmp_path / "docword.txt").rename(tmp_path / "uci" / "docword.txt")
-    train(tmp_path, f"--output={tmp_path / 'run2'}")
-    first_model, second_model = (TopicModel.load(tmp_path / run) for run in ("run1", "run2"))
+    # a run directory holding doc_topics.npy is still the run's own: --overwrite replaces it
+    train(tmp_path, f"--output={tmp_path / 'run'}", "--overwrite")
+    assert not (tmp_path / "run" / "doc_topics.npy").exists()
+    second_model = TopicModel.load(tmp_path / "run")
     np.testing.assert_array_equal(first_model.word_topic_counts, second_model.word_topic_counts)
     assert first_model.config["corpus_fingerprint"] == second_model.config["corpus_fingerprint"]
 
 
-def test_save_doc_topics_writes_every_corpus_documents_proportions_and_nocache_no_entry(
-        tmp_path):
-    corpus = random_corpus(num_docs=30, seed=7)
-    uci_folder(tmp_path / "uci", corpus)
-    train(tmp_path, f"--output={tmp_path / 'run'}", "--save_doc_topics", "--nocache")
-    assert not (tmp_path / "cache").exists()
-    theta = np.load(tmp_path / "run" / "doc_topics.npy")
-    assert theta.shape == (30, 4) and theta.dtype == np.float32
-    np.testing.assert_allclose(theta.sum(axis=1), 1, rtol=1e-5)
-    model = TopicModel.load(tmp_path / "run")
-    np.testing.assert_allclose(theta, model.transform(corpus), atol=1e-6)
-    # a run directory holding doc_topics.npy is still the run's own: --overwrite replaces it
-    train(tmp_path, f"--output={tmp_path / 'run'}", "--overwrite")
-    assert not (tmp_path / "run" / "doc_topics.npy").exists()
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["num_topics"] == 4
-
-
-
 def test_first_iteration_tool_times_train_up_to_its_first_iteration(tmp_path):
+    """The tool's runs stop at the first iteration, and --nocache (passed through to
+    train.py) leaves no cache entry: the corpus and the compiled iteration, written before
+    that point, would be."""
     uci_folder(tmp_path / "uci", random_corpus(num_docs=30, seed=8))
     tool = pathlib.Path(__file__).resolve().parents[1] / "tools" / "first_iteration.py"
     done = subprocess.run(
         [sys.executable, str(tool), "--repeats=1", "--", f"--corpus={tmp_path / 'uci'}",
          "--num_topics=4", "--iterations=3", "--backend=xla", f"--output={tmp_path / 'run'}",
-         "--overwrite", f"--cache_dir={tmp_path / 'cache'}"], capture_output=True, text=True, timeout=600)
+         "--overwrite", f"--cache_dir={tmp_path / 'cache'}", "--nocache"], capture_output=True,
+        text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "cache").exists()
     figures = json.loads(done.stdout)
     assert len(figures["runs"]) == 1 and 0 < figures["best"] == figures["runs"][0]["seconds"]
     assert not list(tmp_path.glob("run*/model.npz"))  # stopped before training: no model
