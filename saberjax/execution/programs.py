@@ -22,8 +22,10 @@ each device takes every position of its chunk from the part of the device whose 
 its token (WordShares.owner, placed once), so no part needs zeros.  A device's state holds
 the A of every chunk of its words group, gathered at the end of the iteration that rebuilt
 it; the count of B runs while the topics move, B-hat and the trees while A moves
-(_word_finish's barriers), and the count's zeros are made on a GPU stream of their own, beside
-the E-step.
+(_word_finish's barriers).  The count's zeros of the next iteration are made at the end of
+this one, once B-hat and the trees are, while A moves, and carried to it (donated): no zeros sit
+between the E-step and the count (carries_zero_counts; where none are carried, they are made on
+a GPU stream of their own).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
 share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
@@ -180,6 +182,30 @@ class Programs:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
+    @property
+    def carries_zero_counts(self) -> bool:
+        """Whether the iteration takes the zero counts its count of B starts from (donated) and
+        makes the next iteration's: by word with the dense model, where each device's counts
+        become its rows of the model (row_parts 1)."""
+        return (self.by_word and not self.hyper.sparse and not self.streamed
+                and self.row_parts == 1)
+
+    @functools.cached_property
+    def zero_partial_counts(self):
+        """Zero partial counts: [N, V_pad, K_pad], one B_d per device (by word [N, rows,
+        K_pad], each device's rows)."""
+        rows = self.model_rows if self.by_word else self.padded_words
+        return compilation.jit(
+            lambda: jnp.zeros((self.num_devices, rows, self.hyper.padded_topics), jnp.int32),
+            out_shardings=NamedSharding(self.mesh, self.by_device))
+
+    def _next_zero_counts(self, model: Model):
+        """The next iteration's zero counts, made once this iteration's B-hat and trees are:
+        the zero comes out of an optimization barrier over them, so XLA makes the zeros while
+        A's gather, the iteration's last collective, runs rather than before the E-step."""
+        zero = lax.optimization_barrier((model.bhat, model.tree, jnp.int32(0)))[-1]
+        return jnp.full((self.model_rows, self.hyper.padded_topics), zero, jnp.int32)
+
     def _zero_counts_beside(self):
         """Zero counts made on a GPU stream of their own (XLA's stream annotation; other
         platforms ignore it), so that by word XLA may write them while the E-step runs rather
@@ -273,20 +299,21 @@ class Programs:
         return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
                                                             self.hyper)
 
-    def _word_finish(self, slots, shares, alpha, topics, doc_major):
+    def _word_finish(self, slots, shares, alpha, topics, doc_major, zeros=None):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
-        words' B counted, and the model of its rows and prior alpha (totals summed over the
-        mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
-        whole from every host's topics)."""
+        words' B counted into zeros (None: made here), and the model of its rows and prior
+        alpha (totals summed over the mesh; on the two-axis mesh the share's counts reduced
+        over the hosts, or counted whole from every host's topics)."""
         share, owner, peers = local(shares)
         chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major, owner)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
         else:
-            counts = esca.count_word_topic(share, topics, self._zero_counts_beside(),
-                                           self.hyper)
+            counts = esca.count_word_topic(
+                share, topics, self._zero_counts_beside() if zeros is None else zeros,
+                self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first
@@ -415,20 +442,28 @@ class Programs:
 
     @functools.cached_property
     def iteration(self):
-        """(slots, shares, states, model, key) -> (states, model); shares as init's."""
-        def by_document(slots, _, slot_states, model, key):
+        """(slots, shares, states, model, key, zeros) -> (states, model, next zeros); shares as
+        init's; zeros (donated): zero_partial_counts' where carries_zero_counts, else None,
+        and so the next zeros."""
+        def by_document(slots, _, slot_states, model, key, zeros):
             states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
                                               self._zero_counts())
-            return states, self._model_of_partial_counts(counts, model.alpha)
+            return states, self._model_of_partial_counts(counts, model.alpha), zeros
 
-        def by_word(slots, shares, slot_states, model, key):
+        def by_word(slots, shares, slot_states, model, key, zeros):
             share, state = local(shares.share), local(slot_states[0])
-            return self._word_finish(slots, shares, model.alpha, *esca.sample(
-                share, state, model, key, self.hyper, zero_doc_major=False))
+            states, model = self._word_finish(
+                slots, shares, model.alpha, *esca.sample(share, state, model, key, self.hyper,
+                                                         zero_doc_major=False),
+                local(zeros))
+            return states, model, None if zeros is None else stacked(
+                self._next_zero_counts(model))
 
+        device = self.by_device
         return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
-                                               (self.by_device,) * 3 + (self.model_spec, P()),
-                                               (self.by_device, self.model_spec)))
+                                               (device,) * 3 + (self.model_spec, P(), device),
+                                               (device, self.model_spec, device)),
+                               donate_argnums=5)
 
     @functools.cached_property
     def reduce(self):
