@@ -45,8 +45,9 @@ execution.plan.hosts_exchange):
                (PeerShares) and computes B-hat and the trees of the whole share: B never
                crosses, and the topic totals are summed over "gpus" alone
 
-The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
-program sums them over the mesh and runs the fixed point of esca.update_alpha.
+The learned prior's programs (execution.prior_programs.PriorPrograms, a base of Programs): each
+device counts its chunks' (topic, count) pairs into a histogram, one program sums them over the
+mesh and runs the fixed point of esca.update_alpha.
 
 Counts are integers, B-hat is computed row by row from exact totals and every draw is keyed
 by (seed, iteration, global token id), so the model is bit-identical on any mesh."""
@@ -64,12 +65,13 @@ from jax.experimental.compute_on import compute_on
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, esca, prior, segmented_count, sparse_rows
+from saberjax import compilation, esca, segmented_count, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
                                      WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
                                      model_rows, stacked)
+from saberjax.execution.prior_programs import PriorPrograms
 from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
@@ -100,7 +102,7 @@ class WordShares(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Programs:
+class Programs(PriorPrograms):
     """The jitted programs of an iteration on `mesh` for a model of num_words words, each
     compiled on its first call (or lowered ahead by execution.compiled).  partition:
     "documents", "words" (one-axis mesh) or "hybrid" (two-axis mesh: by word within the
@@ -208,8 +210,8 @@ class Programs:
 
     def _zero_counts_beside(self):
         """Zero counts made on a GPU stream of their own (XLA's stream annotation; other
-        platforms ignore it), so that by word XLA may write them while the E-step runs rather
-        than between the E-step and the count of B, which waits for them."""
+        platforms ignore it), where by word none are carried (carries_zero_counts), so that
+        they are not made between the E-step and the count of B, which waits for them."""
         return compute_on(compute_type="gpu_stream:1",
                           out_memory_spaces=jax.memory.Space.Device)(self._zero_counts)()
 
@@ -481,44 +483,4 @@ class Programs:
         """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
         return compilation.jit(self._shard_map(self._model_of_rows,
                                                (self.model_spec.word_topic, P()),
-                                               self.model_spec))
-
-    # -- the learned prior --
-
-    @functools.cached_property
-    def zero_histograms(self):
-        """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
-        return compilation.jit(
-            lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics, width),
-                                    jnp.int32),
-            static_argnums=0, out_shardings=NamedSharding(self.mesh, self.by_device))
-
-    @functools.cached_property
-    def count_histogram(self):
-        """(slot's chunk, its state, histograms) -> each device's histogram plus its chunk's
-        (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
-        (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
-        def body(chunk, chunk_state, histogram):
-            chunk_state = local(chunk_state)
-            if chunk_state.a_pairs is not None:  # by word: of the device's own chunk
-                chunk_state = chunk_state._replace(a_pairs=self._own_a_pairs(
-                    chunk_state.a_pairs))
-            return esca.count_topic_histogram(local(chunk), chunk_state, histogram[0],
-                                              self.hyper)[None]
-        device = self.by_device
-        return compilation.jit(self._shard_map(body, (device, device, device), device),
-                               donate_argnums=2)
-
-    @functools.cached_property
-    def learned_alpha(self):
-        """(histograms by device, model, length histogram) -> the model with alpha learned
-        from the histograms' sum (prior.fixed_point) and B-hat's trees rebuilt for it (B and
-        its totals as they are): esca.update_alpha over the mesh."""
-        def body(histogram, model, lengths):
-            histogram = histogram[0]
-            if self.num_devices > 1:
-                histogram = lax.psum(histogram, self.mesh.axis_names)
-            alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
-            return self._model_of_rows(model.word_topic, alpha, model.topic_totals)
-        return compilation.jit(self._shard_map(body, (self.by_device, self.model_spec, P()),
                                                self.model_spec))
