@@ -13,10 +13,12 @@ outside the library's ValueError / OSError / MemoryError family are named in the
 
 run_main also lets a GPU's memory pool grow as the run allocates
 (allocate_device_memory_on_demand) instead of XLA reserving three quarters of the GPU first,
-and keeps the log readable: jax's probe of backends this machine lacks ("Unable to initialize
-backend 'tpu'") is not logged, and a warning is one ``warning: ...`` line.  A run that
-finishes ends at once (exit_at_once): its outputs are written and synced by then, and tearing
-the runtime down (the devices' memory pool, the GPU context) would only add to its wall time.
+gives NCCL's collectives 32 channels or more (NCCL_MIN_NCHANNELS, where the user set none: the
+mesh's all-gathers and all_to_all run faster with them, DESIGN.md), and keeps the log readable:
+jax's probe of backends this machine lacks ("Unable to initialize backend 'tpu'") is not logged,
+and a warning is one ``warning: ...`` line. A run that finishes ends at once (exit_at_once): its
+outputs are written and synced by then, and tearing the runtime down (the devices' memory pool,
+the GPU context) would only add to its wall time.
 """
 
 from __future__ import annotations
@@ -53,14 +55,18 @@ _OUT_OF_MEMORY = "RESOURCE_EXHAUSTED"  # XLA's status of a failed device allocat
 # XLA's variables for its GPU memory pool: a user who sets any of them keeps XLA's behaviour
 DEVICE_MEMORY_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
                      "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+# NCCL's least number of channels a collective uses, and the launchers' value (DESIGN.md)
+NCCL_CHANNELS_ENV, NCCL_CHANNELS = "NCCL_MIN_NCHANNELS", "32"
 
 
 def run_main(main: Callable[[list[str]], object], argv: list[str] | None = None,
              parse: Callable[[list[str]], list[str]] = flags.FLAGS) -> None:
     """absl's app.run(main) on `argv` (default sys.argv), its flags read by `parse` (absl's
     by default; saberjax.command_line.parse for the commands), with one-line errors, exit
-    statuses 2 / 1 and a quiet log."""
+    statuses 2 / 1 and a quiet log; the device memory pool grown on demand and NCCL's
+    collectives given NCCL_CHANNELS channels or more, unless the user set either."""
     allocate_device_memory_on_demand()
+    os.environ.setdefault(NCCL_CHANNELS_ENV, NCCL_CHANNELS)  # read when NCCL first starts
     require_finite_numbers(flags.FLAGS)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     warnings.formatwarning = _format_warning

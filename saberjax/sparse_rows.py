@@ -118,8 +118,10 @@ class SparseModel(NamedTuple):
 
 def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: int) -> SparseRows:
     """B's sparse rows of a chunk's real tokens (chunk.word: rows < num_rows) with their
-    word-major topics: (row, topic) pairs sorted and counted in runs.  Capacity: the chunk's
-    padded tokens (a row has no more nonzeros than tokens)."""
+    word-major topics: (row, topic) pairs sorted and counted in runs, a run's count the
+    distance from its first position to the next run's (no atomic adds, which a long run's
+    tokens would all make on one address).  Capacity: the chunk's padded tokens (a row has
+    no more nonzeros than tokens)."""
     size = chunk.padded_tokens
     real = jnp.arange(size) < chunk.num_tokens
     rows, topics = sort_by_row_then_topic(jnp.where(real, chunk.word, num_rows),
@@ -131,7 +133,10 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     pair_topics = store_distinct(jnp.full(size, padded_topics, jnp.int32), slot, new_pair,
                                  topics)
     pair_rows = store_distinct(jnp.full(size, num_rows, jnp.int32), slot, new_pair, rows)
-    counts = jnp.zeros(size, jnp.int32).at[jnp.where(counted, slot, size)].add(1, mode="drop")
+    # each run's first position; past the runs, the counted tokens' end (padding sorts last)
+    first = store_distinct(jnp.full(size + 1, jnp.sum(counted, dtype=jnp.int32)), slot,
+                           new_pair, jnp.arange(size, dtype=jnp.int32))
+    counts = first[1:] - first[:-1]
     row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
     return SparseRows(row_start, pair_topics, counts)

@@ -18,9 +18,10 @@ B_vz recovered from B-hat_vz (count_of_bhat: exact below 128, where B-hat_vz D_z
 would cancel to B-hat's rounding at B_vz = 1).  Any other word looks B_vk up
 in its row's table (sparse_rows.RowTables: a fixed window of slots from the topic's home),
 or for a row without a table by a binary search of the topic's bucket of its sparse row
-(sparse_rows.RowBuckets), which also finds the own topic's entry; its
-term 2 searches the row's prefix sums (the own topic's entry skipped by moving the draw past
-it) and its term 3 walks the global tree with z's leaf skipped (tree.descend_excluding).
+(sparse_rows.RowBuckets), B_vz of the own topic z among them; its term 2's mass drops z's
+entry's weight alpha_z B_vz / D_z, and its draw searches the row's prefix sums with z's
+entry (found by a search of its bucket) skipped by moving the draw past it; its term 3 walks
+the global tree with z's leaf skipped (tree.descend_excluding).
 A first uniform picks the part with probability (S1 + own) : S2 : S3; a second locates the
 draw in it.  Every sum runs in a fixed order per
 token, so a draw depends on nothing but the token and the model.
@@ -62,15 +63,26 @@ def count_of_bhat(bhat, denominator, beta):
     return jnp.where(held < 127.5, jnp.floor(held - beta + 0.5), held - beta)
 
 
-def row_draw(model: SparseModel, row, own_position, own_weight, x, steps=None):
+def row_mass_without_own(row_mass, own_alpha, own_word_count, own_denominator):
+    """Term 2's mass S2 of a row without the own topic's entry alpha_z B_vz / D_z (the
+    entry's weight as sparse_rows.model_from_totals computes it, from B_vz alone, so that the
+    entry's position in the row is needed only where a token draws from term 2)."""
+    own_weight = jnp.where(own_word_count > 0, own_alpha * own_word_count.astype(jnp.float32)
+                           / own_denominator, 0.0)
+    return jnp.maximum(row_mass - own_weight, 0.0)
+
+
+def row_draw(model: SparseModel, row, own_position, own_word_count, x, steps=None):
     """Term 2's topic for mass x in [0, S2) of each row, the own topic's entry (at
-    own_position, weight own_weight as the prefix sums hold it) skipped (`steps`: halvings of
-    the search, sparse_rows.search_steps)."""
+    own_position; absent where own_word_count is 0) skipped by moving x past its weight as
+    the prefix sums hold it (`steps`: halvings of the search, sparse_rows.search_steps)."""
     rows = model.word_topic
     low, high = rows.row_start[row], rows.row_start[row + 1]
-    before_own = jnp.where(own_position > low,
+    counted = own_word_count > 0
+    before_own = jnp.where(counted & (own_position > low),
                            model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
-    x = jnp.where(x >= before_own, x + own_weight, x)
+    own_entry = jnp.where(counted, model.row_prefix[own_position], 0.0)
+    x = jnp.where(counted & (x >= before_own), x + (own_entry - before_own), x)
     position = upper_bound(model.row_prefix, low, high, x, steps)
     # rounding can leave x at the row's end: the last entry that is not the own topic
     last = high - 1
@@ -84,14 +96,12 @@ def _sparse_row_parts(model: SparseModel, word, own, own_position, own_word_coun
     """Terms 2 and 3 of a sparse row without the own topic: (S2, S3, term 2's topic, term 3's
     topic), each topic drawn at u_position times its part's mass."""
     # term 2 without the own topic's entry (B_vz >= 1: the token is counted in it)
-    own_entry = model.row_prefix[own_position]
-    before_own = jnp.where(own_position > model.word_topic.row_start[word],
-                           model.row_prefix[jnp.maximum(own_position - 1, 0)], 0.0)
-    own_weight = jnp.where(own_word_count > 0, own_entry - before_own, 0.0)
-    row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)
+    row_mass = row_mass_without_own(model.row_mass[word], own_alpha, own_word_count,
+                                    model.bhat_denominator[own])
     # term 3 without the own topic's leaf
     prior_mass = jnp.maximum(model.prior_total[0] - own_alpha * model.prior_leaves[0, own], 0.0)
-    from_row = row_draw(model, word, own_position, own_weight, u_position * row_mass, steps)
+    from_row = row_draw(model, word, own_position, own_word_count, u_position * row_mass,
+                        steps)
     from_prior = tree_sample(model.prior_tree, model.prior_leaves, model.alpha,
                              jnp.zeros_like(word), u_position, excluded=own)
     return row_mass, prior_mass, from_row, from_prior
@@ -127,7 +137,9 @@ def sample_chunk(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key)
         lane_mass, kept_topics, own_count = sampler._doc_lanes(
             read_block, chunk.doc_start[chunk.doc[batch]], tokens.doc_nnz[batch], own, state,
             jnp.max(tokens.blocks[batch]), products)
-        own_position, own_word_count = find_in_bucket(rows, model.buckets, word, own)
+        # B_vz as term 1 finds it (table or bucket); the entry's position for term 2's draw
+        own_word_count = count_in_row(rows, model.buckets, model.tables, word, own)
+        own_position = find_in_bucket(rows, model.buckets, word, own)[0]
         own_alpha = model.alpha[own]
         own_bhat = model.dense_bhat[dense_row, own].astype(jnp.float32)
         own_mass = own_topic_mass(own_count, own_alpha, jnp.where(

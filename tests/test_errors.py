@@ -258,6 +258,19 @@ def test_launchers_grow_the_device_pool_on_demand_unless_the_user_chose(monkeypa
             if name in os.environ} == expected
 
 
+@pytest.mark.parametrize("users", [None, "4"])
+def test_launchers_give_nccl_collectives_more_channels_unless_the_user_chose(monkeypatch, users):
+    """NCCL_MIN_NCHANNELS=32 for the run's collectives, unless the user set it."""
+    monkeypatch.setenv(cli.NCCL_CHANNELS_ENV, "restored after the test")
+    monkeypatch.delenv(cli.NCCL_CHANNELS_ENV)
+    if users is not None:
+        monkeypatch.setenv(cli.NCCL_CHANNELS_ENV, users)
+    monkeypatch.setattr(cli.app, "run", lambda main, argv, flags_parser: None)
+    monkeypatch.setattr(cli.warnings, "formatwarning", cli.warnings.formatwarning)  # restored
+    cli.run_main(lambda argv: None)
+    assert os.environ[cli.NCCL_CHANNELS_ENV] == (users or "32")
+
+
 def test_a_library_error_names_settings_and_the_command_line_shows_them_as_flags():
     from absl import flags
 

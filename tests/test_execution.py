@@ -97,7 +97,8 @@ def test_window_initial_topics_give_one_model_on_any_mesh(chunk_tokens, stream, 
 def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, mesh, barriers):
     """By word, A is rebuilt between two optimization barriers (the row totals counted
     before, summed after: Programs._word_finish), which order the work and change no value:
-    the model is the one device's.  Where the hosts reduce the counts first there are none."""
+    the model is the one device's.  Where the hosts reduce the counts first there are none.
+    The count's zeros are made on a GPU stream of their own (an annotation CPUs ignore)."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
     hyper = Hyperparams.create(40)
@@ -108,6 +109,8 @@ def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, me
     program = placed.programs.iteration.lower(placed.slots, placed.program_shares,
                                               state.chunks, state.model, key).as_text()
     assert program.count("optimization_barrier") == barriers
+    assert sum('call @compute_on' in line and '_xla_stream_annotation = "1"' in line
+               for line in program.splitlines()) == 1
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
 

@@ -49,13 +49,16 @@ def doc_major(chunk, topics):
     return shuffle_to_doc_major(topics, chunk.doc_major_pos)
 
 
-def random_state(corpus: Corpus, num_topics: int, seed: int):
-    """(chunk, chunk state, model, key) with random topics and random, skewed counts in B."""
+def random_state(corpus: Corpus, num_topics: int, seed: int, zero_share: float = 0.0):
+    """(chunk, chunk state, model, key) with random topics and random, skewed counts in B;
+    with zero_share, that share of the tokens (at random) has topic 0."""
     rng_np = np.random.default_rng(seed)
     hyper = Hyperparams.create(num_topics, backend="xla")
     chunk = jax.device_put(build_layout(corpus).chunks[0])
     topics = np.where(np.arange(chunk.padded_tokens) < chunk.num_tokens,
                       rng_np.integers(0, num_topics, chunk.padded_tokens), 0)
+    if zero_share:
+        topics = np.where(rng_np.random(chunk.padded_tokens) < zero_share, 0, topics)
     topics = jnp.asarray(topics).astype(hyper.topic_dtype)
     chunk_state = esca.chunk_state_from_topics(chunk, topics, doc_major(chunk, topics), hyper)
     counts = np.zeros((corpus.num_words, hyper.padded_topics), np.int32)

@@ -224,7 +224,8 @@ def test_the_m_steps_stores_declare_unique_indices():
     """Every scatter of the sparse M-step that stores values without combining them (count_rows'
     pairs, the dense rows' B-hat) declares unique indices: XLA's deterministic mode
     (compilation.COMPILER_OPTIONS, under which training compiles) runs any other store as a
-    sort of its indices and a scan, where the separate phases compiled without it do not."""
+    sort of its indices and a scan, where the separate phases compiled without it do not.
+    count_rows combines none (its counts are no atomic adds)."""
     rng_np = np.random.default_rng(5)
     counts = (rng_np.integers(0, 3, (6, 64)) * (rng_np.random((6, 64)) < 0.3)).astype(np.int32)
     rows = rows_of_dense(counts, 300)
@@ -238,8 +239,10 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    # count_rows' topics and rows, dense B-hat, the row tables' slots
-    assert len(stores) == 4 and all(stores)
+    # count_rows' topics, rows and runs' first positions, dense B-hat, the row tables' slots
+    assert len(stores) == 5 and all(stores)
+    # count_rows counts its runs without atomic adds
+    assert not any(combines for _, combines in scatters(count_text))
 
 
 @pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])

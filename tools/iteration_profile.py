@@ -1,20 +1,23 @@
 """The GPU timeline of resident iterations: which kernels and collectives run when, on which
 stream, for one device, and every device's long kernels on the trace's one clock
-(jax.profiler's trace, summarised here so that what comes back is a short text).  Shows
-whether a collective overlaps compute, and which device the others wait for at a collective
-(docs/measurements/multi_gpu.md).
+(jax.profiler's trace, summarised here so that what comes back is a short text), with NCCL's
+channels as the launchers set them (cli.NCCL_CHANNELS).  Shows whether a collective overlaps
+compute, and which device the others wait for at a collective (docs/measurements/multi_gpu.md).
 
     python tools/iteration_profile.py --corpus=/tmp/two_axis_nytimes --num_topics=10000 \
         --partition=words --num_devices=4 --trace_dir=/tmp/profile
+    python tools/iteration_profile.py ... --partition=hybrid --mesh=2x2 --hosts_exchange=topics
 """
 
 from __future__ import annotations
 
 import collections
+import os
 
 import jax
 from absl import app, flags
 
+from saberjax import cli
 from saberjax.config import Hyperparams
 from saberjax.corpus import load_corpus
 from saberjax.execution.placement import place
@@ -27,6 +30,8 @@ flags.DEFINE_integer("num_topics", 10000, "K.")
 flags.DEFINE_string("backend", "pallas", "Backend of the hot ops.")
 flags.DEFINE_string("partition", "words", "Partition of the mesh.")
 flags.DEFINE_integer("num_devices", 0, "Devices (0: all).")
+flags.DEFINE_string("mesh", None, "The two-axis mesh, HOSTSxGPUS (partition hybrid).")
+flags.DEFINE_string("hosts_exchange", "auto", "What crosses the hosts axis (hybrid).")
 flags.DEFINE_integer("warmup", 4, "Iterations before the traced ones.")
 flags.DEFINE_integer("traced", 2, "Iterations traced.")
 flags.DEFINE_string("trace_dir", "/tmp/iteration_profile", "Where the trace is written.")
@@ -47,9 +52,11 @@ def _line(start, duration, stream, name, first) -> str:
 
 
 def main(_):
+    os.environ.setdefault(cli.NCCL_CHANNELS_ENV, cli.NCCL_CHANNELS)  # as the launchers run
     corpus = load_corpus(FLAGS.corpus)
     placed = place(corpus, Hyperparams.create(FLAGS.num_topics, backend=FLAGS.backend),
-                   FLAGS.num_devices, partition=FLAGS.partition)
+                   FLAGS.num_devices, partition=FLAGS.partition, mesh=FLAGS.mesh,
+                   hosts_exchange=FLAGS.hosts_exchange)
     state = placed.init(0)
     step = placed.compile(state)
     for _ in range(FLAGS.warmup):

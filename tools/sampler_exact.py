@@ -4,9 +4,11 @@ before it is timed on a GPU.
 
     python tools/sampler_exact.py scratch/variant.py
 
-Random states of tests/test_pallas.py (K = 2, 37, 100, 1,000 and 65,536; tiles of 4, 8 and 16
-tokens) and a word share (token ids through a table of blocks).  Exits 1 at the first state
-whose topics differ.
+Random states of tests/test_pallas.py (K = 2, 37, 48, 100, 1,000 and 65,536; tiles of 4, 8 and
+16 tokens) and a word share (token ids through a table of blocks).  At K = 48 half the tokens
+have topic 0, so many tokens whose own topic is 0 sit in tiles with rows a block longer than
+theirs: a kernel that lets the lanes past a row (topic 0 or any other filler) stand for the
+own topic differs there.  Exits 1 at the first state whose topics differ.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ if __package__ in (None, ""):
 import numpy as np
 from absl import app
 
-STATES = ((2, 8, 1), (37, 8, 2), (1000, 8, 3), (1000, 4, 4), (65_536, 8, 5), (100, 16, 6))
+STATES = ((2, 8, 1, 0.0), (37, 8, 2, 0.0), (1000, 8, 3, 0.0), (1000, 4, 4, 0.0),
+          (65_536, 8, 5, 0.0), (100, 16, 6, 0.0), (48, 8, 7, 0.5))  # K, tile, seed, zero share
 
 
 def same_topics(kernel, other, *args) -> bool:
@@ -40,9 +43,9 @@ def main(argv):
     spec = importlib.util.spec_from_file_location("sampler_under_test", argv[1])
     other = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(other)
-    for num_topics, tile_tokens, seed in STATES:
+    for num_topics, tile_tokens, seed, zero_share in STATES:
         chunk, state, model, key, _ = test_pallas.random_state(
-            test_pallas.ragged_corpus(seed=seed), num_topics, seed)
+            test_pallas.ragged_corpus(seed=seed), num_topics, seed, zero_share)
         chunk = with_tile_tokens(chunk, model.bhat.shape[0], tile_tokens)
         same = same_topics(sampler.sample_and_shuffle, other.sample_and_shuffle, chunk, state,
                            model, key)

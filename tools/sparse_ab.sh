@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sparse model's training and phases (tools/sparse_bench.py --phases: NYTimes shape
-# generated on the machine, K = 1,000,000 then 100,000, 1 warm-up + 3 timed iterations) of
+# generated on the machine, K = 1,000,000 then 100,000, 1 warm-up + ITERATIONS timed) of
 # this tree against a baseline tree (BASELINE_TREE: main's device copy, two levels up, by
 # default; a folder holding a saberjax/ will do), both by this tree's tools/sparse_bench.py,
 # at once on GPUs of one host, one GPU a process.  Default: GPU 0 the baseline, GPU 1 this
@@ -10,13 +10,15 @@
 # 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
 # iterations' optimized programs come back in programs.tar.  Each part stops after
-# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants).
+# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants);
+# ITERATIONS: the timed iterations of each run (3 by default).
 # Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u
 export PYTHONUNBUFFERED=1
 out=${OUT:-runs/sparse_ab}
 seconds=${PART_SECONDS:-130}
+iterations=${ITERATIONS:-3}
 baseline=$(cd "${BASELINE_TREE:-../..}" && pwd)
 bench_tool=$PWD/tools/sparse_bench.py
 profiles=/tmp/sparse_ab_profiles
@@ -37,17 +39,19 @@ part() {  # name, GPU, tree, then the command
 gpus=$(nvidia-smi -L | wc -l)
 if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     # shellcheck disable=SC2086 # bench holds several flags
-    part baseline_1e6 0 "$baseline" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3
+    part baseline_1e6 0 "$baseline" python3 "$bench_tool" $bench \
+        --runs=1000000:auto:pallas:$iterations
     # shellcheck disable=SC2086
-    part this_1e6 1 "$PWD" python3 "$bench_tool" $bench --runs=1000000:auto:pallas:3 \
-        ${THIS_FLAGS:-}
+    part this_1e6 1 "$PWD" python3 "$bench_tool" $bench \
+        --runs=1000000:auto:pallas:$iterations ${THIS_FLAGS:-}
     # shellcheck disable=SC2086
-    part baseline_1e5 2 "$baseline" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3
+    part baseline_1e5 2 "$baseline" python3 "$bench_tool" $bench \
+        --runs=100000:auto:pallas:$iterations
     # shellcheck disable=SC2086
-    part this_1e5 3 "$PWD" python3 "$bench_tool" $bench --runs=100000:auto:pallas:3 \
-        ${THIS_FLAGS:-}
+    part this_1e5 3 "$PWD" python3 "$bench_tool" $bench \
+        --runs=100000:auto:pallas:$iterations ${THIS_FLAGS:-}
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
-    runs=--runs=1000000:auto:pallas:3,100000:auto:pallas:3
+    runs=--runs=1000000:auto:pallas:$iterations,100000:auto:pallas:$iterations
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086

@@ -103,6 +103,7 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         Mtoken_per_s_mean=round(corpus.num_tokens * len(times) / sum(times) / 1e6, 2),
         Mtoken_per_s_best=round(corpus.num_tokens / min(times) / 1e6, 2),
         iteration_seconds=[round(t, 4) for t in times[:10]],
+        last_iteration_seconds=[round(t, 4) for t in times[10:][-10:]],
         place_seconds=round(place_seconds, 2), init_seconds=round(result.init_seconds, 2),
         compile_seconds=round(result.compile_seconds, 2),
         peak_device_GB=round(peak_device / 1e9, 2),

@@ -3,6 +3,7 @@
 # shape (docs/measurements/multi_gpu.md): run from the repository root with OUT set.
 #   SCALE (1: 99.7M tokens), TOPICS (1000,10000), BENCH (the bench flags shared by all runs),
 #   STEPS (of "one two four": one GPU, 2 processes x 2 GPUs, one process of 4 GPUs),
+#   PARTITIONS and MESH (the "four" step's --partition list and --mesh, 2x2; MESH= runs none),
 #   EXCHANGES (--hosts_exchange of the two-axis runs: auto, counts, topics; a comma list),
 #   PROCESS_GPUS (GPUs of each of the 2 processes, 2), TWO_PARTITION (their --partition, auto)
 set -u
@@ -43,8 +44,9 @@ wait
 fi
 if [[ $STEPS == *four* ]]; then
 run one process of four GPUs
+mesh=${MESH-2x2}
 timeout "$STEP" "${bench[@]}" --partition="${PARTITIONS:-documents,words,hybrid}" \
-    --mesh="${MESH:-2x2}" \
+    ${mesh:+--mesh="$mesh"} \
     --output="$OUT/four_gpus.jsonl" > "$OUT/four_gpus.log" 2>&1
 fi
 run end

@@ -22,7 +22,8 @@ each device takes every position of its chunk from the part of the device whose 
 its token (WordShares.owner, placed once), so no part needs zeros.  A device's state holds
 the A of every chunk of its words group, gathered at the end of the iteration that rebuilt
 it; the count of B runs while the topics move, B-hat and the trees while A moves
-(_word_finish's barriers).
+(_word_finish's barriers), and the count's zeros are made on a GPU stream of their own, beside
+the E-step.
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
 share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
@@ -57,6 +58,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental.compute_on import compute_on
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -178,6 +180,13 @@ class Programs:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
+    def _zero_counts_beside(self):
+        """Zero counts made on a GPU stream of their own (XLA's stream annotation; other
+        platforms ignore it), so that by word XLA may write them while the E-step runs rather
+        than between the E-step and the count of B, which waits for them."""
+        return compute_on(compute_type="gpu_stream:1",
+                          out_memory_spaces=jax.memory.Space.Device)(self._zero_counts)()
+
     def _row_totals(self, rows):
         """The topic totals of this device's rows of B."""
         if self.hyper.sparse:
@@ -276,7 +285,8 @@ class Programs:
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
         else:
-            counts = esca.count_word_topic(share, topics, self._zero_counts(), self.hyper)
+            counts = esca.count_word_topic(share, topics, self._zero_counts_beside(),
+                                           self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first

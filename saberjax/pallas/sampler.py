@@ -116,18 +116,19 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None,
-                 zero_doc_major: bool = True):
+                 zero_doc_major: bool = True, num_programs: int | None = None):
     """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
-    chunk's tiles: (word-major topics, padding 0; doc-major topics, 0 where no token of the
-    chunk is, or unset there without zero_doc_major: then the second array is one unused
-    element and the output is not aliased to it)."""
+    chunk's tiles, one program a tile (or num_programs programs that share them out):
+    (word-major topics, padding 0; doc-major topics, 0 where no token of the chunk is, or
+    unset there without zero_doc_major: then the second array is one unused element and the
+    output is not aliased to it)."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
     return pl.pallas_call(
         kernel,
         out_shape=(topics, doc_major),
-        grid=(chunk.tile_start.shape[0] - 1,),
+        grid=(num_programs or chunk.tile_start.shape[0] - 1,),
         input_output_aliases=aliases,  # padding keeps the zeros
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),

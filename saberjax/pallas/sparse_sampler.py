@@ -10,9 +10,11 @@ recovered from B-hat_vz (saberjax.sparse_sampler.count_of_bhat, as the reference
 word's tile looks its topics up in its sparse row: term 1's lookups read a window of slots
 of the row's table (sparse_rows.RowTables: independent loads, one round of latency), or,
 for a row without a table, search one bucket of the row (sparse_rows.RowBuckets: about two
-entries); the own topic's search of its bucket gives its entry's position, and term 2's
-draw searches the whole row, with as many halvings as the row's length needs (a rare word's
-row is short).  Token t of the tile is row t of [tile, 32] arrays:
+entries); the own topic's count B_vz is looked up the same way (term 2's mass drops its
+entry's weight alpha_z B_vz / D_z), and only where a token of the tile draws from term 2 do
+its own topic's bucket search (the entry's position, to skip it) and the search of the
+whole row run, with as many halvings as the row's length needs (a rare word's row is
+short).  Token t of the tile is row t of [tile, 32] arrays:
 
     term 1    the nonzeros of the document row A_d, 32 lanes a block, each lane a weighted
               reservoir over the products A_dk (B_vk + beta) / D_k, B_vk read from the
@@ -44,7 +46,7 @@ from saberjax.pallas.sampler import (TILE_INPUTS, Tile, call_sampler, join_own_t
                                      tile_inputs, tree_topic)
 from saberjax.sparse_rows import (DISPLACEMENT_BITS, ROW_TABLE_WINDOW, SparseModel, bisect,
                                   table_match)
-from saberjax.sparse_sampler import count_of_bhat, own_topic_mass
+from saberjax.sparse_sampler import count_of_bhat, own_topic_mass, row_mass_without_own
 from saberjax.state import ChunkState
 
 
@@ -140,20 +142,23 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
         return _word_count(model, row, topics, mask)[1]
 
     # term 1's block loop once for a row with a table and once for one without, so that the
-    # table's loop holds none of the bucket search's values (DESIGN.md, "Row tables")
+    # table's loop holds none of the bucket search's values (DESIGN.md, "Row tables"); the
+    # own topic's count B_vz looked up the same way after it
     lane_mass, kept_topics, own_count = jax.lax.cond(
         in_table,
         lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(table_count)),
         lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(bucket_count)))
-    own_position, own_word_count = _word_count(model, row, own, real)
+    own_word_count = jax.lax.cond(in_table, lambda: table_count(own, real),
+                                  lambda: bucket_count(own, real))
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
     own_denominator = plgpu.load(model.denominator.at[own], mask=real, other=1.0)
     own_mass = own_topic_mass(own_count, own_alpha, own_word_count.astype(jnp.float32), beta,
                               own_denominator)
     lane_mass, kept_topics = join_own_topic(lane_mass, kept_topics, own_mass, tile)
     doc_mass = jnp.sum(lane_mass, axis=1)
-    before_own, own_weight = _own_entry(model, row, own_position, real & (own_word_count > 0))
-    row_mass = jnp.maximum(model.row_mass[word] - own_weight, 0.0)  # term 2 without z's entry
+    # term 2 without z's entry
+    row_mass = row_mass_without_own(model.row_mass[word], own_alpha, own_word_count,
+                                    own_denominator)
     own_prior = own_alpha * plgpu.load(level_refs[-1].at[0, own], mask=real, other=0.0)
     prior_mass = jnp.maximum(model.prior_total[0] - own_prior, 0.0)  # term 3 without z's leaf
 
@@ -164,8 +169,7 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     take_prior = real & (branch >= doc_mass + row_mass)
     from_row = jax.lax.cond(
         jnp.max(take_row.astype(jnp.int32)) > 0,
-        lambda: _row_topic(model, row, u_position * row_mass, own_position, before_own,
-                           own_weight, take_row),
+        lambda: _row_topic(model, row, u_position * row_mass, own, own_word_count, take_row),
         lambda: jnp.zeros(own.shape, jnp.int32))
     from_prior = tree_topic(level_refs, model.alpha, level_widths, 0, take_prior,
                             lambda: u_position * prior_mass, own, lambda: own_prior)
@@ -219,19 +223,16 @@ def _word_count(model: _ModelRefs, row: _Row, topics, mask):
     return position, jnp.where(found, count, 0)
 
 
-def _own_entry(model: _ModelRefs, row: _Row, own_position, counted):
-    """(the row's prefix sum before the own topic's entry, that entry's weight alpha_z B_vz /
-    D_z: 0 where not `counted`, the own topic absent from the row)."""
+def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
+    """Term 2's topic for mass x of the row without the own topic's entry, for the `take`
+    tokens: the own topic's entry found by a search of its bucket, x moved past it, then a
+    search of the row's prefix sums."""
+    own_position = _word_count(model, row, own, take)[0]
+    counted = take & (own_word_count > 0)
     own_entry = plgpu.load(model.row_prefix.at[own_position], mask=counted, other=0.0)
     before_own = plgpu.load(model.row_prefix.at[own_position - 1],
                             mask=counted & (own_position > row.low), other=0.0)
-    return before_own, jnp.where(counted, own_entry - before_own, 0.0)
-
-
-def _row_topic(model: _ModelRefs, row: _Row, x, own_position, before_own, own_weight, take):
-    """Term 2's topic for mass x of the row without the own topic's entry (skipped by moving x
-    past it): a search of the row's prefix sums for the `take` tokens."""
-    x = jnp.where(x >= before_own, x + own_weight, x)
+    x = jnp.where(counted & (x >= before_own), x + (own_entry - before_own), x)
 
     def load(position, searching):
         return plgpu.load(model.row_prefix.at[position], mask=searching & take, other=0,
