@@ -96,6 +96,14 @@ def _peak_device_gigabytes() -> float | None:
     return significant(max(peaks) / 1e9) if all(peaks) else None
 
 
+def planned_device_bytes(corpus: Corpus, hyper: Hyperparams, placement: Placement) -> int:
+    """The memory plan's bytes a device of this placement needs with every chunk resident, as
+    the plan counts them (on the two-axis mesh, for its number of hosts)."""
+    return memory.resident_bytes(corpus, hyper, placement.num_devices, placement.partition,
+                                 memory.device_bytes_per_token(corpus, hyper),
+                                 placement.num_hosts)
+
+
 def backend_unavailable(name: str) -> str | None:
     """Why a backend cannot run here, or None."""
     return pallas_unavailable_reason() if name == "pallas" else None
@@ -147,9 +155,7 @@ def bench_one(placement: Placement, corpus: Corpus, *, iterations: int,
         model_bytes=model_bytes,
         model_bytes_per_token=significant(model_bytes / tokens),
         peak_device_GB=_peak_device_gigabytes(),
-        planned_device_GB=significant(memory.resident_bytes(
-         corpus, hyper, placement.num_devices, placement.partition,
-         memory.device_bytes_per_token(corpus, hyper)) / 1e9),
+        planned_device_GB=significant(planned_device_bytes(corpus, hyper, placement) / 1e9),
         min_traffic_bytes=chunk_bytes + 2 * state_bytes + 2 * model_bytes,
         a_nonzero_share=_a_nonzero_share(placement, state, tokens),
     )

@@ -13,6 +13,8 @@ from absl import flags
 
 from helpers import needs_local_devices, random_corpus
 from saberjax import esca
+from saberjax.benchmark import planned_device_bytes
+from saberjax.execution import memory
 from saberjax.iteration_measures import measure_reduction
 from saberjax.execution.placement import place
 from saberjax.commands import bench
@@ -208,10 +210,16 @@ def test_the_two_axis_mesh_reports_what_crosses_between_hosts():
     as float16 (no word has 2,048 tokens) and B-hat as bfloat16: 4 bytes a cell, halved by
     the 2 hosts, against the 6 x 1/2 of the one-axis partition by documents.  Exchanging
     topics, the other host's topics of the device's share: 2 bytes a token (int16) of its
-    padded share, fewer here, so auto takes them."""
+    padded share, fewer here, so auto takes them.  bench's planned bytes are the plan's for
+    the mesh's 2 hosts."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=1)
-    placement = place(corpus, Hyperparams.create(8), mesh="2x1", hosts_exchange="counts")
+    hyper = Hyperparams.create(8)
+    placement = place(corpus, hyper, mesh="2x1", hosts_exchange="counts")
+    per_token = memory.device_bytes_per_token(corpus, hyper)
+    assert planned_device_bytes(corpus, hyper, placement) == memory.resident_bytes(
+        corpus, hyper, 2, "hybrid", per_token, hosts=2) != memory.resident_bytes(
+        corpus, hyper, 2, "hybrid", per_token)
     record = measure_reduction(placement, 1, 1 << 16)
     assert set(record["collective_bytes_by_axis"]) == {"hosts"}
     assert record["collective_bytes_by_axis"]["hosts"] == 30 * 32 * 4 // 2

@@ -92,25 +92,33 @@ def test_window_initial_topics_give_one_model_on_any_mesh(chunk_tokens, stream, 
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
 
 
-@pytest.mark.parametrize("partition,mesh,barriers", [("words", None, 2), ("hybrid", "1x2", 2),
-                                                     ("hybrid", "2x1", 0)])
-def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, mesh, barriers):
+@pytest.mark.parametrize("partition,mesh,carried", [("words", None, True),
+                                                    ("hybrid", "1x2", True),
+                                                    ("hybrid", "2x1", False)])
+def test_by_word_a_is_rebuilt_between_barriers_and_the_model_stays(partition, mesh, carried):
     """By word, A is rebuilt between two optimization barriers (the row totals counted
     before, summed after: Programs._word_finish), which order the work and change no value:
     the model is the one device's.  Where the hosts reduce the counts first there are none.
-    The count's zeros are made on a GPU stream of their own (an annotation CPUs ignore)."""
+    Where each device's counts become its rows, the iteration counts B into zeros the one
+    before made (donated) and makes the next ones behind a third barrier, after B-hat and
+    the trees; elsewhere the zeros are made on a GPU stream of their own (an annotation CPUs
+    ignore)."""
     needs_local_devices(2)
     corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)
     hyper = Hyperparams.create(40)
     topics, word_topic, _ = reference(corpus, hyper, 2, seed=5)
     placed, state = run_on_mesh(corpus, hyper, 2, 5, num_devices=2, partition=partition,
                                 mesh=mesh, hosts_exchange="counts")
+    programs = placed.programs
+    assert programs.carries_zero_counts == carried
     key = esca.next_iteration(state.seed, state.iteration)[1]
-    program = placed.programs.iteration.lower(placed.slots, placed.program_shares,
-                                              state.chunks, state.model, key).as_text()
-    assert program.count("optimization_barrier") == barriers
+    zeros = programs.zero_partial_counts() if carried else None
+    program = programs.iteration.lower(placed.slots, placed.program_shares, state.chunks,
+                                       state.model, key, zeros).as_text()
+    assert program.count("optimization_barrier") == (3 if carried else 0)
     assert sum('call @compute_on' in line and '_xla_stream_annotation = "1"' in line
-               for line in program.splitlines()) == 1
+               for line in program.splitlines()) == (0 if carried else 1)
+    assert ("jax.buffer_donor" in program) == carried  # the zeros become the counts
     np.testing.assert_array_equal(placed.corpus_order_topics(state), topics)
     np.testing.assert_array_equal(placed.word_topic(state), word_topic)
 

@@ -12,6 +12,7 @@ from saberjax import trainer
 from saberjax.config import Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution import memory
+from saberjax.execution.mesh import model_rows
 from saberjax.execution.plan import plan
 
 # Peak resident memory of `launch/train.py --corpus=<V words, 60 documents> --num_topics=K
@@ -65,3 +66,23 @@ def test_the_plan_takes_wide_pairs_for_a_longer_document_and_counts_their_bytes(
         added = (memory.resident_bytes(corpus, wide, 2, partition, 100)
                  - memory.resident_bytes(corpus, hyper, 2, partition, 100))
         assert added == memory.WIDE_PAIR_EXTRA_BYTES * tokens
+
+
+
+def test_the_plan_counts_the_zero_counts_an_iteration_by_word_carries_to_the_next():
+    """By word (dense) an iteration makes the next one's zero counts (a third int32 copy of a
+    device's rows, Programs.carries_zero_counts): the plan counts them beside the model and
+    the partition's per-token bytes; by document it counts none."""
+    corpus = random_corpus(num_docs=20, num_words=37, mean_length=10, seed=1)
+    hyper = Hyperparams.create(40)
+    share = -(-corpus.num_tokens // 2)
+    words, documents = (memory.resident_bytes(corpus, hyper, 2, partition, 100)
+                        for partition in ("words", "documents"))
+    rows = {partition: model_rows(corpus.num_words, 2, partition)
+            for partition in ("words", "documents")}
+    carried = 4 * rows["words"] * hyper.padded_topics
+    assert words - documents == (
+        memory.model_bytes(rows["words"], hyper.padded_topics) + carried
+        - memory.model_bytes(rows["documents"], hyper.padded_topics)
+        + memory.WORD_PARTITION_BYTES_PER_TOKEN * corpus.num_tokens
+        + memory.DOC_MAJOR_OWNER_BYTES_PER_TOKEN * share)

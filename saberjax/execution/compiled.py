@@ -48,8 +48,9 @@ class CompiledStep:
     """The iteration of a Placement through executables compiled ahead of time.
 
     Calling it never compiles, so training and benchmark loops time iterations apart from
-    compilation (`compile_seconds`).  Resident chunks: one executable per iteration.
-    Streamed: one for a slot and one for the reduction.
+    compilation (`compile_seconds`).  Resident chunks: one executable per iteration, which by
+    word hands the next call the zero counts it made (Programs.iteration).  Streamed: one for
+    a slot and one for the reduction.
     """
 
     def __init__(self, placement, state: TrainState):
@@ -76,9 +77,13 @@ class CompiledStep:
             self._reduce = programs.reduce.lower(counts, state.model.alpha).compile()
             self.num_executables = 3
         else:
+            # the zero counts the next iteration counts B into, made by the one before
+            # (Programs.carries_zero_counts); never part of the state, so never checkpointed
+            self._zeros = (programs.zero_partial_counts() if programs.carries_zero_counts
+                           else None)
             self._iteration = programs.iteration.lower(
-                placement.slots, placement.program_shares, state.chunks, state.model,
-                key).compile()
+                placement.slots, placement.program_shares, state.chunks, state.model, key,
+                self._zeros).compile()
             self.num_executables = 1
         # next_iteration compiles on its first call: here, so that calling never compiles
         jax.block_until_ready(esca.next_iteration(state.seed, state.iteration))
@@ -94,8 +99,9 @@ class CompiledStep:
                                                               key, counts),
                 state.chunks, state.model.alpha, self._counts, self._reduce)
         else:
-            states, model = self._iteration(placement.slots, placement.program_shares,
-                                            state.chunks, state.model, key)
+            states, model, self._zeros = self._iteration(
+                placement.slots, placement.program_shares, state.chunks, state.model, key,
+                self._zeros)
         return TrainState(states, model, iteration, state.seed)
 
     def program_texts(self) -> list[str]:

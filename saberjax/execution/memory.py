@@ -200,8 +200,11 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     by words every document's A and the E-step's doc-major topics (on the two-axis mesh of
     `hosts`, those of its host's documents, and the word rows and topics of its word share
     on the other hosts, which it holds where the hosts exchange topics) and the owners of its
-    chunk's doc-major positions, and A's wide pairs' bytes (hyper.wide_pairs).  The sparse model (hyper.sparse) counts sparse_model_bytes for
-    the device's share of tokens."""
+    chunk's doc-major positions, and A's wide pairs' bytes (hyper.wide_pairs).  The sparse
+    model (hyper.sparse) counts sparse_model_bytes for the device's share of tokens; the
+    dense model by word a third copy of its rows' counts, the zeros an iteration makes for
+    the next (Programs.carries_zero_counts; on the two-axis mesh whichever the hosts
+    exchange)."""
     share = -(-corpus.num_tokens // num_devices)
     wide = WIDE_PAIR_EXTRA_BYTES if hyper.wide_pairs else 0
     extra = ((WORD_PARTITION_BYTES_PER_TOKEN + wide) * -(-corpus.num_tokens // hosts)
@@ -210,8 +213,11 @@ def resident_bytes(corpus: Corpus, hyper: Hyperparams, num_devices: int, partiti
     if partition == "hybrid":
         extra += PEER_SHARE_BYTES_PER_TOKEN * (hosts - 1) * share
     rows = model_rows(corpus.num_words, num_devices, partition, hosts)
-    model = (sparse_model_bytes(share, rows, hyper.padded_topics) if hyper.sparse
-             else model_bytes(rows, hyper.padded_topics))
+    if hyper.sparse:
+        model = sparse_model_bytes(share, rows, hyper.padded_topics)
+    else:
+        carried = partition in ("words", "hybrid")
+        model = model_bytes(rows, hyper.padded_topics) + carried * 4 * rows * hyper.padded_topics
     return int(model + share * per_token + extra)
 
 

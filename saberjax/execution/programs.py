@@ -22,8 +22,10 @@ each device takes every position of its chunk from the part of the device whose 
 its token (WordShares.owner, placed once), so no part needs zeros.  A device's state holds
 the A of every chunk of its words group, gathered at the end of the iteration that rebuilt
 it; the count of B runs while the topics move, B-hat and the trees while A moves
-(_word_finish's barriers), and the count's zeros are made on a GPU stream of their own, beside
-the E-step.
+(_word_finish's barriers).  The count's zeros of the next iteration are made at the end of
+this one, once B-hat and the trees are, while A moves, and carried to it (donated): no zeros sit
+between the E-step and the count (carries_zero_counts; where none are carried, they are made on
+a GPU stream of their own).
 Word shares hold near-equal tokens (layout.share_order): every device waits for the one of
 most tokens at the all_to_all.  The sparse model (hyper.sparse) by word counts each device's
 share's sparse rows of B whole (sparse_rows.count_rows) and only the topic totals are summed.
@@ -43,8 +45,9 @@ execution.plan.hosts_exchange):
                (PeerShares) and computes B-hat and the trees of the whole share: B never
                crosses, and the topic totals are summed over "gpus" alone
 
-The learned prior: each device counts its chunks' (topic, count) pairs into a histogram, one
-program sums them over the mesh and runs the fixed point of esca.update_alpha.
+The learned prior's programs (execution.prior_programs.PriorPrograms, a base of Programs): each
+device counts its chunks' (topic, count) pairs into a histogram, one program sums them over the
+mesh and runs the fixed point of esca.update_alpha.
 
 Counts are integers, B-hat is computed row by row from exact totals and every draw is keyed
 by (seed, iteration, global token id), so the model is bit-identical on any mesh."""
@@ -62,12 +65,13 @@ from jax.experimental.compute_on import compute_on
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from saberjax import compilation, esca, prior, segmented_count, sparse_rows
+from saberjax import compilation, esca, segmented_count, sparse_rows
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.execution.mesh import (HOSTS, HYBRID_TOPICS_MODEL_SPEC, SPARSE_MODEL_SPEC,
                                      WHOLE_SPARSE_MODEL_SPEC, Axes, by_device, local,
                                      model_rows, stacked)
+from saberjax.execution.prior_programs import PriorPrograms
 from saberjax.state import ChunkState, Model
 
 # Every integer up to this (2^11) is a float16: the counts of a word with no more tokens in
@@ -98,7 +102,7 @@ class WordShares(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Programs:
+class Programs(PriorPrograms):
     """The jitted programs of an iteration on `mesh` for a model of num_words words, each
     compiled on its first call (or lowered ahead by execution.compiled).  partition:
     "documents", "words" (one-axis mesh) or "hybrid" (two-axis mesh: by word within the
@@ -180,10 +184,34 @@ class Programs:
     def _zero_counts(self):
         return jnp.zeros((self.model_rows, self.hyper.padded_topics), jnp.int32)
 
+    @property
+    def carries_zero_counts(self) -> bool:
+        """Whether the iteration takes the zero counts its count of B starts from (donated) and
+        makes the next iteration's: by word with the dense model, where each device's counts
+        become its rows of the model (row_parts 1)."""
+        return (self.by_word and not self.hyper.sparse and not self.streamed
+                and self.row_parts == 1)
+
+    @functools.cached_property
+    def zero_partial_counts(self):
+        """Zero partial counts: [N, V_pad, K_pad], one B_d per device (by word [N, rows,
+        K_pad], each device's rows)."""
+        rows = self.model_rows if self.by_word else self.padded_words
+        return compilation.jit(
+            lambda: jnp.zeros((self.num_devices, rows, self.hyper.padded_topics), jnp.int32),
+            out_shardings=NamedSharding(self.mesh, self.by_device))
+
+    def _next_zero_counts(self, model: Model):
+        """The next iteration's zero counts, made once this iteration's B-hat and trees are:
+        the zero comes out of an optimization barrier over them, so XLA makes the zeros while
+        A's gather, the iteration's last collective, runs rather than before the E-step."""
+        zero = lax.optimization_barrier((model.bhat, model.tree, jnp.int32(0)))[-1]
+        return jnp.full((self.model_rows, self.hyper.padded_topics), zero, jnp.int32)
+
     def _zero_counts_beside(self):
         """Zero counts made on a GPU stream of their own (XLA's stream annotation; other
-        platforms ignore it), so that by word XLA may write them while the E-step runs rather
-        than between the E-step and the count of B, which waits for them."""
+        platforms ignore it), where by word none are carried (carries_zero_counts), so that
+        they are not made between the E-step and the count of B, which waits for them."""
         return compute_on(compute_type="gpu_stream:1",
                           out_memory_spaces=jax.memory.Space.Device)(self._zero_counts)()
 
@@ -273,20 +301,21 @@ class Programs:
         return lambda chunk, state, counts: esca.chunk_step(chunk, state, model, key, counts,
                                                             self.hyper)
 
-    def _word_finish(self, slots, shares, alpha, topics, doc_major):
+    def _word_finish(self, slots, shares, alpha, topics, doc_major, zeros=None):
         """Partition by word, after the E-step of this device's share: its chunk's A rebuilt
         from the topics every device of the words axis drew for the chunk's tokens, its
-        words' B counted, and the model of its rows and prior alpha (totals summed over the
-        mesh; on the two-axis mesh the share's counts reduced over the hosts, or counted
-        whole from every host's topics)."""
+        words' B counted into zeros (None: made here), and the model of its rows and prior
+        alpha (totals summed over the mesh; on the two-axis mesh the share's counts reduced
+        over the hosts, or counted whole from every host's topics)."""
         share, owner, peers = local(shares)
         chunk, own_topics = local(slots[0]), self._own_chunk_topics(doc_major, owner)
         if self.hyper.sparse:  # the share's rows of B, counted whole (B never moves)
             counts = sparse_rows.count_rows(share, topics, self.model_rows,
                                             self.hyper.padded_topics)
         else:
-            counts = esca.count_word_topic(share, topics, self._zero_counts_beside(),
-                                           self.hyper)
+            counts = esca.count_word_topic(
+                share, topics, self._zero_counts_beside() if zeros is None else zeros,
+                self.hyper)
         if peers is not None:
             counts = self._peer_counts(share, peers, topics, counts)
         if self.row_parts > 1:  # the counts are reduced over the hosts first
@@ -415,20 +444,28 @@ class Programs:
 
     @functools.cached_property
     def iteration(self):
-        """(slots, shares, states, model, key) -> (states, model); shares as init's."""
-        def by_document(slots, _, slot_states, model, key):
+        """(slots, shares, states, model, key, zeros) -> (states, model, next zeros); shares as
+        init's; zeros (donated): zero_partial_counts' where carries_zero_counts, else None,
+        and so the next zeros."""
+        def by_document(slots, _, slot_states, model, key, zeros):
             states, counts = self._over_slots(self._chunk_step(model, key), slots, slot_states,
                                               self._zero_counts())
-            return states, self._model_of_partial_counts(counts, model.alpha)
+            return states, self._model_of_partial_counts(counts, model.alpha), zeros
 
-        def by_word(slots, shares, slot_states, model, key):
+        def by_word(slots, shares, slot_states, model, key, zeros):
             share, state = local(shares.share), local(slot_states[0])
-            return self._word_finish(slots, shares, model.alpha, *esca.sample(
-                share, state, model, key, self.hyper, zero_doc_major=False))
+            states, model = self._word_finish(
+                slots, shares, model.alpha, *esca.sample(share, state, model, key, self.hyper,
+                                                         zero_doc_major=False),
+                local(zeros))
+            return states, model, None if zeros is None else stacked(
+                self._next_zero_counts(model))
 
+        device = self.by_device
         return compilation.jit(self._shard_map(by_word if self.by_word else by_document,
-                                               (self.by_device,) * 3 + (self.model_spec, P()),
-                                               (self.by_device, self.model_spec)))
+                                               (device,) * 3 + (self.model_spec, P(), device),
+                                               (device, self.model_spec, device)),
+                               donate_argnums=5)
 
     @functools.cached_property
     def reduce(self):
@@ -446,44 +483,4 @@ class Programs:
         """(rows of B, alpha) -> the model (by word, each device keeps its rows' B-hat)."""
         return compilation.jit(self._shard_map(self._model_of_rows,
                                                (self.model_spec.word_topic, P()),
-                                               self.model_spec))
-
-    # -- the learned prior --
-
-    @functools.cached_property
-    def zero_histograms(self):
-        """width -> zero count histograms [N, K_pad, width], one per device (prior)."""
-        return compilation.jit(
-            lambda width: jnp.zeros((self.num_devices, self.hyper.padded_topics, width),
-                                    jnp.int32),
-            static_argnums=0, out_shardings=NamedSharding(self.mesh, self.by_device))
-
-    @functools.cached_property
-    def count_histogram(self):
-        """(slot's chunk, its state, histograms) -> each device's histogram plus its chunk's
-        (topic, count) pairs (esca.count_topic_histogram; histograms donated).  The chunk is used
-        (and may be None otherwise) only for a state of z alone, whose A it rebuilds."""
-        def body(chunk, chunk_state, histogram):
-            chunk_state = local(chunk_state)
-            if chunk_state.a_pairs is not None:  # by word: of the device's own chunk
-                chunk_state = chunk_state._replace(a_pairs=self._own_a_pairs(
-                    chunk_state.a_pairs))
-            return esca.count_topic_histogram(local(chunk), chunk_state, histogram[0],
-                                              self.hyper)[None]
-        device = self.by_device
-        return compilation.jit(self._shard_map(body, (device, device, device), device),
-                               donate_argnums=2)
-
-    @functools.cached_property
-    def learned_alpha(self):
-        """(histograms by device, model, length histogram) -> the model with alpha learned
-        from the histograms' sum (prior.fixed_point) and B-hat's trees rebuilt for it (B and
-        its totals as they are): esca.update_alpha over the mesh."""
-        def body(histogram, model, lengths):
-            histogram = histogram[0]
-            if self.num_devices > 1:
-                histogram = lax.psum(histogram, self.mesh.axis_names)
-            alpha = prior.fixed_point(model.alpha, histogram, lengths, self.hyper.num_topics)
-            return self._model_of_rows(model.word_topic, alpha, model.topic_totals)
-        return compilation.jit(self._shard_map(body, (self.by_device, self.model_spec, P()),
                                                self.model_spec))

@@ -135,13 +135,12 @@ class StreamedPrograms(Programs):
         """Zero partial counts: [N, V_pad, K_pad], one B_d per device (by word [N, rows,
         K_pad], each device's rows); for the sparse model each device's empty token keys
         (streamed_rows, [N, streamed_tokens])."""
-        def zeros():
-            if self.hyper.sparse:
-                return jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
-                                    streamed_rows.empty(self.streamed_tokens))
-            rows = self.model_rows if self.by_word else self.padded_words
-            return jnp.zeros((self.num_devices, rows, self.hyper.padded_topics), jnp.int32)
-        return compilation.jit(zeros, out_shardings=NamedSharding(self.mesh, self.by_device))
+        if not self.hyper.sparse:
+            return super().zero_partial_counts
+        return compilation.jit(
+            lambda: jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_devices, *x.shape)),
+                                 streamed_rows.empty(self.streamed_tokens)),
+            out_shardings=NamedSharding(self.mesh, self.by_device))
 
     def _reduced(self, counts, alpha):
         """The model of a device's partial counts; for the sparse model of token keys, every
