@@ -25,15 +25,20 @@ def doc_major(seed: int, num_topics: int, topic_dtype):
     return doc, topics, doc_start, np.int32(num_tokens)
 
 
+# the two counts compiled whole, as the E-step holds them (run op by op, each of their many
+# small operations compiles for every shape of the tests' documents)
+count_in_table, count_by_sorting = (
+    jax.jit(count, static_argnames=("num_topics", "wide"))
+    for count in (segmented_count._count_in_table, segmented_count._count_by_sorting))
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("num_topics, topic_dtype", [(2, np.int16), (9, np.int16),
                                                      (300, np.int32)])
 def test_the_table_of_counts_and_the_sort_give_the_same_pairs(seed, num_topics, topic_dtype):
     doc, topics, doc_start, num_tokens = doc_major(seed, num_topics, topic_dtype)
-    table = segmented_count._count_in_table(doc, topics, doc_start, num_tokens, num_topics,
-                                            wide=False)
-    by_sorting = segmented_count._count_by_sorting(doc, topics, doc_start, num_tokens,
-                                                   num_topics, wide=False)
+    table = count_in_table(doc, topics, doc_start, num_tokens, num_topics, wide=False)
+    by_sorting = count_by_sorting(doc, topics, doc_start, num_tokens, num_topics, wide=False)
     for mine, theirs in zip(table, by_sorting):
         assert mine.dtype == theirs.dtype
         np.testing.assert_array_equal(mine, theirs)

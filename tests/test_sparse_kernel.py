@@ -10,6 +10,7 @@ import pytest
 from jax.experimental import pallas as pl
 import test_sparse_sampler
 from test_pallas import doc_major, lower_for_h100, ragged_corpus
+from test_sparse_sampler import compiled
 
 from saberjax import esca, rng, sparse_rows, sparse_sampler
 from saberjax.config import Hyperparams
@@ -111,9 +112,9 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
     of the row's table (rows with one) the count of sparse_rows.find_in_table; masked
     elements none."""
     counts, rows = test_sparse_sampler.directory_rows(padded_topics)
-    row_of_entry = sparse_rows.nonzero_rows(rows)
-    buckets = sparse_rows.row_buckets(rows, row_of_entry, padded_topics)
-    tables = sparse_rows.row_tables(rows, row_of_entry, padded_topics, num_dense=1)
+    row_of_entry = compiled.nonzero_rows(rows)
+    buckets = compiled.row_buckets(rows, row_of_entry, padded_topics)
+    tables = compiled.row_tables(rows, row_of_entry, padded_topics, num_dense=1)
     num_rows = counts.shape[0]
     topics = np.arange(-(-(padded_topics + 1) // 32) * 32, dtype=np.int32).reshape(-1, 32)
     masked = topics > padded_topics  # K_pad itself is looked up (no topic), past it masked
@@ -139,7 +140,7 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
         rows.row_start, rows.topics, rows.counts, *buckets, *tables, topics, masked)
     row = np.broadcast_to(np.arange(num_rows)[:, None, None], positions.shape)
     topic = np.broadcast_to(np.minimum(topics, padded_topics), positions.shape)
-    want_position, want_count = sparse_rows.find_in_bucket(rows, buckets, row, topic)
+    want_position, want_count = compiled.find_in_bucket(rows, buckets, row, topic)
     looked_up = ~np.broadcast_to(masked, positions.shape)
     np.testing.assert_array_equal(np.asarray(found)[looked_up],
                                   np.asarray(want_count)[looked_up])
@@ -150,7 +151,7 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
     assert tabled.any() and not tabled.all()
     np.testing.assert_array_equal(
         np.asarray(found_in_table)[looked_up & tabled],
-        np.asarray(sparse_rows.find_in_table(tables, row, topic))[looked_up & tabled])
+        np.asarray(compiled.find_in_table(tables, row, topic))[looked_up & tabled])
     np.testing.assert_array_equal(np.asarray(found_in_table)[looked_up & tabled],
                                   np.asarray(want_count)[looked_up & tabled])
     assert np.all(np.asarray(found_in_table)[~looked_up] == 0)

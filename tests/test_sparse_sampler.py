@@ -3,6 +3,7 @@ p(k) proportional to (A_dk + alpha_k) B-hat_vk with the token left out; its M-st
 rows as a recount of the tokens does."""
 
 import functools
+import types
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,15 @@ from saberjax.corpus import Corpus
 from saberjax.layout import build_layout
 
 DRAWS = 100_000
+# sparse_rows' builds and lookups compiled whole, as the samplers' programs hold them (run op by
+# op, each of their many small operations compiles for every shape of the tests' rows)
+compiled = types.SimpleNamespace(
+    nonzero_rows=jax.jit(sparse_rows.nonzero_rows),
+    row_buckets=jax.jit(sparse_rows.row_buckets, static_argnums=2),
+    row_tables=jax.jit(sparse_rows.row_tables, static_argnums=(2, 3, 4)),
+    find_in_bucket=jax.jit(sparse_rows.find_in_bucket),
+    find_in_table=jax.jit(sparse_rows.find_in_table),
+    count_in_row=jax.jit(sparse_rows.count_in_row))
 
 
 def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
@@ -267,12 +277,12 @@ def test_bucket_directory_finds_every_topic_of_every_row(padded_topics):
     directory_rows, and each found position is the topic's in its row."""
     counts, rows = directory_rows(padded_topics)
     np.testing.assert_array_equal(
-        np.asarray(sparse_rows.nonzero_rows(rows)),
+        np.asarray(compiled.nonzero_rows(rows)),
         np.searchsorted(np.asarray(rows.row_start), np.arange(rows.topics.shape[0]),
                         side="right") - 1)
-    buckets = sparse_rows.row_buckets(rows, sparse_rows.nonzero_rows(rows), padded_topics)
+    buckets = compiled.row_buckets(rows, compiled.nonzero_rows(rows), padded_topics)
     row, topic = np.meshgrid(np.arange(9), np.arange(padded_topics + 1), indexing="ij")
-    position, found = sparse_rows.find_in_bucket(rows, buckets, jnp.asarray(row),
+    position, found = compiled.find_in_bucket(rows, buckets, jnp.asarray(row),
                                                  jnp.asarray(topic))
     expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
     np.testing.assert_array_equal(np.asarray(found), expected)
@@ -304,8 +314,8 @@ def test_row_tables_find_every_topic_of_every_row(padded_topics):
     counts, _ = directory_rows(padded_topics)
     counts[1, np.flatnonzero(counts[1])] = 1 << 27
     rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 5)
-    row_of_entry = sparse_rows.nonzero_rows(rows)
-    buckets = sparse_rows.row_buckets(rows, row_of_entry, padded_topics)
+    row_of_entry = compiled.nonzero_rows(rows)
+    buckets = compiled.row_buckets(rows, row_of_entry, padded_topics)
     row, topic = np.meshgrid(np.arange(9), np.arange(padded_topics + 1), indexing="ij")
     expected = np.concatenate([counts, np.zeros((9, 1), np.int32)], axis=1)
     topic_bits = (padded_topics - 1).bit_length()
@@ -313,7 +323,7 @@ def test_row_tables_find_every_topic_of_every_row(padded_topics):
     home_bits = np.minimum([int(max(n, 1) - 1).bit_length() + sparse_rows.ROW_TABLE_SPREAD
                             for n in lengths], topic_bits)
     for num_dense, table_bytes in [(0, sparse_rows.ROW_TABLE_BYTES), (2, 4 * 40)]:
-        tables = sparse_rows.row_tables(rows, row_of_entry, padded_topics, num_dense,
+        tables = compiled.row_tables(rows, row_of_entry, padded_topics, num_dense,
                                         table_bytes)
         np.testing.assert_array_equal(np.asarray(tables.shift), topic_bits - home_bits)
         # each row's displacements as a sequential insertion gives them
@@ -335,11 +345,11 @@ def test_row_tables_find_every_topic_of_every_row(padded_topics):
         np.testing.assert_array_equal(np.asarray(tables.window), np.where(fits, window, 0))
         assert fits.any() and not fits.all()
         np.testing.assert_array_equal(
-            np.asarray(sparse_rows.find_in_table(tables, jnp.asarray(row),
+            np.asarray(compiled.find_in_table(tables, jnp.asarray(row),
                                                  jnp.asarray(topic)))[fits[row]],
             expected[fits[row]])
         np.testing.assert_array_equal(
-            np.asarray(sparse_rows.count_in_row(rows, buckets, tables, jnp.asarray(row),
+            np.asarray(compiled.count_in_row(rows, buckets, tables, jnp.asarray(row),
                                                 jnp.asarray(topic))), expected)
     # row 8's twelve topics crowd its lowest homes: beyond K_pad = 64 they sit 8 or more past
     # them, and the row has no table

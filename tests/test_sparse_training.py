@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import needs_local_devices, random_corpus, run_on_mesh
 
-from saberjax import checkpoint, evaluate, sparse_word_topic, trainer
+from saberjax import evaluate, sparse_word_topic, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.execution import memory
@@ -40,15 +40,24 @@ def resident_run(model_format: str):
     return run_on_mesh(resident_corpus(), hyper, 3, 5, num_devices=1)
 
 
+@functools.cache
+def by_words_run(model_format: str, wide_pairs: bool = False, chunk_tokens: int | None = None):
+    """(placement, state) of resident_run(model_format)'s corpus, settings and seed on two
+    devices by words (each device holds its words' rows), A's pairs wide or packed, resident
+    or streamed in chunks of chunk_tokens: each trained once for the tests comparing it."""
+    hyper = dataclasses.replace(Hyperparams.create(40, model_format=model_format),
+                                wide_pairs=wide_pairs)
+    return run_on_mesh(resident_corpus(), hyper, 3, 5, num_devices=2, partition="words",
+                       chunk_tokens=chunk_tokens)
+
+
 def test_sparse_training_is_bit_identical_on_one_and_two_devices():
     needs_local_devices(2)
-    corpus = random_corpus(num_docs=90, num_words=37, mean_length=30, seed=3)  # V odd: padded
-    hyper = Hyperparams.create(40, model_format="sparse")
+    corpus = resident_corpus()  # V odd: padded
     results = []
-    for num_devices in (1, 2):
-        placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=num_devices)
+    for placed, state in (resident_run("sparse"), by_words_run("sparse")):
         assert placed.partition == "words" and placed.hyper.sparse
-        if num_devices > 1:  # each device holds its words' rows
+        if placed.num_devices > 1:  # each device holds its words' rows
             assert (state.model.word_topic.topics.sharding.spec
                     == SPARSE_MODEL_SPEC.word_topic.topics)
         topics = placed.corpus_order_topics(state)
@@ -87,9 +96,7 @@ def test_sparse_model_learns_as_the_dense_model_does():
 def test_placement_round_trips_the_sparse_model_through_the_host():
     """A checkpoint's B, put back on the devices, gives the model the iteration made."""
     needs_local_devices(2)
-    corpus = random_corpus(num_docs=60, num_words=41, mean_length=20, seed=4)
-    hyper = Hyperparams.create(33, model_format="sparse")
-    placed, state = run_on_mesh(corpus, hyper, 2, 9, num_devices=2)
+    placed, state = by_words_run("sparse")
     rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
                                            np.asarray(state.model.alpha))
     for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
@@ -192,20 +199,22 @@ def test_a_sparse_plan_refuses_seed_words():
 
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path, streamed):
-    """Resident by words, or streamed by documents in chunks of some 300 tokens."""
+    """Resident by words, or streamed by documents in chunks of some 300 tokens: resumed from
+    the uninterrupted run's checkpoint of iteration 2 (B stored sparse)."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
-    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
+    config = trainer.TrainConfig(num_topics=6, iterations=4, backend="xla", checkpoint_every=2,
                                  optimize_alpha_every=1, model_format="sparse",
                                  chunk_tokens=300 if streamed else None)
-    first = trainer.train(corpus, config, checkpoint_dir=tmp_path)
-    assert first.model.config["model_format"] == "sparse"
-    assert first.model.config["streamed"] == streamed
-    assert isinstance(first.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
-    with np.load(checkpoint.latest_checkpoint(tmp_path).with_suffix(".npz")) as arrays:
+    uninterrupted = trainer.train(corpus, config, checkpoint_dir=tmp_path)
+    assert uninterrupted.model.config["model_format"] == "sparse"
+    assert uninterrupted.model.config["streamed"] == streamed
+    assert isinstance(uninterrupted.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
+    halfway = tmp_path / "checkpoint-00000002.json"
+    with np.load(halfway.with_suffix(".npz")) as arrays:
         assert "word_topic.indptr" in arrays and "word_topic" not in arrays
-    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
-    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
-    uninterrupted = trainer.train(corpus, longer)
+    resumed = trainer.train(corpus, dataclasses.replace(config, checkpoint_every=0),
+                            resume_from=halfway)
+    assert len(resumed.metrics) == 4
     for left, right in zip(resumed.model.word_topic_counts[:3],
                            uninterrupted.model.word_topic_counts[:3]):
         np.testing.assert_array_equal(left, right)
@@ -238,12 +247,9 @@ def test_wide_pairs_train_the_model_packed_pairs_train(model_format):
     """A's pairs forced wide (as the plan takes them for long documents) give the same topics
     and B, A gathered over two devices by word, resident and streamed."""
     needs_local_devices(2)
-    corpus = random_corpus(num_docs=50, num_words=29, mean_length=25, seed=8)
-    hyper = Hyperparams.create(20, model_format=model_format)
     runs = []
-    for wide, chunk_tokens in ((False, None), (True, None), (True, 400)):
-        placed, state = run_on_mesh(corpus, dataclasses.replace(hyper, wide_pairs=wide), 3, 2,
-                                    num_devices=2, partition="words", chunk_tokens=chunk_tokens)
+    for wide, chunk_tokens in ((False, None), (True, None), (True, 700)):
+        placed, state = by_words_run(model_format, wide, chunk_tokens)
         assert placed.hyper.wide_pairs == wide
         assert placed.streamed == (chunk_tokens is not None)
         assert state.chunks[0].a_pairs.dtype == (np.complex64 if wide else np.uint32)
@@ -284,11 +290,8 @@ def test_streamed_by_words_is_the_model_resident_on_one_device(model_format):
     device's slots of documents pass by with their word shares): the same topics and B, bit
     for bit, as resident on one device, over several slots a device."""
     needs_local_devices(2)
-    corpus = resident_corpus()
-    hyper = Hyperparams.create(40, model_format=model_format)
     resident, resident_state = resident_run(model_format)
-    placed, state = run_on_mesh(corpus, hyper, 3, 5, num_devices=2, partition="words",
-                                chunk_tokens=700)
+    placed, state = by_words_run(model_format, chunk_tokens=700)
     assert (placed.partition, placed.streamed, placed.hyper.model_format) == (
         "words", True, model_format)
     assert placed.num_slots > 1
@@ -306,16 +309,17 @@ def test_streamed_by_words_is_the_model_resident_on_one_device(model_format):
 
 
 def test_a_run_streamed_by_words_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
-    """Checkpoints of a run streamed by word put each slot's share z and own A back."""
+    """Checkpoints of a run streamed by word put each slot's share z and own A back: resumed
+    from the uninterrupted run's checkpoint of iteration 2."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
-    config = trainer.TrainConfig(num_topics=6, iterations=2, backend="xla", checkpoint_every=2,
+    config = trainer.TrainConfig(num_topics=6, iterations=4, backend="xla", checkpoint_every=2,
                                  optimize_alpha_every=1, model_format="sparse",
                                  partition="words", chunk_tokens=300)
-    trainer.train(corpus, config, checkpoint_dir=tmp_path)
-    longer = dataclasses.replace(config, iterations=4, checkpoint_every=0)
-    resumed = trainer.train(corpus, longer, resume_from=checkpoint.latest_checkpoint(tmp_path))
-    uninterrupted = trainer.train(corpus, longer)
+    uninterrupted = trainer.train(corpus, config, checkpoint_dir=tmp_path)
     assert uninterrupted.model.config["streamed"]
+    resumed = trainer.train(corpus, dataclasses.replace(config, checkpoint_every=0),
+                            resume_from=tmp_path / "checkpoint-00000002.json")
+    assert len(resumed.metrics) == 4
     for left, right in zip(resumed.model.word_topic_counts[:3],
                            uninterrupted.model.word_topic_counts[:3]):
         np.testing.assert_array_equal(left, right)
