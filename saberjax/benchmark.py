@@ -189,9 +189,9 @@ def run_benchmark(corpus: Corpus, num_topics: list[int], backends: list[str], *,
     init_window_topics); emit(json_line) for each record and the summary.  chunk_tokens: PDOW
     chunk sizes (None: place's default).  init_window_topics: None runs the setting's default
     for each K (config.default_window_topics).  heldout: (observed, held-out) halves of test
-    documents to score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs whose partition
-    is hybrid or auto (with num_devices 0).  hosts_exchanges: what crosses between the hosts
-    of the two-axis mesh (plan.hosts_exchange's settings), each run in turn there."""
+    documents to score each model on.  mesh: the two-axis mesh ("HOSTSxGPUS") of the runs
+    whose partition is hybrid or auto (with num_devices 0).  hosts_exchanges: what crosses
+    between its hosts (plan.hosts_exchange's settings), each run in turn there."""
     wall_start = time.perf_counter()
     env = environment()
     copy_mib = copy_mib or (1024 if env["platform"] == "gpu" else 256)

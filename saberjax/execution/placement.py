@@ -180,7 +180,7 @@ class Placement:
     @property
     def num_hosts(self) -> int:
         """Devices of the hosts axis of the two-axis mesh (1 on a one-axis mesh)."""
-        return self.mesh.shape[HOSTS] if HOSTS in self.mesh.axis_names else 1
+        return self.mesh.shape.get(HOSTS, 1)
 
     @property
     def num_slots(self) -> int:
