@@ -146,17 +146,27 @@ def sort_by_row_then_topic(rows: jax.Array, topics: jax.Array, num_rows: int,
                            padded_topics: int) -> tuple[jax.Array, jax.Array]:
     """(row, topic) pairs (rows <= num_rows, topics < padded_topics) sorted by row, then topic.
 
-    One uint32 key row * K_pad + topic where it fits, else two stable sorts of one key (by
-    topic, then by row): single-key sorts are radix sorts on a GPU, where a two-key sort
-    compares.  Both give the same order."""
+    One uint32 key row * K_pad + topic where it fits, else two stable sorts: by a uint32 key
+    of the row's low bits and the topic (the row's high bits carried as uint16), then by the
+    row's high bits as a key of 8 or 16 bits, whose radix sort takes one or two passes where
+    a uint32 key takes four (single-key sorts are radix sorts on a GPU, where a two-key sort
+    compares).  All give the same order."""
     rows, topics = rows.astype(jnp.uint32), topics.astype(jnp.uint32)
     if (num_rows + 1) * padded_topics <= 2**32:
         key = jnp.sort(rows * jnp.uint32(padded_topics) + topics)
         return ((key // padded_topics).astype(jnp.int32),
                 (key % padded_topics).astype(jnp.int32))
-    topics, rows = jax.lax.sort((topics, rows), num_keys=1, is_stable=True)
-    rows, topics = jax.lax.sort((rows, topics), num_keys=1, is_stable=True)
-    return rows.astype(jnp.int32), topics.astype(jnp.int32)
+    topic_bits = max(padded_topics - 1, 1).bit_length()
+    low_bits = 32 - topic_bits
+    if num_rows >> low_bits >= 1 << 16:
+        raise ValueError(f"{num_rows} rows of {padded_topics} topics: more than 48 bits a pair")
+    high_type = jnp.uint8 if num_rows >> low_bits < 1 << 8 else jnp.uint16
+    low = (rows & ((1 << low_bits) - 1)) << topic_bits | topics
+    low, high = jax.lax.sort((low, (rows >> low_bits).astype(jnp.uint16)), num_keys=1,
+                             is_stable=True)
+    high, low = jax.lax.sort((high.astype(high_type), low), num_keys=1, is_stable=True)
+    return ((high.astype(jnp.uint32) << low_bits | low >> topic_bits).astype(jnp.int32),
+            (low & ((1 << topic_bits) - 1)).astype(jnp.int32))
 
 
 def nonzero_rows(rows: SparseRows) -> jax.Array:

@@ -245,7 +245,8 @@ def test_the_m_steps_stores_declare_unique_indices():
     assert not any(combines for _, combines in scatters(count_text))
 
 
-@pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20)])
+@pytest.mark.parametrize("num_rows,padded_topics", [(50, 64), (5000, 1 << 20),
+                                                    (5000, 1 << 28)])
 def test_sort_by_row_then_topic_in_one_key_or_two_sorts(num_rows, padded_topics):
     rng_np = np.random.default_rng(3)
     rows = rng_np.integers(0, num_rows + 1, 4000)
@@ -379,3 +380,18 @@ def test_row_max_over_blocks_and_single_entries():
     np.maximum.at(expected, row[row < len(lengths)], values[row < len(lengths)])
     got = sparse_rows.row_max(jnp.asarray(values), jnp.asarray(row, jnp.int32), len(lengths))
     np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+@pytest.mark.parametrize("num_rows,padded_topics,high_key", [(5000, 1 << 20, "ui8"),
+                                                             (5000, 1 << 28, "ui16")])
+def test_sort_by_row_then_topic_sorts_the_rows_high_bits_by_a_narrow_key(
+        num_rows, padded_topics, high_key):
+    """Where row * K_pad + topic does not fit 32 bits, the second sort's key is the rows' high
+    bits in 8 or 16 bits (one or two radix passes), not a uint32 row (four)."""
+    text = jax.jit(sparse_rows.sort_by_row_then_topic, static_argnums=(2, 3)).lower(
+        jnp.zeros(64, jnp.int32), jnp.zeros(64, jnp.int32), num_rows, padded_topics).as_text()
+    sorts = [part.split("}) : ", 1)[1].split("\n", 1)[0]
+             for part in text.split('"stablehlo.sort"')[1:]]
+    assert len(sorts) == 2
+    assert "tensor<64xui32>, tensor<64xui16>" in sorts[0]
+    assert f"tensor<64x{high_key}>, tensor<64xui32>" in sorts[1]
