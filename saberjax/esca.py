@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import compilation, prior, rng, segmented_count, sparse_rows, sparse_sampler
+from saberjax import compilation, prior, rng, segmented_count, sparse_build, sparse_sampler
 from saberjax.backend import backend_ops
 from saberjax.config import Hyperparams
 from saberjax.layout import Chunk
@@ -46,7 +46,7 @@ def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array
     None when it holds them all.  With hyper.sparse, word_topic is B's sparse rows
     (sparse_rows.SparseRows) and the model a sparse_rows.SparseModel."""
     if hyper.sparse:
-        return sparse_rows.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
+        return sparse_build.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
                                              hyper.beta, num_words or word_topic.num_rows)
     bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
                                                           hyper.num_topics, hyper.beta,

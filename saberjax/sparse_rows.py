@@ -38,9 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from saberjax.layout import Chunk
-from saberjax.mstep import bhat_denominator
 from saberjax.segmented_count import store_distinct
-from saberjax.tree import WIDTH, build_tree, tree_totals, weighted_leaves
+from saberjax.tree import WIDTH
 
 
 # Bytes of a device's dense B-hat rows (K_pad each) for the most frequent words, and their
@@ -285,15 +284,18 @@ def row_table_entries(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE
 
 def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, num_dense: int,
                table_bytes: int = ROW_TABLE_BYTES, window: int = ROW_TABLE_WINDOW,
-               spread: int = ROW_TABLE_SPREAD) -> RowTables:
+               spread: int = ROW_TABLE_SPREAD, capacity: int | None = None) -> RowTables:
     """The tables of B's sparse rows from row num_dense on (row_of_entry: nonzero_rows), the
     rows in order while table_bytes holds them and their entries lie within
     row_table_entries of the first such row's; `window`: the most slots a lookup reads (at
-    most 2**DISPLACEMENT_BITS), `spread`: ROW_TABLE_SPREAD."""
+    most 2**DISPLACEMENT_BITS), `spread`: ROW_TABLE_SPREAD; capacity: the rows' capacity the
+    tables are sized for (None: the entries'; the rows may be a prefix of rows of that
+    capacity holding all their nonzeros, and get the same tables)."""
     if not 1 <= window <= 1 << DISPLACEMENT_BITS:
         raise ValueError(f"row table window must be in [1, {1 << DISPLACEMENT_BITS}], got "
                          f"{window}")
-    num_rows, capacity = rows.num_rows, rows.topics.shape[0]
+    num_rows, entries = rows.num_rows, rows.topics.shape[0]
+    capacity = capacity or entries
     size = row_table_slots(capacity, num_rows, table_bytes, window, spread)
     topic_bits = max(padded_topics - 1, 1).bit_length()
     lengths = rows.row_start[1:] - rows.row_start[:-1]
@@ -307,8 +309,8 @@ def row_tables(rows: SparseRows, row_of_entry: jax.Array, padded_topics: int, nu
     base = end - extent
     # the entries read: `span` from the first table row's (from fewer where the rows end
     # sooner; those before it are dense rows', which get no table)
-    span = row_table_entries(capacity, num_rows, table_bytes, window, spread)
-    low = jnp.minimum(rows.row_start[min(num_dense, num_rows)], capacity - span)
+    span = min(row_table_entries(capacity, num_rows, table_bytes, window, spread), entries)
+    low = jnp.minimum(rows.row_start[min(num_dense, num_rows)], entries - span)
     entry = low + jnp.arange(span, dtype=jnp.int32)
     topics, counts, entry_rows = (jax.lax.dynamic_slice(values, (low,), (span,))
                                   for values in (rows.topics, rows.counts, row_of_entry))
@@ -380,58 +382,6 @@ def segmented_prefix_sum(values: jax.Array, segment: jax.Array, operator=jnp.add
                 left_start | right_start)
 
     return jax.lax.associative_scan(combine, (values, starts))[0]
-
-
-def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
-                      beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
-                      dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,
-                      row_table_window: int = ROW_TABLE_WINDOW,
-                      row_table_spread: int = ROW_TABLE_SPREAD) -> SparseModel:
-    """The sparse model of B's rows given the topic totals of all of B (summed over devices),
-    the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
-    rows' bytes and type (dense_row_count); row_table_*: the row tables' (row_tables)."""
-    padded_topics = totals.shape[0]
-    denominator = bhat_denominator(totals, num_words, beta)
-    filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
-    topic = jnp.where(filled, rows.topics, 0)
-    weight = jnp.where(filled, alpha[topic] * rows.counts.astype(jnp.float32)
-                       / denominator[topic], 0.0)
-    row_of_entry = nonzero_rows(rows)
-    row_prefix = segmented_prefix_sum(weight, row_of_entry)
-    num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype)
-    dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics, beta,
-                                        num_dense, dense_dtype)
-    ends = rows.row_start[1:]
-    row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
-    real_topic = jnp.arange(padded_topics) < num_topics
-    prior_leaves = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)[None, :]
-    prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
-    return SparseModel(rows, row_buckets(rows, row_of_entry, padded_topics),
-                       row_tables(rows, row_of_entry, padded_topics, num_dense, row_table_bytes,
-                                  row_table_window, row_table_spread), totals, alpha,
-                       denominator, jnp.float32(beta), row_prefix,
-                       row_mass, prior_leaves, prior_tree,
-                       tree_totals(prior_tree, prior_leaves, alpha), dense_bhat, dense_tree,
-                       tree_totals(dense_tree, dense_bhat, alpha))
-
-
-def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
-               alpha: jax.Array, num_topics: int, beta: float, num_dense: int,
-               dtype=DENSE_ROW_DTYPE) -> tuple[jax.Array, tuple[jax.Array, ...]]:
-    """(B-hat of the first num_dense rows in dtype [num_dense, K_pad], the levels of their
-    trees over alpha_k B-hat_vk, summed in float32 from the values B-hat holds): beta / D_k
-    everywhere, (B_vk + beta) / D_k at the rows' nonzeros (the values of mstep.float32_bhat),
-    0 in padding columns."""
-    padded_topics = denominator.shape[0]
-    real_topic = jnp.arange(padded_topics) < num_topics
-    empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)
-    in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
-                                                                           < num_dense)
-    topic = jnp.where(in_dense, rows.topics, 0)
-    bhat = store_distinct(jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)),
-                          row_of_entry, in_dense,
-                          ((rows.counts + beta) / denominator[topic]).astype(dtype), topic)
-    return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 
 def search_steps(rows: SparseRows) -> jax.Array:

@@ -65,7 +65,7 @@ def count_of_bhat(bhat, denominator, beta):
 
 def row_mass_without_own(row_mass, own_alpha, own_word_count, own_denominator):
     """Term 2's mass S2 of a row without the own topic's entry alpha_z B_vz / D_z (the
-    entry's weight as sparse_rows.model_from_totals computes it, from B_vz alone, so that the
+    entry's weight as sparse_build.model_from_totals computes it, from B_vz alone, so that the
     entry's position in the row is needed only where a token draws from term 2)."""
     own_weight = jnp.where(own_word_count > 0, own_alpha * own_word_count.astype(jnp.float32)
                            / own_denominator, 0.0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import goodness_of_fit_pvalue, one_document_state
 
-from saberjax import rng, sparse_rows, sparse_sampler
+from saberjax import rng, sparse_build, sparse_rows, sparse_sampler
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
 from saberjax.corpus import Corpus
@@ -42,16 +42,18 @@ def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words",
                                              "dense_row_bytes", "dense_dtype",
-                                             "row_table_bytes"))
+                                             "row_table_bytes", "compact_share"))
 def sparse_model(rows: sparse_rows.SparseRows, alpha, *, num_topics: int, beta: float,
                  num_words: int, dense_row_bytes: int,
                  dense_dtype=sparse_rows.DENSE_ROW_DTYPE,
-                 row_table_bytes: int = sparse_rows.ROW_TABLE_BYTES) -> sparse_rows.SparseModel:
-    """sparse_rows.model_from_totals of rows and their own totals, compiled as one program (op
+                 row_table_bytes: int = sparse_rows.ROW_TABLE_BYTES,
+                 compact_share: int = sparse_build.COMPACT_SHARE) -> sparse_rows.SparseModel:
+    """sparse_build.model_from_totals of rows and their own totals, compiled as one program (op
     by op it compiles each of its many small operations, most of a test's time on a CPU)."""
-    return sparse_rows.model_from_totals(
+    return sparse_build.model_from_totals(
         rows, sparse_rows.topic_totals(rows, alpha.shape[0]), alpha, num_topics, beta,
-        num_words, dense_row_bytes, dense_dtype, row_table_bytes)
+        num_words, dense_row_bytes, dense_dtype, row_table_bytes,
+        compact_share=compact_share)
 
 
 def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
@@ -122,7 +124,7 @@ def test_sparse_sampler_matches_the_dense_distribution(num_topics, nonzeros, wor
 
 @pytest.mark.parametrize("beta", [0.01, 0.9])
 def test_count_of_bhat_is_exact_below_128_and_within_bhats_rounding_above(beta):
-    """B_vz recovered from a bfloat16 B-hat_vz = (B_vz + beta) / D_z (as sparse_rows.dense_rows
+    """B_vz recovered from a bfloat16 B-hat_vz = (B_vz + beta) / D_z (as sparse_build.dense_rows
     stores it) for every count to 400 and denominators spread over several binades."""
     counts = np.arange(400, dtype=np.float32)[:, None]
     denominators = np.float32(2.0) ** np.random.default_rng(1).uniform(3, 20, 64).astype(
@@ -208,6 +210,30 @@ def test_model_prefix_sums_and_prior_tree():
                                rtol=1e-5)
 
 
+@pytest.mark.parametrize("capacity,compact", [(1200, True), (900, False)])
+def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capacity, compact):
+    """Where B's nonzeros (about 350 here) fit in the first third of the rows' capacity, the
+    model built on those entries alone and padded back is the whole build's, array for array,
+    bit for bit (the row tables sized for the whole capacity, the directory's last slots the
+    rows' end); where they do not, the build runs on the whole capacity."""
+    rng_np = np.random.default_rng(7)
+    counts = np.zeros((40, 64), np.int32)
+    counts[:, :50] = rng_np.geometric(0.4, (40, 50)) * (rng_np.random((40, 50)) < 0.18)
+    counts[5] = 0  # an empty row
+    rows = rows_of_dense(counts, capacity)
+    assert (np.count_nonzero(counts) <= capacity // sparse_build.COMPACT_SHARE) == compact
+    alpha = jnp.asarray(np.where(np.arange(64) < 50, rng_np.gamma(1.0, 0.5, 64), 0.0),
+                        jnp.float32)
+    settings = dict(num_topics=50, beta=0.1, num_words=40, dense_row_bytes=2 * 64 * 4)
+    got = sparse_model(rows, alpha, **settings)
+    whole = sparse_model(rows, alpha, compact_share=1, **settings)
+    assert jax.tree.structure(got) == jax.tree.structure(whole)
+    for got_leaf, whole_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(whole)):
+        assert got_leaf.shape == whole_leaf.shape and got_leaf.dtype == whole_leaf.dtype
+        np.testing.assert_array_equal(np.asarray(got_leaf), np.asarray(whole_leaf))
+    assert int(np.asarray(got.tables.window).max()) > 0  # some rows have tables
+
+
 def scatters(lowered_text: str) -> list[tuple[bool, bool]]:
     """(declares unique indices, combines the values) of each scatter of a lowered program."""
     found = []
@@ -239,8 +265,9 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    # count_rows' topics, rows and runs' first positions, dense B-hat, the row tables' slots
-    assert len(stores) == 5 and all(stores)
+    # count_rows' topics, rows and runs' first positions; dense B-hat and the row tables'
+    # slots in each of the build's ways (on the whole capacity and on its first entries)
+    assert len(stores) == 7 and all(stores)
     # count_rows counts its runs without atomic adds
     assert not any(combines for _, combines in scatters(count_text))
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import benchmark, esca, rng, sparse_rows, synth, trainer
+from saberjax import benchmark, esca, rng, sparse_build, sparse_rows, synth, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -221,7 +221,7 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
                    repeats: int, hyper=None, num_words: int = 0) -> dict:
     """Seconds of the sparse E-step kernel at each of the ';'-separated settings (its keyword
     arguments as name=value, an integer or a word, comma-separated, tile_tokens among them:
-    the layout's tiles rebuilt at that size; names of sparse_rows.model_from_totals' keyword
+    the layout's tiles rebuilt at that size; names of sparse_build.model_from_totals' keyword
     arguments, e.g. row_table_bytes, rebuild the model from the same rows with them) on the
     same state, and how many of its topics differ from `topics` (the defaults'); with the
     model's row tables, the tokens whose words have a table, a bucket search or a dense
@@ -229,7 +229,7 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
     from saberjax.layout import with_tile_tokens  # noqa: PLC0415
     from saberjax.pallas import sparse_sampler as kernel  # noqa: PLC0415
 
-    model_knobs = set(inspect.signature(sparse_rows.model_from_totals).parameters)
+    model_knobs = set(inspect.signature(sparse_build.model_from_totals).parameters)
     record = {}
     for setting in settings.split(";"):
         knobs = {name: int(value) if value.isdigit() else value for name, value in
@@ -242,7 +242,7 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
         setting_model = model
         if built:
             rows = model.word_topic
-            setting_model = jax.jit(lambda r, a: sparse_rows.model_from_totals(
+            setting_model = jax.jit(lambda r, a: sparse_build.model_from_totals(
                 r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper.num_topics,
                 hyper.beta, num_words, **built))(rows, model.alpha)
             record[f"sample[{setting}]_lookups"] = lookup_shares(share, setting_model)
@@ -318,7 +318,7 @@ def dense_row_types(placement, share, chunk_state, rows, alpha, key, repeats: in
     hyper = placement.hyper
     record = {}
     for dtype in (jnp.float32, jnp.bfloat16):
-        model = jax.jit(lambda r, a, dtype=dtype: sparse_rows.model_from_totals(
+        model = jax.jit(lambda r, a, dtype=dtype: sparse_build.model_from_totals(
             r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper.num_topics,
             hyper.beta, placement.num_words, dense_dtype=dtype))(rows, alpha)
         name = jnp.dtype(dtype).name
