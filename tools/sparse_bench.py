@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import benchmark, esca, rng, sparse_build, sparse_rows, synth, trainer
+from saberjax import benchmark, esca, rng, sparse_rows, synth, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -39,6 +39,11 @@ from saberjax.corpus import Corpus
 from saberjax.state import check_document_lengths, max_pair_count
 
 import kernel_timeline  # tools/, beside this script
+
+try:  # the model's build; a baseline tree of tools/sparse_ab.sh may predate its module
+    from saberjax import sparse_build
+except ImportError:
+    sparse_build = sparse_rows
 
 
 def model_record(placement, state, corpus) -> dict:
@@ -109,6 +114,7 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         peak_device_GB=round(peak_device / 1e9, 2),
         peak_host_GB=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 2),
         planned_device_GB=round(planned_device_bytes(placement, corpus) / 1e9, 2),
+        state_digest=state_digest(result.state),
         **model_record(placement, result.state, corpus))
     if hyper.sparse and placement.num_devices == 1 and phases:
         # the training's figures first, kept where the phases outrun a time limit
@@ -122,6 +128,25 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
     if heldout is not None:
         record["heldout_loglik_per_token"] = result.metrics[-1]["heldout_loglik_per_token"]
     return record
+
+
+def state_digest(state) -> str:
+    """A checksum of every bit of a trained state (the chunks' topics and A, the model's arrays),
+    computed where the arrays are: equal digests of two trees' runs from one seed say that
+    they trained the same model (each leaf's bits, as uint32, weighted by odd multipliers of
+    their positions, summed modulo 2**32)."""
+    @jax.jit
+    def leaf_sum(leaf):
+        if leaf.dtype == jnp.bool_:
+            leaf = leaf.astype(jnp.uint8)
+        bits = jax.lax.bitcast_convert_type(leaf, jnp.dtype(f"uint{leaf.dtype.itemsize * 8}"))
+        bits = bits.astype(jnp.uint32).ravel()
+        weights = jnp.arange(bits.shape[0], dtype=jnp.uint32) * jnp.uint32(2654435761) | 1
+        return jnp.sum(bits * weights, dtype=jnp.uint32)
+
+    sums = [int(leaf_sum(leaf)) for leaf in jax.tree.leaves(state)
+            if hasattr(leaf, "dtype") and leaf.size]
+    return f"{sum(value * (2 * index + 1) for index, value in enumerate(sums)) % 2**32:08x}"
 
 
 def planned_device_bytes(placement, corpus) -> int:
