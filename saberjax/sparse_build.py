@@ -4,11 +4,11 @@ tree, plain JAX.
 
 Most of the build is passes over arrays as long as the rows' capacity (a device's tokens),
 while B's nonzeros, after the first iterations, are a fraction of it.  Where they fit in the
-first capacity // compact_share entries (COMPACT_SHARE), the build runs on those entries alone
-(a lax.cond on the nonzeros) and pads the arrays as long as the entries back to the capacity.
-Both ways give the same model: the entries past the nonzeros are empty, the row tables are
-sized for the whole capacity (sparse_rows.row_tables), and the prefix sums' scan
-(jax.lax.associative_scan) combines position i's terms in the same order whatever the
+first capacity // compact_share entries (sparse_rows.COMPACT_SHARE), the build runs on those
+entries alone (a lax.cond on the nonzeros) and pads the arrays as long as the entries back to
+the capacity.  Both ways give the same model: the entries past the nonzeros are empty, the
+row tables are sized for the whole capacity (sparse_rows.row_tables), and the prefix sums'
+scan (jax.lax.associative_scan) combines position i's terms in the same order whatever the
 array's length.
 """
 
@@ -21,16 +21,11 @@ import jax.numpy as jnp
 
 from saberjax.mstep import bhat_denominator
 from saberjax.segmented_count import store_distinct
-from saberjax.sparse_rows import (DENSE_ROW_BYTES, DENSE_ROW_DTYPE, ROW_TABLE_BYTES,
-                                  ROW_TABLE_SPREAD, ROW_TABLE_WINDOW, SparseModel, SparseRows,
-                                  dense_row_count, nonzero_rows, row_buckets, row_tables,
-                                  segmented_prefix_sum)
+from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYPE,
+                                  ROW_TABLE_BYTES, ROW_TABLE_SPREAD, ROW_TABLE_WINDOW,
+                                  SparseModel, SparseRows, dense_row_count, nonzero_rows,
+                                  row_buckets, row_tables, segmented_prefix_sum)
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
-
-# The build runs on the first capacity // COMPACT_SHARE entries of the rows where B's
-# nonzeros fit there (1: always on the whole capacity).
-COMPACT_SHARE = 3
-
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
                       beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,

@@ -50,6 +50,11 @@ DENSE_ROW_BYTES = 1 << 32
 DENSE_ROW_DTYPE = jnp.bfloat16
 
 
+# The M-step's passes over the rows' entries run on the first capacity // COMPACT_SHARE of
+# them where B's nonzeros fit there (sparse_build; 1: always on the whole capacity).
+COMPACT_SHARE = 3
+
+
 # The row tables (RowTables) of the sparse rows without a dense row: a device's bytes for all of
 # their slots, the most slots a lookup reads (a power of two, at most 2**DISPLACEMENT_BITS),
 # and a table's home slots as a power of two over its row's length (2**ROW_TABLE_SPREAD
@@ -365,9 +370,19 @@ def count_in_row(rows: SparseRows, buckets: RowBuckets, tables: RowTables, row: 
                      find_in_bucket(rows, buckets, row, topic)[1])
 
 
-def topic_totals(rows: SparseRows, padded_topics: int) -> jax.Array:
-    """Each topic's total count over the rows (int32 [K_pad])."""
-    return jnp.zeros(padded_topics, jnp.int32).at[rows.topics].add(rows.counts, mode="drop")
+def topic_totals(rows: SparseRows, padded_topics: int,
+                 compact_share: int = COMPACT_SHARE) -> jax.Array:
+    """Each topic's total count over the rows (int32 [K_pad]): over the first capacity //
+    compact_share entries where the nonzeros fit there (COMPACT_SHARE)."""
+    def totals(entries: int):
+        return lambda: jnp.zeros(padded_topics, jnp.int32).at[rows.topics[:entries]].add(
+            rows.counts[:entries], mode="drop")
+
+    capacity = rows.topics.shape[0]
+    compact = capacity // max(compact_share, 1)
+    if not 0 < compact < capacity:
+        return totals(capacity)()
+    return jax.lax.cond(rows.row_start[-1] <= compact, totals(compact), totals(capacity))
 
 
 def segmented_prefix_sum(values: jax.Array, segment: jax.Array, operator=jnp.add) -> jax.Array:

@@ -47,12 +47,12 @@ def sparse_model(rows: sparse_rows.SparseRows, alpha, *, num_topics: int, beta: 
                  num_words: int, dense_row_bytes: int,
                  dense_dtype=sparse_rows.DENSE_ROW_DTYPE,
                  row_table_bytes: int = sparse_rows.ROW_TABLE_BYTES,
-                 compact_share: int = sparse_build.COMPACT_SHARE) -> sparse_rows.SparseModel:
+                 compact_share: int = sparse_rows.COMPACT_SHARE) -> sparse_rows.SparseModel:
     """sparse_build.model_from_totals of rows and their own totals, compiled as one program (op
     by op it compiles each of its many small operations, most of a test's time on a CPU)."""
     return sparse_build.model_from_totals(
-        rows, sparse_rows.topic_totals(rows, alpha.shape[0]), alpha, num_topics, beta,
-        num_words, dense_row_bytes, dense_dtype, row_table_bytes,
+        rows, sparse_rows.topic_totals(rows, alpha.shape[0], compact_share), alpha, num_topics,
+        beta, num_words, dense_row_bytes, dense_dtype, row_table_bytes,
         compact_share=compact_share)
 
 
@@ -215,13 +215,14 @@ def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capac
     """Where B's nonzeros (about 350 here) fit in the first third of the rows' capacity, the
     model built on those entries alone and padded back is the whole build's, array for array,
     bit for bit (the row tables sized for the whole capacity, the directory's last slots the
-    rows' end); where they do not, the build runs on the whole capacity."""
+    rows' end), the topic totals among them; where they do not, the build runs on the whole
+    capacity."""
     rng_np = np.random.default_rng(7)
     counts = np.zeros((40, 64), np.int32)
     counts[:, :50] = rng_np.geometric(0.4, (40, 50)) * (rng_np.random((40, 50)) < 0.18)
     counts[5] = 0  # an empty row
     rows = rows_of_dense(counts, capacity)
-    assert (np.count_nonzero(counts) <= capacity // sparse_build.COMPACT_SHARE) == compact
+    assert (np.count_nonzero(counts) <= capacity // sparse_rows.COMPACT_SHARE) == compact
     alpha = jnp.asarray(np.where(np.arange(64) < 50, rng_np.gamma(1.0, 0.5, 64), 0.0),
                         jnp.float32)
     settings = dict(num_topics=50, beta=0.1, num_words=40, dense_row_bytes=2 * 64 * 4)
