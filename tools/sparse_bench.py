@@ -68,11 +68,12 @@ def model_record(placement, state, corpus) -> dict:
 def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements: dict,
           heldout=None, phases: bool = False, wide_pairs: bool = False,
           phase_variants: bool = False, profile: str = "", estep_variants: str = "",
+          rebuild_variants: str = "",
           **settings) -> dict:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
     phases, phase_variants: sparse_phases' timings after the run; profile: a folder for
     kernel_profile's trace and program after the run; estep_variants: estep_settings'
-    after the run, with phases; wide_pairs: A's pairs wide whatever the
+    after the run, with phases (rebuild_variants: rebuild_settings'); wide_pairs: A's pairs wide whatever the
     documents' lengths; settings: TrainConfig's placement settings, e.g. partition,
     chunk_tokens)."""
     parts = run.split(":")
@@ -121,7 +122,8 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
         print(json.dumps(dict(type="trained", **record)), flush=True)
         record["phase_seconds"] = sparse_phases(placement, result.state,
                                                 variants=phase_variants,
-                                                estep_variants=estep_variants)
+                                                estep_variants=estep_variants,
+                                                rebuild_variants=rebuild_variants)
     if profile and placement.num_devices == 1:
         print(kernel_profile(placement, result.state, os.path.join(profile, f"K{num_topics}")),
               flush=True)
@@ -196,14 +198,15 @@ def timed(program, repeats: int) -> float:
 
 
 def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
-                  estep_variants: str = "") -> dict:
+                  estep_variants: str = "", rebuild_variants: str = "") -> dict:
     """Seconds of each phase of a sparse iteration on the first device (median of `repeats`
     after a compiling pass): the E-step, A's rebuild, B's rows counted, the model built, and
     the compiled iteration itself (Placement.compile: the four in one program under the
     mesh's shard_map, as training runs them); variants: also the four phases as one jitted
     program without the shard_map, A's rebuild kernel at one and two bitmap levels (and
     whether their pairs agree) and the E-step with float32 and bfloat16 dense rows (and how
-    many rows each); estep_variants: estep_settings' timings."""
+    many rows each); estep_variants: estep_settings' timings; rebuild_variants:
+    rebuild_settings'."""
     hyper = placement.hyper
     share, chunk, chunk_state = jax.tree.map(
         lambda x: jax.device_put(np.asarray(x)[0]),
@@ -229,6 +232,9 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
         ("build_model", build))}
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
+    if rebuild_variants:
+        phases.update(rebuild_settings(chunk, doc_major, hyper.num_topics, rebuild_variants,
+                                       repeats))
     if estep_variants:
         phases.update(estep_settings(share, chunk_state, model, key, topics, estep_variants,
                                      repeats, hyper, placement.num_words))
@@ -236,7 +242,8 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         phases["phases_in_one_program"] = timed(functools.partial(
             jax.jit(functools.partial(_one_program, placement)), share, chunk, chunk_state,
             model, key), repeats)
-        phases.update(rebuild_levels(chunk, doc_major, hyper.num_topics, repeats))
+        phases.update(rebuild_settings(chunk, doc_major, hyper.num_topics, "levels=1;levels=2",
+                                       repeats))
         phases.update(dense_row_types(placement, share, chunk_state, rows, model.alpha, key,
                                       repeats))
     return phases
@@ -267,9 +274,11 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
         setting_model = model
         if built:
             rows = model.word_topic
-            setting_model = jax.jit(lambda r, a: sparse_build.model_from_totals(
+            build = functools.partial(jax.jit(lambda r, a: sparse_build.model_from_totals(
                 r, sparse_rows.topic_totals(r, hyper.padded_topics), a, hyper.num_topics,
-                hyper.beta, num_words, **built))(rows, model.alpha)
+                hyper.beta, num_words, **built)), rows, model.alpha)
+            record[f"build[{setting}]"] = timed(build, repeats)
+            setting_model = build()
             record[f"sample[{setting}]_lookups"] = lookup_shares(share, setting_model)
         program = functools.partial(jax.jit(functools.partial(
             kernel.sample_and_shuffle, **knobs)), chunk, chunk_state, setting_model, key)
@@ -322,18 +331,22 @@ def _one_program(placement, share, chunk, chunk_state, model, key):
                                    model.alpha, hyper, placement.num_words))
 
 
-def rebuild_levels(chunk, doc_major, num_topics: int, repeats: int) -> dict:
-    """Seconds of the segmented-count kernel at one and two bitmap levels on the same topics,
-    and whether both give the same A."""
-    record, results = {}, []
-    for levels in (1, 2):
+def rebuild_settings(chunk, doc_major, num_topics: int, settings: str, repeats: int) -> dict:
+    """Seconds of the segmented-count kernel at each of the ';'-separated settings (its
+    keyword arguments as name=value, comma-separated) on the same topics, and whether each
+    gives the A of the first."""
+    record, first = {}, None
+    for setting in settings.split(";"):
+        knobs = {name: int(value) if value.isdigit() else value for name, value in
+                 (item.split("=") for item in setting.split(",") if item)}
         program = functools.partial(jax.jit(functools.partial(
-            pallas_segmented_count.rebuild_doc_topic, num_topics=num_topics, levels=levels)),
+            pallas_segmented_count.rebuild_doc_topic, num_topics=num_topics, **knobs)),
             chunk, doc_major)
-        record[f"rebuild_a_levels{levels}"] = timed(program, repeats)
-        results.append(jax.tree.map(np.asarray, program()))
-    record["rebuild_a_levels_agree"] = all(
-        np.array_equal(one, two) for one, two in zip(*results))
+        record[f"rebuild_a[{setting}]"] = timed(program, repeats)
+        result = jax.tree.map(np.asarray, program())
+        first = result if first is None else first
+        record[f"rebuild_a[{setting}]_agrees"] = all(
+            np.array_equal(one, two) for one, two in zip(first, result))
     return record
 
 
@@ -395,6 +408,9 @@ def main():
                         "sparse E-step kernel at each ';'-separated setting of its keyword "
                         "arguments (name=value, comma-separated; tile_tokens: the tiles' "
                         "size), e.g. 'num_warps=2;tile_tokens=4', on the same state")
+    parser.add_argument("--rebuild_variants", default="", help="with --phases, also A's "
+                        "rebuild kernel at each ';'-separated setting of its keyword "
+                        "arguments, e.g. 'min_programs=1024;num_warps=8', on the same topics")
     parser.add_argument("--profile", default="", help="a folder: after each one-device run, "
                         "the first GPU's kernels over two compiled iterations (printed), the "
                         "trace and the iteration's optimized program (written there)")
@@ -423,7 +439,7 @@ def main():
     if args.runs:
         run_all(corpus, args.runs, args.iterations, args.warmup, args.seed, args.output,
                 phases=args.phases, phase_variants=args.phase_variants, profile=args.profile,
-                estep_variants=args.estep_variants,
+                estep_variants=args.estep_variants, rebuild_variants=args.rebuild_variants,
                 partition=args.partition, chunk_tokens=args.chunk_tokens,
                 num_devices=args.num_devices, wide_pairs=args.wide_pairs)
     if args.quality_runs:
