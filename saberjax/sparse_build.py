@@ -25,7 +25,8 @@ from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYP
                                   ROW_TABLE_BYTES, ROW_TABLE_SPREAD, ROW_TABLE_WINDOW,
                                   SparseModel, SparseRows, dense_row_count, nonzero_rows,
                                   row_buckets, row_tables, segmented_prefix_sum)
-from saberjax.tree import build_tree, tree_totals, weighted_leaves
+from saberjax.tree import (WIDTH, build_tree, group_sums, level_widths, tree_above, tree_totals,
+                           weighted_leaves)
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
                       beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
@@ -97,18 +98,55 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
 
 def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
                alpha: jax.Array, num_topics: int, beta: float, num_dense: int,
-               dtype=DENSE_ROW_DTYPE) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+               dtype=DENSE_ROW_DTYPE, *, touched_groups: bool = True,
+               packed_fill: bool = True) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """(B-hat of the first num_dense rows in dtype [num_dense, K_pad], the levels of their
     trees over alpha_k B-hat_vk, summed in float32 from the values B-hat holds): beta / D_k
     everywhere, (B_vk + beta) / D_k at the rows' nonzeros (the values of mstep.float32_bhat),
-    0 in padding columns."""
+    0 in padding columns.  touched_groups: the trees' lowest level read from B-hat only where
+    32 topics hold a nonzero (touched_group_sums), else from all of it; packed_fill: the rows
+    filled as uint32 pairs of 2-byte values (filled_rows)."""
     padded_topics = denominator.shape[0]
     real_topic = jnp.arange(padded_topics) < num_topics
-    empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)
+    empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0).astype(dtype)
     in_dense = (jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]) & (row_of_entry
                                                                            < num_dense)
     topic = jnp.where(in_dense, rows.topics, 0)
-    bhat = store_distinct(jnp.broadcast_to(empty.astype(dtype), (num_dense, padded_topics)),
-                          row_of_entry, in_dense,
+    bhat = store_distinct(filled_rows(empty, num_dense, packed_fill), row_of_entry, in_dense,
                           ((rows.counts + beta) / denominator[topic]).astype(dtype), topic)
-    return bhat, build_tree(weighted_leaves(bhat, alpha))
+    if not (touched_groups and level_widths(padded_topics)):
+        return bhat, build_tree(weighted_leaves(bhat, alpha))
+    return bhat, tree_above(touched_group_sums(bhat, empty, alpha, row_of_entry, topic,
+                                               in_dense), padded_topics)
+
+
+def filled_rows(value: jax.Array, num_rows: int, packed: bool = True) -> jax.Array:
+    """[num_rows, K_pad] rows of `value` [K_pad]; packed: 2-byte values written as uint32
+    pairs (twice the bytes a store)."""
+    if not packed or value.dtype.itemsize != 2 or value.shape[0] % 2:
+        return jnp.broadcast_to(value, (num_rows, value.shape[0]))
+    pairs = jax.lax.bitcast_convert_type(value.reshape(-1, 2), jnp.uint32)
+    return jax.lax.bitcast_convert_type(jnp.broadcast_to(pairs, (num_rows, pairs.shape[0])),
+                                        value.dtype).reshape(num_rows, -1)
+
+
+def touched_group_sums(bhat: jax.Array, empty: jax.Array, alpha: jax.Array,
+                       row_of_entry: jax.Array, topic: jax.Array, in_dense: jax.Array
+                       ) -> jax.Array:
+    """The dense rows' trees' lowest level, alpha_k B-hat_vk summed over each WIDTH topics
+    (tree.group_sums) [rows, K_pad / WIDTH]: where a row has no nonzero among them, the sums
+    of the row `empty` (beta / D_k as B-hat holds it), the same for every row; where it has
+    (the entries `in_dense`, sorted by row and topic), its WIDTH values read back from B-hat
+    and summed in the same order.  Only the groups holding nonzeros are read, where the whole
+    level reads all of B-hat."""
+    num_rows, padded_topics = bhat.shape
+    group = topic // WIDTH
+    row = jnp.minimum(row_of_entry, num_rows - 1)
+    same_group = (row[1:] == row[:-1]) & (group[1:] == group[:-1]) & in_dense[:-1]
+    first = in_dense & jnp.concatenate([jnp.ones(1, bool), ~same_group])
+    columns = jnp.where(first, group, 0)[:, None] * WIDTH + jnp.arange(WIDTH)
+    values = bhat[jnp.where(first, row, 0)[:, None], columns]
+    sums = group_sums(weighted_leaves(values, alpha[columns]))[:, 0]
+    empty_sums = group_sums(weighted_leaves(empty[None, :], alpha))
+    return store_distinct(jnp.broadcast_to(empty_sums, (num_rows, padded_topics // WIDTH)),
+                          row, first, sums, group)

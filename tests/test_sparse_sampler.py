@@ -235,6 +235,36 @@ def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capac
     assert int(np.asarray(got.tables.window).max()) > 0  # some rows have tables
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_dense_rows_from_touched_groups_and_packed_fill_are_the_whole_passes(dtype):
+    """The dense rows' B-hat filled as uint32 pairs and their trees' lowest level read back
+    only where 32 topics hold a nonzero are, bit for bit, B-hat filled value by value and the
+    trees of all of it (rows empty, sparse and full; two levels above the leaves)."""
+    rng_np = np.random.default_rng(11)
+    padded_topics, num_topics = 2048, 2000
+    counts = np.zeros((12, padded_topics), np.int32)
+    density = np.array([0, 0.001, 0.01, 0.05, 0.3, 1.0, 0.002, 0, 0.02, 0.5, 0.004, 0.1])
+    counts[:, :num_topics] = rng_np.geometric(0.3, (12, num_topics)) * (
+        rng_np.random((12, num_topics)) < density[:, None])
+    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 100)
+    alpha = jnp.asarray(np.where(np.arange(padded_topics) < num_topics,
+                                 rng_np.gamma(0.5, 0.2, padded_topics), 0.0), jnp.float32)
+    denominator = jnp.asarray(counts.sum(axis=0) + 12 * 0.01, jnp.float32)
+
+    @functools.partial(jax.jit, static_argnames=("fast",))
+    def built(rows, fast):
+        return sparse_build.dense_rows(rows, sparse_rows.nonzero_rows(rows), denominator, alpha,
+                                       num_topics, 0.01, 10, dtype, touched_groups=fast,
+                                       packed_fill=fast)
+
+    (bhat, tree), (whole_bhat, whole_tree) = built(rows, True), built(rows, False)
+    assert len(tree) == 2
+    for got, whole in zip((bhat, *tree), (whole_bhat, *whole_tree)):
+        assert got.dtype == whole.dtype and got.shape == whole.shape
+        np.testing.assert_array_equal(np.asarray(got.astype(jnp.float32)),
+                                      np.asarray(whole.astype(jnp.float32)))
+
+
 def scatters(lowered_text: str) -> list[tuple[bool, bool]]:
     """(declares unique indices, combines the values) of each scatter of a lowered program."""
     found = []
@@ -266,9 +296,10 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    # count_rows' topics, rows and runs' first positions; dense B-hat and the row tables'
-    # slots in each of the build's ways (on the whole capacity and on its first entries)
-    assert len(stores) == 7 and all(stores)
+    # count_rows' topics, rows and runs' first positions; dense B-hat, its trees' touched
+    # groups and the row tables' slots in each of the build's ways (on the whole capacity and
+    # on its first entries)
+    assert len(stores) == 9 and all(stores)
     # count_rows counts its runs without atomic adds
     assert not any(combines for _, combines in scatters(count_text))
 
