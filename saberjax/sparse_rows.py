@@ -137,9 +137,10 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     pair_topics = store_distinct(jnp.full(size, padded_topics, jnp.int32), slot, new_pair,
                                  topics)
     pair_rows = store_distinct(jnp.full(size, num_rows, jnp.int32), slot, new_pair, rows)
-    # each run's first position; past the runs, the counted tokens' end (padding sorts last)
-    first = store_distinct(jnp.full(size + 1, jnp.sum(counted, dtype=jnp.int32)), slot,
-                           new_pair, jnp.arange(size, dtype=jnp.int32))
+    # each run's first position; past the runs, the real tokens' end (padding sorts last)
+    end = jnp.reshape(chunk.num_tokens, ()).astype(jnp.int32)
+    first = store_distinct(jnp.full(size + 1, end), slot, new_pair,
+                           jnp.arange(size, dtype=jnp.int32))
     counts = first[1:] - first[:-1]
     row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
