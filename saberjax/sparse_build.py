@@ -33,15 +33,17 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                       dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,
                       row_table_window: int = ROW_TABLE_WINDOW,
                       row_table_spread: int = ROW_TABLE_SPREAD,
-                      compact_share: int = COMPACT_SHARE) -> SparseModel:
+                      compact_share: int = COMPACT_SHARE, touched_groups: bool = True,
+                      packed_fill: bool = True) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
     the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
     rows' bytes and type (sparse_rows.dense_row_count); row_table_*: the row tables'
-    (sparse_rows.row_tables); compact_share: COMPACT_SHARE."""
+    (sparse_rows.row_tables); compact_share: COMPACT_SHARE; touched_groups, packed_fill: the
+    dense rows' (dense_rows)."""
     capacity = rows.topics.shape[0]
     build = functools.partial(
         _model_of_entries, totals=totals, alpha=alpha, num_topics=num_topics, beta=beta,
-        num_words=num_words, dense_row_bytes=dense_row_bytes, dense_dtype=dense_dtype,
+        num_words=num_words, dense=(dense_row_bytes, dense_dtype, touched_groups, packed_fill),
         tables=(row_table_bytes, row_table_window, row_table_spread, capacity))
     compact = capacity // max(compact_share, 1)
     if not 0 < compact < capacity:
@@ -68,10 +70,11 @@ def _padded(model: SparseModel, capacity: int) -> SparseModel:
 
 
 def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta: float,
-                      num_words: int, dense_row_bytes: int, dense_dtype, tables: tuple
-                      ) -> SparseModel:
+                      num_words: int, dense: tuple, tables: tuple) -> SparseModel:
     """model_from_totals of rows holding all their nonzeros, without the rows (word_topic
-    None); tables: row_tables' (table_bytes, window, spread, capacity)."""
+    None); dense: (dense_row_bytes, dense_dtype, touched_groups, packed_fill); tables:
+    row_tables' (table_bytes, window, spread, capacity)."""
+    dense_row_bytes, dense_dtype, touched_groups, packed_fill = dense
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
@@ -82,7 +85,8 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
     num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype)
     dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics, beta,
-                                        num_dense, dense_dtype)
+                                        num_dense, dense_dtype, touched_groups=touched_groups,
+                                        packed_fill=packed_fill)
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
