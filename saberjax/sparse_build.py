@@ -25,25 +25,24 @@ from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYP
                                   ROW_TABLE_BYTES, ROW_TABLE_SPREAD, ROW_TABLE_WINDOW,
                                   SparseModel, SparseRows, dense_row_count, nonzero_rows,
                                   row_buckets, row_tables, segmented_prefix_sum)
-from saberjax.tree import (WIDTH, build_tree, group_sums, level_widths, tree_above, tree_totals,
-                           weighted_leaves)
+from saberjax.tree import build_tree, tree_totals, weighted_leaves
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
                       beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
                       dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,
                       row_table_window: int = ROW_TABLE_WINDOW,
                       row_table_spread: int = ROW_TABLE_SPREAD,
-                      compact_share: int = COMPACT_SHARE, touched_groups: bool = True,
+                      compact_share: int = COMPACT_SHARE,
                       packed_fill: bool = True) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
     the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
     rows' bytes and type (sparse_rows.dense_row_count); row_table_*: the row tables'
-    (sparse_rows.row_tables); compact_share: COMPACT_SHARE; touched_groups, packed_fill: the
-    dense rows' (dense_rows)."""
+    (sparse_rows.row_tables); compact_share: COMPACT_SHARE; packed_fill: the dense rows'
+    (dense_rows)."""
     capacity = rows.topics.shape[0]
     build = functools.partial(
         _model_of_entries, totals=totals, alpha=alpha, num_topics=num_topics, beta=beta,
-        num_words=num_words, dense=(dense_row_bytes, dense_dtype, touched_groups, packed_fill),
+        num_words=num_words, dense=(dense_row_bytes, dense_dtype, packed_fill),
         tables=(row_table_bytes, row_table_window, row_table_spread, capacity))
     compact = capacity // max(compact_share, 1)
     if not 0 < compact < capacity:
@@ -72,9 +71,9 @@ def _padded(model: SparseModel, capacity: int) -> SparseModel:
 def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta: float,
                       num_words: int, dense: tuple, tables: tuple) -> SparseModel:
     """model_from_totals of rows holding all their nonzeros, without the rows (word_topic
-    None); dense: (dense_row_bytes, dense_dtype, touched_groups, packed_fill); tables:
-    row_tables' (table_bytes, window, spread, capacity)."""
-    dense_row_bytes, dense_dtype, touched_groups, packed_fill = dense
+    None); dense: (dense_row_bytes, dense_dtype, packed_fill); tables: row_tables'
+    (table_bytes, window, spread, capacity)."""
+    dense_row_bytes, dense_dtype, packed_fill = dense
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
@@ -85,8 +84,7 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
     num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype)
     dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics, beta,
-                                        num_dense, dense_dtype, touched_groups=touched_groups,
-                                        packed_fill=packed_fill)
+                                        num_dense, dense_dtype, packed_fill=packed_fill)
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
@@ -102,14 +100,13 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
 
 def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
                alpha: jax.Array, num_topics: int, beta: float, num_dense: int,
-               dtype=DENSE_ROW_DTYPE, *, touched_groups: bool = True,
+               dtype=DENSE_ROW_DTYPE, *,
                packed_fill: bool = True) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """(B-hat of the first num_dense rows in dtype [num_dense, K_pad], the levels of their
     trees over alpha_k B-hat_vk, summed in float32 from the values B-hat holds): beta / D_k
     everywhere, (B_vk + beta) / D_k at the rows' nonzeros (the values of mstep.float32_bhat),
-    0 in padding columns.  touched_groups: the trees' lowest level read from B-hat only where
-    32 topics hold a nonzero (touched_group_sums), else from all of it; packed_fill: the rows
-    filled as uint32 pairs of 2-byte values (filled_rows)."""
+    0 in padding columns; packed_fill: the rows filled as uint32 pairs of 2-byte values
+    (filled_rows)."""
     padded_topics = denominator.shape[0]
     real_topic = jnp.arange(padded_topics) < num_topics
     empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0).astype(dtype)
@@ -118,10 +115,7 @@ def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array
     topic = jnp.where(in_dense, rows.topics, 0)
     bhat = store_distinct(filled_rows(empty, num_dense, packed_fill), row_of_entry, in_dense,
                           ((rows.counts + beta) / denominator[topic]).astype(dtype), topic)
-    if not (touched_groups and level_widths(padded_topics)):
-        return bhat, build_tree(weighted_leaves(bhat, alpha))
-    return bhat, tree_above(touched_group_sums(bhat, empty, alpha, row_of_entry, topic,
-                                               in_dense), padded_topics)
+    return bhat, build_tree(weighted_leaves(bhat, alpha))
 
 
 def filled_rows(value: jax.Array, num_rows: int, packed: bool = True) -> jax.Array:
@@ -132,25 +126,3 @@ def filled_rows(value: jax.Array, num_rows: int, packed: bool = True) -> jax.Arr
     pairs = jax.lax.bitcast_convert_type(value.reshape(-1, 2), jnp.uint32)
     return jax.lax.bitcast_convert_type(jnp.broadcast_to(pairs, (num_rows, pairs.shape[0])),
                                         value.dtype).reshape(num_rows, -1)
-
-
-def touched_group_sums(bhat: jax.Array, empty: jax.Array, alpha: jax.Array,
-                       row_of_entry: jax.Array, topic: jax.Array, in_dense: jax.Array
-                       ) -> jax.Array:
-    """The dense rows' trees' lowest level, alpha_k B-hat_vk summed over each WIDTH topics
-    (tree.group_sums) [rows, K_pad / WIDTH]: where a row has no nonzero among them, the sums
-    of the row `empty` (beta / D_k as B-hat holds it), the same for every row; where it has
-    (the entries `in_dense`, sorted by row and topic), its WIDTH values read back from B-hat
-    and summed in the same order.  Only the groups holding nonzeros are read, where the whole
-    level reads all of B-hat."""
-    num_rows, padded_topics = bhat.shape
-    group = topic // WIDTH
-    row = jnp.minimum(row_of_entry, num_rows - 1)
-    same_group = (row[1:] == row[:-1]) & (group[1:] == group[:-1]) & in_dense[:-1]
-    first = in_dense & jnp.concatenate([jnp.ones(1, bool), ~same_group])
-    columns = jnp.where(first, group, 0)[:, None] * WIDTH + jnp.arange(WIDTH)
-    values = bhat[jnp.where(first, row, 0)[:, None], columns]
-    sums = group_sums(weighted_leaves(values, alpha[columns]))[:, 0]
-    empty_sums = group_sums(weighted_leaves(empty[None, :], alpha))
-    return store_distinct(jnp.broadcast_to(empty_sums, (num_rows, padded_topics // WIDTH)),
-                          row, first, sums, group)

@@ -46,25 +46,13 @@ def level_widths(num_leaves: int) -> tuple[int, ...]:
 
 def build_tree(leaves: jax.Array) -> tuple[jax.Array, ...]:
     """Upper levels (top first) of the trees of every row of `leaves` [V, multiple of 32]."""
-    if not level_widths(leaves.shape[1]):
-        return ()
-    return tree_above(group_sums(leaves), leaves.shape[1])
-
-
-def group_sums(values: jax.Array) -> jax.Array:
-    """Sums of every WIDTH consecutive values of the last axis (a multiple of WIDTH long), in
-    lane_sums' order: a tree level from the one below it."""
-    return lane_sums(values.reshape(*values.shape[:-1], -1, WIDTH))[-1][..., 0]
-
-
-def tree_above(bottom: jax.Array, num_leaves: int) -> tuple[jax.Array, ...]:
-    """The levels (top first) of trees of num_leaves leaves a row whose lowest level (the
-    group_sums of the leaves, [V, num_leaves / 32]) is `bottom`: it padded, and the levels
-    above it."""
+    num_rows, num_leaves = leaves.shape
     levels = []
+    below = leaves
     for width in reversed(level_widths(num_leaves)):
-        below = group_sums(levels[-1]) if levels else bottom
-        levels.append(jnp.pad(below, ((0, 0), (0, width - below.shape[1]))))
+        sums = lane_sums(below.reshape(num_rows, -1, WIDTH))[-1][..., 0]
+        below = jnp.pad(sums, ((0, 0), (0, width - sums.shape[1])))
+        levels.append(below)
     return tuple(reversed(levels))
 
 

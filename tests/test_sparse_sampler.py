@@ -236,10 +236,9 @@ def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capac
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
-def test_dense_rows_from_touched_groups_and_packed_fill_are_the_whole_passes(dtype):
-    """The dense rows' B-hat filled as uint32 pairs and their trees' lowest level read back
-    only where 32 topics hold a nonzero are, bit for bit, B-hat filled value by value and the
-    trees of all of it (rows empty, sparse and full; two levels above the leaves)."""
+def test_dense_rows_filled_as_pairs_are_the_rows_filled_value_by_value(dtype):
+    """The dense rows' B-hat filled as uint32 pairs of its 2-byte values is, bit for bit, B-hat
+    filled value by value, and so are their trees (rows empty, sparse and full)."""
     rng_np = np.random.default_rng(11)
     padded_topics, num_topics = 2048, 2000
     counts = np.zeros((12, padded_topics), np.int32)
@@ -251,18 +250,19 @@ def test_dense_rows_from_touched_groups_and_packed_fill_are_the_whole_passes(dty
                                  rng_np.gamma(0.5, 0.2, padded_topics), 0.0), jnp.float32)
     denominator = jnp.asarray(counts.sum(axis=0) + 12 * 0.01, jnp.float32)
 
-    @functools.partial(jax.jit, static_argnames=("fast",))
-    def built(rows, fast):
+    @functools.partial(jax.jit, static_argnames=("packed",))
+    def built(rows, denominator, alpha, packed):
         return sparse_build.dense_rows(rows, sparse_rows.nonzero_rows(rows), denominator, alpha,
-                                       num_topics, 0.01, 10, dtype, touched_groups=fast,
-                                       packed_fill=fast)
+                                       num_topics, 0.01, 10, dtype, packed_fill=packed)
 
-    (bhat, tree), (whole_bhat, whole_tree) = built(rows, True), built(rows, False)
-    assert len(tree) == 2
-    for got, whole in zip((bhat, *tree), (whole_bhat, *whole_tree)):
-        assert got.dtype == whole.dtype and got.shape == whole.shape
-        np.testing.assert_array_equal(np.asarray(got.astype(jnp.float32)),
-                                      np.asarray(whole.astype(jnp.float32)))
+    got, whole = (built(rows, denominator, alpha, packed) for packed in (True, False))
+    for got_leaf, whole_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(whole)):
+        assert got_leaf.dtype == whole_leaf.dtype and got_leaf.shape == whole_leaf.shape
+        np.testing.assert_array_equal(np.asarray(got_leaf.astype(jnp.float32)),
+                                      np.asarray(whole_leaf.astype(jnp.float32)))
+    if dtype == jnp.bfloat16:  # filled through uint32 pairs
+        text = built.lower(rows, denominator, alpha, True).as_text()
+        assert "tensor<10x1024xui32>" in text
 
 
 def scatters(lowered_text: str) -> list[tuple[bool, bool]]:
@@ -296,10 +296,9 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    # count_rows' topics, rows and runs' first positions; dense B-hat, its trees' touched
-    # groups and the row tables' slots in each of the build's ways (on the whole capacity and
-    # on its first entries)
-    assert len(stores) == 9 and all(stores)
+    # count_rows' topics, rows and runs' first positions; dense B-hat and the row tables'
+    # slots in each of the build's ways (on the whole capacity and on its first entries)
+    assert len(stores) == 7 and all(stores)
     # count_rows counts its runs without atomic adds
     assert not any(combines for _, combines in scatters(count_text))
 
