@@ -40,12 +40,16 @@ flags.DEFINE_enum("model", "dense", ["dense", "sparse"],
                   "The model the sampler takes: the dense Model or the SparseModel.")
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
 flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
+flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=integer "
+                    "comma-separated (e.g. sparse_programs=0).")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
-def triton_ir(sampler_path: str, num_topics: int, model_format: str) -> str:
-    """The Triton IR (generic MLIR form) Pallas lowers sampler_path's kernel to."""
+def triton_ir(sampler_path: str, num_topics: int, model_format: str,
+              kernel_args: dict) -> list[str]:
+    """The Triton IR (generic MLIR form) of each kernel Pallas lowers sampler_path's
+    sample_and_shuffle to (with kernel_args)."""
     import jax  # noqa: PLC0415
     from jax._src.pallas.triton import lowering, pallas_call_registration  # noqa: PLC0415
 
@@ -73,12 +77,13 @@ def triton_ir(sampler_path: str, num_topics: int, model_format: str) -> str:
             chunk, chunk_state, model, key, _ = test_pallas.random_state(
                 test_pallas.ragged_corpus(seed=num_topics), num_topics, seed=num_topics)
         test_pallas.lower_for_h100(
-            lambda *args: sampler.sample_and_shuffle.__wrapped__(*args, interpret=False),
+            lambda *args: sampler.sample_and_shuffle.__wrapped__(*args, interpret=False,
+                                                                 **kernel_args),
             chunk, chunk_state, model, key)
     finally:
         pallas_call_registration.lowering.lower_jaxpr_to_triton_module = lower
     del jax
-    return captured[-1]
+    return captured
 
 
 def compile_sass(ir_text: str, folder: pathlib.Path) -> tuple[str, str]:
@@ -126,11 +131,14 @@ def describe(sass: str, usage: str) -> list[str]:
 
 def main(argv):
     for path in argv[1:]:
-        with tempfile.TemporaryDirectory() as folder:
-            ir_text = triton_ir(path, FLAGS.num_topics, FLAGS.model)
-            sass, usage = compile_sass(ir_text, pathlib.Path(folder))
-        print(path)
-        print("\n".join(describe(sass, usage)))
+        kernel_args = {name: int(value) for name, value in
+                       (item.split("=") for item in FLAGS.kernel_args.split(",") if item)}
+        for number, ir_text in enumerate(triton_ir(path, FLAGS.num_topics, FLAGS.model,
+                                                   kernel_args)):
+            with tempfile.TemporaryDirectory() as folder:
+                sass, usage = compile_sass(ir_text, pathlib.Path(folder))
+            print(f"{path}, kernel {number}")
+            print("\n".join(describe(sass, usage)))
 
 
 if __name__ == "__main__":

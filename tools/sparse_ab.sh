@@ -11,7 +11,8 @@
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
 # iterations' optimized programs come back in programs.tar.  Each part stops after
 # PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants);
-# ITERATIONS: the timed iterations of each run (3 by default).
+# ITERATIONS: the timed iterations of each run (3 by default); KS: on fewer than 4 GPUs, the
+# topic counts run, comma-separated (1000000,100000 by default).
 # Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u
@@ -51,7 +52,7 @@ if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     part this_1e5 3 "$PWD" python3 "$bench_tool" $bench \
         --runs=100000:auto:pallas:$iterations ${THIS_FLAGS:-}
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
-    runs=--runs=1000000:auto:pallas:$iterations,100000:auto:pallas:$iterations
+    runs=--runs=$(echo "${KS:-1000000,100000}" | sed "s/,/:auto:pallas:$iterations,/g"):auto:pallas:$iterations
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086
