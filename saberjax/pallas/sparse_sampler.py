@@ -98,7 +98,7 @@ class _Row(NamedTuple):
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
             dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
-            rows: str):
+            table_loads: str, rows: str):
     """Sample the tokens of tile program_id (see the module docstring) with both paths
     (rows="all"), or only a tile of a word with a dense row ("dense"), or every tile of a word
     without one among tiles low + program_id, low + program_id + num_programs, ... below high,
@@ -123,7 +123,7 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
 
     def sparse(tile):
         return _sparse_row_topics(model, level_refs, level_widths, padded_topics, table_window,
-                                  tile)
+                                  table_loads, tile)
 
     sample = functools.partial(sample_tile, refs[:TILE_INPUTS], refs[-2:],
                                tile_tokens=tile_tokens, block_tokens=block_tokens)
@@ -148,7 +148,7 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, table_window: int, tile: Tile):
+                       padded_topics: int, table_window: int, table_loads: str, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
@@ -165,7 +165,8 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
         return block_products
 
     def table_count(topics, mask):
-        return _table_count(model, row, topics, mask, table_window)
+        return (_table_count_aligned if table_loads == "aligned" else _table_count)(
+            model, row, topics, mask, table_window)
 
     def bucket_count(topics, mask):
         return _word_count(model, row, topics, mask)[1]
@@ -232,6 +233,28 @@ def _table_count(model: _ModelRefs, row: _Row, topics, mask, window: int):
     return count
 
 
+def _table_count_aligned(model: _ModelRefs, row: _Row, topics, mask, window: int):
+    """_table_count by aligned groups of 4 slots, each one 16-byte load: the group holding
+    the home and, where the window runs past it, the next.  A slot before the home or past
+    the window matches no topic of the row (its displacement would name another home)."""
+    shift = row.table_shift
+    home = row.table_base + (topics >> shift)
+    named = (topics & ((1 << shift) - 1))[..., None]
+    start = (home >> 2) * 4
+    slot = jnp.arange(4, dtype=jnp.int32).reshape((1,) * topics.ndim + (4,))
+    count = jnp.zeros(topics.shape, jnp.int32)
+    for group in range(-(-(3 + window) // 4)):
+        first = start + 4 * group
+        needed = mask & (row.table_window > 0) & (first < home + row.table_window)
+        values = plgpu.load(model.table_slots.at[first[..., None] + slot],
+                            mask=jnp.broadcast_to(needed[..., None], needed.shape + (4,)),
+                            other=0, eviction_policy="evict_last")
+        offset = (first - home)[..., None] + slot
+        count = count + jnp.sum(jnp.where(table_match(values, offset, named, shift),
+                                          values >> (shift + DISPLACEMENT_BITS), 0), axis=-1)
+    return count
+
+
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
     """(position of each topic in the word's row, B_v,topic: 0 where absent), elementwise: a
     search of the topic's bucket (sparse_rows.RowBuckets)."""
@@ -290,10 +313,11 @@ def _sparse_tiles(chunk: Chunk, num_dense: int):
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "table_window", "sparse_programs", "interpret"))
+                                             "table_window", "table_loads", "sparse_programs",
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW,
+                       table_window: int = ROW_TABLE_WINDOW, table_loads: str = "aligned",
                        sparse_programs: int = SPARSE_PROGRAMS, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
@@ -313,7 +337,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], table_window=table_window)
+        padded_topics=model.topic_totals.shape[0], table_window=table_window,
+        table_loads=table_loads if model.tables.slots.shape[0] % 4 == 0 else "slots")
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
