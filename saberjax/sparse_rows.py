@@ -261,7 +261,7 @@ def row_table_slots(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE_B
     (fewer than 2**(spread + 1) max(L, 1) home slots and window - 1 more), within
     table_bytes and 2**30 slots, at least `window`."""
     every_row = (2 << spread) * (capacity + num_rows) + (window - 1) * num_rows
-    return max(min(-(-every_row // 4) * 4, table_bytes // 16 * 4, 1 << 30), window)
+    return max(min(every_row, table_bytes // 4, 1 << 30), window)
 
 
 def row_table_entries(capacity: int, num_rows: int, table_bytes: int = ROW_TABLE_BYTES,

@@ -89,19 +89,16 @@ def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int,
-                tile_index=None, wanted=None):
-    """Draw the new topics of tile tile_index's tokens (program_id by default; draw: Tile ->
-    topics) and store each at its word-major and its doc-major position; tiles past the last
-    are empty.  wanted(word): whether this kernel draws a tile of that word (every tile by
-    default; another kernel draws the others)."""
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
+    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
+    at its word-major and its doc-major position; tiles past the last are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
     topics_ref, doc_major_topics_ref = output_refs
-    tile_index = pl.program_id(0) if tile_index is None else tile_index
-    first, end = tile_start_ref[tile_index], tile_start_ref[tile_index + 1]
+    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
 
-    def sample_tokens():
+    @pl.when(first < end)
+    def _():
         positions = first + jnp.arange(tile_tokens, dtype=jnp.int32)
         real = positions < end
         doc = plgpu.load(doc_ref.at[positions], mask=real, other=0)
@@ -116,30 +113,18 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
         plgpu.store(topics_ref.at[positions], topic.astype(topics_ref.dtype), mask=real)
         scatter(doc_major_topics_ref, doc_major_pos, topic.astype(topics_ref.dtype), real)
 
-    @pl.when(first < end)
-    def _():
-        if wanted is None:
-            sample_tokens()
-        else:
-            pl.when(wanted(word_ref[first]))(sample_tokens)
-
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None,
-                 zero_doc_major: bool = True, num_programs: int | None = None, outputs=None):
+                 zero_doc_major: bool = True, num_programs: int | None = None):
     """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
     chunk's tiles, one program a tile (or num_programs programs that share them out):
     (word-major topics, padding 0; doc-major topics, 0 where no token of the chunk is, or
     unset there without zero_doc_major: then the second array is one unused element and the
-    output is not aliased to it).  outputs: the two arrays the outputs start from instead
-    (another kernel's outputs, both aliased), where the kernel draws only some tiles."""
+    output is not aliased to it)."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    aliases = ({len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major or outputs is not None
-               else {len(inputs): 0})
-    if outputs is None:
-        outputs = (jnp.zeros_like(chunk_state.topics),
-                   jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
+    aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
     return pl.pallas_call(
         kernel,
         out_shape=(topics, doc_major),
@@ -148,7 +133,8 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
         name=name,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, *outputs)
+    )(*inputs, jnp.zeros_like(chunk_state.topics),
+      jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],

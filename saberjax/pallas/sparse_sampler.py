@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
@@ -50,15 +49,10 @@ from saberjax.sparse_rows import (DISPLACEMENT_BITS, ROW_TABLE_WINDOW, SparseMod
 from saberjax.sparse_sampler import count_of_bhat, own_topic_mass, row_mass_without_own
 from saberjax.state import ChunkState
 
-# The sparse-row kernel's most programs (sample_and_shuffle's sparse_programs): each samples
-# every that-many-th tile of the sparse rows' range.
-SPARSE_PROGRAMS = 1 << 20
-
 
 class _ModelRefs(NamedTuple):
     """The kernel's refs of the model and the document rows, after tile_inputs' (the order of
-    sample_and_shuffle's inputs), and the range of tiles whose words have no dense row
-    (_sparse_tiles)."""
+    sample_and_shuffle's inputs)."""
     alpha: object
     denominator: object
     beta: object
@@ -78,7 +72,6 @@ class _ModelRefs(NamedTuple):
     row_prefix: object
     row_mass: object
     dense_tree_total: object
-    sparse_tiles: object
 
 
 class _Row(NamedTuple):
@@ -97,19 +90,14 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
-            table_loads: str, rows: str):
-    """Sample the tokens of tile program_id (see the module docstring) with both paths
-    (rows="all"), or only a tile of a word with a dense row ("dense"), or every tile of a word
-    without one among tiles low + program_id, low + program_id + num_programs, ... below high,
-    (low, high) the range `sparse_tiles` ("sparse")."""
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
+    """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
-    # levels and B-hat rows, two arrays aliased to the outputs, the outputs
+    # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
     model = _ModelRefs(*refs[TILE_INPUTS:model_end])
     level_refs = refs[model_end:model_end + len(level_widths)]
     dense_level_refs = refs[model_end + len(level_widths):-4]
-    num_dense = model.dense_tree_total.shape[0]
 
     def own_mass(own_count, own_alpha, own_bhat, own_denominator):
         """The own topic's mass from B_vz recovered from B-hat_vz (count_of_bhat)."""
@@ -117,38 +105,21 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
                               count_of_bhat(own_bhat, own_denominator, model.beta[0]),
                               model.beta[0], own_denominator)
 
-    def dense(tile):
-        return row_topics(model.a_pairs, model.alpha, model.denominator, model.dense_tree_total,
-                          dense_level_refs, dense_level_widths, "sum", tile, own_mass)
+    def draw(tile):
+        return jax.lax.cond(
+            tile.word < model.dense_tree_total.shape[0],
+            lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
+                               model.dense_tree_total, dense_level_refs, dense_level_widths,
+                               "sum", tile, own_mass),
+            lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics,
+                                       table_window, tile))
 
-    def sparse(tile):
-        return _sparse_row_topics(model, level_refs, level_widths, padded_topics, table_window,
-                                  table_loads, tile)
-
-    sample = functools.partial(sample_tile, refs[:TILE_INPUTS], refs[-2:],
-                               tile_tokens=tile_tokens, block_tokens=block_tokens)
-    if rows == "all":
-        sample(lambda tile: jax.lax.cond(tile.word < num_dense, lambda: dense(tile),
-                                         lambda: sparse(tile)))
-    elif rows == "dense":
-        sample(dense, wanted=lambda word: word < num_dense)
-    else:
-        program, programs = pl.program_id(0), pl.num_programs(0)
-        low, high = model.sparse_tiles[0], model.sparse_tiles[1]
-
-        def visit(step, carry):
-            sample(sparse, tile_index=jnp.minimum(low + program + step * programs, high),
-                   wanted=lambda word: word >= num_dense)
-            return carry
-        if rows == "sparse":
-            jax.lax.fori_loop(0, jnp.maximum(high - low - program + programs - 1, 0)
-                              // programs, visit, 0)
-        else:  # a tile a program: no loop, whose invariants would hold registers
-            pl.when(low + program < high)(lambda: visit(0, None))
+    sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
+                block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, table_window: int, table_loads: str, tile: Tile):
+                       padded_topics: int, table_window: int, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
@@ -165,8 +136,7 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
         return block_products
 
     def table_count(topics, mask):
-        return (_table_count_aligned if table_loads == "aligned" else _table_count)(
-            model, row, topics, mask, table_window)
+        return _table_count(model, row, topics, mask, table_window)
 
     def bucket_count(topics, mask):
         return _word_count(model, row, topics, mask)[1]
@@ -233,28 +203,6 @@ def _table_count(model: _ModelRefs, row: _Row, topics, mask, window: int):
     return count
 
 
-def _table_count_aligned(model: _ModelRefs, row: _Row, topics, mask, window: int):
-    """_table_count by aligned groups of 4 slots, each one 16-byte load: the group holding
-    the home and, where the window runs past it, the next.  A slot before the home or past
-    the window matches no topic of the row (its displacement would name another home)."""
-    shift = row.table_shift
-    home = row.table_base + (topics >> shift)
-    named = (topics & ((1 << shift) - 1))[..., None]
-    start = (home >> 2) * 4
-    slot = jnp.arange(4, dtype=jnp.int32).reshape((1,) * topics.ndim + (4,))
-    count = jnp.zeros(topics.shape, jnp.int32)
-    for group in range(-(-(3 + window) // 4)):
-        first = start + 4 * group
-        needed = mask & (row.table_window > 0) & (first < home + row.table_window)
-        values = plgpu.load(model.table_slots.at[first[..., None] + slot],
-                            mask=jnp.broadcast_to(needed[..., None], needed.shape + (4,)),
-                            other=0, eviction_policy="evict_last")
-        offset = (first - home)[..., None] + slot
-        count = count + jnp.sum(jnp.where(table_match(values, offset, named, shift),
-                                          values >> (shift + DISPLACEMENT_BITS), 0), axis=-1)
-    return count
-
-
 def _word_count(model: _ModelRefs, row: _Row, topics, mask):
     """(position of each topic in the word's row, B_v,topic: 0 where absent), elementwise: a
     search of the topic's bucket (sparse_rows.RowBuckets)."""
@@ -299,37 +247,17 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
     return plgpu.load(model.row_topics.at[position], mask=take, other=0)
 
 
-def _sparse_tiles(chunk: Chunk, num_dense: int):
-    """int32 [2]: the first tile of a word without a dense row and one past the last (0, 0
-    where there is none): the sparse-row kernel's range, which holds every such tile (the
-    words of a chunk's tiles run in row order, the dense rows first: the range is theirs
-    alone)."""
-    first, end = chunk.tile_start[:-1], chunk.tile_start[1:]
-    tiles = jnp.arange(first.shape[0], dtype=jnp.int32)
-    sparse = (first < end) & (chunk.word[jnp.minimum(first, chunk.word.shape[0] - 1)]
-                              >= num_dense)
-    return jnp.stack([jnp.min(jnp.where(sparse, tiles, first.shape[0])),
-                      jnp.max(jnp.where(sparse, tiles + 1, 0))])
-
-
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "table_window", "table_loads", "sparse_programs",
-                                             "interpret"))
+                                             "table_window", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW, table_loads: str = "aligned",
-                       sparse_programs: int = SPARSE_PROGRAMS, interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
     saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
     lookup in a row's table loads (a row whose table needs more searches its bucket);
-    sparse_programs: 0 samples every tile by one kernel compiled for both paths, else the
-    tiles of words with a dense row by a kernel compiled for that path alone (one program a
-    tile) and then the others by one compiled for the sparse rows, with at most that many
-    programs sharing the sparse rows' range of tiles (each kernel at the registers its own
-    path needs; DESIGN.md, "Two E-step kernels"); interpret=None: interpret unless on a
-    GPU."""
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -337,24 +265,14 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], table_window=table_window,
-        table_loads=table_loads if model.tables.slots.shape[0] % 4 == 0 else "slots")
+        padded_topics=model.topic_totals.shape[0], table_window=table_window)
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
                           jnp.reshape(model.prior_total, (1,)), chunk_state.a_pairs,
                           rows.row_start, rows.topics, rows.counts, *model.buckets,
-                          *model.tables, model.row_prefix, model.row_mass, model.dense_tree_total,
-                          _sparse_tiles(chunk, model.dense_bhat.shape[0]) if sparse_programs
-                          else jnp.zeros(2, jnp.int32)),
+                          *model.tables, model.row_prefix, model.row_mass, model.dense_tree_total),
               *levels, *dense_levels)
-    call = functools.partial(call_sampler, inputs=inputs, chunk=chunk, chunk_state=chunk_state,
-                             num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                             zero_doc_major=zero_doc_major)
-    if not sparse_programs:
-        return call(functools.partial(kernel, rows="all"), name="saber_sparse_sample")
-    outputs = call(functools.partial(kernel, rows="dense"), name="saber_sparse_sample_dense")
-    num_programs = min(sparse_programs, chunk.tile_start.shape[0] - 1)
-    return call(functools.partial(kernel, rows="sparse" if num_programs < chunk.tile_start.shape[
-        0] - 1 else "sparse_tile"), name="saber_sparse_sample_rows", num_programs=num_programs,
-                outputs=outputs)
+    return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
+                        num_warps=num_warps, num_stages=num_stages, interpret=interpret,
+                        zero_doc_major=zero_doc_major)
