@@ -55,11 +55,11 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
     return share, chunk_state, model, rng.iteration_key(seed, 3)
 
 
-@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows,dense_dtype,tables,share", [
+@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows,dense_dtype,tables,share_documents", [
     (1000, 8, 10, "float32", "default", False), (37, 1, 1, "float32", "none", False),
     (300, 8, 5, "bfloat16", "some", True)])
 def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows,
-                                                  dense_dtype, tables, share):
+                                                  dense_dtype, tables, share_documents):
     """The kernel's topics are the reference's (up to the rounding of the lane sums) with
     the sparse rows' lookups in their tables, in none, and some in tables and the others in
     their buckets (the tables' bytes holding only the first rows), and with a tile's tokens
@@ -78,7 +78,7 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
     got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key,
-                                                   share_documents=share)
+                                                   share_documents=share_documents)
     np.testing.assert_array_equal(got_doc_major[:share.padded_tokens],
                                   doc_major(share, got)[:share.padded_tokens])
     assert got.dtype == expected.dtype
