@@ -55,16 +55,14 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
     return share, chunk_state, model, rng.iteration_key(seed, 3)
 
 
-@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows,dense_dtype,tables,share_documents", [
-    (1000, 8, 10, "float32", "default", False), (37, 1, 1, "float32", "none", False),
-    (300, 8, 5, "bfloat16", "some", True)])
+@pytest.mark.parametrize("num_topics,tile_tokens,dense_rows,dense_dtype,tables", [
+    (1000, 8, 10, "float32", "default"), (37, 1, 1, "float32", "none"),
+    (300, 8, 5, "bfloat16", "some")])
 def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows,
-                                                  dense_dtype, tables, share_documents):
+                                                  dense_dtype, tables):
     """The kernel's topics are the reference's (up to the rounding of the lane sums) with
     the sparse rows' lookups in their tables, in none, and some in tables and the others in
-    their buckets (the tables' bytes holding only the first rows), and with a tile's tokens
-    of one document sharing their lookups (share_documents: two thirds of this state's
-    tokens follow one of their document in their tile)."""
+    their buckets (the tables' bytes holding only the first rows)."""
     table_bytes = {"default": sparse_rows.ROW_TABLE_BYTES, "none": 0, "some": 4 * 2_000}[tables]
     share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
                                                          dense_rows=dense_rows,
@@ -77,8 +75,7 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
             "some": tabled.any() and not tabled.all()}[tables], tabled
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
-    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key,
-                                                   share_documents=share_documents)
+    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
     np.testing.assert_array_equal(got_doc_major[:share.padded_tokens],
                                   doc_major(share, got)[:share.padded_tokens])
     assert got.dtype == expected.dtype

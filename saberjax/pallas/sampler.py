@@ -151,23 +151,21 @@ def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tup
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
                level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
-               own_mass=own_topic_mass, share_documents: bool = False):
+               own_mass=own_topic_mass):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
     from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
-    topic's mass without the token (sampler.own_topic_mass: from B-hat as held);
-    share_documents: sparse_lanes'."""
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
-    def products(topics, counts, inside, looked_up):
+    def products(topics, counts, inside, is_own):
         # a lane past the row gathers a column of the row and has count 0 (sparse_lanes)
-        weights = plgpu.load(bhat_ref.at[word, topics], mask=looked_up, other=0.0,
+        weights = plgpu.load(bhat_ref.at[word, topics], mask=~is_own, other=0.0,
                              eviction_policy="evict_last")
-        return counts * weights.astype(jnp.float32)  # 0 outside the row and not looked up
+        return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                     products, word * bhat_ref.shape[1],
-                                                     share_documents)
+                                                     products, word * bhat_ref.shape[1])
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -200,20 +198,11 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0,
-                 share_documents: bool = False):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
-    topic, whose mass is left out of the lanes).  products(topics, counts, inside,
-    looked_up): a block's products, 0 outside the row (not inside) and where not looked_up
-    (no load of the lane's weight).
-
-    Without share_documents a token looks up every lane but its own topic's.  With it, a
-    token of the same document as the token before it in the tile (the layout puts a word's
-    tokens of one document together) looks nothing up: the first token of the document looks
-    up every lane, its own topic's too, the others copy its products, and each token's own
-    topic's product is then set to 0 (the same products, one round of loads a document
-    instead of one a token).
+    topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
+    a block's products, 0 outside the row (not inside) and for the own topic.
 
     A lane past the row holds the pair (own ^ 1, count 0): a column of B-hat (its padded width
     is even) that is never the own topic, so the own-topic test needs no row mask and the
@@ -230,7 +219,6 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
     own_at_row = jnp.where(tile.real, own + row_offset, -1)
     outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
-    follows = _follows_same_document(tile) if share_documents else None
 
     def load_block(block):
         """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
@@ -251,13 +239,7 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
         at_row = topics + row_offset
         is_own = at_row == own_at_row[:, None]
         own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
-        if follows is None:
-            block_products = products(topics, counts.astype(jnp.float32), inside, ~is_own)
-        else:
-            looked_up = products(topics, counts.astype(jnp.float32), inside,
-                                 jnp.broadcast_to(~follows[:, None], is_own.shape))
-            block_products = jnp.where(is_own, 0.0, looked_up if share_documents == 2
-                                       else _copied_forward(looked_up, follows))
+        block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
@@ -270,26 +252,6 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
          jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
          jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
     return lane_mass, kept_topics - row_offset, jnp.sum(own_counts, axis=1).astype(jnp.float32)
-
-
-def _follows_same_document(tile: Tile):
-    """Whether each token of the tile is of the same document as the token before it (its
-    document's row of A starts where that token's does; a document's row is never empty)."""
-    rows = jnp.arange(tile.own.shape[0], dtype=jnp.int32)
-    before = (rows[None, :] == rows[:, None] - 1) & (tile.start[None, :] == tile.start[:, None])
-    return jnp.max(before.astype(jnp.int32), axis=1) > 0
-
-
-def _copied_forward(values, follows):
-    """values with each row that follows the one before it replaced by that row, in order
-    (so by the first row of its run); the rows move as bits, exactly, and each step touches
-    one row of the registers every thread holds."""
-    bits = jax.lax.bitcast_convert_type(values, jnp.int32)
-    rows = jnp.arange(values.shape[0], dtype=jnp.int32)[:, None]
-    for row in range(1, values.shape[0]):
-        previous = jnp.sum(jnp.where(rows == row - 1, bits, 0), axis=0)
-        bits = jnp.where((rows == row) & follows[:, None], previous[None, :], bits)
-    return jax.lax.bitcast_convert_type(bits, values.dtype)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):

@@ -90,8 +90,7 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
-            share_documents: bool):
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
@@ -111,17 +110,16 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
             tile.word < model.dense_tree_total.shape[0],
             lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
                                model.dense_tree_total, dense_level_refs, dense_level_widths,
-                               "sum", tile, own_mass, share_documents),
+                               "sum", tile, own_mass),
             lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics,
-                                       table_window, share_documents, tile))
+                                       table_window, tile))
 
     sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
                 block_tokens=block_tokens)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
-                       padded_topics: int, table_window: int, share_documents: bool,
-                       tile: Tile):
+                       padded_topics: int, table_window: int, tile: Tile):
     """New topics of a tile's tokens drawn over the tile word's sparse row and the global
     tree (the module docstring's three terms)."""
     word, own, real, state, beta = tile.word, tile.own, tile.real, tile.state, model.beta[0]
@@ -130,8 +128,8 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
 
     def products(count_in_word):
         """Term 1's products A_dk (B_vk + beta) / D_k, B_vk by count_in_word(topics, mask)."""
-        def block_products(topics, counts, inside, looked_up):
-            other = inside & looked_up
+        def block_products(topics, counts, inside, is_own):
+            other = inside & ~is_own
             denominators = plgpu.load(model.denominator.at[topics], mask=other, other=1.0)
             return jnp.where(other, counts * (count_in_word(topics, other).astype(jnp.float32)
                                               + beta) / denominators, 0.0)
@@ -148,10 +146,8 @@ def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, .
     # own topic's count B_vz looked up the same way after it
     lane_mass, kept_topics, own_count = jax.lax.cond(
         in_table,
-        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(table_count),
-                             share_documents=share_documents),
-        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(bucket_count),
-                             share_documents=share_documents))
+        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(table_count)),
+        lambda: sparse_lanes(model.a_pairs, padded_topics, tile, products(bucket_count)))
     own_word_count = jax.lax.cond(in_table, lambda: table_count(own, real),
                                   lambda: bucket_count(own, real))
     own_alpha = plgpu.load(model.alpha.at[own], mask=real, other=0.0)
@@ -252,20 +248,16 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "table_window", "share_documents",
-                                             "interpret"))
+                                             "table_window", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW, share_documents: bool = False,
-                       interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
     saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
     lookup in a row's table loads (a row whose table needs more searches its bucket);
-    share_documents: a tile's tokens of one document look term 1's weights up once
-    (saberjax.pallas.sampler.sparse_lanes; the same topics); interpret=None: interpret
-    unless on a GPU."""
+    interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -273,8 +265,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], table_window=table_window,
-        share_documents=share_documents)
+        padded_topics=model.topic_totals.shape[0], table_window=table_window)
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
