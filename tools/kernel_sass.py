@@ -3,12 +3,13 @@
 
     python tools/kernel_sass.py --triton=/tmp/tri saberjax/pallas/sampler.py OTHER/sampler.py
 
-For each sampler.py: its sample_and_shuffle is lowered by Pallas for an abstract H100 on a
-small random state (K = --num_topics; a sparse model's for --model=sparse, e.g.
-saberjax/pallas/sparse_sampler.py, from tests/test_sparse_kernel.py), the Triton IR written in MLIR's generic form, and that
-compiled for sm_90a by a standalone Triton (--triton: a folder holding the `triton` package,
-e.g. an unpacked wheel; it brings ptxas and cuobjdump) with floating-point contraction off,
-as XLA compiles it.  Printed: registers a thread, instructions in all, and for each loop (a
+For each sampler.py: its sample_and_shuffle (with --kernel_args, its keyword arguments) is
+lowered by Pallas for an abstract H100 on a small random state (K = --num_topics; a sparse
+model's for --model=sparse, e.g. saberjax/pallas/sparse_sampler.py, from
+tests/test_sparse_kernel.py), the Triton IR of each kernel it launches written in MLIR's
+generic form, and each compiled for sm_90a by a standalone Triton (--triton: a folder
+holding the `triton` package, e.g. an unpacked wheel; it brings ptxas and cuobjdump) with
+floating-point contraction off, as XLA compiles it.  Printed: registers a thread, instructions in all, and for each loop (a
 backward branch) its instructions by opcode and where its global loads sit, the B-hat
 gathers (16-bit) apart from the others.  A standalone Triton is not XLA's: its loop came out
 within a few percent of the device's (205 against 198 instructions for main's kernel of
@@ -41,7 +42,7 @@ flags.DEFINE_enum("model", "dense", ["dense", "sparse"],
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
 flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
 flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=integer "
-                    "comma-separated (e.g. sparse_programs=0).")
+                    "comma-separated (e.g. table_window=4).")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 

@@ -52,7 +52,8 @@ if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     part this_1e5 3 "$PWD" python3 "$bench_tool" $bench \
         --runs=100000:auto:pallas:$iterations ${THIS_FLAGS:-}
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
-    runs=--runs=$(echo "${KS:-1000000,100000}" | sed "s/,/:auto:pallas:$iterations,/g"):auto:pallas:$iterations
+    runs=$(echo "${KS:-1000000,100000}" | sed "s/,/:auto:pallas:$iterations,/g")
+    runs=--runs=$runs:auto:pallas:$iterations
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086
