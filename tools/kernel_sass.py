@@ -11,10 +11,11 @@ generic form, and each compiled for sm_90a by a standalone Triton (--triton: a f
 holding the `triton` package, e.g. an unpacked wheel; it brings ptxas and cuobjdump) with
 floating-point contraction off, as XLA compiles it.  Printed for each kernel: registers a
 thread, instructions in all, and for each loop (a backward branch) its instructions by
-opcode and where its global loads sit, the B-hat gathers (16-bit) apart from the others.  A standalone Triton is not XLA's: its loop came out
-within a few percent of the device's (205 against 198 instructions for main's kernel of
-2026-11-27) and its scheduling may differ, so this ranks variants and shows their layout
-and load order; timing them on the device decides.
+opcode and where its global loads sit, the B-hat gathers (16-bit) apart from the others.
+A standalone Triton is not XLA's: its loop came out within a few percent of the device's
+(205 against 198 instructions for main's kernel of 2026-11-27) and its scheduling may
+differ, so this ranks variants and shows their layout and load order; timing them on the
+device decides.
 """
 
 from __future__ import annotations
