@@ -42,8 +42,8 @@ flags.DEFINE_enum("model", "dense", ["dense", "sparse"],
                   "The model the sampler takes: the dense Model or the SparseModel.")
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
 flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
-flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=integer "
-                    "comma-separated (e.g. table_window=4).")
+flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=value "
+                    "(an integer or a word) comma-separated (e.g. table_window=4).")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
@@ -133,7 +133,7 @@ def describe(sass: str, usage: str) -> list[str]:
 
 def main(argv):
     for path in argv[1:]:
-        kernel_args = {name: int(value) for name, value in
+        kernel_args = {name: int(value) if value.isdigit() else value for name, value in
                        (item.split("=") for item in FLAGS.kernel_args.split(",") if item)}
         for number, ir_text in enumerate(triton_ir(path, FLAGS.num_topics, FLAGS.model,
                                                    kernel_args)):
