@@ -151,7 +151,7 @@ def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tup
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
                level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
-               own_mass=own_topic_mass, probe: str = ""):
+               own_mass=own_topic_mass):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
     from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
@@ -162,16 +162,7 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
         # a lane past the row gathers a column of the row and has count 0 (sparse_lanes)
         weights = plgpu.load(bhat_ref.at[word, topics], mask=~is_own, other=0.0,
                              eviction_policy="evict_last")
-        if probe == "loads":  # the same values loaded twice (timing probe)
-            weights = jnp.maximum(weights, plgpu.load(
-                bhat_ref.at[word, topics + (word >> 31)], mask=~is_own, other=0.0,
-                eviction_policy="evict_last"))
-        result = counts * weights.astype(jnp.float32)  # 0 outside the row and for own
-        if probe.startswith("fmul"):  # products times a run-time 1.0 (timing probe)
-            one = (word >> 31).astype(jnp.float32) + 1.0
-            for _ in range(int(probe[4:])):
-                result = result * one
-        return result
+        return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
                                                      products, word * bhat_ref.shape[1])

@@ -90,8 +90,7 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
-            probe: str):
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
@@ -111,7 +110,7 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
             tile.word < model.dense_tree_total.shape[0],
             lambda: row_topics(model.a_pairs, model.alpha, model.denominator,
                                model.dense_tree_total, dense_level_refs, dense_level_widths,
-                               "sum", tile, own_mass, probe),
+                               "sum", tile, own_mass),
             lambda: _sparse_row_topics(model, level_refs, level_widths, padded_topics,
                                        table_window, tile))
 
@@ -249,11 +248,10 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "table_window", "probe", "interpret"))
+                                             "table_window", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW, probe: str = "",
-                       interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
@@ -267,7 +265,7 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
         _kernel, tile_tokens=chunk.tile_tokens, block_tokens=chunk.block_tokens,
         level_widths=tuple(level.shape[1] for level in levels),
         dense_level_widths=tuple(level.shape[1] for level in dense_levels),
-        padded_topics=model.topic_totals.shape[0], table_window=table_window, probe=probe)
+        padded_topics=model.topic_totals.shape[0], table_window=table_window)
     inputs = (*tile_inputs(chunk, chunk_state, key),
               *_ModelRefs(model.alpha.astype(jnp.float32), model.bhat_denominator,
                           jnp.reshape(model.beta, (1,)).astype(jnp.float32),
