@@ -1,13 +1,13 @@
 """Triton compiler parameters with a cap on the registers a thread of the kernel uses.
 
 Pallas's Triton CompilerParams hold num_warps and num_stages only, and XLA's
-`xla_gpu_ptx_compiler_extra_flags=-maxrregcount=N` does not reach a Pallas kernel (a cap of 32
-left the E-step kernel's time unchanged: docs/measurements/roofline.md, run 16).  A one-warp
-program's registers set how many programs an SM holds (65,536 registers over 32 threads each),
-so the cap is a kernel knob here: `compiler_params(num_warps, num_stages, max_registers)` gives
-parameters whose lowering (registered for CappedParams) puts `nvvm.maxnreg` on the Triton
-module's kernel function, which Triton's conversion to LLVM keeps and the NVPTX backend emits as
-the kernel's `.maxnreg` (ptxas then spills what does not fit).
+`xla_gpu_ptx_compiler_extra_flags=-maxrregcount=N` does not reach a Pallas kernel
+(docs/measurements/roofline.md).  A one-warp program's registers set how many programs an SM
+holds (65,536 registers over 32 threads each), so the cap is a kernel knob here:
+`compiler_params(num_warps, num_stages, max_registers)` gives parameters whose lowering
+(registered for CappedParams) puts `nvvm.maxnreg` on the Triton module's kernel function, which
+Triton's conversion to LLVM keeps and the NVPTX backend emits as the kernel's `.maxnreg` (ptxas
+then spills what does not fit).
 """
 
 from __future__ import annotations

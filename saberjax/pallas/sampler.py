@@ -310,8 +310,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     first), for a reader of its tokens' positions alone.  The tiles are the chunk's
     (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
-    H200 (NOTES.md).  max_registers caps a thread's registers (saberjax.pallas.registers; None:
-    ptxas's choice, 72 at K = 10,000, i.e. 28 one-warp programs an SM where 64 would hold 32).
+    H200 (NOTES.md).  max_registers caps a thread's registers, which set how many one-warp
+    programs an SM holds (saberjax.pallas.registers); None leaves them to ptxas.
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
