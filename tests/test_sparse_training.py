@@ -197,17 +197,20 @@ def test_a_sparse_plan_refuses_seed_words():
         plan(corpus, hyper, 1)
 
 
-@pytest.mark.parametrize("streamed", [False, True])
-def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path, streamed):
-    """Resident by words, or streamed by documents in chunks of some 300 tokens: resumed from
-    the uninterrupted run's checkpoint of iteration 2 (B stored sparse)."""
+@pytest.mark.parametrize("partition, chunk_tokens", [("auto", None), ("auto", 300),
+                                                     ("words", 300)])
+def test_a_sparse_run_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path, partition,
+                                                                      chunk_tokens):
+    """Resident, streamed by documents, or streamed by words (each slot's share of z and its
+    own A put back), in chunks of some 300 tokens: resumed from the uninterrupted run's
+    checkpoint of iteration 2, which stores B sparse."""
     corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
     config = trainer.TrainConfig(num_topics=6, iterations=4, backend="xla", checkpoint_every=2,
                                  optimize_alpha_every=1, model_format="sparse",
-                                 chunk_tokens=300 if streamed else None)
+                                 partition=partition, chunk_tokens=chunk_tokens)
     uninterrupted = trainer.train(corpus, config, checkpoint_dir=tmp_path)
     assert uninterrupted.model.config["model_format"] == "sparse"
-    assert uninterrupted.model.config["streamed"] == streamed
+    assert uninterrupted.model.config["streamed"] == (chunk_tokens is not None)
     assert isinstance(uninterrupted.model.word_topic_counts, sparse_word_topic.SparseWordTopic)
     halfway = tmp_path / "checkpoint-00000002.json"
     with np.load(halfway.with_suffix(".npz")) as arrays:
@@ -306,25 +309,6 @@ def test_streamed_by_words_is_the_model_resident_on_one_device(model_format):
                                                np.asarray(state.model.alpha))
         for left, right in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(state.model)):
             np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
-
-
-def test_a_run_streamed_by_words_learning_alpha_resumes_to_the_uninterrupted_model(tmp_path):
-    """Checkpoints of a run streamed by word put each slot's share z and own A back: resumed
-    from the uninterrupted run's checkpoint of iteration 2."""
-    corpus = random_corpus(num_docs=40, num_words=30, mean_length=20, seed=0)
-    config = trainer.TrainConfig(num_topics=6, iterations=4, backend="xla", checkpoint_every=2,
-                                 optimize_alpha_every=1, model_format="sparse",
-                                 partition="words", chunk_tokens=300)
-    uninterrupted = trainer.train(corpus, config, checkpoint_dir=tmp_path)
-    assert uninterrupted.model.config["streamed"]
-    resumed = trainer.train(corpus, dataclasses.replace(config, checkpoint_every=0),
-                            resume_from=tmp_path / "checkpoint-00000002.json")
-    assert len(resumed.metrics) == 4
-    for left, right in zip(resumed.model.word_topic_counts[:3],
-                           uninterrupted.model.word_topic_counts[:3]):
-        np.testing.assert_array_equal(left, right)
-    np.testing.assert_array_equal(resumed.model.alpha, uninterrupted.model.alpha)
-    assert not np.allclose(uninterrupted.model.alpha, uninterrupted.model.alpha[0])  # learned
 
 
 def test_the_sparse_plan_streams_by_words_where_each_device_holds_its_share(monkeypatch):
