@@ -336,6 +336,32 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
     assert "triton" in lower_for_h100(arrays, big.word_topic, big.alpha).lower()
 
 
+def test_sampler_kernel_register_cap_reaches_the_triton_function():
+    """max_registers puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton module's function,
+    and only then: XLA's -maxrregcount flag does not reach a Pallas kernel (registers.py)."""
+    from jax._src.pallas.triton import pallas_call_registration  # noqa: PLC0415
+
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
+    lowering = pallas_call_registration.lowering
+    lower, modules = lowering.lower_jaxpr_to_triton_module, []
+
+    def capture(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        modules.append(result.module)
+        return result
+
+    lowering.lower_jaxpr_to_triton_module = capture
+    try:
+        for cap in (None, 48):
+            lower_for_h100(functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
+                                             max_registers=cap), chunk, chunk_state, model, key)
+        texts = [str(module) for module in modules]
+    finally:
+        lowering.lower_jaxpr_to_triton_module = lower
+    assert "maxnreg" not in texts[0]
+    assert "nvvm.maxnreg = 48 : i32" in texts[1]
+
+
 def test_lowering_check_rejects_what_triton_cannot_lower():
     from jax.experimental import pallas as pl  # noqa: PLC0415
 

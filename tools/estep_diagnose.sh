@@ -10,7 +10,7 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUDA_VISIBLE_DEVICES=0
 OUT=${OUT:-/tmp/estep_diagnose_out}
-VARIANTS=${VARIANTS:-'r128:regs=128;r96:regs=96;r72:regs=72;ablate_dense:ablate=dense'}
+VARIANTS=${VARIANTS:-'r64:max_registers=64;r56:max_registers=56;ablate_dense:ablate=dense'}
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-'ablate_dense:ablate=dense'}
 BASELINE=${BASELINE:-saberjax/pallas/sampler.py}
 mkdir -p "$OUT"

@@ -17,9 +17,8 @@ arguments, plus tile_tokens (layout.with_tile_tokens) and file (another sampler.
 kernel the variant runs).  With --full_run the fastest exact variant of each phase (none with
 tile_tokens) then trains the same iterations.
 
-Every knob named in COMPILE_KNOBS is not the kernel's but the compiler's (XLA debug options of
-that one compilation): regs=N caps ptxas at N registers a thread (-maxrregcount), which sets
-how many one-warp programs an SM holds.  --profile runs each variant once between
+A cap on the kernel's registers is its max_registers knob (saberjax.pallas.registers; XLA's
+-maxrregcount flag does not reach a Pallas kernel).  --profile runs each variant once between
 cuProfilerStart and cuProfilerStop (for `ncu --profile-from-start off`) instead of timing it.
 """
 
@@ -73,11 +72,6 @@ flags.DEFINE_string("output", None, "JSON lines file.")
 flags.DEFINE_bool("profile", False, "Run each variant once inside a CUDA profiler range "
                   "(ncu --profile-from-start off) instead of timing it.")
 
-COMPILE_KNOBS = {  # knob -> the XLA debug options of its value
-    "regs": lambda value: {"xla_gpu_ptx_compiler_extra_flags": f"-maxrregcount={value}"},
-}
-
-
 def parse_variants(text: str) -> dict[str, dict[str, int]]:
     """{name: knobs} of 'name:knob=value,...;...'."""
     variants = {}
@@ -117,11 +111,6 @@ def train(corpus, placement, num_topics, heldout, **operations):
     return record, run.state
 
 
-def compiled(fn, args, options: dict):
-    """fn jitted and compiled for args with XLA debug `options` (a per-compile override)."""
-    return jax.jit(fn).lower(*args).compile(options or None)
-
-
 def profiled_range(run):
     """run() between cuProfilerStart and cuProfilerStop (what ncu profiles when started with
     --profile-from-start off)."""
@@ -133,14 +122,14 @@ def profiled_range(run):
         cuda.cuProfilerStop()
 
 
-def time_call(fn, *args, options: dict | None = None):
-    """(median seconds, the result on the host) of fn(*args) compiled with XLA debug
-    `options`, after one untimed call (under --profile: one call in a profiler range, seconds
-    None); each call gets fresh copies of args, which it may donate."""
+def time_call(fn, *args):
+    """(median seconds, the result on the host) of fn(*args), after one untimed call (under
+    --profile: one call in a profiler range, seconds None); each call gets fresh copies of
+    args, which it may donate."""
     def copies():
         return jax.block_until_ready(jax.tree.map(lambda x: x.copy(), args))
 
-    executable = compiled(fn, copies(), options)
+    executable = jax.jit(fn).lower(*copies()).compile()
     result = jax.device_get(executable(*copies()))
     if FLAGS.profile:
         fresh = copies()
@@ -156,31 +145,20 @@ def time_call(fn, *args, options: dict | None = None):
     return statistics.median(seconds), result
 
 
-def compile_options(knobs: dict) -> dict:
-    """The XLA debug options of knobs' COMPILE_KNOBS (removed from knobs)."""
-    options = {}
-    for name in [name for name in knobs if name in COMPILE_KNOBS]:
-        options.update(COMPILE_KNOBS[name](knobs.pop(name)))
-    return options
-
-
 def sweep(emit, num_topics, kind, operation, args, variants,
           prepare=lambda args, knobs: (args, knobs)):
     """Time `operation` with its defaults and with each variant's knobs on args (prepare:
     the args and knobs a variant's call takes); mismatches count the result's elements that
     differ from the defaults'.
     Returns (name, knobs) of the fastest exact variant --full_run_gain or more faster than the
-    defaults and with no compiler knobs, or None (always under --profile)."""
+    defaults, or None (always under --profile)."""
     base_seconds, base = time_call(operation, *args)
     emit(K=num_topics, kind=kind, variant="default", seconds=base_seconds)
     best, best_seconds = None, (1 - FLAGS.full_run_gain) * (base_seconds or 0.0)
     for name, knobs in variants.items():
-        call_knobs = dict(knobs)
-        options = compile_options(call_knobs)
-        call_args, call_knobs = prepare(args, call_knobs)
+        call_args, call_knobs = prepare(args, dict(knobs))
         try:
-            seconds, result = time_call(functools.partial(operation, **call_knobs),
-                                        *call_args, options=options)
+            seconds, result = time_call(functools.partial(operation, **call_knobs), *call_args)
         except Exception as error:  # noqa: BLE001 (a variant that fails is recorded)
             emit(K=num_topics, kind=kind, variant=name, error=repr(error)[:300])
             continue
@@ -189,7 +167,7 @@ def sweep(emit, num_topics, kind, operation, args, variants,
         emit(K=num_topics, kind=kind, variant=name, knobs=knobs, seconds=seconds,
              over_default=seconds / base_seconds if seconds else None, mismatches=mismatches)
         if (seconds is not None and mismatches == 0 and seconds < best_seconds
-                and call_args is args and not options):
+                and call_args is args):
             best, best_seconds = (name, call_knobs), seconds
     if not FLAGS.profile:
         again, _ = time_call(operation, *args)  # drift over the sweep shows here

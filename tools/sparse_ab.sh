@@ -12,7 +12,7 @@
 # iterations' optimized programs come back in programs.tar.  Each part stops after
 # PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants);
 # ITERATIONS: the timed iterations of each run (3 by default); KS: on fewer than 4 GPUs, the
-# K of the two trees' runs ("1000000 100000" by default; KS=100000: K = 1e5 alone).
+# topic counts run, comma-separated (1000000,100000 by default).
 # Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u
@@ -52,8 +52,8 @@ if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
     part this_1e5 3 "$PWD" python3 "$bench_tool" $bench \
         --runs=100000:auto:pallas:$iterations ${THIS_FLAGS:-}
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
-    runs=--runs=$(for k in ${KS:-1000000 100000}; do printf '%s:auto:pallas:%s,' "$k" \
-        "$iterations"; done | sed 's/,$//')
+    runs=$(echo "${KS:-1000000,100000}" | sed "s/,/:auto:pallas:$iterations,/g")
+    runs=--runs=$runs:auto:pallas:$iterations
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
     # shellcheck disable=SC2086

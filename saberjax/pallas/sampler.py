@@ -58,7 +58,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from saberjax import rng
 from saberjax.layout import Chunk
-from saberjax.pallas import default_interpret, scatter, warp
+from saberjax.pallas import default_interpret, registers, scatter, warp
 from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model, unpack_pairs
@@ -116,12 +116,14 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None,
-                 zero_doc_major: bool = True, num_programs: int | None = None):
+                 zero_doc_major: bool = True, num_programs: int | None = None,
+                 max_registers: int | None = None):
     """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
     chunk's tiles, one program a tile (or num_programs programs that share them out):
     (word-major topics, padding 0; doc-major topics, 0 where no token of the chunk is, or
     unset there without zero_doc_major: then the second array is one unused element and the
-    output is not aliased to it)."""
+    output is not aliased to it).  max_registers: a cap on a thread's registers
+    (saberjax.pallas.registers), None for ptxas's choice."""
     topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
     doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
     aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
@@ -131,7 +133,7 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
         grid=(num_programs or chunk.tile_start.shape[0] - 1,),
         input_output_aliases=aliases,  # padding keeps the zeros
         name=name,
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
+        compiler_params=registers.compiler_params(num_warps, num_stages, max_registers),
         interpret=default_interpret() if interpret is None else interpret,
     )(*inputs, jnp.zeros_like(chunk_state.topics),
       jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
@@ -294,10 +296,11 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "block_reduction", "interpret"))
+                                             "max_registers", "block_reduction", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       block_reduction: str = "sum", interpret: bool | None = None):
+                       max_registers: int | None = None, block_reduction: str = "sum",
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -307,7 +310,8 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     first), for a reader of its tokens' positions alone.  The tiles are the chunk's
     (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
-    H200 (NOTES.md).
+    H200 (NOTES.md).  max_registers caps a thread's registers, which set how many one-warp
+    programs an SM holds (saberjax.pallas.registers); None leaves them to ptxas.
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
@@ -322,4 +326,4 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                        zero_doc_major=zero_doc_major)
+                        zero_doc_major=zero_doc_major, max_registers=max_registers)
