@@ -47,7 +47,7 @@ def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array
     (sparse_rows.SparseRows) and the model a sparse_rows.SparseModel."""
     if hyper.sparse:
         return sparse_build.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
-                                             hyper.beta, num_words or word_topic.num_rows)
+                                              hyper.beta, num_words or word_topic.num_rows)
     bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
                                                           hyper.num_topics, hyper.beta,
                                                           num_words, hyper.seeds, first_row)

@@ -27,6 +27,7 @@ from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYP
                                   row_buckets, row_tables, segmented_prefix_sum)
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
 
+
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
                       beta: float, num_words: int, dense_row_bytes: int = DENSE_ROW_BYTES,
                       dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,

@@ -73,9 +73,9 @@ def bench(corpus, run: str, iterations: int, warmup: int, seed: int, placements:
     """The record of run K:format[:backend[:iterations]] (placements: shared by plan;
     phases, phase_variants: sparse_phases' timings after the run; profile: a folder for
     kernel_profile's trace and program after the run; estep_variants: estep_settings'
-    after the run, with phases (rebuild_variants: rebuild_settings'); wide_pairs: A's pairs wide whatever the
-    documents' lengths; settings: TrainConfig's placement settings, e.g. partition,
-    chunk_tokens)."""
+    after the run, with phases (rebuild_variants: rebuild_settings'); wide_pairs: A's pairs
+    wide whatever the documents' lengths; settings: TrainConfig's placement settings, e.g.
+    partition, chunk_tokens)."""
     parts = run.split(":")
     num_topics, model_format, backend, iterations = parts + ["auto", str(iterations)][
         len(parts) - 2:]
@@ -264,8 +264,7 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
     model_knobs = set(inspect.signature(sparse_build.model_from_totals).parameters)
     record = {}
     for setting in settings.split(";"):
-        knobs = {name: int(value) if value.isdigit() else value for name, value in
-                 (item.split("=") for item in setting.split(",") if item)}
+        knobs = setting_knobs(setting)
         chunk = share
         if "tile_tokens" in knobs:
             chunk = with_tile_tokens(share, int(model.row_mass.shape[0]),
@@ -331,14 +330,20 @@ def _one_program(placement, share, chunk, chunk_state, model, key):
                                    model.alpha, hyper, placement.num_words))
 
 
+def setting_knobs(setting: str) -> dict:
+    """A setting's keyword arguments: name=value items, comma-separated (an integer or a
+    word)."""
+    return {name: int(value) if value.isdigit() else value for name, value in
+            (item.split("=") for item in setting.split(",") if item)}
+
+
 def rebuild_settings(chunk, doc_major, num_topics: int, settings: str, repeats: int) -> dict:
     """Seconds of the segmented-count kernel at each of the ';'-separated settings (its
     keyword arguments as name=value, comma-separated) on the same topics, and whether each
     gives the A of the first."""
     record, first = {}, None
     for setting in settings.split(";"):
-        knobs = {name: int(value) if value.isdigit() else value for name, value in
-                 (item.split("=") for item in setting.split(",") if item)}
+        knobs = setting_knobs(setting)
         program = functools.partial(jax.jit(functools.partial(
             pallas_segmented_count.rebuild_doc_topic, num_topics=num_topics, **knobs)),
             chunk, doc_major)
