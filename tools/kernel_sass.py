@@ -121,14 +121,17 @@ def describe(sass: str, usage: str, live: dict[int, int]) -> list[str]:
     opcodes, most live registers and load positions."""
     instructions = [(int(m.group(1), 16), m.group(2).strip())
                     for m in map(LINE.match, sass.splitlines()) if m]
+    spills = sum(" STL" in f" {x}" or " LDL" in f" {x}" for _, x in instructions)
     lines = [f"registers {','.join(re.findall(r'REG:(\d+)', usage))} "
              f"(at most {max(live.values(), default=0)} live), "
-             f"instructions {len(instructions)}"]
+             f"instructions {len(instructions)}, spill loads and stores {spills}"]
     for address, text in instructions:
         target = re.search(r"BRA.*?0x([0-9a-f]+)", text)
         if not target or int(target.group(1), 16) >= address:
             continue
         body = [x for a, x in instructions if int(target.group(1), 16) <= a <= address]
+        body_live = [live.get(a, 0) for a, _ in instructions
+                     if int(target.group(1), 16) <= a <= address]
         opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", x).split()[0].split(".")[0]
                                       for x in body)
         gathers = [i for i, x in enumerate(body) if "LDG" in x and ".U16" in x]
@@ -139,7 +142,7 @@ def describe(sass: str, usage: str, live: dict[int, int]) -> list[str]:
                      + ", ".join(f"{op} {n}" for op, n in opcodes.most_common(16)))
         lines.append(f"    16-bit gathers at {gathers}, other loads at {loads}")
         if FLAGS.listing:
-            lines.extend(f"    {i:4d} {x}" for i, x in enumerate(body))
+            lines.extend(f"    {i:4d} [{n:3d}] {x}" for i, (x, n) in enumerate(zip(body, body_live)))
     return lines
 
 

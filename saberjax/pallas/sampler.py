@@ -61,7 +61,7 @@ from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, registers, scatter, warp
 from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
-from saberjax.state import ChunkState, Model, unpack_pairs
+from saberjax.state import ChunkState, Model, pair_topic_bits, unpack_pairs
 from saberjax.tree import WIDTH, descend_excluding, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
@@ -211,49 +211,57 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
     in a kernel bound by issuing them (docs/measurements/roofline.md).
 
+    Each lane's reservoir and the own count share one register, a pair in A's format
+    (state.pack_pairs): the kept topic in the topic bits, and the own count in the count bits
+    of the one lane that meets the own topic (a row holds each topic once; that lane's
+    product is 0, so it keeps nothing in that block).  A separate own count a lane would be 8
+    more registers a thread held across the loop, above the 64 at which an SM holds 32
+    one-warp programs instead of 28 (docs/measurements/roofline.md, runs 16-18).
+
     row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
-    test compares topic + row_offset with the own topic's, the reservoirs keep topic +
-    row_offset, and the offset comes off after the loop: where the padded width is a power of
-    two, the gather's offset ((pair & mask) | row_offset) is then one instruction and no topic
-    of its own (padding rows match no topic, which keeps the compiler from folding the test
-    back to topics == own).
+    test compares topic + row_offset with the own topic's: where the padded width is a power
+    of two, the gather's offset ((pair & mask) | row_offset) is then one instruction and no
+    topic of its own (padding rows match no topic, which keeps the compiler from folding the
+    test back to topics == own).
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
     own_at_row = jnp.where(tile.real, own + row_offset, -1)
     outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
+    topic_bits = jnp.uint32((1 << pair_topic_bits(padded_topics)) - 1)
 
     def load_block(block):
-        """Lanes inside, topics, counts of block (nonzeros 32*block .. 32*block + 31)."""
+        """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31)."""
         inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
         pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
                            mask=inside, other=outside)
-        topics, counts = unpack_pairs(pairs, padded_topics)
-        return inside, topics, counts
+        return inside, pairs
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
-        w.p. product / lane mass (one uniform per token and block, shared by its lanes).
+        w.p. product / lane mass (one uniform per token and block, shared by its lanes), and
+        the lane of the own topic takes its count.
 
         The next block's A entries do not depend on this block: they are loaded last in the
         program's order, and ptxas issues this block's B-hat gathers first, together.
         """
-        lane_mass, kept_topics, own_counts, (inside, topics, counts) = carry
-        at_row = topics + row_offset
-        is_own = at_row == own_at_row[:, None]
-        own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
+        lane_mass, kept, (inside, pairs) = carry
+        topics, counts = unpack_pairs(pairs, padded_topics)
+        is_own = topics + row_offset == own_at_row[:, None]
+        kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
         following = load_block(block + 1)
-        return lane_mass, jnp.where(keep, at_row, kept_topics), own_counts, following
+        return (lane_mass, jnp.where(keep, (kept & ~topic_bits) | (pairs & topic_bits), kept),
+                following)
 
-    lane_mass, kept_topics, own_counts, _ = jax.lax.fori_loop(
+    lane_mass, kept, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
-    return lane_mass, kept_topics - row_offset, jnp.sum(own_counts, axis=1).astype(jnp.float32)
+         jnp.zeros((tile_tokens, WIDTH), jnp.uint32), load_block(0)))
+    kept_topics, own_counts = unpack_pairs(kept, padded_topics)
+    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
