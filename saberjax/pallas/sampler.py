@@ -140,7 +140,7 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-                   block_reduction: str):
+                   block_reduction: str, pack_own_count: bool):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
     # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
@@ -148,16 +148,18 @@ def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tup
     level_refs = refs[TILE_INPUTS + 4:-4]
     sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: row_topics(
         a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
-        block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens)
+        block_reduction, tile, packed=pack_own_count), tile_tokens=tile_tokens,
+        block_tokens=block_tokens)
 
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
                level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
-               own_mass=own_topic_mass):
+               own_mass=own_topic_mass, packed: bool = False):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
     from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
-    topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held).  packed:
+    sparse_lanes' (the own count in the reservoirs' registers)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
     def products(topics, counts, inside, is_own):
@@ -167,7 +169,8 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
         return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                     products, word * bhat_ref.shape[1])
+                                                     products, word * bhat_ref.shape[1],
+                                                     packed=packed)
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -200,7 +203,8 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0, *,
+                 packed: bool = False):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
@@ -211,18 +215,21 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
     in a kernel bound by issuing them (docs/measurements/roofline.md).
 
-    Each lane's reservoir and the own count share one register, a pair in A's format
+    packed: each lane's reservoir and the own count share one register, a pair in A's format
     (state.pack_pairs): the kept topic in the topic bits, and the own count in the count bits
-    of the one lane that meets the own topic (a row holds each topic once; that lane's
-    product is 0, so it keeps nothing in that block).  A separate own count a lane would be 8
-    more registers a thread held across the loop, above the 64 at which an SM holds 32
-    one-warp programs instead of 28 (docs/measurements/roofline.md, runs 16-18).
+    of the one lane that meets the own topic (a row holds each topic once, and that lane's
+    product is 0, so it keeps nothing in that block).  That holds 8 registers a thread fewer
+    across the loop for 4 bit operations a nonzero more (against 2 selects): the dense
+    kernel's loop then fits the 64 registers at which an SM holds 32 one-warp programs
+    instead of 28 (docs/measurements/roofline.md, run 18).  Unpacked, a lane's own count is
+    a register of its own.
 
     row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
     test compares topic + row_offset with the own topic's: where the padded width is a power
-    of two, the gather's offset ((pair & mask) | row_offset) is then one instruction and no
-    topic of its own (padding rows match no topic, which keeps the compiler from folding the
-    test back to topics == own).
+    of two, the gather's offset ((pair & mask) | row_offset) is then one instruction (padding
+    rows match no topic, which keeps the compiler from folding the test back to topics ==
+    own).  Unpacked, the reservoirs keep topic + row_offset, and the offset comes off after
+    the loop.
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
     own_at_row = jnp.where(tile.real, own + row_offset, -1)
@@ -230,11 +237,12 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     topic_bits = jnp.uint32((1 << pair_topic_bits(padded_topics)) - 1)
 
     def load_block(block):
-        """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31)."""
+        """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31); unpacked,
+        the pairs' topics and counts instead."""
         inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
         pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
                            mask=inside, other=outside)
-        return inside, pairs
+        return (inside, pairs) if packed else (inside, *unpack_pairs(pairs, padded_topics))
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
@@ -244,23 +252,34 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
         The next block's A entries do not depend on this block: they are loaded last in the
         program's order, and ptxas issues this block's B-hat gathers first, together.
         """
-        lane_mass, kept, (inside, pairs) = carry
-        topics, counts = unpack_pairs(pairs, padded_topics)
-        is_own = topics + row_offset == own_at_row[:, None]
-        kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
+        lane_mass, kept, own_counts, (inside, *block_pairs) = carry
+        pairs = block_pairs[0]
+        topics, counts = unpack_pairs(pairs, padded_topics) if packed else block_pairs
+        at_row = topics + row_offset
+        is_own = at_row == own_at_row[:, None]
+        if packed:
+            kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
+        else:
+            own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
         following = load_block(block + 1)
-        return (lane_mass, jnp.where(keep, (kept & ~topic_bits) | (pairs & topic_bits), kept),
-                following)
+        kept = jnp.where(keep, (kept & ~topic_bits) | (pairs & topic_bits) if packed else at_row,
+                         kept)
+        return lane_mass, kept, own_counts, following
 
-    lane_mass, kept, _ = jax.lax.fori_loop(
+    lane_mass, kept, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.uint32), load_block(0)))
-    kept_topics, own_counts = unpack_pairs(kept, padded_topics)
+         jnp.zeros((tile_tokens, WIDTH), jnp.uint32) if packed
+         else jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
+         None if packed else jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
+    if packed:
+        kept_topics, own_counts = unpack_pairs(kept, padded_topics)
+    else:
+        kept_topics = kept - row_offset
     return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
@@ -304,11 +323,12 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "max_registers", "block_reduction", "interpret"))
+                                             "max_registers", "block_reduction",
+                                             "pack_own_count", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        max_registers: int | None = None, block_reduction: str = "sum",
-                       interpret: bool | None = None):
+                       pack_own_count: bool = True, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -323,13 +343,16 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  interpret=None: interpret unless on a GPU.
+    whatever the layout.  pack_own_count: each lane's own count held in its reservoir's
+    register (sparse_lanes' packed; False: a register of its own, 8 more a thread, the same
+    topics).  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction)
+                               block_reduction=block_reduction,
+                               pack_own_count=bool(pack_own_count))
     inputs = (*tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
