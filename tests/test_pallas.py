@@ -97,6 +97,20 @@ def test_sampler_kernel_unzeroed_stores_the_same_topics_at_the_tokens_positions(
     np.testing.assert_array_equal(np.asarray(unzeroed[1])[real], np.asarray(zeroed[1])[real])
 
 
+@pytest.mark.parametrize("num_topics,zero_share", [(48, 0.5), (1000, 0.0)])
+def test_sampler_kernel_packed_own_count_draws_the_unpacked_topics(num_topics, zero_share):
+    """The own count held in the reservoirs' registers (pack_own_count) changes no draw: a
+    keep that lost the count bits, or an own count lost to the lanes past a row (half the
+    tokens on topic 0 at K = 48), would."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=11), num_topics,
+                                                     seed=11, zero_share=zero_share)
+    packed, unpacked = (pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                                          pack_own_count=pack)
+                        for pack in (True, False))
+    for got, expected in zip(packed, unpacked):
+        np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
 def test_word_tiles_cover_every_token_once_within_one_word(tile_tokens):
     """The E-step's work list for any tile size (the layout's Chunk.tile_start at TILE_TOKENS)."""

@@ -13,7 +13,8 @@ time, in one pass, as in the reference:
     per block   products P = A_dk * B-hat_vk (0 for the token's own topic z, whose count A_dz
                 the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
-                reservoir per lane; u_block one uniform per token and block); the next
+                reservoir per lane; u_block one uniform per token and block); the kept
+                topic and A_dz share a register, packed as A's pairs are; the next
                 block's A entries are loaded in the same step, after this block's B-hat
                 gathers (a lane past the row: topic own ^ 1, count 0)
     own topic   lane 0 takes z's whole mass without the token, (A_dz - 1 + alpha_z) times
