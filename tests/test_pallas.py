@@ -98,16 +98,16 @@ def test_sampler_kernel_unzeroed_stores_the_same_topics_at_the_tokens_positions(
 
 
 @pytest.mark.parametrize("num_topics,zero_share", [(48, 0.5), (1000, 0.0)])
-def test_sampler_kernel_packed_own_count_draws_the_unpacked_topics(num_topics, zero_share):
-    """The own count held in the reservoirs' registers (pack_own_count) changes no draw: a
-    keep that lost the count bits, or an own count lost to the lanes past a row (half the
-    tokens on topic 0 at K = 48), would."""
+def test_sampler_kernel_own_count_holders_draw_the_same_topics(num_topics, zero_share):
+    """Where the block loop holds the own count (own_count) changes no draw: a keep that lost
+    the packed count bits, or an own count lost to the lanes past a row (half the tokens on
+    topic 0 at K = 48), would."""
     chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=11), num_topics,
                                                      seed=11, zero_share=zero_share)
-    packed, unpacked = (pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
-                                                          pack_own_count=pack)
-                        for pack in (True, False))
-    for got, expected in zip(packed, unpacked):
+    packed, thread = (pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                                        own_count=own_count)
+                      for own_count in ("packed", "thread"))
+    for got, expected in zip(packed, thread):
         np.testing.assert_array_equal(got, expected)
 
 

@@ -141,7 +141,7 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-                   block_reduction: str, pack_own_count: bool):
+                   block_reduction: str, own_count: str):
     """Sample the tokens of tile program_id (see the module docstring)."""
     # refs: tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
     # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
@@ -149,18 +149,18 @@ def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tup
     level_refs = refs[TILE_INPUTS + 4:-4]
     sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: row_topics(
         a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
-        block_reduction, tile, packed=pack_own_count), tile_tokens=tile_tokens,
+        block_reduction, tile, own_count=own_count), tile_tokens=tile_tokens,
         block_tokens=block_tokens)
 
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
                level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
-               own_mass=own_topic_mass, packed: bool = False):
+               own_mass=own_topic_mass, own_count: str = "thread"):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
     from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
-    topic's mass without the token (sampler.own_topic_mass: from B-hat as held).  packed:
-    sparse_lanes' (the own count in the reservoirs' registers)."""
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held).  own_count:
+    sparse_lanes'."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
     def products(topics, counts, inside, is_own):
@@ -171,7 +171,7 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
                                                      products, word * bhat_ref.shape[1],
-                                                     packed=packed)
+                                                     own_count=own_count)
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -204,8 +204,22 @@ def _token_state(token_base_ref, key_ref, doc_major_pos, real, block_tokens: int
     return rng.token_hash(key_ref[0], lo, hi)
 
 
+THREAD_LANES = 8  # lanes of a token one thread holds in Triton's layout of a tile's blocks
+
+
+def row_inside(nnz, block, tile_tokens: int):
+    """[tile, 32]: which lanes of block hold one of the row's nnz nonzeros.  Formed per group
+    of THREAD_LANES lanes (a thread's, as Triton lays out a one-warp tile of 8 tokens): a
+    thread compares one value of its own with the constants 0 .. 7, instead of holding 8 lane
+    offsets in registers across the block loop.  Exact whatever the layout."""
+    groups = WIDTH // THREAD_LANES
+    left = (nnz - block * WIDTH)[:, None] - THREAD_LANES * jnp.arange(groups, dtype=jnp.int32)
+    inside = jnp.arange(THREAD_LANES, dtype=jnp.int32)[None, None, :] < left[:, :, None]
+    return inside.reshape(tile_tokens, WIDTH)
+
+
 def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0, *,
-                 packed: bool = False):
+                 own_count: str = "thread"):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
@@ -216,52 +230,53 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
     in a kernel bound by issuing them (docs/measurements/roofline.md).
 
-    packed: each lane's reservoir and the own count share one register, a pair in A's format
-    (state.pack_pairs): the kept topic in the topic bits, and the own count in the count bits
-    of the one lane that meets the own topic (a row holds each topic once, and that lane's
-    product is 0, so it keeps nothing in that block).  That holds 8 registers a thread fewer
-    across the loop for 4 bit operations a nonzero more (against 2 selects): the dense
-    kernel's loop then fits the 64 registers at which an SM holds 32 one-warp programs
-    instead of 28 (docs/measurements/roofline.md, run 18).  Unpacked, a lane's own count is
-    a register of its own.
+    own_count, where the loop holds A_dz (a row holds each topic once, so one lane meets it):
+    "thread", one value a group of THREAD_LANES lanes (a thread's), the block's own counts
+    added within the group (in-thread additions, no shuffles); "packed", in the reservoirs'
+    registers, packed as A's pairs (state.pack_pairs): the kept topic in the topic bits, the
+    own count in the count bits of the lane that meets it (its product is 0, so it keeps
+    nothing in that block), for 4 bit operations a nonzero against the others' 2 selects.
+    Either holds 7-8 registers a thread fewer across the loop than one own count a lane, what
+    brings the dense kernel's loop to the 64 registers at which an SM holds 32 one-warp
+    programs instead of 28 (docs/measurements/roofline.md, run 18).
 
     row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
     test compares topic + row_offset with the own topic's: where the padded width is a power
     of two, the gather's offset ((pair & mask) | row_offset) is then one instruction (padding
     rows match no topic, which keeps the compiler from folding the test back to topics ==
-    own).  Unpacked, the reservoirs keep topic + row_offset, and the offset comes off after
+    own).  But packed, the reservoirs keep topic + row_offset, and the offset comes off after
     the loop.
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
+    packed = own_count == "packed"
     own_at_row = jnp.where(tile.real, own + row_offset, -1)
     outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
     topic_bits = jnp.uint32((1 << pair_topic_bits(padded_topics)) - 1)
 
     def load_block(block):
-        """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31); unpacked,
-        the pairs' topics and counts instead."""
-        inside = lanes[None, :] < (tile.nnz - block * WIDTH)[:, None]
-        pairs = plgpu.load(a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
-                           mask=inside, other=outside)
-        return (inside, pairs) if packed else (inside, *unpack_pairs(pairs, padded_topics))
+        """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31)."""
+        inside = row_inside(tile.nnz, block, tile_tokens)
+        return inside, plgpu.load(
+            a_pairs_ref.at[(tile.start + block * WIDTH)[:, None] + lanes[None, :]],
+            mask=inside, other=outside)
 
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
-        w.p. product / lane mass (one uniform per token and block, shared by its lanes), and
-        the lane of the own topic takes its count.
+        w.p. product / lane mass (one uniform per token and block, shared by its lanes); the
+        own topic's count joins own_count's holder.
 
         The next block's A entries do not depend on this block: they are loaded last in the
         program's order, and ptxas issues this block's B-hat gathers first, together.
         """
-        lane_mass, kept, own_counts, (inside, *block_pairs) = carry
-        pairs = block_pairs[0]
-        topics, counts = unpack_pairs(pairs, padded_topics) if packed else block_pairs
+        lane_mass, kept, own_counts, (inside, pairs) = carry
+        topics, counts = unpack_pairs(pairs, padded_topics)
         at_row = topics + row_offset
         is_own = at_row == own_at_row[:, None]
         if packed:
             kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
         else:
-            own_counts = jnp.where(is_own, counts, own_counts)  # one lane holds it
+            own_counts = own_counts + jnp.sum(jnp.where(is_own, counts, 0).reshape(
+                tile_tokens, WIDTH // THREAD_LANES, THREAD_LANES), axis=2)
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
@@ -276,11 +291,10 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
          jnp.zeros((tile_tokens, WIDTH), jnp.uint32) if packed
          else jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
-         None if packed else jnp.zeros((tile_tokens, WIDTH), jnp.int32), load_block(0)))
-    if packed:
-        kept_topics, own_counts = unpack_pairs(kept, padded_topics)
-    else:
-        kept_topics = kept - row_offset
+         None if packed else jnp.zeros((tile_tokens, WIDTH // THREAD_LANES), jnp.int32),
+         load_block(0)))
+    kept_topics, own_counts = (unpack_pairs(kept, padded_topics) if packed
+                               else (kept - row_offset, own_counts))
     return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
@@ -325,11 +339,11 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
                                              "max_registers", "block_reduction",
-                                             "pack_own_count", "interpret"))
+                                             "own_count", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       max_registers: int | None = None, block_reduction: str = "sum",
-                       pack_own_count: bool = True, interpret: bool | None = None):
+                       max_registers: int | None = 64, block_reduction: str = "sum",
+                       own_count: str = "thread", interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -340,22 +354,23 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     (chunk.tile_tokens, layout.TILE_TOKENS unless layout.with_tile_tokens chose another power
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
     H200 (NOTES.md).  max_registers caps a thread's registers, which set how many one-warp
-    programs an SM holds (saberjax.pallas.registers); None leaves them to ptxas.
+    programs an SM holds (saberjax.pallas.registers): 64, 32 programs an SM, which the block
+    loop fits without spilling (docs/measurements/roofline.md, run 18); None or 0 leaves them
+    to ptxas.
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  pack_own_count: each lane's own count held in its reservoir's
-    register (sparse_lanes' packed; False: a register of its own, 8 more a thread, the same
-    topics).  interpret=None: interpret unless on a GPU.
+    whatever the layout.  own_count: where the block loop holds the own topic's count
+    (sparse_lanes'; the same topics either way).  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
                                block_reduction=block_reduction,
-                               pack_own_count=bool(pack_own_count))
+                               own_count=own_count)
     inputs = (*tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                        zero_doc_major=zero_doc_major, max_registers=max_registers)
+                        zero_doc_major=zero_doc_major, max_registers=max_registers or None)
