@@ -351,8 +351,9 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
 
 
 def test_sampler_kernel_register_cap_reaches_the_triton_function():
-    """max_registers puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton module's function,
-    and only then: XLA's -maxrregcount flag does not reach a Pallas kernel (registers.py)."""
+    """max_registers (64 by default) puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton
+    module's function, and only then: XLA's -maxrregcount flag does not reach a Pallas kernel
+    (registers.py)."""
     from jax._src.pallas.triton import pallas_call_registration  # noqa: PLC0415
 
     chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
@@ -366,14 +367,15 @@ def test_sampler_kernel_register_cap_reaches_the_triton_function():
 
     lowering.lower_jaxpr_to_triton_module = capture
     try:
-        for cap in (None, 48):
+        for cap in ({"max_registers": None}, {"max_registers": 48}, {}):
             lower_for_h100(functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
-                                             max_registers=cap), chunk, chunk_state, model, key)
+                                             **cap), chunk, chunk_state, model, key)
         texts = [str(module) for module in modules]
     finally:
         lowering.lower_jaxpr_to_triton_module = lower
     assert "maxnreg" not in texts[0]
     assert "nvvm.maxnreg = 48 : i32" in texts[1]
+    assert "nvvm.maxnreg = 64 : i32" in texts[2]  # the default: 32 programs an SM
 
 
 def test_lowering_check_rejects_what_triton_cannot_lower():

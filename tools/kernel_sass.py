@@ -4,14 +4,15 @@
     python tools/kernel_sass.py --triton=/tmp/tri saberjax/pallas/sampler.py OTHER/sampler.py
 
 For each sampler.py: its sample_and_shuffle (with --kernel_args, its keyword arguments, e.g.
-max_registers=64) is lowered by Pallas for an abstract H100 on a small random state (K =
---num_topics; a sparse model's for --model=sparse, e.g. saberjax/pallas/sparse_sampler.py,
+max_registers=0 for ptxas's own choice) is lowered by Pallas for an abstract H100 on a small
+random state (K = --num_topics; a sparse model's for --model=sparse, e.g.
+saberjax/pallas/sparse_sampler.py,
 from tests/test_sparse_kernel.py), the Triton IR of each kernel it launches written in MLIR's
 generic form, and each compiled for sm_90a by a standalone Triton (--triton: a folder holding
 the `triton` package, e.g. an unpacked wheel; it brings ptxas, cuobjdump and nvdisasm) with
 floating-point contraction off, as XLA compiles it.  Printed for each kernel: registers a
 thread (allocated, and the most live at once by nvdisasm's life ranges: what a cap must fit
-without spilling), instructions in all, and for each loop (a backward branch) its
+without spilling), instructions in all, spill loads and stores (STL, LDL), and for each loop (a backward branch) its
 instructions by opcode, the registers live in it at most, and where its global loads sit,
 the B-hat gathers (16-bit) apart from the others.  A standalone Triton is not XLA's: its loop
 came out within a few percent of the device's (205 against 198 instructions for main's kernel
@@ -42,7 +43,8 @@ flags.DEFINE_integer("num_topics", 1000, "K of the state the kernel is lowered f
 flags.DEFINE_enum("model", "dense", ["dense", "sparse"],
                   "The model the sampler takes: the dense Model or the SparseModel.")
 flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle's default).")
-flags.DEFINE_bool("listing", False, "Also print each loop's instructions.")
+flags.DEFINE_bool("listing", False, "Also print each loop's instructions, each with the "
+                  "registers live there.")
 flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=value "
                     "(an integer or a word) comma-separated (e.g. max_registers=64).")
 
