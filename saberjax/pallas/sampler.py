@@ -355,8 +355,9 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     of two); they and num_warps and num_stages (Triton's) default to the fastest measured on an
     H200 (NOTES.md).  max_registers caps a thread's registers, which set how many one-warp
     programs an SM holds (saberjax.pallas.registers): 64, 32 programs an SM, which the block
-    loop fits without spilling (docs/measurements/roofline.md, run 18); None or 0 leaves them
-    to ptxas.
+    loop of the layout's 8-token tiles on one warp fits without spilling
+    (docs/measurements/roofline.md, run 18; larger tiles a warp hold more a thread and spill
+    under it); None or 0 leaves them to ptxas.
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
