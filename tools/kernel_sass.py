@@ -12,12 +12,12 @@ generic form, and each compiled for sm_90a by a standalone Triton (--triton: a f
 the `triton` package, e.g. an unpacked wheel; it brings ptxas, cuobjdump and nvdisasm) with
 floating-point contraction off, as XLA compiles it.  Printed for each kernel: registers a
 thread (allocated, and the most live at once by nvdisasm's life ranges: what a cap must fit
-without spilling), instructions in all, spill loads and stores (STL, LDL), and for each loop (a backward branch) its
-instructions by opcode, the registers live in it at most, and where its global loads sit,
-the B-hat gathers (16-bit) apart from the others.  A standalone Triton is not XLA's: its loop
-came out within a few percent of the device's (205 against 198 instructions for main's kernel
-of 2026-11-27) and its scheduling may differ, so this ranks variants and shows their layout
-and load order; timing them on the device decides.
+without spilling), instructions in all, spill loads and stores (STL, LDL), and for each loop
+(a backward branch) its instructions by opcode, the registers live in it at most, and where
+its global loads sit, the B-hat gathers (16-bit) apart from the others.  A standalone
+Triton is not XLA's: its loop came out within a few percent of the device's (205 against 198
+instructions for main's kernel of 2026-11-27) and its scheduling may differ, so this ranks
+variants and shows their layout and load order; timing them on the device decides.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def describe(sass: str, usage: str, live: dict[int, int]) -> list[str]:
                      + ", ".join(f"{op} {n}" for op, n in opcodes.most_common(16)))
         lines.append(f"    16-bit gathers at {gathers}, other loads at {loads}")
         if FLAGS.listing:
-            lines.extend(f"    {i:4d} [{n:3d}] {x}" for i, (x, n) in enumerate(zip(body, body_live)))
+            lines.extend(f"    {i:4d} [{n:3d}] {x}"
+                         for i, (x, n) in enumerate(zip(body, body_live)))
     return lines
 
 

@@ -231,11 +231,12 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     in a kernel bound by issuing them (docs/measurements/roofline.md).
 
     own_count, where the loop holds A_dz (a row holds each topic once, so one lane meets it):
-    "thread", one value a group of THREAD_LANES lanes (a thread's), the block's own counts
-    added within the group (in-thread additions, no shuffles); "packed", in the reservoirs'
-    registers, packed as A's pairs (state.pack_pairs): the kept topic in the topic bits, the
-    own count in the count bits of the lane that meets it (its product is 0, so it keeps
-    nothing in that block), for 4 bit operations a nonzero against the others' 2 selects.
+    "thread", one value a group of THREAD_LANES lanes (a thread's): the largest of the
+    group's own counts over the blocks, the one nonzero (in-thread maxima, no shuffles);
+    "packed", in the reservoirs' registers, packed as A's pairs (state.pack_pairs): the kept
+    topic in the topic bits, the own count in the count bits of the lane that meets it (its
+    product is 0, so it keeps nothing in that block), for 4 bit operations a nonzero against
+    the others' 2 selects.
     Either holds 7-8 registers a thread fewer across the loop than one own count a lane, what
     brings the dense kernel's loop to the 64 registers at which an SM holds 32 one-warp
     programs instead of 28 (docs/measurements/roofline.md, run 18).
@@ -275,8 +276,8 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
         if packed:
             kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
         else:
-            own_counts = own_counts + jnp.sum(jnp.where(is_own, counts, 0).reshape(
-                tile_tokens, WIDTH // THREAD_LANES, THREAD_LANES), axis=2)
+            own_counts = jnp.maximum(own_counts, jnp.max(jnp.where(is_own, counts, 0).reshape(
+                tile_tokens, WIDTH // THREAD_LANES, THREAD_LANES), axis=2))
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
