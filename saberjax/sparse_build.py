@@ -24,7 +24,8 @@ from saberjax.segmented_count import store_distinct
 from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYPE,
                                   ROW_TABLE_BYTES, ROW_TABLE_SPREAD, ROW_TABLE_WINDOW,
                                   SparseModel, SparseRows, dense_row_count, nonzero_rows,
-                                  row_buckets, row_tables, segmented_prefix_sum)
+                                  on_nonzero_prefix, row_buckets, row_tables,
+                                  segmented_prefix_sum)
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
 
 
@@ -45,12 +46,10 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
         _model_of_entries, totals=totals, alpha=alpha, num_topics=num_topics, beta=beta,
         num_words=num_words, dense=(dense_row_bytes, dense_dtype, packed_fill),
         tables=(row_table_bytes, row_table_window, row_table_spread, capacity))
-    compact = capacity // max(compact_share, 1)
-    if not 0 < compact < capacity:
-        return build(rows)._replace(word_topic=rows)
-    model = jax.lax.cond(rows.row_start[-1] <= compact,
-                         lambda whole: _padded(build(_first_entries(whole, compact)), capacity),
-                         build, rows)
+    model = on_nonzero_prefix(
+        rows, compact_share,
+        lambda entries: _padded(build(_first_entries(rows, entries)), capacity),
+        lambda: build(rows))
     return model._replace(word_topic=rows)
 
 

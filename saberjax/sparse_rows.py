@@ -371,19 +371,27 @@ def count_in_row(rows: SparseRows, buckets: RowBuckets, tables: RowTables, row: 
                      find_in_bucket(rows, buckets, row, topic)[1])
 
 
-def topic_totals(rows: SparseRows, padded_topics: int,
-                 compact_share: int = COMPACT_SHARE) -> jax.Array:
-    """Each topic's total count over the rows (int32 [K_pad]): over the first capacity //
-    compact_share entries where the nonzeros fit there (COMPACT_SHARE)."""
-    def totals(entries: int):
-        return lambda: jnp.zeros(padded_topics, jnp.int32).at[rows.topics[:entries]].add(
-            rows.counts[:entries], mode="drop")
-
+def on_nonzero_prefix(rows: SparseRows, compact_share: int, on_prefix, on_whole):
+    """on_prefix(entries) where the rows' nonzeros fit in their first entries = capacity //
+    compact_share (COMPACT_SHARE), else on_whole() (a lax.cond: the shapes stay static);
+    on_whole() alone where that share is not a proper prefix."""
     capacity = rows.topics.shape[0]
     compact = capacity // max(compact_share, 1)
     if not 0 < compact < capacity:
-        return totals(capacity)()
-    return jax.lax.cond(rows.row_start[-1] <= compact, totals(compact), totals(capacity))
+        return on_whole()
+    return jax.lax.cond(rows.row_start[-1] <= compact, lambda: on_prefix(compact), on_whole)
+
+
+def topic_totals(rows: SparseRows, padded_topics: int,
+                 compact_share: int = COMPACT_SHARE) -> jax.Array:
+    """Each topic's total count over the rows (int32 [K_pad]): over the first capacity //
+    compact_share entries where the nonzeros fit there (on_nonzero_prefix)."""
+    def totals(entries: int):
+        return jnp.zeros(padded_topics, jnp.int32).at[rows.topics[:entries]].add(
+            rows.counts[:entries], mode="drop")
+
+    return on_nonzero_prefix(rows, compact_share, totals,
+                             lambda: totals(rows.topics.shape[0]))
 
 
 def segmented_prefix_sum(values: jax.Array, segment: jax.Array, operator=jnp.add) -> jax.Array:
