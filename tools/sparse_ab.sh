@@ -4,8 +4,8 @@
 # this tree against a baseline tree (BASELINE_TREE: main's device copy, two levels up, by
 # default; a folder holding a saberjax/ will do), both by this tree's tools/sparse_bench.py,
 # at once on GPUs of one host, one GPU a process.  Default: GPU 0 the baseline, GPU 1 this
-# tree, and beside them on GPUs 2 and 3 this tree's K = 10,000 quality (dense and sparse, 100
-# iterations from one seed, 10% of the documents held out) and its sparse kernel tests
+# tree (on a one-GPU machine the two one after the other), and beside them on GPUs 2 and 3
+# this tree's K = 10,000 quality (dense and sparse, 100 iterations from one seed, 10% of the documents held out) and its sparse kernel tests
 # compiled.  SPLIT_K=1: no quality, no tests, and on 4 GPUs each K a process of its own (GPUs
 # 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
 # prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
@@ -54,10 +54,16 @@ if [ "${SPLIT_K:-0}" = 1 ] && [ "$gpus" -ge 4 ]; then
 else  # SPLIT_K on fewer than 4 GPUs: the two trees' parts alone
     runs=$(echo "${KS:-1000000,100000}" | sed "s/,/:auto:pallas:$iterations,/g")
     runs=--runs=$runs:auto:pallas:$iterations
+    this_gpu=1
+    if [ "$gpus" -lt 2 ]; then  # one GPU: the trees one after the other on it
+        this_gpu=0
+        wait_part=wait
+    fi
     # shellcheck disable=SC2086
     part baseline 0 "$baseline" python3 "$bench_tool" $bench $runs
+    ${wait_part:-true}
     # shellcheck disable=SC2086
-    part this 1 "$PWD" python3 "$bench_tool" $bench $runs ${THIS_FLAGS:-}
+    part this $this_gpu "$PWD" python3 "$bench_tool" $bench $runs ${THIS_FLAGS:-}
     if [ "${SPLIT_K:-0}" != 1 ]; then
         PROFILE=0 part quality 2 "$PWD" python3 "$bench_tool" --preset=nytimes --scale=1 \
             --quality_runs=10000:dense:pallas:100,10000:sparse:pallas:100
