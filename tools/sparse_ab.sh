@@ -3,16 +3,16 @@
 # generated on the machine, K = 1,000,000 then 100,000, 1 warm-up + ITERATIONS timed) of
 # this tree against a baseline tree (BASELINE_TREE: main's device copy, two levels up, by
 # default; a folder holding a saberjax/ will do), both by this tree's tools/sparse_bench.py,
-# at once on GPUs of one host, one GPU a process.  Default: GPU 0 the baseline, GPU 1 this
-# tree (on a one-GPU machine the two one after the other), and beside them on GPUs 2 and 3
-# this tree's K = 10,000 quality (dense and sparse, 100 iterations from one seed, 10% of the
-# documents held out) and its sparse kernel tests compiled.  SPLIT_K=1: no quality, no tests, and on 4 GPUs each K a process of its own (GPUs
-# 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).  PROFILE=1: each run also
-# prints its first GPU's kernels over two compiled iterations (sparse_bench --profile) and the
-# iterations' optimized programs come back in programs.tar.  Each part stops after
-# PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g. --phase_variants);
-# ITERATIONS: the timed iterations of each run (3 by default); KS: on fewer than 4 GPUs, the
-# topic counts run, comma-separated (1000000,100000 by default).
+# at once on GPUs of one host, one GPU a process.  Default: GPU 0 the baseline, GPU 1 this tree (on
+# a one-GPU machine the two one after the other), and beside them on GPUs 2 and 3 this tree's K =
+# 10,000 quality (dense and sparse, 100 iterations from one seed, 10% of the documents held out)
+# and its sparse kernel tests compiled.  SPLIT_K=1: no quality, no tests, and on 4 GPUs each K a
+# process of its own (GPUs 0 and 1 the baseline and this tree at K = 1e6, GPUs 2 and 3 at 1e5).
+# PROFILE=1: each run also prints its first GPU's kernels over two compiled iterations
+# (sparse_bench --profile) and the iterations' optimized programs come back in programs.tar.  Each
+# part stops after PART_SECONDS; THIS_FLAGS: more flags of this tree's runs (e.g.
+# --phase_variants); ITERATIONS: the timed iterations of each run (3 by default); KS: on fewer than
+# 4 GPUs, the topic counts run, comma-separated (1000000,100000 by default).
 # Logs to $OUT (docs/measurements/sparse_model.md).
 # Run from the worktree root on a 4-GPU device machine: OUT=$OUT bash tools/sparse_ab.sh
 set -u
