@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import jax
 
-from saberjax import mstep, sampler, segmented_count
+from saberjax import mstep, sampler, segmented_count, tree
 
 
 class Backend(NamedTuple):
@@ -27,10 +27,13 @@ class Backend(NamedTuple):
     # (rows of B, totals, alpha, num_topics, beta, num_words, seeds, first_row) -> (B-hat, the
     # levels of its trees over alpha_k B-hat_vk, top first)
     bhat_and_tree: Callable
+    # (rows [V, K_pad], weights [K_pad]) -> the level above the leaves of their trees over
+    # weights * rows (the sparse model's dense rows)
+    leaf_level: Callable
 
 
 XLA = Backend(sampler.sample_and_shuffle, segmented_count.rebuild_doc_topic,
-              mstep.count_word_topic, mstep.topic_totals, mstep.bhat_and_tree)
+              mstep.count_word_topic, mstep.topic_totals, mstep.bhat_and_tree, tree.leaf_level)
 
 
 def backend_ops(name: str) -> Backend:
@@ -39,7 +42,8 @@ def backend_ops(name: str) -> Backend:
         from saberjax.pallas import kernels  # noqa: PLC0415 (GPU kernels, imported on demand)
 
         return Backend(kernels.sample_and_shuffle, kernels.rebuild_doc_topic,
-                       kernels.count_word_topic, kernels.topic_totals, kernels.bhat_and_tree)
+                       kernels.count_word_topic, kernels.topic_totals, kernels.bhat_and_tree,
+                       kernels.leaf_level)
     return XLA
 
 

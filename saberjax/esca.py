@@ -46,8 +46,10 @@ def model_from_totals(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array
     None when it holds them all.  With hyper.sparse, word_topic is B's sparse rows
     (sparse_rows.SparseRows) and the model a sparse_rows.SparseModel."""
     if hyper.sparse:
-        return sparse_build.model_from_totals(word_topic, totals, alpha, hyper.num_topics,
-                                              hyper.beta, num_words or word_topic.num_rows)
+        return sparse_build.model_from_totals(
+            word_topic, totals, alpha, hyper.num_topics, hyper.beta,
+            num_words or word_topic.num_rows,
+            level_of_leaves=backend_ops(hyper.backend).leaf_level)
     bhat, tree = backend_ops(hyper.backend).bhat_and_tree(word_topic, totals, alpha,
                                                           hyper.num_topics, hyper.beta,
                                                           num_words, hyper.seeds, first_row)

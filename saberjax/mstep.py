@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from saberjax.layout import Chunk
 from saberjax.seeding import SeedPrior
 from saberjax.state import BHAT_DTYPE
-from saberjax.tree import build_tree, weighted_leaves
+from saberjax.tree import weighted_tree
 
 
 def count_word_topic(chunk: Chunk, topics: jax.Array, word_topic: jax.Array) -> jax.Array:
@@ -71,7 +71,7 @@ def bhat_and_tree(word_topic: jax.Array, totals: jax.Array, alpha: jax.Array, nu
     rows, of which B holds rows first_row, first_row + 1, ... (seeded_rows)."""
     denominator = bhat_denominator(totals, num_words or word_topic.shape[0], beta, seeds)
     bhat = _bhat_values(word_topic, denominator, num_topics, beta).astype(dtype)
-    tree = build_tree(weighted_leaves(bhat, alpha))
+    tree = weighted_tree(bhat, alpha)
     if seeds is None:
         return bhat, tree
     return seeded_rows(word_topic, bhat, tree, denominator, alpha, num_topics, beta, seeds,
@@ -94,7 +94,7 @@ def seeded_rows(word_topic: jax.Array, bhat: jax.Array, tree: tuple[jax.Array, .
     bhat = bhat.at[target].set(values, mode="drop")
     if alpha is None:
         return bhat, tree
-    levels = build_tree(weighted_leaves(values, alpha))
+    levels = weighted_tree(values, alpha)
     return bhat, tuple(level.at[target].set(new, mode="drop")
                        for level, new in zip(tree, levels))
 

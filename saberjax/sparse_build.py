@@ -27,7 +27,7 @@ from saberjax.sparse_rows import (COMPACTION, DENSE_ROW_BYTES, DENSE_ROW_DTYPE,
                                   Compaction, SparseModel, SparseRows, dense_row_count,
                                   nonzero_rows, on_nonzero_prefix, row_buckets, row_tables,
                                   segmented_prefix_sum)
-from saberjax.tree import build_tree, tree_totals, weighted_leaves
+from saberjax.tree import leaf_level, tree_totals, weighted_tree
 
 
 def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num_topics: int,
@@ -36,16 +36,16 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                       row_table_window: int = ROW_TABLE_WINDOW,
                       row_table_spread: int = ROW_TABLE_SPREAD,
                       compaction: Compaction = COMPACTION,
-                      packed_fill: bool = True) -> SparseModel:
+                      packed_fill: bool = True, level_of_leaves=leaf_level) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
     the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
     rows' bytes and type (sparse_rows.dense_row_count); row_table_*: the row tables'
     (sparse_rows.row_tables); compaction: the entries' prefixes the build may run on
-    (sparse_rows.Compaction); packed_fill: the dense rows' (dense_rows)."""
+    (sparse_rows.Compaction); packed_fill, level_of_leaves: the dense rows' (dense_rows)."""
     capacity = rows.topics.shape[0]
     build = functools.partial(
         _model_of_entries, totals=totals, alpha=alpha, num_topics=num_topics, beta=beta,
-        num_words=num_words, dense=(dense_row_bytes, dense_dtype, packed_fill),
+        num_words=num_words, dense=(dense_row_bytes, dense_dtype, packed_fill, level_of_leaves),
         tables=(row_table_bytes, row_table_window, row_table_spread, capacity))
     model = on_nonzero_prefix(
         rows, compaction,
@@ -75,9 +75,9 @@ def _padded(model: SparseModel, capacity: int) -> SparseModel:
 def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta: float,
                       num_words: int, dense: tuple, tables: tuple) -> SparseModel:
     """model_from_totals of rows holding all their nonzeros, without the rows (word_topic
-    None); dense: (dense_row_bytes, dense_dtype, packed_fill); tables: row_tables'
-    (table_bytes, window, spread, capacity)."""
-    dense_row_bytes, dense_dtype, packed_fill = dense
+    None); dense: (dense_row_bytes, dense_dtype, packed_fill, level_of_leaves); tables:
+    row_tables' (table_bytes, window, spread, capacity)."""
+    dense_row_bytes, dense_dtype, packed_fill, level_of_leaves = dense
     padded_topics = totals.shape[0]
     denominator = bhat_denominator(totals, num_words, beta)
     filled = jnp.arange(rows.topics.shape[0]) < rows.row_start[-1]
@@ -88,12 +88,13 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
     row_prefix = segmented_prefix_sum(weight, row_of_entry)
     num_dense = dense_row_count(rows.num_rows, padded_topics, dense_row_bytes, dense_dtype)
     dense_bhat, dense_tree = dense_rows(rows, row_of_entry, denominator, alpha, num_topics, beta,
-                                        num_dense, dense_dtype, packed_fill=packed_fill)
+                                        num_dense, dense_dtype, packed_fill=packed_fill,
+                                        level_of_leaves=level_of_leaves)
     ends = rows.row_start[1:]
     row_mass = jnp.where(ends > rows.row_start[:-1], row_prefix[jnp.maximum(ends - 1, 0)], 0.0)
     real_topic = jnp.arange(padded_topics) < num_topics
     prior_leaves = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0)[None, :]
-    prior_tree = build_tree(weighted_leaves(prior_leaves, alpha))
+    prior_tree = weighted_tree(prior_leaves, alpha)
     return SparseModel(None, row_buckets(rows, row_of_entry, padded_topics),
                        row_tables(rows, row_of_entry, padded_topics, num_dense, *tables),
                        totals, alpha, denominator, jnp.float32(beta), row_prefix,
@@ -105,12 +106,14 @@ def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta:
 def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array,
                alpha: jax.Array, num_topics: int, beta: float, num_dense: int,
                dtype=DENSE_ROW_DTYPE, *,
-               packed_fill: bool = True) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+               packed_fill: bool = True,
+               level_of_leaves=leaf_level) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """(B-hat of the first num_dense rows in dtype [num_dense, K_pad], the levels of their
     trees over alpha_k B-hat_vk, summed in float32 from the values B-hat holds): beta / D_k
     everywhere, (B_vk + beta) / D_k at the rows' nonzeros (the values of mstep.float32_bhat),
     0 in padding columns; packed_fill: the rows filled as uint32 pairs of 2-byte values
-    (filled_rows)."""
+    (filled_rows); level_of_leaves: tree.leaf_level or a kernel of its contract (the trees'
+    lowest level, a pass over the rows)."""
     padded_topics = denominator.shape[0]
     real_topic = jnp.arange(padded_topics) < num_topics
     empty = jnp.where(real_topic, jnp.float32(beta) / denominator, 0.0).astype(dtype)
@@ -119,7 +122,7 @@ def dense_rows(rows: SparseRows, row_of_entry: jax.Array, denominator: jax.Array
     topic = jnp.where(in_dense, rows.topics, 0)
     bhat = store_distinct(filled_rows(empty, num_dense, packed_fill), row_of_entry, in_dense,
                           ((rows.counts + beta) / denominator[topic]).astype(dtype), topic)
-    return bhat, build_tree(weighted_leaves(bhat, alpha))
+    return bhat, weighted_tree(bhat, alpha, level_of_leaves)
 
 
 def filled_rows(value: jax.Array, num_rows: int, packed: bool = True) -> jax.Array:

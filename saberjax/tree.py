@@ -46,19 +46,42 @@ def level_widths(num_leaves: int) -> tuple[int, ...]:
 
 def build_tree(leaves: jax.Array) -> tuple[jax.Array, ...]:
     """Upper levels (top first) of the trees of every row of `leaves` [V, multiple of 32]."""
-    num_rows, num_leaves = leaves.shape
     levels = []
     below = leaves
-    for width in reversed(level_widths(num_leaves)):
-        sums = lane_sums(below.reshape(num_rows, -1, WIDTH))[-1][..., 0]
-        below = jnp.pad(sums, ((0, 0), (0, width - sums.shape[1])))
+    for _ in level_widths(leaves.shape[1]):
+        below = _level_above(below)
         levels.append(below)
     return tuple(reversed(levels))
+
+
+def _level_above(below: jax.Array) -> jax.Array:
+    """The level above `below` [V, multiple of 32]: each 32 nodes' lane_sums total, padded
+    with zeros to a multiple of 32."""
+    sums = lane_sums(below.reshape(below.shape[0], below.shape[1] // WIDTH, WIDTH))[-1][..., 0]
+    return jnp.pad(sums, ((0, 0), (0, padded_width(sums.shape[1]) - sums.shape[1])))
 
 
 def weighted_leaves(leaves: jax.Array, weights: jax.Array) -> jax.Array:
     """The trees' leaves: leaves [..., K_pad] (B-hat) times weights [K_pad] (alpha), float32."""
     return leaves.astype(jnp.float32) * weights
+
+
+def leaf_level(leaves: jax.Array, weights: jax.Array) -> jax.Array:
+    """The level just above the leaves of the trees over weights * leaves [V, K_pad > 32]
+    (build_tree(weighted_leaves(leaves, weights))[-1]); the reference of
+    saberjax.pallas.bhat_tree.leaf_level."""
+    return _level_above(weighted_leaves(leaves, weights))
+
+
+def weighted_tree(leaves: jax.Array, weights: jax.Array,
+                  level_of_leaves=leaf_level) -> tuple[jax.Array, ...]:
+    """build_tree(weighted_leaves(leaves, weights)), the level above the leaves by
+    level_of_leaves (leaf_level, or a kernel of its contract) and the levels above it from
+    that one."""
+    if not level_widths(leaves.shape[1]):
+        return ()
+    level = level_of_leaves(leaves, weights)
+    return build_tree(level) + (level,)
 
 
 def tree_totals(tree: tuple[jax.Array, ...], leaves: jax.Array, weights: jax.Array) -> jax.Array:

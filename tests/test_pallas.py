@@ -27,6 +27,7 @@ from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
 from saberjax.segmented_count import shuffle_to_doc_major
 from saberjax.state import BHAT_DTYPE, ChunkState
+from saberjax.tree import leaf_level
 
 CHECK_GPU = import_script("tools/check_gpu.py", "check_gpu")  # its ragged test corpora
 H100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None,
@@ -289,6 +290,30 @@ def test_model_arrays_kernels_match_the_reference(num_topics, num_words, block_c
     assert len(tree) == len(expected[2])
     for got_level, expected_level in zip(tree, expected[2]):
         np.testing.assert_allclose(got_level, expected_level, rtol=1e-5)
+
+
+@pytest.mark.parametrize("num_rows,padded_topics,block_columns,dtype", [
+    (5, 64, 2048, jnp.bfloat16), (7, 3008, 1024, jnp.bfloat16), (3, 4096, 32, jnp.float32),
+    (2, 33_792, 2048, jnp.bfloat16), (0, 3008, 1024, jnp.bfloat16)])
+def test_leaf_level_kernel_is_the_reference_bit_for_bit(num_rows, padded_topics, block_columns,
+                                                        dtype):
+    """The trees' lowest level of stored rows: the compiled reference's floats exactly
+    (interpret mode and compiled), and with fused_products=False the reference's op by op (each
+    product rounded); the padding groups 0; levels narrower, as wide as and wider than a
+    program's columns; no rows."""
+    rng_np = np.random.default_rng(padded_topics)
+    leaves = jnp.asarray(rng_np.gamma(0.3, 1e-3, (num_rows, padded_topics)), dtype)
+    weights = jnp.asarray(rng_np.gamma(0.5, 0.2, padded_topics), jnp.float32)
+    kernel = functools.partial(pallas_bhat_tree.leaf_level, block_columns=block_columns)
+    got, expected = kernel(leaves, weights), jax.jit(leaf_level)(leaves, weights)
+    assert got.shape == expected.shape == (num_rows, -(-padded_topics // 1024) * 32)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    with jax.disable_jit():
+        rounded = leaf_level(leaves, weights)
+    np.testing.assert_array_equal(np.asarray(kernel(leaves, weights, fused_products=False)),
+                                  np.asarray(rounded))
+    lowered = lower_for_h100(functools.partial(kernel, interpret=False), leaves, weights)
+    assert ("triton" in lowered.lower()) == (num_rows > 0)  # no rows, no kernel
 
 
 def test_pallas_backend_trains_the_same_model_as_xla():

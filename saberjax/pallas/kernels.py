@@ -7,12 +7,14 @@
   word-major tokens (saberjax.pallas.word_topic_count) instead of XLA's one per token.
 - topic_totals: one pass over B; bhat_and_tree: B-hat and the tree level above it in another,
   the upper levels by XLA (saberjax.pallas.bhat_tree).
+- leaf_level: the sparse model's dense rows' trees' lowest level, loaded coalesced
+  (saberjax.pallas.bhat_tree).
 """
 
-from saberjax.pallas.bhat_tree import bhat_and_tree, topic_totals
+from saberjax.pallas.bhat_tree import bhat_and_tree, leaf_level, topic_totals
 from saberjax.pallas.sampler import sample_and_shuffle
 from saberjax.pallas.segmented_count import rebuild_doc_topic
 from saberjax.pallas.word_topic_count import count_word_topic
 
-__all__ = ["bhat_and_tree", "count_word_topic", "rebuild_doc_topic", "sample_and_shuffle",
-           "topic_totals"]
+__all__ = ["bhat_and_tree", "count_word_topic", "leaf_level", "rebuild_doc_topic",
+           "sample_and_shuffle", "topic_totals"]
