@@ -123,7 +123,7 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
                  num_warps: int, num_stages: int, interpret: bool | None,
                  zero_doc_major: bool = True, num_programs: int | None = None,
                  max_registers: int | None = None, tile_queues: int = 0,
-                 queue_programs: int = 32):
+                 queue_programs: int = 32, claim_tiles: int = 1):
     """kernel (its refs: inputs, two arrays the outputs start from, the outputs; its keyword
     tile_index: the tile to draw, None for program_id's) run over the chunk's tiles, one
     program a tile (or num_programs programs that share them out), or with tile_queues (not 0)
@@ -140,7 +140,7 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
     if tile_queues:
         inputs = (*inputs, tile_queues_module.queue_bounds(chunk.tile_start, tile_queues))
         starts.append((tile_queues_module.queue_counters(tile_queues), True))
-        body = functools.partial(_queued_kernel, kernel, len(inputs), interpret)
+        body = functools.partial(_queued_kernel, kernel, len(inputs), interpret, claim_tiles)
         grid = tile_queues * queue_programs
     outputs = [jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
                jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)]
@@ -158,14 +158,15 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
     return results[:2]
 
 
-def _queued_kernel(kernel, num_inputs: int, interpret: bool, *refs):
+def _queued_kernel(kernel, num_inputs: int, interpret: bool, claim_tiles: int, *refs):
     """kernel over the tiles this program claims from the tile queues: refs are kernel's
     inputs, the queues' bounds, then (topics, doc-major topics, queue counters) as the
     arrays the outputs start from and as the outputs."""
     inputs, bounds_ref, counters_ref = refs[:num_inputs - 1], refs[num_inputs - 1], refs[-1]
     kernel_refs = (*inputs, *refs[num_inputs:num_inputs + 2], *refs[-3:-1])
     tile_queues_module.visit_queues(lambda tile: kernel(*kernel_refs, tile_index=tile),
-                                    bounds_ref, counters_ref, interpret=interpret)
+                                    bounds_ref, counters_ref, interpret=interpret,
+                                    claim_tiles=claim_tiles)
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
@@ -349,11 +350,13 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
                                              "max_registers", "block_reduction",
-                                             "tile_queues", "interpret"))
+                                             "tile_queues", "queue_programs", "claim_tiles",
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        max_registers: int | None = 64, block_reduction: str = "sum",
-                       tile_queues: int = 0, interpret: bool | None = None):
+                       tile_queues: int = 0, queue_programs: int = 32, claim_tiles: int = 1,
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -385,4 +388,5 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
                         zero_doc_major=zero_doc_major, max_registers=max_registers or None,
-                        tile_queues=tile_queues)
+                        tile_queues=tile_queues, queue_programs=queue_programs,
+                        claim_tiles=claim_tiles)

@@ -62,18 +62,17 @@ def _sm_id(interpret: bool) -> jax.Array:
     return jnp.max(smid)
 
 
-def visit_queues(visit, bounds_ref, counters_ref, *, interpret: bool):
-    """visit(tile) for every tile this program claims (the module docstring): from its SM's
-    queue, then the following ones, until all are spent.  bounds_ref: queue_bounds';
-    counters_ref: queue_counters' when the kernel starts.  Each tile is claimed before the
-    one claimed last is visited, so the atomic's latency falls under that visit."""
+def visit_queues(visit, bounds_ref, counters_ref, *, interpret: bool, claim_tiles: int = 1):
+    """visit(tile) for every tile this program claims (the module docstring), claim_tiles
+    consecutive tiles a claim: from its SM's queue, then the following ones, until all are
+    spent.  bounds_ref: queue_bounds'; counters_ref: queue_counters' when the kernel starts."""
     queues = bounds_ref.shape[0] - 1
     home = _sm_id(interpret) % queues
 
     def claim(step):
-        """(the tile claimed from queue home + step, the queue's end)."""
+        """(the first tile claimed from queue home + step, the queue's end)."""
         queue = (home + step) % queues
-        claimed = atomic_add(counters_ref, queue * COUNTER_STRIDE, jnp.int32(1),
+        claimed = atomic_add(counters_ref, queue * COUNTER_STRIDE, jnp.int32(claim_tiles),
                              semantic="relaxed")
         return bounds_ref[queue] + claimed, bounds_ref[queue + 1]
 
@@ -85,7 +84,11 @@ def visit_queues(visit, bounds_ref, counters_ref, *, interpret: bool):
 
         @pl.when(inside)
         def _():
-            visit(tile)
+            if claim_tiles == 1:
+                visit(tile)
+            else:
+                jax.lax.fori_loop(tile, jnp.minimum(tile + claim_tiles, end),
+                                  lambda claimed, carry: visit(claimed) or carry, 0)
         return (step, *following)
 
     jax.lax.while_loop(lambda carry: carry[0] < queues, step_queues,
