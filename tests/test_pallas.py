@@ -25,7 +25,6 @@ from saberjax.pallas import default_interpret
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
-from saberjax.pallas.tile_queues import queue_bounds
 from saberjax.segmented_count import shuffle_to_doc_major
 from saberjax.state import BHAT_DTYPE, ChunkState
 
@@ -430,35 +429,3 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
         np.testing.assert_array_equal(counts, xla_counts)
     else:
         assert np.mean(topics != xla_topics) <= 0.01
-
-
-@pytest.mark.parametrize("zero_doc_major", [True, False])
-def test_sampler_kernel_draws_the_same_topics_from_tile_queues(zero_doc_major):
-    """Tiles claimed from queues (three queues, two programs each: in interpret mode the
-    first program claims every tile, from the last queue round to the others) draw the
-    topics of one program a tile, bit for bit: a tile claimed twice or never would not."""
-    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
-    tiled = with_tile_tokens(chunk, model.bhat.shape[0], 2)
-    expected = pallas_sampler.sample_and_shuffle(tiled, chunk_state, model, key,
-                                                 zero_doc_major=zero_doc_major)
-    queued = pallas_sampler.sample_and_shuffle(tiled, chunk_state, model, key,
-                                               zero_doc_major=zero_doc_major, tile_queues=3)
-    np.testing.assert_array_equal(queued[0], expected[0])
-    assert np.any(np.asarray(expected[0]) != 0)
-    real = np.asarray(chunk.doc_major_pos)[:int(chunk.num_tokens)]
-    np.testing.assert_array_equal(np.asarray(queued[1])[real], np.asarray(expected[1])[real])
-    if zero_doc_major:
-        np.testing.assert_array_equal(queued[1], expected[1])
-
-
-@pytest.mark.parametrize("queues", [1, 3, 7, 500])
-def test_tile_queues_cut_the_tiles_in_order_into_runs_of_about_equal_tokens(queues):
-    chunk, _, model, _, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
-    chunk = with_tile_tokens(chunk, model.bhat.shape[0], 2)
-    tile_start = np.asarray(chunk.tile_start)
-    bounds = np.asarray(queue_bounds(chunk.tile_start, queues))
-    assert bounds.shape == (queues + 1,) and bounds[0] == 0
-    assert bounds[-1] == len(tile_start) - 1 and np.all(np.diff(bounds) >= 0)
-    tokens = np.diff(tile_start[bounds])
-    largest_tile = np.max(np.diff(tile_start))
-    assert np.all(tokens <= tile_start[-1] // queues + 1 + largest_tile), tokens

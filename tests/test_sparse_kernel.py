@@ -60,10 +60,9 @@ def random_sparse_state(num_topics: int, seed: int, dense_rows: int = 1,
     (300, 8, 5, "bfloat16", "some")])
 def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense_rows,
                                                   dense_dtype, tables):
-    """The kernel's topics (its tiles claimed from three queues) are the reference's (up to
-    the rounding of the lane sums) with the sparse rows' lookups in their tables, in none,
-    and some in tables and the others in their buckets (the tables' bytes holding only the
-    first rows); and, there, one program a tile's, bit for bit."""
+    """The kernel's topics are the reference's (up to the rounding of the lane sums) with
+    the sparse rows' lookups in their tables, in none, and some in tables and the others in
+    their buckets (the tables' bytes holding only the first rows)."""
     table_bytes = {"default": sparse_rows.ROW_TABLE_BYTES, "none": 0, "some": 4 * 2_000}[tables]
     share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
                                                          dense_rows=dense_rows,
@@ -76,14 +75,9 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
             "some": tabled.any() and not tabled.all()}[tables], tabled
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
-    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key,
-                                                   tile_queues=3, queue_programs=2)
+    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
     np.testing.assert_array_equal(got_doc_major[:share.padded_tokens],
                                   doc_major(share, got)[:share.padded_tokens])
-    if tables == "some":  # tiles claimed from queues draw one program a tile's topics
-        for expected_output, output in zip(kernel.sample_and_shuffle(
-                tiled, chunk_state, model, key, tile_queues=0), (got, got_doc_major)):
-            np.testing.assert_array_equal(output, expected_output)
     assert got.dtype == expected.dtype
     assert np.mean(np.asarray(got) != np.asarray(expected)) < 1e-3
     assert np.all(np.asarray(got)[int(share.num_tokens):] == 0)
@@ -163,9 +157,7 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
     assert np.all(np.asarray(found_in_table)[~looked_up] == 0)
 
 
-@pytest.mark.parametrize("tile_queues", [0, 132])
-def test_sparse_kernel_lowers_to_triton_for_h100(tile_queues):
+def test_sparse_kernel_lowers_to_triton_for_h100():
     share, chunk_state, model, key = random_sparse_state(1000, seed=1)
-    sample = functools.partial(kernel.sample_and_shuffle, tile_queues=tile_queues,
-                               interpret=False)
+    sample = functools.partial(kernel.sample_and_shuffle, interpret=False)
     assert "triton" in lower_for_h100(sample, share, chunk_state, model, key).lower()
