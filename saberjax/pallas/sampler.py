@@ -127,10 +127,10 @@ def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name:
     """kernel (its refs: inputs, two arrays the outputs start from, the outputs; its keyword
     tile_index: the tile to draw, None for program_id's) run over the chunk's tiles, one
     program a tile (or num_programs programs that share them out), or with tile_queues (not 0)
-    tile_queues * queue_programs programs claiming them from that many queues
-    (saberjax.pallas.tile_queues): (word-major topics, padding 0; doc-major
-    topics, 0 where no token of the chunk is, or unset there without zero_doc_major: then the
-    second array is one unused element and the output is not aliased to it).  max_registers:
+    tile_queues * queue_programs programs claiming them claim_tiles at a time from that many
+    queues (saberjax.pallas.tile_queues): (word-major topics, padding 0; doc-major topics, 0
+    where no token of the chunk is, or unset there without zero_doc_major: then the second
+    array is one unused element and the output is not aliased to it).  max_registers:
     a cap on a thread's registers (saberjax.pallas.registers), None for ptxas's choice."""
     interpret = default_interpret() if interpret is None else interpret
     starts = [(jnp.zeros_like(chunk_state.topics), True),
@@ -355,7 +355,7 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        max_registers: int | None = 64, block_reduction: str = "sum",
-                       tile_queues: int = 0, queue_programs: int = 32, claim_tiles: int = 1,
+                       tile_queues: int = 0, queue_programs: int = 32, claim_tiles: int = 4,
                        interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
@@ -374,9 +374,10 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  tile_queues: the tiles claimed from that many queues
-    (saberjax.pallas.tile_queues; 0: one program a tile), the same topics either way.
-    interpret=None: interpret unless on a GPU.
+    whatever the layout.  tile_queues, queue_programs, claim_tiles: the tiles claimed
+    claim_tiles at a time from tile_queues queues (one an SM) by queue_programs programs a
+    queue (saberjax.pallas.tile_queues; tile_queues 0: one program a tile), the same topics
+    either way.  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,

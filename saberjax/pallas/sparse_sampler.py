@@ -250,20 +250,23 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
                                              "table_window", "tile_queues", "queue_programs",
-                                             "interpret"))
+                                             "claim_tiles", "max_registers", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        table_window: int = ROW_TABLE_WINDOW, tile_queues: int = 0,
-                       queue_programs: int = 16, interpret: bool | None = None):
+                       queue_programs: int = 20, claim_tiles: int = 4,
+                       max_registers: int | None = None, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
     saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
     lookup in a row's table loads (a row whose table needs more searches its bucket);
-    tile_queues, queue_programs: the tiles claimed from tile_queues queues (one an SM) by
-    queue_programs programs a queue (the programs an SM holds at the kernel's registers;
-    saberjax.pallas.tile_queues; tile_queues 0: one program a tile), the same topics either
-    way; interpret=None: interpret unless on a GPU."""
+    tile_queues, queue_programs, claim_tiles: the tiles claimed claim_tiles at a time from
+    tile_queues queues (one an SM) by queue_programs programs a queue (the programs an SM
+    holds at the kernel's registers: 20 at 96; saberjax.pallas.tile_queues; tile_queues 0:
+    one program a tile), the same topics either way; max_registers: a cap on a thread's
+    registers (saberjax.pallas.registers; None: ptxas's choice, which the claims' loop
+    raises); interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -282,4 +285,5 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
                         zero_doc_major=zero_doc_major, tile_queues=tile_queues,
-                        queue_programs=queue_programs)
+                        queue_programs=queue_programs, claim_tiles=claim_tiles,
+                        max_registers=max_registers or None)

@@ -5,15 +5,20 @@ one-warp programs) in different words once the words are shorter than the tiles 
 the whole GPU: consecutive programs go to different SMs, so each SM's L1 holds pieces of
 many B-hat rows and a gather into a row mostly misses there.  With tile queues the chunk's
 tiles are cut into `queues` runs of consecutive tiles, about equal in tokens (queue_bounds),
-one a queue, a queue for each SM; a program reads the SM it runs on (%smid) and claims the
-next tile of that SM's queue (an atomic add on the queue's counter) until the queue is
-spent, then goes on to the following queues (modulo their number) until every queue is
-spent.  The programs running at once on an SM thus draw consecutive tiles, mostly of one
-word, whose row its L1 keeps.
+a queue for each SM (132 on an H100 or H200); a program reads the SM it runs on (%smid) and
+claims the next claim_tiles tiles of that SM's queue (an atomic add on the queue's counter)
+until the queue is spent, then goes on to the following queues (modulo their number) until
+every queue is spent.  The programs running at once on an SM thus draw consecutive tiles,
+mostly of one word, whose row its L1 keeps.
 
 Every tile is drawn once, by whichever program claims it, and a tile's topics depend on the
 tile alone, so the topics are the one-program-a-tile kernel's, bit for bit, whatever the
 number of SMs, the programs an SM holds or the order in which they claim.
+
+The claim uses no shared memory: XLA launches a kernel that uses any (a scalar atomic's
+value is handed to the warp's lanes through it) preferring shared memory to L1
+(cuFuncSetCacheConfig), which leaves the B-hat gathers a small L1 and the kernel about
+twice as slow (docs/measurements/sparse_model.md, branch sparse10).
 """
 
 from __future__ import annotations
@@ -26,9 +31,8 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax.pallas import warp
 from saberjax.pallas.atomics import atomic_add
 
-__all__ = ["SMS", "queue_bounds", "queue_counters", "visit_queues"]
+__all__ = ["queue_bounds", "queue_counters", "visit_queues"]
 
-SMS = 132  # an H100's and an H200's SMs: one queue each
 COUNTER_STRIDE = 32  # int32s: each queue's counter in a 128-byte line of its own
 
 
@@ -69,35 +73,36 @@ def visit_queues(visit, bounds_ref, counters_ref, *, interpret: bool, claim_tile
     spent.  bounds_ref: queue_bounds'; counters_ref: queue_counters' when the kernel starts."""
     queues = bounds_ref.shape[0] - 1
     home = _sm_id(interpret) % queues
-
     first_lane = warp.lane_offsets() == 0
 
     def claim(step):
-        """(the first tile claimed from queue home + step, the queue's end).  The atomic is a
-        vector one, of the first lane alone, and its value reaches the warp's lanes by a
-        maximum over them: a scalar atomic hands its value over through shared memory,
-        and XLA launches a kernel that uses shared memory preferring it to L1."""
+        """(the first tile claimed from queue home + step, the queue's end): a vector atomic
+        of the first lane alone, its value to every lane by a maximum over the lanes (a warp
+        shuffle, where a scalar atomic's goes through shared memory)."""
         queue = (home + step) % queues
-        index = jnp.full(first_lane.shape, queue * COUNTER_STRIDE, jnp.int32)
-        claimed = atomic_add(counters_ref, index, jnp.full(first_lane.shape, claim_tiles,
-                                                           jnp.int32),
-                             mask=first_lane, semantic="relaxed")
-        claimed = jnp.max(jnp.where(first_lane, claimed, 0))
-        return bounds_ref[queue] + claimed, bounds_ref[queue + 1]
+        claimed = atomic_add(
+            counters_ref, jnp.full(first_lane.shape, queue * COUNTER_STRIDE, jnp.int32),
+            jnp.full(first_lane.shape, claim_tiles, jnp.int32), mask=first_lane,
+            semantic="relaxed")
+        return (bounds_ref[queue] + jnp.max(jnp.where(first_lane, claimed, 0)),
+                bounds_ref[queue + 1])
 
     def step_queues(carry):
         step, tile, end = carry
         inside = tile < end
         step = jnp.where(inside, step, step + 1)  # a queue found spent: on to the next one
-        following = claim(step)
+        following = claim(step)  # issued before this claim's tiles are drawn
+
+        def visit_claimed(claimed, carry):
+            visit(claimed)
+            return carry
 
         @pl.when(inside)
         def _():
             if claim_tiles == 1:
                 visit(tile)
             else:
-                jax.lax.fori_loop(tile, jnp.minimum(tile + claim_tiles, end),
-                                  lambda claimed, carry: visit(claimed) or carry, 0)
+                jax.lax.fori_loop(tile, jnp.minimum(tile + claim_tiles, end), visit_claimed, 0)
         return (step, *following)
 
     jax.lax.while_loop(lambda carry: carry[0] < queues, step_queues,
