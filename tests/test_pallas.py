@@ -166,6 +166,22 @@ def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, blo
     assert not np.any(got[0][int(chunk.num_tokens):]) and not np.any(got[1][corpus.num_docs:])
 
 
+def test_segmented_count_programs_by_topics():
+    """The L2's share of scratch rows where they fit (at least 512 programs), 1,024 programs
+    where the rows outgrow the L2 and 1,024 of them fit the wide scratch's bytes (K =
+    100,000), 512 where they do not (K = 1,000,000), never more than one a document; the
+    scratch's bytes are the programs' rows."""
+    assert pallas_ssc.program_count(1000, 10**6) == 2048
+    assert pallas_ssc.program_count(10_000, 10**6) == (24 << 20) // pallas_ssc.scratch_row_bytes(
+        10_000) > 512
+    assert pallas_ssc.program_count(100_000, 10**6) == 1024
+    assert pallas_ssc.program_count(100_000, 10**6, wide_scratch_bytes=1 << 28) == 512
+    assert pallas_ssc.program_count(1_000_000, 10**6) == 512
+    assert pallas_ssc.program_count(1_000_000, 300) == 300
+    assert pallas_ssc.scratch_bytes_of(100_000, 10**6) == 1024 * 4 * (100_000 + 3 * 3125 + 3 * 98)
+    assert pallas_ssc.scratch_bytes_of(1_000_000, 10**6) <= 512 * 4.4e6
+
+
 @pytest.mark.parametrize("operation", ["add", "swap"])
 def test_atomics_act_lane_by_lane_and_return_the_old_values(operation):
     """Repeated indices within a vector, a mask, a 2-D ref indexed (program, column)."""
