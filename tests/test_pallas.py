@@ -25,6 +25,7 @@ from saberjax.pallas import default_interpret
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
+from saberjax.pallas.tile_queues import queue_bounds
 from saberjax.segmented_count import shuffle_to_doc_major
 from saberjax.state import BHAT_DTYPE, ChunkState
 from saberjax.tree import leaf_level
@@ -381,32 +382,54 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
     assert "triton" in lower_for_h100(arrays, big.word_topic, big.alpha).lower()
 
 
-def test_sampler_kernel_register_cap_reaches_the_triton_function():
-    """max_registers (64 by default) puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton
-    module's function, and only then: XLA's -maxrregcount flag does not reach a Pallas kernel
-    (registers.py)."""
+def triton_texts(samplers, *args) -> list[str]:
+    """The Triton module (as text) each of samplers (functions of args, each launching one
+    kernel) lowers to for an H100."""
     from jax._src.pallas.triton import pallas_call_registration  # noqa: PLC0415
 
-    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
     lowering = pallas_call_registration.lowering
     lower, modules = lowering.lower_jaxpr_to_triton_module, []
 
-    def capture(*args, **kwargs):
-        result = lower(*args, **kwargs)
+    def capture(*capture_args, **kwargs):
+        result = lower(*capture_args, **kwargs)
         modules.append(result.module)
         return result
 
     lowering.lower_jaxpr_to_triton_module = capture
     try:
-        for cap in ({"max_registers": None}, {"max_registers": 48}, {}):
-            lower_for_h100(functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
-                                             **cap), chunk, chunk_state, model, key)
-        texts = [str(module) for module in modules]
+        for sampler in samplers:
+            lower_for_h100(sampler, *args)
+        return [str(module) for module in modules]
     finally:
         lowering.lower_jaxpr_to_triton_module = lower
+
+
+def test_sampler_kernel_register_cap_reaches_the_triton_function():
+    """max_registers (64 by default) puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton
+    module's function, and only then: XLA's -maxrregcount flag does not reach a Pallas kernel
+    (registers.py)."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
+    texts = triton_texts([functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
+                                            **cap)
+                          for cap in ({"max_registers": None}, {"max_registers": 48}, {})],
+                         chunk, chunk_state, model, key)
     assert "maxnreg" not in texts[0]
     assert "nvvm.maxnreg = 48 : i32" in texts[1]
     assert "nvvm.maxnreg = 64 : i32" in texts[2]  # the default: 32 programs an SM
+
+
+@pytest.mark.parametrize("claim_tiles", [1, 4])
+def test_tile_queues_claim_by_vector_atomics(claim_tiles):
+    """The tile queues' claims lower to vector atomics: a scalar atomic hands its value to the
+    lanes through shared memory, and XLA launches a kernel that uses shared memory with a
+    small L1, which made the queued kernel about twice as slow (tile_queues.py)."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
+    (text,) = triton_texts([functools.partial(
+        pallas_sampler.sample_and_shuffle, interpret=False, tile_queues=132,
+        claim_tiles=claim_tiles)], chunk, chunk_state, model, key)
+    atomics = [line for line in text.splitlines() if "tt.atomic_rmw" in line]
+    assert len(atomics) == 2, atomics  # the first claim and the loop's
+    assert all(line.rstrip().endswith("-> tensor<32xi32>") for line in atomics), atomics
 
 
 def test_lowering_check_rejects_what_triton_cannot_lower():
@@ -470,3 +493,34 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
         np.testing.assert_array_equal(counts, xla_counts)
     else:
         assert np.mean(topics != xla_topics) <= 0.01
+
+
+def test_sampler_kernel_draws_the_same_topics_from_tile_queues():
+    """Tiles claimed three at a time from queues (three queues, 32 programs each: in
+    interpret mode the first program claims every tile, from the last queue round to the
+    others) draw the topics of one program a tile, bit for bit, with the doc-major output
+    unzeroed (its array not aliased, the queues' counters after it): a tile claimed twice or
+    never would not.  The sparse kernel's reference test claims them zeroed."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
+    expected = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                                 zero_doc_major=False)
+    queued = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                               zero_doc_major=False, tile_queues=3,
+                                               claim_tiles=3)
+    np.testing.assert_array_equal(queued[0], expected[0])
+    assert np.any(np.asarray(expected[0]) != 0)
+    real = np.asarray(chunk.doc_major_pos)[:int(chunk.num_tokens)]
+    np.testing.assert_array_equal(np.asarray(queued[1])[real], np.asarray(expected[1])[real])
+
+
+@pytest.mark.parametrize("queues", [1, 3, 7, 500])
+def test_tile_queues_cut_the_tiles_in_order_into_runs_of_about_equal_tokens(queues):
+    chunk, _, model, _, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
+    chunk = with_tile_tokens(chunk, model.bhat.shape[0], 2)
+    tile_start = np.asarray(chunk.tile_start)
+    bounds = np.asarray(queue_bounds(chunk.tile_start, queues))
+    assert bounds.shape == (queues + 1,) and bounds[0] == 0
+    assert bounds[-1] == len(tile_start) - 1 and np.all(np.diff(bounds) >= 0)
+    tokens = np.diff(tile_start[bounds])
+    largest_tile = np.max(np.diff(tile_start))
+    assert np.all(tokens <= tile_start[-1] // queues + 1 + largest_tile), tokens

@@ -60,6 +60,7 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax import rng
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, registers, scatter, warp
+from saberjax.pallas import tile_queues as tile_queues_module
 from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
 from saberjax.state import ChunkState, Model, unpack_pairs
@@ -90,13 +91,16 @@ def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
-    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
-    at its word-major and its doc-major position; tiles past the last are empty."""
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int,
+                tile_index=None):
+    """Draw the new topics of tile tile_index's tokens (program_id's if None; draw: Tile ->
+    topics) and store each at its word-major and its doc-major position; tiles past the last
+    are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
     topics_ref, doc_major_topics_ref = output_refs
-    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
+    tile_index = pl.program_id(0) if tile_index is None else tile_index
+    first, end = tile_start_ref[tile_index], tile_start_ref[tile_index + 1]
 
     @pl.when(first < end)
     def _():
@@ -118,38 +122,64 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None,
                  zero_doc_major: bool = True, num_programs: int | None = None,
-                 max_registers: int | None = None):
-    """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
-    chunk's tiles, one program a tile (or num_programs programs that share them out):
-    (word-major topics, padding 0; doc-major topics, 0 where no token of the chunk is, or
-    unset there without zero_doc_major: then the second array is one unused element and the
-    output is not aliased to it).  max_registers: a cap on a thread's registers
-    (saberjax.pallas.registers), None for ptxas's choice."""
-    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
-    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
-    return pl.pallas_call(
-        kernel,
-        out_shape=(topics, doc_major),
-        grid=(num_programs or chunk.tile_start.shape[0] - 1,),
-        input_output_aliases=aliases,  # padding keeps the zeros
+                 max_registers: int | None = None, tile_queues: int = 0,
+                 queue_programs: int = 32, claim_tiles: int = 1):
+    """kernel (its refs: inputs, two arrays the outputs start from, the outputs; its keyword
+    tile_index: the tile to draw, None for program_id's) run over the chunk's tiles, one
+    program a tile (or num_programs programs that share them out), or with tile_queues (not 0)
+    tile_queues * queue_programs programs claiming them claim_tiles at a time from that many
+    queues (saberjax.pallas.tile_queues): (word-major topics, padding 0; doc-major topics, 0
+    where no token of the chunk is, or unset there without zero_doc_major: then the second
+    array is one unused element and the output is not aliased to it).  max_registers:
+    a cap on a thread's registers (saberjax.pallas.registers), None for ptxas's choice."""
+    interpret = default_interpret() if interpret is None else interpret
+    starts = [(jnp.zeros_like(chunk_state.topics), True),
+              (jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype) if zero_doc_major
+               else jnp.zeros((1,), chunk_state.topics.dtype), zero_doc_major)]
+    body, grid = kernel, num_programs or chunk.tile_start.shape[0] - 1
+    if tile_queues:
+        inputs = (*inputs, tile_queues_module.queue_bounds(chunk.tile_start, tile_queues))
+        starts.append((tile_queues_module.queue_counters(tile_queues), True))
+        body = functools.partial(_queued_kernel, kernel, len(inputs), interpret, claim_tiles)
+        grid = tile_queues * queue_programs
+    outputs = [jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
+               jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)]
+    outputs += [jax.ShapeDtypeStruct(start.shape, start.dtype) for start, _ in starts[2:]]
+    results = pl.pallas_call(
+        body,
+        out_shape=tuple(outputs),
+        grid=(grid,),
+        input_output_aliases={len(inputs) + index: index  # padding keeps the zeros
+                              for index, (_, aliased) in enumerate(starts) if aliased},
         name=name,
         compiler_params=registers.compiler_params(num_warps, num_stages, max_registers),
-        interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics),
-      jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
+        interpret=interpret,
+    )(*inputs, *(start for start, _ in starts))
+    return results[:2]
+
+
+def _queued_kernel(kernel, num_inputs: int, interpret: bool, claim_tiles: int, *refs):
+    """kernel over the tiles this program claims from the tile queues: refs are kernel's
+    inputs, the queues' bounds, then (topics, doc-major topics, queue counters) as the
+    arrays the outputs start from and as the outputs."""
+    inputs, bounds_ref, counters_ref = refs[:num_inputs - 1], refs[num_inputs - 1], refs[-1]
+    kernel_refs = (*inputs, *refs[num_inputs:num_inputs + 2], *refs[-3:-1])
+    tile_queues_module.visit_queues(lambda tile: kernel(*kernel_refs, tile_index=tile),
+                                    bounds_ref, counters_ref, interpret=interpret,
+                                    claim_tiles=claim_tiles)
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-                   block_reduction: str):
-    """Sample the tokens of tile program_id (see the module docstring)."""
+                   block_reduction: str, tile_index=None):
+    """Sample the tokens of tile tile_index, program_id's if None (see the module docstring)."""
     # refs: tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
     # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     alpha_ref, denominator_ref, a_pairs_ref, tree_total_ref = refs[TILE_INPUTS:TILE_INPUTS + 4]
     level_refs = refs[TILE_INPUTS + 4:-4]
     sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: row_topics(
         a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
-        block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens)
+        block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens,
+        tile_index=tile_index)
 
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
@@ -319,10 +349,13 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "max_registers", "block_reduction", "interpret"))
+                                             "max_registers", "block_reduction",
+                                             "tile_queues", "queue_programs", "claim_tiles",
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        max_registers: int | None = 64, block_reduction: str = "sum",
+                       tile_queues: int = 0, queue_programs: int = 32, claim_tiles: int = 4,
                        interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
@@ -341,7 +374,10 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  interpret=None: interpret unless on a GPU.
+    whatever the layout.  tile_queues, queue_programs, claim_tiles: the tiles claimed
+    claim_tiles at a time from tile_queues queues (one an SM) by queue_programs programs a
+    queue (saberjax.pallas.tile_queues; tile_queues 0: one program a tile), the same topics
+    either way.  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
@@ -352,4 +388,6 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                        zero_doc_major=zero_doc_major, max_registers=max_registers or None)
+                        zero_doc_major=zero_doc_major, max_registers=max_registers or None,
+                        tile_queues=tile_queues, queue_programs=queue_programs,
+                        claim_tiles=claim_tiles)
