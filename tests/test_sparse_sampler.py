@@ -291,6 +291,29 @@ def test_dense_rows_filled_as_pairs_are_the_rows_filled_value_by_value(dtype):
         assert "tensor<10x1024xui32>" in text
 
 
+def test_the_pallas_backend_builds_the_xla_backends_model():
+    """esca.model_from_totals of sparse rows on the "pallas" backend (the dense rows' trees'
+    lowest level by saberjax.pallas.bhat_tree.leaf_level, in interpret mode on a CPU) is the
+    "xla" backend's model bit for bit, dense rows present."""
+    import dataclasses  # noqa: PLC0415
+
+    from saberjax import esca  # noqa: PLC0415
+
+    rng_np = np.random.default_rng(5)
+    counts = np.zeros((12, 3008), np.int32)
+    counts[:, :3000] = rng_np.geometric(0.3, (12, 3000)) * (rng_np.random((12, 3000)) < 0.05)
+    rows = rows_of_dense(counts, int(np.count_nonzero(counts)) + 100)
+    alpha = jnp.asarray(np.where(np.arange(3008) < 3000, rng_np.gamma(0.5, 0.2, 3008), 0.0),
+                        jnp.float32)
+    hyper = Hyperparams.create(3000, backend="xla", model_format="sparse")
+    models = [jax.jit(lambda r, a, h=h: esca.model_from_totals(
+        r, sparse_rows.topic_totals(r, 3008), a, h, 12))(rows, alpha)
+        for h in (hyper, dataclasses.replace(hyper, backend="pallas"))]
+    assert models[0].dense_bhat.shape[0] == 12 and len(models[0].dense_tree) == 2
+    for got, expected in zip(*(jax.tree.leaves(model) for model in models)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
 def scatters(lowered_text: str) -> list[tuple[bool, bool]]:
     """(declares unique indices, combines the values) of each scatter of a lowered program."""
     found = []
