@@ -5,7 +5,7 @@ JSON line: for each kernel setting its mismatches against the reference (floats 
 bit for bit) and its milliseconds, and the reference's (docs/measurements/sparse_model.md).
 
     PYTHONPATH=$PWD python3 tools/leaf_level_check.py --rows=21474 --padded_topics=100000 \
-        --settings='fused_products=1;fused_products=0;block_columns=4096'
+        --settings='block_columns=2048;block_columns=4096;block_columns=4096,num_warps=8'
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from saberjax.tree import leaf_level
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("rows", 21_474, "Dense rows.")
 flags.DEFINE_integer("padded_topics", 100_000, "Columns of a row (a multiple of 32).")
-flags.DEFINE_string("settings", "fused_products=1;fused_products=0",
+flags.DEFINE_string("settings", "block_columns=2048",
                     "';'-separated keyword settings of the kernel, name=integer, "
                     "comma-separated.")
 flags.DEFINE_integer("repeats", 5, "Timed calls of each (the median is reported).")

@@ -19,8 +19,9 @@ with weight when x reaches the children's total).
 
 leaf_level: the level above the leaves of trees over rows already stored (the sparse model's
 dense rows, saberjax.sparse_build), in the reference's butterfly order (warp.lane_sums), so
-the same floats as tree.leaf_level: a program loads `block_columns` consecutive values of one
-row, coalesced, where XLA's loop fusion has each thread read a group of 32 values.
+the same floats as tree.leaf_level compiled for a GPU: a program loads `block_columns`
+consecutive values of one row, coalesced, where XLA's loop fusion has each thread read a
+group of 32 values.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
@@ -98,76 +98,44 @@ def _bhat_kernel(word_topic_ref, denominator_ref, alpha_ref, beta_ref, zero_leve
     plgpu.store(level_ref.at[word, groups], sums, mask=groups < level_ref.shape[1])
 
 
-def _leaf_level_kernel(leaves_ref, weights_ref, level_ref, *, block_columns: int,
-                       fused_products: bool, interpret: bool):
+def _leaf_level_kernel(leaves_ref, weights_ref, level_ref, *, block_columns: int):
     """The butterfly sums of weights * leaves over the 32-wide groups of columns block
     program_id(1) of row program_id(0) (zeros past the leaves: the level's padding)."""
     row, block = pl.program_id(0), pl.program_id(1)
     columns = block * block_columns + jnp.arange(block_columns, dtype=jnp.int32)
     inside = columns < leaves_ref.shape[1]
-    leaves = plgpu.load(leaves_ref.at[row, columns], mask=inside, other=0).astype(jnp.float32)
-    weights = plgpu.load(weights_ref.at[columns], mask=inside, other=0.0)
-    groups_shape = (block_columns // WIDTH, WIDTH)
-    leaves, weights = jnp.reshape(leaves, groups_shape), jnp.reshape(weights, groups_shape)
-    if fused_products:
-        low_leaves, high_leaves = jnp.split(leaves, 2, axis=-1)
-        low_weights, high_weights = jnp.split(weights, 2, axis=-1)
-        pairs = _fused_multiply_add(low_leaves, low_weights, high_leaves * high_weights,
-                                    interpret)
-        sums = warp.lane_sums(pairs)[-1][:, 0]
-    else:
-        sums = warp.lane_total(leaves * weights)
+    leaves = plgpu.load(leaves_ref.at[row, columns], mask=inside, other=0)
+    weighted = leaves.astype(jnp.float32) * plgpu.load(weights_ref.at[columns], mask=inside,
+                                                       other=0.0)
+    sums = warp.lane_total(jnp.reshape(weighted, (block_columns // WIDTH, WIDTH)))
     groups = block * (block_columns // WIDTH) + jnp.arange(block_columns // WIDTH,
                                                            dtype=jnp.int32)
     plgpu.store(level_ref.at[row, groups], sums, mask=groups < level_ref.shape[1])
 
 
-def _fused_multiply_add(a, b, c, interpret: bool):
-    """a * b + c rounded once: PTX fma.rn.f32 on a GPU; in interpret mode float64 on the host
-    (a * b exact there, and the sum too where its terms lie within 2^21 of each other, as
-    the butterfly's products of B-hat's values do: one rounding to float32 then)."""
-    if interpret:
-        return jax.pure_callback(
-            lambda *terms: _float64_fma(*(np.asarray(term, np.float64) for term in terms)),
-            jax.ShapeDtypeStruct(a.shape, jnp.float32), a, b, c)
-    return plgpu.elementwise_inline_asm(
-        "fma.rn.f32 $0, $1, $2, $3;", args=[a, b, c], constraints="=r,r,r,r", pack=1,
-        result_shape_dtypes=[jax.ShapeDtypeStruct(a.shape, jnp.float32)])[0]
-
-
-def _float64_fma(a, b, c):
-    """a * b + c of float64 arrays, rounded to float32."""
-    return (a * b + c).astype(np.float32)
-
-
-@functools.partial(jax.jit, static_argnames=("block_columns", "fused_products", "num_warps",
-                                             "interpret"))
+@functools.partial(jax.jit, static_argnames=("block_columns", "num_warps", "interpret"))
 def leaf_level(leaves: jax.Array, weights: jax.Array, *, block_columns: int = 2048,
-               fused_products: bool = True, num_warps: int = 4,
-               interpret: bool | None = None) -> jax.Array:
+               num_warps: int = 4, interpret: bool | None = None) -> jax.Array:
     """The level just above the leaves of the trees over weights * leaves [V, K_pad > 32]
-    (float32 [V, padded_width(K_pad / 32)]), the same floats as tree.leaf_level compiled by
-    XLA.
+    (float32 [V, padded_width(K_pad / 32)]): tree.leaf_level's floats, each product rounded
+    before the butterfly adds it, as XLA's GPU backend computes the reference (its CPU
+    backend fuses the first sums' multiplications into them).
 
-    fused_products: the butterfly's first sums as XLA's compiled reference adds them, the
-    low half's product fused into the addition of the high half's (one rounding), where
-    False rounds both products; block_columns: the columns of a program (a power of two, at
-    least 32); num_warps: Triton's; interpret=None: interpret unless on a GPU.
+    block_columns: the columns of a program (a power of two, at least 32); num_warps:
+    Triton's; interpret=None: interpret unless on a GPU.
     """
-    interpret = default_interpret() if interpret is None else interpret
     num_rows, num_leaves = leaves.shape
     level_shape = (num_rows, padded_width(num_leaves // WIDTH))
     block_columns = _block_columns(level_shape[1] * WIDTH, block_columns)
     if num_rows == 0:
         return jnp.zeros(level_shape, jnp.float32)
     return pl.pallas_call(
-        functools.partial(_leaf_level_kernel, block_columns=block_columns,
-                          fused_products=fused_products, interpret=interpret),
+        functools.partial(_leaf_level_kernel, block_columns=block_columns),
         out_shape=jax.ShapeDtypeStruct(level_shape, jnp.float32),
         grid=(num_rows, pl.cdiv(level_shape[1] * WIDTH, block_columns)),
         name="saber_leaf_level",
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
-        interpret=interpret,
+        interpret=default_interpret() if interpret is None else interpret,
     )(leaves, weights.astype(jnp.float32))
 
 
