@@ -62,14 +62,15 @@ def _first_entries(rows: SparseRows, count: int) -> SparseRows:
 def _padded(model: SparseModel, capacity: int) -> SparseModel:
     """A model built on a prefix of the entries with its arrays as long as the entries padded
     to a capacity's: prefix sums past the rows 0, directory slots past the last bucket the
-    rows' end (its last slot's value).  The prefix sums are stored whole before the pad (an
-    optimization barrier), which XLA would otherwise fuse with the scan's last level, that
-    pass then running over the whole capacity."""
+    rows' end (its last slot's value).  The prefix sums and the directory (a cumsum too) are
+    stored whole before the pad (an optimization barrier), which XLA would otherwise fuse
+    with their scans' last levels, those passes then running over the whole capacity (and
+    the directory's every padding slot recomputing its last one)."""
     extra = capacity - model.row_prefix.shape[0]
+    row_prefix, start = jax.lax.optimization_barrier((model.row_prefix, model.buckets.start))
     return model._replace(
-        row_prefix=jnp.pad(jax.lax.optimization_barrier(model.row_prefix), (0, extra)),
-        buckets=model.buckets._replace(
-            start=jnp.pad(model.buckets.start, (0, extra), mode="edge")))
+        row_prefix=jnp.pad(row_prefix, (0, extra)),
+        buckets=model.buckets._replace(start=jnp.pad(start, (0, extra), mode="edge")))
 
 
 def _model_of_entries(rows: SparseRows, *, totals, alpha, num_topics: int, beta: float,

@@ -246,13 +246,19 @@ def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capac
     """The model built on a prefix of the rows' entries holding B's nonzeros (a quarter of
     the capacity, or a half: two lengths), padded back, is the whole build's, array for
     array, bit for bit (the row tables sized for the whole capacity, the directory's last
-    slots the rows' end), the topic totals among them."""
+    slots the rows' end), the topic totals among them; the prefix sums and the directory
+    are stored whole before their pads (one optimization barrier of both)."""
     rows = rows_of_350_nonzeros(capacity)
     rng_np = np.random.default_rng(8)
     alpha = jnp.asarray(np.where(np.arange(64) < 50, rng_np.gamma(1.0, 0.5, 64), 0.0),
                         jnp.float32)
     settings = dict(num_topics=50, beta=0.1, num_words=40, dense_row_bytes=2 * 64 * 4)
     got = sparse_model(rows, alpha, compaction=sparse_rows.Compaction((share,), 0), **settings)
+    barriers = [line for line in sparse_model.lower(
+        rows, alpha, compaction=sparse_rows.Compaction((share,), 0), **settings).as_text(
+        ).splitlines() if "optimization_barrier" in line]
+    prefix = capacity // share
+    assert len(barriers) == 1 and f"tensor<{prefix}xf32>, tensor<" in barriers[0]
     whole = sparse_model(rows, alpha, compaction=sparse_rows.Compaction((), 0), **settings)
     assert jax.tree.structure(got) == jax.tree.structure(whole)
     for got_leaf, whole_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(whole)):
