@@ -36,8 +36,7 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax.mstep import bhat_and_tree as bhat_and_tree_reference
 from saberjax.mstep import bhat_denominator, seeded_rows
 from saberjax.mstep import model_arrays as model_arrays_reference
-from saberjax.pallas import default_interpret
-from saberjax.pallas import warp
+from saberjax.pallas import default_interpret, warp
 from saberjax.pallas.atomics import atomic_add
 from saberjax.seeding import SeedPrior
 from saberjax.state import BHAT_DTYPE
