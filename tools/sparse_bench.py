@@ -7,10 +7,11 @@ model's, one JSON line per run (to stdout and --output).
 
 A run is K:format[:backend[:iterations]] (format dense, sparse or auto; backend auto, xla or
 pallas).  Each run places the corpus as training would (trainer.plan_run: the memory plan
-resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles, runs --warmup +
-iterations iterations (trainer.train_placed) and reports the timed ones.  --quality_runs run
-after the others on a split of the corpus (--test_fraction of the documents held out) from
-the random start and report the held-out log-likelihood per token after their iterations.
+resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles,
+runs --warmup + iterations iterations (trainer.train_placed) and reports the timed ones.
+--quality_runs run after the others on a split of the corpus (--test_fraction of the
+documents held out) from the random start and report the held-out log-likelihood per token
+after their iterations.
 """
 
 from __future__ import annotations
