@@ -94,7 +94,7 @@ def test_sparse_model_learns_as_the_dense_model_does():
 
 
 def test_placement_round_trips_the_sparse_model_through_the_host():
-    """A checkpoint's B, put back on the devices, gives the model the iteration made."""
+    """A checkpoint's B and z, put back on the devices, give the state the iteration made."""
     needs_local_devices(2)
     placed, state = by_words_run("sparse")
     rebuilt = placed.model_from_word_topic(placed.sparse_word_topic(state),
@@ -103,6 +103,13 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
         np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
     dense = placed.model_from_word_topic(placed.word_topic(state), np.asarray(state.model.alpha))
     np.testing.assert_array_equal(np.asarray(dense.row_prefix), np.asarray(state.model.row_prefix))
+    # and a checkpoint's z: each device's share of it and its group's A, in the dtypes the
+    # iteration made (a resumed run's programs are the uninterrupted run's)
+    topics = placed.corpus_order_topics(state)
+    placed_again = placed.place_topics(lambda first, tokens: topics[first:first + tokens])
+    for left, right in zip(jax.tree.leaves(placed_again), jax.tree.leaves(state.chunks)):
+        assert left.dtype == right.dtype
+        np.testing.assert_array_equal(np.asarray(left), np.asarray(right))
 
 
 def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
