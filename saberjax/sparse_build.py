@@ -3,10 +3,11 @@ prefix sums, bucket directory and tables, the dense rows' B-hat and trees, and t
 tree, plain JAX.
 
 Most of the build is passes over arrays as long as the rows' capacity (a device's tokens),
-while B's nonzeros, after the first iterations, are a fraction of it.  Where they fit in the
-first capacity // compact_share entries (sparse_rows.COMPACT_SHARE), the build runs on those
-entries alone (a lax.cond on the nonzeros) and pads the arrays as long as the entries back to
-the capacity.  Both ways give the same model: the entries past the nonzeros are empty, the
+while B's nonzeros, after the first iterations, are a fraction of it.  The build runs on the
+shortest prefix of the entries that holds them (capacity // share for a share of
+sparse_rows.COMPACTION, a prefix of at least its min_entries; a lax.switch on the nonzeros),
+or on the whole capacity where none does, and pads the arrays as long as the entries back to
+the capacity.  Every way gives the same model: the entries past the nonzeros are empty, the
 row tables are sized for the whole capacity (sparse_rows.row_tables), and the prefix sums'
 scan (jax.lax.associative_scan) combines position i's terms in the same order whatever the
 array's length.
@@ -21,10 +22,10 @@ import jax.numpy as jnp
 
 from saberjax.mstep import bhat_denominator
 from saberjax.segmented_count import store_distinct
-from saberjax.sparse_rows import (COMPACT_SHARE, DENSE_ROW_BYTES, DENSE_ROW_DTYPE,
+from saberjax.sparse_rows import (COMPACTION, DENSE_ROW_BYTES, DENSE_ROW_DTYPE,
                                   ROW_TABLE_BYTES, ROW_TABLE_SPREAD, ROW_TABLE_WINDOW,
-                                  SparseModel, SparseRows, dense_row_count, nonzero_rows,
-                                  on_nonzero_prefix, row_buckets, row_tables,
+                                  Compaction, SparseModel, SparseRows, dense_row_count,
+                                  nonzero_rows, on_nonzero_prefix, row_buckets, row_tables,
                                   segmented_prefix_sum)
 from saberjax.tree import build_tree, tree_totals, weighted_leaves
 
@@ -34,20 +35,20 @@ def model_from_totals(rows: SparseRows, totals: jax.Array, alpha: jax.Array, num
                       dense_dtype=DENSE_ROW_DTYPE, row_table_bytes: int = ROW_TABLE_BYTES,
                       row_table_window: int = ROW_TABLE_WINDOW,
                       row_table_spread: int = ROW_TABLE_SPREAD,
-                      compact_share: int = COMPACT_SHARE,
+                      compaction: Compaction = COMPACTION,
                       packed_fill: bool = True) -> SparseModel:
     """The sparse model of B's rows given the topic totals of all of B (summed over devices),
     the prior alpha [K_pad] and the vocabulary's V; dense_row_bytes, dense_dtype: the dense
     rows' bytes and type (sparse_rows.dense_row_count); row_table_*: the row tables'
-    (sparse_rows.row_tables); compact_share: COMPACT_SHARE; packed_fill: the dense rows'
-    (dense_rows)."""
+    (sparse_rows.row_tables); compaction: the entries' prefixes the build may run on
+    (sparse_rows.Compaction); packed_fill: the dense rows' (dense_rows)."""
     capacity = rows.topics.shape[0]
     build = functools.partial(
         _model_of_entries, totals=totals, alpha=alpha, num_topics=num_topics, beta=beta,
         num_words=num_words, dense=(dense_row_bytes, dense_dtype, packed_fill),
         tables=(row_table_bytes, row_table_window, row_table_spread, capacity))
     model = on_nonzero_prefix(
-        rows, compact_share,
+        rows, compaction,
         lambda entries: _padded(build(_first_entries(rows, entries)), capacity),
         lambda: build(rows))
     return model._replace(word_topic=rows)

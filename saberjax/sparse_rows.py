@@ -50,9 +50,17 @@ DENSE_ROW_BYTES = 1 << 32
 DENSE_ROW_DTYPE = jnp.bfloat16
 
 
-# The M-step's passes over the rows' entries run on the first capacity // COMPACT_SHARE of
-# them where B's nonzeros fit there (sparse_build; 1: always on the whole capacity).
-COMPACT_SHARE = 3
+class Compaction(NamedTuple):
+    """The prefixes of the rows' entries that the M-step's passes over them may run on
+    (sparse_build, topic_totals): capacity // share for each of `shares`, those of at least
+    `min_entries` (the shortest holding B's nonzeros is taken; each prefix is one more copy
+    of the build to compile, which a small capacity does not repay)."""
+
+    shares: tuple[int, ...]
+    min_entries: int
+
+
+COMPACTION = Compaction(shares=(4, 3, 2), min_entries=1 << 20)
 
 
 # The row tables (RowTables) of the sparse rows without a dense row: a device's bytes for all of
@@ -124,8 +132,9 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     """B's sparse rows of a chunk's real tokens (chunk.word: rows < num_rows) with their
     word-major topics: (row, topic) pairs sorted and counted in runs, a run's count the
     distance from its first position to the next run's (no atomic adds, which a long run's
-    tokens would all make on one address).  Capacity: the chunk's padded tokens (a row has
-    no more nonzeros than tokens)."""
+    tokens would all make on one address), a row's start the runs before its first token
+    (a search of the sorted tokens, so no array of the runs' rows is stored).  Capacity: the
+    chunk's padded tokens (a row has no more nonzeros than tokens)."""
     size = chunk.padded_tokens
     real = jnp.arange(size) < chunk.num_tokens
     rows, topics = sort_by_row_then_topic(jnp.where(real, chunk.word, num_rows),
@@ -133,17 +142,19 @@ def count_rows(chunk: Chunk, topics: jax.Array, num_rows: int, padded_topics: in
     counted = rows < num_rows  # padding sorts last
     new_pair = counted & ((jnp.arange(size) == 0) | (rows != jnp.roll(rows, 1))
                           | (topics != jnp.roll(topics, 1)))
-    slot = jnp.cumsum(new_pair, dtype=jnp.int32) - 1
+    pairs_through = jnp.cumsum(new_pair, dtype=jnp.int32)  # the runs up to each position
+    slot = pairs_through - 1
     pair_topics = store_distinct(jnp.full(size, padded_topics, jnp.int32), slot, new_pair,
                                  topics)
-    pair_rows = store_distinct(jnp.full(size, num_rows, jnp.int32), slot, new_pair, rows)
     # each run's first position; past the runs, the real tokens' end (padding sorts last)
     end = jnp.reshape(chunk.num_tokens, ()).astype(jnp.int32)
     first = store_distinct(jnp.full(size + 1, end), slot, new_pair,
                            jnp.arange(size, dtype=jnp.int32))
     counts = first[1:] - first[:-1]
-    row_start = jnp.searchsorted(pair_rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
+    # a row's first run: the runs before its first token (the tokens sort by row)
+    row_token = jnp.searchsorted(rows, jnp.arange(num_rows + 1, dtype=jnp.int32),
                                  side="left").astype(jnp.int32)
+    row_start = jnp.concatenate([jnp.zeros(1, jnp.int32), pairs_through])[row_token]
     return SparseRows(row_start, pair_topics, counts)
 
 
@@ -371,27 +382,35 @@ def count_in_row(rows: SparseRows, buckets: RowBuckets, tables: RowTables, row: 
                      find_in_bucket(rows, buckets, row, topic)[1])
 
 
-def on_nonzero_prefix(rows: SparseRows, compact_share: int, on_prefix, on_whole):
-    """on_prefix(entries) where the rows' nonzeros fit in their first entries = capacity //
-    compact_share (COMPACT_SHARE), else on_whole() (a lax.cond: the shapes stay static);
-    on_whole() alone where that share is not a proper prefix."""
-    capacity = rows.topics.shape[0]
-    compact = capacity // max(compact_share, 1)
-    if not 0 < compact < capacity:
+def compact_prefixes(capacity: int, compaction: Compaction = COMPACTION) -> tuple[int, ...]:
+    """The proper prefixes of rows of `capacity` entries that `compaction` gives, shortest
+    first."""
+    return tuple(sorted({capacity // share for share in compaction.shares
+                         if compaction.min_entries <= capacity // max(share, 1) < capacity
+                         and capacity // share > 0}))
+
+
+def on_nonzero_prefix(rows: SparseRows, compaction: Compaction, on_prefix, on_whole):
+    """on_prefix(entries) for the shortest of the rows' compact_prefixes that holds their
+    nonzeros, else on_whole() (a lax.switch: the shapes stay static); on_whole() alone where
+    the compaction gives no prefix."""
+    prefixes = compact_prefixes(rows.topics.shape[0], compaction)
+    if not prefixes:
         return on_whole()
-    return jax.lax.cond(rows.row_start[-1] <= compact, lambda: on_prefix(compact), on_whole)
+    longer = sum((rows.row_start[-1] > entries).astype(jnp.int32) for entries in prefixes)
+    return jax.lax.switch(longer, [*(lambda entries=entries: on_prefix(entries)
+                                     for entries in prefixes), on_whole])
 
 
 def topic_totals(rows: SparseRows, padded_topics: int,
-                 compact_share: int = COMPACT_SHARE) -> jax.Array:
-    """Each topic's total count over the rows (int32 [K_pad]): over the first capacity //
-    compact_share entries where the nonzeros fit there (on_nonzero_prefix)."""
+                 compaction: Compaction = COMPACTION) -> jax.Array:
+    """Each topic's total count over the rows (int32 [K_pad]): over the shortest prefix of
+    compact_prefixes holding the nonzeros (on_nonzero_prefix)."""
     def totals(entries: int):
         return jnp.zeros(padded_topics, jnp.int32).at[rows.topics[:entries]].add(
             rows.counts[:entries], mode="drop")
 
-    return on_nonzero_prefix(rows, compact_share, totals,
-                             lambda: totals(rows.topics.shape[0]))
+    return on_nonzero_prefix(rows, compaction, totals, lambda: totals(rows.topics.shape[0]))
 
 
 def segmented_prefix_sum(values: jax.Array, segment: jax.Array, operator=jnp.add) -> jax.Array:

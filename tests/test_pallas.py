@@ -25,6 +25,7 @@ from saberjax.pallas import default_interpret
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
+from saberjax.pallas.tile_queues import queue_bounds
 from saberjax.segmented_count import shuffle_to_doc_major
 from saberjax.state import BHAT_DTYPE, ChunkState
 
@@ -69,12 +70,16 @@ def random_state(corpus: Corpus, num_topics: int, seed: int, zero_share: float =
     return chunk, chunk_state, model, rng.iteration_key(seed, 3), hyper
 
 
-@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens", [
-    (2, "sum", 4), (1000, "sum", 16), (1000, "butterfly", 8), (37, "sum", 1),
-    (65_536, "sum", 4)])
-def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens):
+@pytest.mark.parametrize("num_topics,block_reduction,tile_tokens,zero_share", [
+    (2, "sum", 4, 0.0), (1000, "sum", 16, 0.0), (1000, "butterfly", 8, 0.0), (37, "sum", 1, 0.0),
+    (48, "sum", 8, 0.5), (65_536, "sum", 4, 0.0)])
+def test_sampler_kernel_draws_the_reference_topics(num_topics, block_reduction, tile_tokens,
+                                                   zero_share):
+    """zero_share: half the tokens on topic 0 at K = 48 puts the own topic in every block of
+    the rows, where an own count lost across blocks or to the lanes past a row would show."""
     chunk, chunk_state, model, key, hyper = random_state(ragged_corpus(seed=num_topics),
-                                                         num_topics, seed=num_topics)
+                                                         num_topics, seed=num_topics,
+                                                         zero_share=zero_share)
     expected = jax.jit(pallas_sampler.sample_chunk_reference)(chunk, chunk_state, model, key)
     got, got_doc_major = pallas_sampler.sample_and_shuffle(
         with_tile_tokens(chunk, model.bhat.shape[0], tile_tokens), chunk_state, model, key,
@@ -95,20 +100,6 @@ def test_sampler_kernel_unzeroed_stores_the_same_topics_at_the_tokens_positions(
     np.testing.assert_array_equal(unzeroed[0], zeroed[0])
     real = np.asarray(chunk.doc_major_pos)[:int(chunk.num_tokens)]
     np.testing.assert_array_equal(np.asarray(unzeroed[1])[real], np.asarray(zeroed[1])[real])
-
-
-@pytest.mark.parametrize("num_topics,zero_share", [(48, 0.5), (1000, 0.0)])
-def test_sampler_kernel_own_count_holders_draw_the_same_topics(num_topics, zero_share):
-    """Where the block loop holds the own count (own_count) changes no draw: a keep that lost
-    the packed count bits, or an own count lost to the lanes past a row (half the tokens on
-    topic 0 at K = 48), would."""
-    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=11), num_topics,
-                                                     seed=11, zero_share=zero_share)
-    packed, thread = (pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
-                                                        own_count=own_count)
-                      for own_count in ("packed", "thread"))
-    for got, expected in zip(packed, thread):
-        np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("tile_tokens", [1, 4, 8, 32])
@@ -173,6 +164,22 @@ def test_segmented_count_kernel_rebuilds_the_reference_doc_topic(num_topics, blo
     np.testing.assert_array_equal(got[1], expected[1])
     # padding tokens are not counted: the padding document's row is empty
     assert not np.any(got[0][int(chunk.num_tokens):]) and not np.any(got[1][corpus.num_docs:])
+
+
+def test_segmented_count_programs_by_topics():
+    """The L2's share of scratch rows where they fit (at least 512 programs), 1,024 programs
+    where the rows outgrow the L2 and 1,024 of them fit the wide scratch's bytes (K =
+    100,000), 512 where they do not (K = 1,000,000), never more than one a document; the
+    scratch's bytes are the programs' rows."""
+    assert pallas_ssc.program_count(1000, 10**6) == 2048
+    assert pallas_ssc.program_count(10_000, 10**6) == (24 << 20) // pallas_ssc.scratch_row_bytes(
+        10_000) > 512
+    assert pallas_ssc.program_count(100_000, 10**6) == 1024
+    assert pallas_ssc.program_count(100_000, 10**6, wide_scratch_bytes=1 << 28) == 512
+    assert pallas_ssc.program_count(1_000_000, 10**6) == 512
+    assert pallas_ssc.program_count(1_000_000, 300) == 300
+    assert pallas_ssc.scratch_bytes_of(100_000, 10**6) == 1024 * 4 * (100_000 + 3 * 3125 + 3 * 98)
+    assert pallas_ssc.scratch_bytes_of(1_000_000, 10**6) <= 512 * 4.4e6
 
 
 @pytest.mark.parametrize("operation", ["add", "swap"])
@@ -350,32 +357,54 @@ def test_sampler_kernel_lowers_for_a_model_over_4_gib():
     assert "triton" in lower_for_h100(arrays, big.word_topic, big.alpha).lower()
 
 
-def test_sampler_kernel_register_cap_reaches_the_triton_function():
-    """max_registers (64 by default) puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton
-    module's function, and only then: XLA's -maxrregcount flag does not reach a Pallas kernel
-    (registers.py)."""
+def triton_texts(samplers, *args) -> list[str]:
+    """The Triton module (as text) each of samplers (functions of args, each launching one
+    kernel) lowers to for an H100."""
     from jax._src.pallas.triton import pallas_call_registration  # noqa: PLC0415
 
-    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
     lowering = pallas_call_registration.lowering
     lower, modules = lowering.lower_jaxpr_to_triton_module, []
 
-    def capture(*args, **kwargs):
-        result = lower(*args, **kwargs)
+    def capture(*capture_args, **kwargs):
+        result = lower(*capture_args, **kwargs)
         modules.append(result.module)
         return result
 
     lowering.lower_jaxpr_to_triton_module = capture
     try:
-        for cap in ({"max_registers": None}, {"max_registers": 48}, {}):
-            lower_for_h100(functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
-                                             **cap), chunk, chunk_state, model, key)
-        texts = [str(module) for module in modules]
+        for sampler in samplers:
+            lower_for_h100(sampler, *args)
+        return [str(module) for module in modules]
     finally:
         lowering.lower_jaxpr_to_triton_module = lower
+
+
+def test_sampler_kernel_register_cap_reaches_the_triton_function():
+    """max_registers (64 by default) puts nvvm.maxnreg (the kernel's .maxnreg) on the Triton
+    module's function, and only then: XLA's -maxrregcount flag does not reach a Pallas kernel
+    (registers.py)."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
+    texts = triton_texts([functools.partial(pallas_sampler.sample_and_shuffle, interpret=False,
+                                            **cap)
+                          for cap in ({"max_registers": None}, {"max_registers": 48}, {})],
+                         chunk, chunk_state, model, key)
     assert "maxnreg" not in texts[0]
     assert "nvvm.maxnreg = 48 : i32" in texts[1]
     assert "nvvm.maxnreg = 64 : i32" in texts[2]  # the default: 32 programs an SM
+
+
+@pytest.mark.parametrize("claim_tiles", [1, 4])
+def test_tile_queues_claim_by_vector_atomics(claim_tiles):
+    """The tile queues' claims lower to vector atomics: a scalar atomic hands its value to the
+    lanes through shared memory, and XLA launches a kernel that uses shared memory with a
+    small L1, which made the queued kernel about twice as slow (tile_queues.py)."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(), 37, seed=1)
+    (text,) = triton_texts([functools.partial(
+        pallas_sampler.sample_and_shuffle, interpret=False, tile_queues=132,
+        claim_tiles=claim_tiles)], chunk, chunk_state, model, key)
+    atomics = [line for line in text.splitlines() if "tt.atomic_rmw" in line]
+    assert len(atomics) == 2, atomics  # the first claim and the loop's
+    assert all(line.rstrip().endswith("-> tensor<32xi32>") for line in atomics), atomics
 
 
 def test_lowering_check_rejects_what_triton_cannot_lower():
@@ -439,3 +468,34 @@ def test_pallas_backend_partitioned_by_word_trains_the_xla_model():
         np.testing.assert_array_equal(counts, xla_counts)
     else:
         assert np.mean(topics != xla_topics) <= 0.01
+
+
+def test_sampler_kernel_draws_the_same_topics_from_tile_queues():
+    """Tiles claimed three at a time from queues (three queues, 32 programs each: in
+    interpret mode the first program claims every tile, from the last queue round to the
+    others) draw the topics of one program a tile, bit for bit, with the doc-major output
+    unzeroed (its array not aliased, the queues' counters after it): a tile claimed twice or
+    never would not.  The sparse kernel's reference test claims them zeroed."""
+    chunk, chunk_state, model, key, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
+    expected = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                                 zero_doc_major=False)
+    queued = pallas_sampler.sample_and_shuffle(chunk, chunk_state, model, key,
+                                               zero_doc_major=False, tile_queues=3,
+                                               claim_tiles=3)
+    np.testing.assert_array_equal(queued[0], expected[0])
+    assert np.any(np.asarray(expected[0]) != 0)
+    real = np.asarray(chunk.doc_major_pos)[:int(chunk.num_tokens)]
+    np.testing.assert_array_equal(np.asarray(queued[1])[real], np.asarray(expected[1])[real])
+
+
+@pytest.mark.parametrize("queues", [1, 3, 7, 500])
+def test_tile_queues_cut_the_tiles_in_order_into_runs_of_about_equal_tokens(queues):
+    chunk, _, model, _, _ = random_state(ragged_corpus(seed=5), 37, seed=5)
+    chunk = with_tile_tokens(chunk, model.bhat.shape[0], 2)
+    tile_start = np.asarray(chunk.tile_start)
+    bounds = np.asarray(queue_bounds(chunk.tile_start, queues))
+    assert bounds.shape == (queues + 1,) and bounds[0] == 0
+    assert bounds[-1] == len(tile_start) - 1 and np.all(np.diff(bounds) >= 0)
+    tokens = np.diff(tile_start[bounds])
+    largest_tile = np.max(np.diff(tile_start))
+    assert np.all(tokens <= tile_start[-1] // queues + 1 + largest_tile), tokens

@@ -62,7 +62,9 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
                                                   dense_dtype, tables):
     """The kernel's topics are the reference's (up to the rounding of the lane sums) with
     the sparse rows' lookups in their tables, in none, and some in tables and the others in
-    their buckets (the tables' bytes holding only the first rows)."""
+    their buckets (the tables' bytes holding only the first rows), there with the tiles
+    claimed from three queues (saberjax.pallas.tile_queues; test_pallas checks that the
+    queues draw one program a tile's topics bit for bit)."""
     table_bytes = {"default": sparse_rows.ROW_TABLE_BYTES, "none": 0, "some": 4 * 2_000}[tables]
     share, chunk_state, model, key = random_sparse_state(num_topics, seed=num_topics % 7,
                                                          dense_rows=dense_rows,
@@ -75,7 +77,9 @@ def test_sparse_kernel_draws_the_reference_topics(num_topics, tile_tokens, dense
             "some": tabled.any() and not tabled.all()}[tables], tabled
     expected = jax.jit(sparse_sampler.sample_chunk)(share, chunk_state, model, key)
     tiled = with_tile_tokens(share, model.row_mass.shape[0], tile_tokens)
-    got, got_doc_major = kernel.sample_and_shuffle(tiled, chunk_state, model, key)
+    got, got_doc_major = kernel.sample_and_shuffle(
+        tiled, chunk_state, model, key, tile_queues=3 if tables == "some" else 0,
+        queue_programs=2)
     np.testing.assert_array_equal(got_doc_major[:share.padded_tokens],
                                   doc_major(share, got)[:share.padded_tokens])
     assert got.dtype == expected.dtype
@@ -157,7 +161,9 @@ def test_sparse_kernel_lookup_finds_what_the_reference_search_finds(padded_topic
     assert np.all(np.asarray(found_in_table)[~looked_up] == 0)
 
 
-def test_sparse_kernel_lowers_to_triton_for_h100():
+@pytest.mark.parametrize("tile_queues", [0, 132])
+def test_sparse_kernel_lowers_to_triton_for_h100(tile_queues):
     share, chunk_state, model, key = random_sparse_state(1000, seed=1)
-    sample = functools.partial(kernel.sample_and_shuffle, interpret=False)
+    sample = functools.partial(kernel.sample_and_shuffle, tile_queues=tile_queues,
+                               interpret=False)
     assert "triton" in lower_for_h100(sample, share, chunk_state, model, key).lower()

@@ -42,18 +42,18 @@ def rows_of_dense(counts: np.ndarray, capacity: int) -> sparse_rows.SparseRows:
 
 @functools.partial(jax.jit, static_argnames=("num_topics", "beta", "num_words",
                                              "dense_row_bytes", "dense_dtype",
-                                             "row_table_bytes", "compact_share"))
+                                             "row_table_bytes", "compaction"))
 def sparse_model(rows: sparse_rows.SparseRows, alpha, *, num_topics: int, beta: float,
                  num_words: int, dense_row_bytes: int,
                  dense_dtype=sparse_rows.DENSE_ROW_DTYPE,
                  row_table_bytes: int = sparse_rows.ROW_TABLE_BYTES,
-                 compact_share: int = sparse_rows.COMPACT_SHARE) -> sparse_rows.SparseModel:
+                 compaction=sparse_rows.COMPACTION) -> sparse_rows.SparseModel:
     """sparse_build.model_from_totals of rows and their own totals, compiled as one program (op
     by op it compiles each of its many small operations, most of a test's time on a CPU)."""
     return sparse_build.model_from_totals(
-        rows, sparse_rows.topic_totals(rows, alpha.shape[0], compact_share), alpha, num_topics,
+        rows, sparse_rows.topic_totals(rows, alpha.shape[0], compaction), alpha, num_topics,
         beta, num_words, dense_row_bytes, dense_dtype, row_table_bytes,
-        compact_share=compact_share)
+        compaction=compaction)
 
 
 def draws_for_fixed_row(num_topics: int, nonzeros: int, word_nonzeros: int, alpha: float,
@@ -156,9 +156,12 @@ def test_sparse_sampler_draws_the_word_row_term_alone(word):
 
 
 def test_count_rows_matches_a_recount():
+    """count_rows' rows are a recount's, empty rows among them (the first, one inside and
+    the last ten: their starts come from the next row's first token, or the tokens' end)."""
     rng_np = np.random.default_rng(0)
-    num_words, num_topics = 50, 40
-    word_ids = rng_np.zipf(1.5, 3000) % num_words
+    num_words, num_topics = 60, 40
+    word_ids = rng_np.zipf(1.5, 3000) % 50
+    word_ids[np.isin(word_ids, (0, 7))] += 1  # rows 0, 7 and 50 on empty
     corpus = Corpus(np.array([0, 1000, 2200, 3000], np.int64), word_ids.astype(np.int32),
                     tuple(f"w{i}" for i in range(num_words)))
     chunk = build_layout(corpus).chunks[0]
@@ -176,6 +179,7 @@ def test_count_rows_matches_a_recount():
     np.testing.assert_array_equal(got, expected)
     nnz = row_start[-1]
     assert nnz == np.count_nonzero(expected)
+    assert not expected[[0, 7, *range(50, 60)]].any() and expected[[1, 8]].sum(axis=1).all()
     assert np.all(counts[:nnz] > 0) and np.all(counts[nnz:] == 0)
     np.testing.assert_array_equal(np.asarray(sparse_rows.topic_totals(rows, 64)),
                                   expected.sum(axis=0))
@@ -210,24 +214,46 @@ def test_model_prefix_sums_and_prior_tree():
                                rtol=1e-5)
 
 
-@pytest.mark.parametrize("capacity,compact", [(1200, True), (900, False)])
-def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capacity, compact):
-    """Where B's nonzeros (about 350 here) fit in the first third of the rows' capacity, the
-    model built on those entries alone and padded back is the whole build's, array for array,
-    bit for bit (the row tables sized for the whole capacity, the directory's last slots the
-    rows' end), the topic totals among them; where they do not, the build runs on the whole
-    capacity."""
+def rows_of_350_nonzeros(capacity: int) -> sparse_rows.SparseRows:
+    """Rows of 40 x 64 of about 350 nonzeros (row 5 empty) with room for `capacity`."""
     rng_np = np.random.default_rng(7)
     counts = np.zeros((40, 64), np.int32)
     counts[:, :50] = rng_np.geometric(0.4, (40, 50)) * (rng_np.random((40, 50)) < 0.18)
     counts[5] = 0  # an empty row
-    rows = rows_of_dense(counts, capacity)
-    assert (np.count_nonzero(counts) <= capacity // sparse_rows.COMPACT_SHARE) == compact
+    assert 300 < np.count_nonzero(counts) <= 400
+    return rows_of_dense(counts, capacity)
+
+
+@pytest.mark.parametrize("capacity,prefix", [(1600, 400), (1200, 400), (900, 450),
+                                             (600, None)])
+def test_the_build_takes_the_shortest_prefix_holding_the_nonzeros(capacity, prefix):
+    """Of the prefixes a quarter, a third and a half of the rows' capacity, the build runs on
+    the shortest that holds B's nonzeros (about 350), on the whole capacity where none does,
+    and not on prefixes shorter than the compaction's min_entries."""
+    rows = rows_of_350_nonzeros(capacity)
+    compaction = sparse_rows.Compaction((4, 3, 2), 0)
+    chosen = sparse_rows.on_nonzero_prefix(rows, compaction, jnp.int32,
+                                           lambda: jnp.int32(capacity))
+    assert int(chosen) == (prefix or capacity)
+    assert sparse_rows.compact_prefixes(capacity, compaction) == tuple(
+        capacity // share for share in (4, 3, 2))
+    assert sparse_rows.compact_prefixes(capacity, compaction._replace(min_entries=401)) == tuple(
+        capacity // share for share in (4, 3, 2) if capacity // share >= 401)
+
+
+@pytest.mark.parametrize("capacity,share", [(1600, 4), (900, 2)])
+def test_the_build_on_the_first_entries_is_the_build_on_the_whole_capacity(capacity, share):
+    """The model built on a prefix of the rows' entries holding B's nonzeros (a quarter of
+    the capacity, or a half: two lengths), padded back, is the whole build's, array for
+    array, bit for bit (the row tables sized for the whole capacity, the directory's last
+    slots the rows' end), the topic totals among them."""
+    rows = rows_of_350_nonzeros(capacity)
+    rng_np = np.random.default_rng(8)
     alpha = jnp.asarray(np.where(np.arange(64) < 50, rng_np.gamma(1.0, 0.5, 64), 0.0),
                         jnp.float32)
     settings = dict(num_topics=50, beta=0.1, num_words=40, dense_row_bytes=2 * 64 * 4)
-    got = sparse_model(rows, alpha, **settings)
-    whole = sparse_model(rows, alpha, compact_share=1, **settings)
+    got = sparse_model(rows, alpha, compaction=sparse_rows.Compaction((share,), 0), **settings)
+    whole = sparse_model(rows, alpha, compaction=sparse_rows.Compaction((), 0), **settings)
     assert jax.tree.structure(got) == jax.tree.structure(whole)
     for got_leaf, whole_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(whole)):
         assert got_leaf.shape == whole_leaf.shape and got_leaf.dtype == whole_leaf.dtype
@@ -287,8 +313,10 @@ def test_the_m_steps_stores_declare_unique_indices():
     counts = (rng_np.integers(0, 3, (6, 64)) * (rng_np.random((6, 64)) < 0.3)).astype(np.int32)
     rows = rows_of_dense(counts, 300)
     alpha = jnp.full(64, 0.1, jnp.float32)
+    compaction = sparse_rows.Compaction((4, 3, 2), 0)
     model_text = sparse_model.lower(rows, alpha, num_topics=64, beta=0.1, num_words=6,
-                                    dense_row_bytes=2 * 64 * 2).as_text()
+                                    dense_row_bytes=2 * 64 * 2,
+                                    compaction=compaction).as_text()
     corpus = Corpus(np.array([0, 40, 100], np.int64), rng_np.integers(0, 6, 100, np.int32),
                     tuple(f"w{i}" for i in range(6)))
     chunk = jax.device_put(build_layout(corpus).chunks[0])
@@ -296,9 +324,10 @@ def test_the_m_steps_stores_declare_unique_indices():
         chunk, jnp.zeros(chunk.padded_tokens, jnp.int32), 6, 64).as_text()
     stores = [unique for unique, combines in scatters(model_text) + scatters(count_text)
               if not combines]
-    # count_rows' topics, rows and runs' first positions; dense B-hat and the row tables'
-    # slots in each of the build's ways (on the whole capacity and on its first entries)
-    assert len(stores) == 7 and all(stores)
+    # count_rows' topics and runs' first positions; dense B-hat and the row tables' slots in
+    # each of the build's ways (on the whole capacity and on each of its compact prefixes)
+    builds = 1 + len(sparse_rows.compact_prefixes(300, compaction))
+    assert builds == 4 and len(stores) == 2 + 2 * builds and all(stores)
     # count_rows counts its runs without atomic adds
     assert not any(combines for _, combines in scatters(count_text))
 

@@ -130,9 +130,11 @@ def test_placement_round_trips_the_sparse_model_through_the_host():
 
 
 def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
-    corpus = random_corpus(num_docs=200, seed=7)  # 50 words, about 8,000 tokens
+    # about 8,000 tokens of 1,000 words: A's rebuild's scratch rows (1,024 of K ints) in the
+    # sparse plan stay below the dense model
+    corpus = random_corpus(num_docs=200, num_words=1000, seed=7)
     hyper = Hyperparams.create(20_000)
-    dense_model = memory.model_bytes(50, hyper.padded_topics)
+    dense_model = memory.model_bytes(1000, hyper.padded_topics)
     roomy = plan(corpus, hyper, 1, device_memory_gb=2 * dense_model / 1e9 + 0.01,
                  model_format="auto")
     assert roomy.model_format == "dense"
@@ -142,7 +144,8 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
     assert sparse_needed < dense_model
     tight = plan(corpus, hyper, 1, device_memory_gb=sparse_needed / 1e9, model_format="auto")
     assert tight.model_format == "sparse" and tight.partition == "words"
-    streamed = (memory.streamed_sparse_model_bytes(corpus.num_tokens, 50, hyper.padded_topics, 1)
+    streamed = (memory.streamed_sparse_model_bytes(corpus.num_tokens, 1000, hyper.padded_topics,
+                                                   1)
                 + 3 * 1024 * memory.SPARSE_BYTES_PER_TOKEN)
     assert streamed < sparse_needed
     tighter = plan(corpus, hyper, 1, device_memory_gb=streamed / 1e9, model_format="auto")
@@ -152,7 +155,7 @@ def test_auto_takes_sparse_only_where_the_dense_model_does_not_fit():
 
 
 def test_sparse_plan_counts_the_sparse_model_and_refuses_what_it_cannot_run():
-    corpus = random_corpus(num_docs=200, seed=7)
+    corpus = random_corpus(num_docs=200, num_words=1000, seed=7)
     hyper = Hyperparams.create(1_000_000, model_format="sparse")
     share = corpus.num_tokens
     needed = (memory.sparse_model_bytes(share, corpus.num_words, hyper.padded_topics)

@@ -22,6 +22,7 @@ from saberjax.config import HOST_MEMORY_FRACTION, Hyperparams
 from saberjax.corpus import Corpus
 from saberjax.execution.mesh import model_rows
 from saberjax.layout import build_layout
+from saberjax.pallas import segmented_count as pallas_segmented_count
 from saberjax.state import BHAT_DTYPE
 
 # Device memory left free for XLA and the allocator when the budget comes from the device.
@@ -83,9 +84,12 @@ def sparse_model_bytes(entries: int, num_rows: int, padded_topics: int) -> int:
     shift and window (and their rebuild), the row tables' slots (sparse_rows.row_table_slots,
     int32), their rebuild and its arrays (ROW_TABLE_BUILD_BYTES_PER_ENTRY over
     sparse_rows.row_table_entries), per topic the
-    totals, prior, denominators and term 3's tree, and the dense rows of the most frequent
-    words (sparse_rows.dense_rows_bytes) and their rebuild."""
+    totals, prior, denominators and term 3's tree, the dense rows of the most frequent
+    words (sparse_rows.dense_rows_bytes) and their rebuild, and the scratch rows of A's
+    rebuild (pallas.segmented_count.scratch_bytes_of: K_pad ints a program, its programs
+    bounded by the device's tokens, no fewer than its documents)."""
     return int(entries * SPARSE_BYTES_PER_ENTRY
+               + pallas_segmented_count.scratch_bytes_of(padded_topics, entries)
                + ROW_TABLE_BUILD_BYTES_PER_ENTRY * sparse_rows.row_table_entries(entries,
                                                                                  num_rows)
                + num_rows * 80

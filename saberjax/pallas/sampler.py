@@ -13,8 +13,8 @@ time, in one pass, as in the reference:
     per block   products P = A_dk * B-hat_vk (0 for the token's own topic z, whose count A_dz
                 the block keeps instead); each lane adds its product to its running mass
                 and keeps the product's topic when u_block * (lane mass) < P (a weighted
-                reservoir per lane; u_block one uniform per token and block); the kept
-                topic and A_dz share a register, packed as A's pairs are; the next
+                reservoir per lane; u_block one uniform per token and block); A_dz is
+                held once a thread (the largest of its lanes' own counts); the next
                 block's A entries are loaded in the same step, after this block's B-hat
                 gathers (a lane past the row: topic own ^ 1, count 0)
     own topic   lane 0 takes z's whole mass without the token, (A_dz - 1 + alpha_z) times
@@ -60,9 +60,10 @@ from jax.experimental.pallas import triton as plgpu
 from saberjax import rng
 from saberjax.layout import Chunk
 from saberjax.pallas import default_interpret, registers, scatter, warp
+from saberjax.pallas import tile_queues as tile_queues_module
 from saberjax.sampler import dense_mass, own_topic_mass
 from saberjax.sampler import sample_chunk as sample_chunk_reference
-from saberjax.state import ChunkState, Model, pair_topic_bits, unpack_pairs
+from saberjax.state import ChunkState, Model, unpack_pairs
 from saberjax.tree import WIDTH, descend_excluding, search_block
 
 __all__ = ["sample_and_shuffle", "sample_chunk_reference"]
@@ -90,13 +91,16 @@ def tile_inputs(chunk: Chunk, chunk_state: ChunkState, key):
             chunk.doc_major_pos, chunk.doc_start, chunk_state.a_nnz, chunk_state.topics)
 
 
-def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int):
-    """Draw the new topics of tile program_id's tokens (draw: Tile -> topics) and store each
-    at its word-major and its doc-major position; tiles past the last are empty."""
+def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens: int,
+                tile_index=None):
+    """Draw the new topics of tile tile_index's tokens (program_id's if None; draw: Tile ->
+    topics) and store each at its word-major and its doc-major position; tiles past the last
+    are empty."""
     (token_base_ref, key_ref, tile_start_ref, word_ref, doc_ref, doc_major_pos_ref,
      doc_start_ref, a_nnz_ref, old_topics_ref) = tile_refs
     topics_ref, doc_major_topics_ref = output_refs
-    first, end = tile_start_ref[pl.program_id(0)], tile_start_ref[pl.program_id(0) + 1]
+    tile_index = pl.program_id(0) if tile_index is None else tile_index
+    first, end = tile_start_ref[tile_index], tile_start_ref[tile_index + 1]
 
     @pl.when(first < end)
     def _():
@@ -118,49 +122,73 @@ def sample_tile(tile_refs, output_refs, draw, *, tile_tokens: int, block_tokens:
 def call_sampler(kernel, inputs, chunk: Chunk, chunk_state: ChunkState, *, name: str,
                  num_warps: int, num_stages: int, interpret: bool | None,
                  zero_doc_major: bool = True, num_programs: int | None = None,
-                 max_registers: int | None = None):
-    """kernel (its refs: inputs, two arrays the outputs start from, the outputs) run over the
-    chunk's tiles, one program a tile (or num_programs programs that share them out):
-    (word-major topics, padding 0; doc-major topics, 0 where no token of the chunk is, or
-    unset there without zero_doc_major: then the second array is one unused element and the
-    output is not aliased to it).  max_registers: a cap on a thread's registers
-    (saberjax.pallas.registers), None for ptxas's choice."""
-    topics = jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype)
-    doc_major = jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)
-    aliases = {len(inputs): 0, len(inputs) + 1: 1} if zero_doc_major else {len(inputs): 0}
-    return pl.pallas_call(
-        kernel,
-        out_shape=(topics, doc_major),
-        grid=(num_programs or chunk.tile_start.shape[0] - 1,),
-        input_output_aliases=aliases,  # padding keeps the zeros
+                 max_registers: int | None = None, tile_queues: int = 0,
+                 queue_programs: int = 32, claim_tiles: int = 1):
+    """kernel (its refs: inputs, two arrays the outputs start from, the outputs; its keyword
+    tile_index: the tile to draw, None for program_id's) run over the chunk's tiles, one
+    program a tile (or num_programs programs that share them out), or with tile_queues (not 0)
+    tile_queues * queue_programs programs claiming them claim_tiles at a time from that many
+    queues (saberjax.pallas.tile_queues): (word-major topics, padding 0; doc-major topics, 0
+    where no token of the chunk is, or unset there without zero_doc_major: then the second
+    array is one unused element and the output is not aliased to it).  max_registers:
+    a cap on a thread's registers (saberjax.pallas.registers), None for ptxas's choice."""
+    interpret = default_interpret() if interpret is None else interpret
+    starts = [(jnp.zeros_like(chunk_state.topics), True),
+              (jnp.zeros(chunk_state.a_pairs.shape, chunk_state.topics.dtype) if zero_doc_major
+               else jnp.zeros((1,), chunk_state.topics.dtype), zero_doc_major)]
+    body, grid = kernel, num_programs or chunk.tile_start.shape[0] - 1
+    if tile_queues:
+        inputs = (*inputs, tile_queues_module.queue_bounds(chunk.tile_start, tile_queues))
+        starts.append((tile_queues_module.queue_counters(tile_queues), True))
+        body = functools.partial(_queued_kernel, kernel, len(inputs), interpret, claim_tiles)
+        grid = tile_queues * queue_programs
+    outputs = [jax.ShapeDtypeStruct(chunk_state.topics.shape, chunk_state.topics.dtype),
+               jax.ShapeDtypeStruct(chunk_state.a_pairs.shape, chunk_state.topics.dtype)]
+    outputs += [jax.ShapeDtypeStruct(start.shape, start.dtype) for start, _ in starts[2:]]
+    results = pl.pallas_call(
+        body,
+        out_shape=tuple(outputs),
+        grid=(grid,),
+        input_output_aliases={len(inputs) + index: index  # padding keeps the zeros
+                              for index, (_, aliased) in enumerate(starts) if aliased},
         name=name,
         compiler_params=registers.compiler_params(num_warps, num_stages, max_registers),
-        interpret=default_interpret() if interpret is None else interpret,
-    )(*inputs, jnp.zeros_like(chunk_state.topics),
-      jnp.zeros(doc_major.shape if zero_doc_major else (1,), doc_major.dtype))
+        interpret=interpret,
+    )(*inputs, *(start for start, _ in starts))
+    return results[:2]
+
+
+def _queued_kernel(kernel, num_inputs: int, interpret: bool, claim_tiles: int, *refs):
+    """kernel over the tiles this program claims from the tile queues: refs are kernel's
+    inputs, the queues' bounds, then (topics, doc-major topics, queue counters) as the
+    arrays the outputs start from and as the outputs."""
+    inputs, bounds_ref, counters_ref = refs[:num_inputs - 1], refs[num_inputs - 1], refs[-1]
+    kernel_refs = (*inputs, *refs[num_inputs:num_inputs + 2], *refs[-3:-1])
+    tile_queues_module.visit_queues(lambda tile: kernel(*kernel_refs, tile_index=tile),
+                                    bounds_ref, counters_ref, interpret=interpret,
+                                    claim_tiles=claim_tiles)
 
 
 def _sample_kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-                   block_reduction: str, own_count: str):
-    """Sample the tokens of tile program_id (see the module docstring)."""
+                   block_reduction: str, tile_index=None):
+    """Sample the tokens of tile tile_index, program_id's if None (see the module docstring)."""
     # refs: tile_inputs', alpha, B-hat's denominator, A's pairs, the trees' totals, the tree
     # levels and B-hat, two zeroed arrays aliased to the two outputs, the outputs
     alpha_ref, denominator_ref, a_pairs_ref, tree_total_ref = refs[TILE_INPUTS:TILE_INPUTS + 4]
     level_refs = refs[TILE_INPUTS + 4:-4]
     sample_tile(refs[:TILE_INPUTS], refs[-2:], lambda tile: row_topics(
         a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs, level_widths,
-        block_reduction, tile, own_count=own_count), tile_tokens=tile_tokens,
-        block_tokens=block_tokens)
+        block_reduction, tile), tile_tokens=tile_tokens, block_tokens=block_tokens,
+        tile_index=tile_index)
 
 
 def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_refs,
                level_widths: tuple[int, ...], block_reduction: str, tile: Tile,
-               own_mass=own_topic_mass, own_count: str = "thread"):
+               own_mass=own_topic_mass):
     """New topics of a tile's tokens drawn over the tile word's dense B-hat row
     level_refs[-1][word] and its tree (the levels above it): the module docstring's steps,
     from the sparse part to the topic.  own_mass(own_count, alpha_z, B-hat_vz, D_z): the own
-    topic's mass without the token (sampler.own_topic_mass: from B-hat as held).  own_count:
-    sparse_lanes'."""
+    topic's mass without the token (sampler.own_topic_mass: from B-hat as held)."""
     bhat_ref, word, own, real, state = level_refs[-1], tile.word, tile.own, tile.real, tile.state
 
     def products(topics, counts, inside, is_own):
@@ -170,8 +198,7 @@ def row_topics(a_pairs_ref, alpha_ref, denominator_ref, tree_total_ref, level_re
         return counts * weights.astype(jnp.float32)  # 0 outside the row and for own
 
     lane_mass, kept_topics, own_count = sparse_lanes(a_pairs_ref, bhat_ref.shape[1], tile,
-                                                     products, word * bhat_ref.shape[1],
-                                                     own_count=own_count)
+                                                     products, word * bhat_ref.shape[1])
     own_bhat = plgpu.load(bhat_ref.at[word, own], mask=real, other=0.0).astype(jnp.float32)
     own_alpha = plgpu.load(alpha_ref.at[own], mask=real, other=0.0)
     lane_mass, kept_topics = join_own_topic(
@@ -218,8 +245,7 @@ def row_inside(nnz, block, tile_tokens: int):
     return inside.reshape(tile_tokens, WIDTH)
 
 
-def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0, *,
-                 own_count: str = "thread"):
+def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offset=0):
     """The part of each token's distribution over its document's nonzeros, 32 a block:
     (each lane's mass, the topic its reservoir kept, the document's count of the token's own
     topic, whose mass is left out of the lanes).  products(topics, counts, inside, is_own):
@@ -230,29 +256,22 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     dense kernel's B-hat gathers are masked by it alone, about one instruction a nonzero fewer
     in a kernel bound by issuing them (docs/measurements/roofline.md).
 
-    own_count, where the loop holds A_dz (a row holds each topic once, so one lane meets it):
-    "thread", one value a group of THREAD_LANES lanes (a thread's): the largest of the
-    group's own counts over the blocks, the one nonzero (in-thread maxima, no shuffles);
-    "packed", in the reservoirs' registers, packed as A's pairs (state.pack_pairs): the kept
-    topic in the topic bits, the own count in the count bits of the lane that meets it (its
-    product is 0, so it keeps nothing in that block), for 4 bit operations a nonzero against
-    the others' 2 selects.
-    Either holds 7-8 registers a thread fewer across the loop than one own count a lane, what
-    brings the dense kernel's loop to the 64 registers at which an SM holds 32 one-warp
-    programs instead of 28 (docs/measurements/roofline.md, run 18).
+    The loop holds A_dz once a group of THREAD_LANES lanes (a thread's; a row holds each
+    topic once, so one lane meets it): the largest of the group's own counts over the blocks,
+    the one nonzero, by in-thread maxima (no shuffles).  That holds 7 registers a thread fewer
+    across the loop than one own count a lane, what brings the dense kernel's loop to the 64
+    registers at which an SM holds 32 one-warp programs instead of 28
+    (docs/measurements/roofline.md, runs 18-19).
 
     row_offset: where the tile word's row starts in B-hat's flat index (0 if none).  The own
     test compares topic + row_offset with the own topic's: where the padded width is a power
     of two, the gather's offset ((pair & mask) | row_offset) is then one instruction (padding
     rows match no topic, which keeps the compiler from folding the test back to topics ==
-    own).  But packed, the reservoirs keep topic + row_offset, and the offset comes off after
-    the loop.
+    own).  The reservoirs keep topic + row_offset, and the offset comes off after the loop.
     """
     lanes, own, state, tile_tokens = warp.lane_offsets(), tile.own, tile.state, tile.own.shape[0]
-    packed = own_count == "packed"
     own_at_row = jnp.where(tile.real, own + row_offset, -1)
     outside = jnp.broadcast_to((own ^ 1).astype(jnp.uint32)[:, None], (tile_tokens, WIDTH))
-    topic_bits = jnp.uint32((1 << pair_topic_bits(padded_topics)) - 1)
 
     def load_block(block):
         """Lanes inside and pairs of block (nonzeros 32*block .. 32*block + 31)."""
@@ -264,7 +283,7 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
     def visit_block(block, carry):
         """Add block's products to the lane masses; each lane keeps its product's topic
         w.p. product / lane mass (one uniform per token and block, shared by its lanes); the
-        own topic's count joins own_count's holder.
+        own topic's count joins its thread's.
 
         The next block's A entries do not depend on this block: they are loaded last in the
         program's order, and ptxas issues this block's B-hat gathers first, together.
@@ -273,30 +292,21 @@ def sparse_lanes(a_pairs_ref, padded_topics: int, tile: Tile, products, row_offs
         topics, counts = unpack_pairs(pairs, padded_topics)
         at_row = topics + row_offset
         is_own = at_row == own_at_row[:, None]
-        if packed:
-            kept = kept | (pairs & jnp.where(is_own, ~topic_bits, jnp.uint32(0)))
-        else:
-            own_counts = jnp.maximum(own_counts, jnp.max(jnp.where(is_own, counts, 0).reshape(
-                tile_tokens, WIDTH // THREAD_LANES, THREAD_LANES), axis=2))
+        own_counts = jnp.maximum(own_counts, jnp.max(jnp.where(is_own, counts, 0).reshape(
+            tile_tokens, WIDTH // THREAD_LANES, THREAD_LANES), axis=2))
         block_products = products(topics, counts.astype(jnp.float32), inside, is_own)
         lane_mass = lane_mass + block_products
         keep = (rng.uniform(state, rng.STREAM_BLOCK + block)[:, None] * lane_mass
                 < block_products)
         following = load_block(block + 1)
-        kept = jnp.where(keep, (kept & ~topic_bits) | (pairs & topic_bits) if packed else at_row,
-                         kept)
-        return lane_mass, kept, own_counts, following
+        return lane_mass, jnp.where(keep, at_row, kept), own_counts, following
 
     lane_mass, kept, own_counts, _ = jax.lax.fori_loop(
         0, jnp.max((tile.nnz + WIDTH - 1) // WIDTH), visit_block,
         (jnp.zeros((tile_tokens, WIDTH), jnp.float32),
-         jnp.zeros((tile_tokens, WIDTH), jnp.uint32) if packed
-         else jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
-         None if packed else jnp.zeros((tile_tokens, WIDTH // THREAD_LANES), jnp.int32),
-         load_block(0)))
-    kept_topics, own_counts = (unpack_pairs(kept, padded_topics) if packed
-                               else (kept - row_offset, own_counts))
-    return lane_mass, kept_topics, jnp.sum(own_counts, axis=1).astype(jnp.float32)
+         jnp.full((tile_tokens, WIDTH), row_offset, jnp.int32),
+         jnp.zeros((tile_tokens, WIDTH // THREAD_LANES), jnp.int32), load_block(0)))
+    return lane_mass, kept - row_offset, jnp.sum(own_counts, axis=1).astype(jnp.float32)
 
 
 def join_own_topic(lane_mass, kept_topics, own_mass, tile: Tile):
@@ -340,11 +350,13 @@ def tree_topic(level_refs, alpha_ref, level_widths: tuple[int, ...], row, take, 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
                                              "max_registers", "block_reduction",
-                                             "own_count", "interpret"))
+                                             "tile_queues", "queue_programs", "claim_tiles",
+                                             "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
                        max_registers: int | None = 64, block_reduction: str = "sum",
-                       own_count: str = "thread", interpret: bool | None = None):
+                       tile_queues: int = 0, queue_programs: int = 32, claim_tiles: int = 4,
+                       interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0), and the same
     topics at their doc-major positions (what the A rebuild reads; stored by the kernel as it
     goes, instead of a separate scatter).
@@ -362,17 +374,20 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: Model, key,
     block_reduction: "sum" adds the 32 lane masses with Triton's reduction, which for a row
     held one lane per thread of a warp is the xor-shuffle butterfly of the reference (other
     layouts change only the rounding); "butterfly" spells that order out with splits, exact
-    whatever the layout.  own_count: where the block loop holds the own topic's count
-    (sparse_lanes'; the same topics either way).  interpret=None: interpret unless on a GPU.
+    whatever the layout.  tile_queues, queue_programs, claim_tiles: the tiles claimed
+    claim_tiles at a time from tile_queues queues (one an SM) by queue_programs programs a
+    queue (saberjax.pallas.tile_queues; tile_queues 0: one program a tile), the same topics
+    either way.  interpret=None: interpret unless on a GPU.
     """
     levels = tuple(model.tree) + (model.bhat,)
     kernel = functools.partial(_sample_kernel, tile_tokens=chunk.tile_tokens,
                                block_tokens=chunk.block_tokens,
                                level_widths=tuple(level.shape[1] for level in levels),
-                               block_reduction=block_reduction,
-                               own_count=own_count)
+                               block_reduction=block_reduction)
     inputs = (*tile_inputs(chunk, chunk_state, key), model.alpha.astype(jnp.float32),
               model.bhat_denominator, chunk_state.a_pairs, model.tree_total, *levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                        zero_doc_major=zero_doc_major, max_registers=max_registers or None)
+                        zero_doc_major=zero_doc_major, max_registers=max_registers or None,
+                        tile_queues=tile_queues, queue_programs=queue_programs,
+                        claim_tiles=claim_tiles)

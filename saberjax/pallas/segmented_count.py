@@ -241,24 +241,55 @@ def _rank_listed_words(snapshot_ref, summary_snapshot_ref, program, word_offsets
                              jnp.int32(0))
 
 
+def scratch_row_bytes(num_topics: int) -> int:
+    """Bytes of a program's scratch row: counts (K), bitmap and its summary (K/32 and
+    K/1024 words) and their snapshots (two of each)."""
+    num_words = -(-num_topics // BITS)
+    return 4 * (num_topics + 3 * num_words + 3 * -(-num_words // BITS))
+
+
+def program_count(num_topics: int, num_docs: int, *, num_programs: int = 2048,
+                  scratch_bytes: int = 24 << 20, min_programs: int = 512,
+                  wide_programs: int = 1024, wide_scratch_bytes: int = 1 << 30) -> int:
+    """The kernel's programs for num_docs documents (at most num_programs, at most one a
+    document): as many as keep their scratch rows within scratch_bytes (about the L2), at
+    least min_programs; where the rows outgrow the L2 even so (the first rule gives fewer than
+    min_programs), wide_programs as long as their rows fit wide_scratch_bytes: the rows are
+    then read from memory either way, and more programs, more documents at once, hide more
+    of the atomics' latency."""
+    row = scratch_row_bytes(num_topics)
+    programs = max(min_programs, scratch_bytes // row)
+    if scratch_bytes // row < min_programs and wide_programs * row <= wide_scratch_bytes:
+        programs = max(programs, wide_programs)
+    return max(1, min(num_programs, num_docs, programs))
+
+
+def scratch_bytes_of(num_topics: int, num_docs: int, **programs) -> int:
+    """Device bytes of the kernel's scratch rows for num_docs documents (programs:
+    program_count's knobs), zeros allocated at each call."""
+    return program_count(num_topics, num_docs, **programs) * scratch_row_bytes(num_topics)
+
+
 @functools.partial(jax.jit, static_argnames=("num_topics", "block_tokens", "num_programs",
-                                             "scratch_bytes", "min_programs", "num_warps",
-                                             "levels", "semantic", "interpret"))
+                                             "scratch_bytes", "min_programs", "wide_programs",
+                                             "wide_scratch_bytes", "num_warps", "levels",
+                                             "semantic", "interpret"))
 def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int, *,
                       block_tokens: int = 128, num_programs: int = 2048,
                       scratch_bytes: int = 24 << 20, min_programs: int = 512,
+                      wide_programs: int = 1024, wide_scratch_bytes: int = 1 << 30,
                       num_warps: int = 4, levels: int | None = None,
                       semantic: str = "relaxed", interpret: bool | None = None):
     """The chunk's A (a_pairs, a_nnz) from its doc-major topics (< num_topics).
 
     Same contract as saberjax.segmented_count.rebuild_doc_topic.  block_tokens (a power of
-    two) is the segment slice a program handles at once; num_programs the programs, each with
-    a scratch row of num_topics + 3 K/32 + 3 K/1024 ints: fewer, down to min_programs (at large K), where
-    their rows together would pass scratch_bytes (about the L2); num_warps is Triton's;
-    levels the bitmap's (1, or 2 with the summary; None: 2 where K/32 words take more than
-    one scan of WORD_BLOCK lanes); semantic that of the scratch atomics
-    (saberjax.pallas.atomics).  Defaults: the fastest measured on an H200 (NOTES.md,
-    docs/measurements/kernels.md).  interpret=None: interpret unless on a GPU.
+    two) is the segment slice a program handles at once; num_programs, scratch_bytes,
+    min_programs, wide_programs, wide_scratch_bytes: the programs' (program_count), each
+    with a scratch row (scratch_row_bytes); num_warps is Triton's; levels the bitmap's (1,
+    or 2 with the summary; None: 2 where K/32 words take more than one scan of WORD_BLOCK
+    lanes); semantic that of the scratch atomics (saberjax.pallas.atomics).  Defaults: the
+    fastest measured on an H200 (NOTES.md, docs/measurements/kernels.md,
+    docs/measurements/sparse_model.md).  interpret=None: interpret unless on a GPU.
     """
     size = chunk.padded_tokens
     interpret = default_interpret() if interpret is None else interpret
@@ -267,9 +298,10 @@ def rebuild_doc_topic(chunk: Chunk, doc_major_topics: jax.Array, num_topics: int
     levels = (2 if num_words > WORD_BLOCK else 1) if levels is None else levels
     if levels not in (1, 2):
         raise ValueError(f"levels must be 1 or 2, got {levels}")
-    row_bytes = 4 * (num_topics + 3 * num_words + 3 * num_summary)
-    num_programs = max(1, min(num_programs, chunk.padded_docs,
-                              max(min_programs, scratch_bytes // row_bytes)))
+    num_programs = program_count(num_topics, chunk.padded_docs, num_programs=num_programs,
+                                 scratch_bytes=scratch_bytes, min_programs=min_programs,
+                                 wide_programs=wide_programs,
+                                 wide_scratch_bytes=wide_scratch_bytes)
     word_block = min(pl.next_power_of_2(num_words if levels == 1 else num_summary), WORD_BLOCK)
     kernel = functools.partial(_segmented_count_kernel, block=block_tokens,
                                word_block=word_block, levels=levels, semantic=semantic,

@@ -90,8 +90,9 @@ class _Row(NamedTuple):
 
 
 def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int, ...],
-            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int):
-    """Sample the tokens of tile program_id (see the module docstring)."""
+            dense_level_widths: tuple[int, ...], padded_topics: int, table_window: int,
+            tile_index=None):
+    """Sample the tokens of tile tile_index, program_id's if None (see the module docstring)."""
     # refs: tile_inputs', _ModelRefs', the prior tree's levels and leaves, the dense rows' tree
     # levels and B-hat rows, two zeroed arrays aliased to the outputs, the outputs
     model_end = TILE_INPUTS + len(_ModelRefs._fields)
@@ -115,7 +116,7 @@ def _kernel(*refs, tile_tokens: int, block_tokens: int, level_widths: tuple[int,
                                        table_window, tile))
 
     sample_tile(refs[:TILE_INPUTS], refs[-2:], draw, tile_tokens=tile_tokens,
-                block_tokens=block_tokens)
+                block_tokens=block_tokens, tile_index=tile_index)
 
 
 def _sparse_row_topics(model: _ModelRefs, level_refs, level_widths: tuple[int, ...],
@@ -248,16 +249,24 @@ def _row_topic(model: _ModelRefs, row: _Row, x, own, own_word_count, take):
 
 
 @functools.partial(jax.jit, static_argnames=("zero_doc_major", "num_warps", "num_stages",
-                                             "table_window", "interpret"))
+                                             "table_window", "tile_queues", "queue_programs",
+                                             "claim_tiles", "max_registers", "interpret"))
 def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel, key, *,
                        zero_doc_major: bool = True, num_warps: int = 1, num_stages: int = 1,
-                       table_window: int = ROW_TABLE_WINDOW, interpret: bool | None = None):
+                       table_window: int = ROW_TABLE_WINDOW, tile_queues: int = 0,
+                       queue_programs: int = 20, claim_tiles: int = 4,
+                       max_registers: int | None = None, interpret: bool | None = None):
     """New topic of every word-major token of a chunk (padding tokens get topic 0) and the same
     topics at their doc-major positions; the contract of
     saberjax.sparse_sampler.sample_and_shuffle (zero_doc_major as the dense kernel's,
     saberjax.pallas.sampler).  num_warps, num_stages: Triton's; table_window: the slots a
     lookup in a row's table loads (a row whose table needs more searches its bucket);
-    interpret=None: interpret unless on a GPU."""
+    tile_queues, queue_programs, claim_tiles: the tiles claimed claim_tiles at a time from
+    tile_queues queues (one an SM) by queue_programs programs a queue (the programs an SM
+    holds at the kernel's registers: 20 at 96; saberjax.pallas.tile_queues; tile_queues 0:
+    one program a tile), the same topics either way; max_registers: a cap on a thread's
+    registers (saberjax.pallas.registers; None: ptxas's choice, which the claims' loop
+    raises); interpret=None: interpret unless on a GPU."""
     rows = model.word_topic
     levels = tuple(model.prior_tree) + (model.prior_leaves,)
     dense_levels = tuple(model.dense_tree) + (model.dense_bhat,)
@@ -275,4 +284,6 @@ def sample_and_shuffle(chunk: Chunk, chunk_state: ChunkState, model: SparseModel
               *levels, *dense_levels)
     return call_sampler(kernel, inputs, chunk, chunk_state, name="saber_sparse_sample",
                         num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-                        zero_doc_major=zero_doc_major)
+                        zero_doc_major=zero_doc_major, tile_queues=tile_queues,
+                        queue_programs=queue_programs, claim_tiles=claim_tiles,
+                        max_registers=max_registers or None)
