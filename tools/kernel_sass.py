@@ -36,6 +36,8 @@ if __package__ in (None, ""):
 
 from absl import app, flags
 
+import knob_args  # tools/, beside this script
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("triton", None, "Folder holding a standalone `triton` package.",
                     required=True)
@@ -46,7 +48,7 @@ flags.DEFINE_integer("num_warps", 1, "The kernel's num_warps (sample_and_shuffle
 flags.DEFINE_bool("listing", False, "Also print each loop's instructions, each with the "
                   "registers live there.")
 flags.DEFINE_string("kernel_args", "", "Keyword arguments of sample_and_shuffle, name=value "
-                    "(an integer or a word) comma-separated (e.g. max_registers=64).")
+                    "comma-separated (knob_args.parse: e.g. max_registers=64).")
 
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 LIVE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/.*?;\s*//\s*\|\s*(\d+)")  # nvdisasm's count
@@ -151,10 +153,8 @@ def describe(sass: str, usage: str, live: dict[int, int]) -> list[str]:
 
 def main(argv):
     for path in argv[1:]:
-        kernel_args = {name: int(value) if value.isdigit() else value for name, value in
-                       (item.split("=") for item in FLAGS.kernel_args.split(",") if item)}
         for number, ir_text in enumerate(triton_ir(path, FLAGS.num_topics, FLAGS.model,
-                                                   kernel_args)):
+                                                   knob_args.parse(FLAGS.kernel_args))):
             with tempfile.TemporaryDirectory() as folder:
                 sass, usage, live = compile_sass(ir_text, pathlib.Path(folder))
             print(f"{path}, kernel {number}")

@@ -49,6 +49,8 @@ from saberjax.layout import with_tile_tokens
 from saberjax.pallas import kernels
 from saberjax.pallas import sampler as pallas_sampler
 
+import knob_args  # tools/, beside this script
+
 DEFAULTS = {name: getattr(kernels, name) for name in
             ("sample_and_shuffle", "rebuild_doc_topic", "count_word_topic")}
 FLAGS = flags.FLAGS
@@ -71,16 +73,6 @@ flags.DEFINE_integer("repeats", 5, "Timed calls per variant (median).")
 flags.DEFINE_string("output", None, "JSON lines file.")
 flags.DEFINE_bool("profile", False, "Run each variant once inside a CUDA profiler range "
                   "(ncu --profile-from-start off) instead of timing it.")
-
-def parse_variants(text: str) -> dict[str, dict[str, int]]:
-    """{name: knobs} of 'name:knob=value,...;...'."""
-    variants = {}
-    for item in filter(None, (part.strip() for part in text.split(";"))):
-        name, _, knobs = item.partition(":")
-        variants[name] = {key: int(value) if value.lstrip("-").isdigit() else value
-                          for key, value in
-                          (pair.split("=") for pair in filter(None, knobs.split(",")))}
-    return variants
 
 
 def load_module(path: str):
@@ -248,14 +240,14 @@ def main(argv):
             rebuild_doc_topic=sweep(
                 emit, num_topics, "rebuild", functools.partial(
                     DEFAULTS["rebuild_doc_topic"], num_topics=num_topics),
-                (chunk, doc_major), parse_variants(FLAGS.rebuild_variants)),
+                (chunk, doc_major), knob_args.parse_named(FLAGS.rebuild_variants)),
             count_word_topic=sweep(
                 emit, num_topics, "count", DEFAULTS["count_word_topic"],
                 (chunk, topics, jax.numpy.zeros_like(state.model.word_topic)),
-                parse_variants(FLAGS.count_variants)))
+                knob_args.parse_named(FLAGS.count_variants)))
         del topics, doc_major
         # the baseline kernel is the sweep's default, each variant this tree's kernel
-        sampler_variants = parse_variants(FLAGS.variants)
+        sampler_variants = knob_args.parse_named(FLAGS.variants)
 
         def this_tree(args, knobs):
             args, knobs = tiled(args, knobs)

@@ -7,10 +7,11 @@ model's, one JSON line per run (to stdout and --output).
 
 A run is K:format[:backend[:iterations]] (format dense, sparse or auto; backend auto, xla or
 pallas).  Each run places the corpus as training would (trainer.plan_run: the memory plan
-resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles, runs --warmup +
-iterations iterations (trainer.train_placed) and reports the timed ones.  --quality_runs run
-after the others on a split of the corpus (--test_fraction of the documents held out) from
-the random start and report the held-out log-likelihood per token after their iterations.
+resolves "auto"; consecutive runs of one plan share the placement), initialises, compiles,
+runs --warmup + iterations iterations (trainer.train_placed) and reports the timed ones.
+--quality_runs run after the others on a split of the corpus (--test_fraction of the
+documents held out) from the random start and report the held-out log-likelihood per token
+after their iterations.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from saberjax.corpus import Corpus
 from saberjax.state import check_document_lengths, max_pair_count
 
 import kernel_timeline  # tools/, beside this script
+import knob_args
 
 try:  # the model's build; a baseline tree of tools/sparse_ab.sh may predate its module
     from saberjax import sparse_build
@@ -264,7 +266,7 @@ def estep_settings(share, chunk_state, model, key, topics, settings: str,
     model_knobs = set(inspect.signature(sparse_build.model_from_totals).parameters)
     record = {}
     for setting in settings.split(";"):
-        knobs = setting_knobs(setting)
+        knobs = knob_args.parse(setting)
         chunk = share
         if "tile_tokens" in knobs:
             chunk = with_tile_tokens(share, int(model.row_mass.shape[0]),
@@ -330,20 +332,13 @@ def _one_program(placement, share, chunk, chunk_state, model, key):
                                    model.alpha, hyper, placement.num_words))
 
 
-def setting_knobs(setting: str) -> dict:
-    """A setting's keyword arguments: name=value items, comma-separated (an integer or a
-    word)."""
-    return {name: int(value) if value.isdigit() else value for name, value in
-            (item.split("=") for item in setting.split(",") if item)}
-
-
 def rebuild_settings(chunk, doc_major, num_topics: int, settings: str, repeats: int) -> dict:
     """Seconds of the segmented-count kernel at each of the ';'-separated settings (its
     keyword arguments as name=value, comma-separated) on the same topics, and whether each
     gives the A of the first."""
     record, first = {}, None
     for setting in settings.split(";"):
-        knobs = setting_knobs(setting)
+        knobs = knob_args.parse(setting)
         program = functools.partial(jax.jit(functools.partial(
             pallas_segmented_count.rebuild_doc_topic, num_topics=num_topics, **knobs)),
             chunk, doc_major)

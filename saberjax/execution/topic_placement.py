@@ -62,7 +62,7 @@ def place_topics(placement, corpus_topics) -> tuple:
             return np.concatenate([_doc_major(placement, corpus_topics,
                                               device * num_slots + slot, padded_tokens)
                                    for device in range(group * parts, (group + 1) * parts)]
-                                  + [[0]])
+                                  + [np.zeros(1, placement.hyper.topic_dtype)])
 
         shares = (tuple(placement.word_shares) if placement.streamed
                   else (placement.word_shares,))
