@@ -48,6 +48,7 @@ import numpy as np
 
 from saberjax import compilation
 from saberjax.layout import Chunk
+from saberjax.sparse_rows import ROW_TABLE_WINDOW
 from saberjax.state import BHAT_DTYPE, ChunkState
 
 SECTOR = 32  # bytes of an L2 / HBM access
@@ -122,6 +123,14 @@ def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict
         doc_nnz=nnz, doc_lengths=lengths)
 
 
+def _span_sectors(nnz, padded_topics: int, value_bytes: int, xp=np):
+    """The sectors a 32-lane block's gathers span in a row of padded_topics values of
+    value_bytes, for a document of nnz nonzeros: its 32 sorted topics span 32 K / nnz
+    columns (at most 32 sectors).  xp: numpy, or jax.numpy under jit."""
+    return xp.minimum(32.0, 32.0 * padded_topics / xp.maximum(nnz, 1.0)
+                      * value_bytes / SECTOR + 1.0)
+
+
 ARRAYS = ("token_lists", "doc_metadata", "doc_major_copy", "a_rows", "bhat_rows")
 LEVELS = ("hbm", "l2", "l1")
 
@@ -152,8 +161,7 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
         # L1: a block's 32 pairs, and the sectors its 32 sorted topics span
         nnz = np.asarray(sums["doc_nnz"], np.float64)
         blocks = np.asarray(sums["doc_lengths"], np.float64) * np.ceil(nnz / 32)
-        span_sectors = np.minimum(32.0, 32.0 * padded_topics / np.maximum(nnz, 1.0)
-                                  * bhat_bytes / SECTOR + 1.0)
+        span_sectors = _span_sectors(nnz, padded_topics, bhat_bytes)
         run_bytes = SECTOR * float(sums["run_sectors"])
         for name, hbm, l2, l1 in (
                 ("token_lists", TOKEN_STREAM_BYTES * tokens + 4.0 * float(sums["tiles"]),
@@ -191,3 +199,70 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
                 tiles=totals["tiles"], block_steps=totals["block_steps"],
                 arrays={name: {level: float(f"{value / tokens:.4g}")
                                for level, value in moved[name].items()} for name in ARRAYS})
+
+
+
+@functools.partial(compilation.jit, static_argnames=("padded_topics",))
+def _lookup_sectors(chunk: Chunk, chunk_state: ChunkState, num_dense_rows,
+                    padded_topics: int):
+    """Term 1's gathers summed over the chunk's real tokens (device arrays): the tokens on
+    dense rows, their blocks' B-hat sectors (bfloat16 spans), the other tokens' blocks'
+    denominator sectors (float32 spans) and their nonzeros."""
+    real = jnp.arange(chunk.padded_tokens) < chunk.num_tokens
+    nnz = chunk_state.a_nnz[jnp.minimum(chunk.doc, chunk_state.a_nnz.shape[0] - 1)]
+    nnz = jnp.where(real, nnz, 0).astype(jnp.float32)
+    blocks = jnp.ceil(nnz / 32)
+    dense = real & (chunk.word < num_dense_rows)
+    sparse = real & ~dense
+
+    def spans(value_bytes):
+        return blocks * _span_sectors(nnz, padded_topics, value_bytes, jnp)
+    return (jnp.sum(dense.astype(jnp.float32)),
+            jnp.sum(jnp.where(dense, spans(np.dtype(BHAT_DTYPE).itemsize), 0.0)),
+            jnp.sum(jnp.where(sparse, spans(4), 0.0)), jnp.sum(jnp.where(sparse, nnz, 0.0)))
+
+
+def sparse_floor(chunks, chunk_states, num_dense_rows: int, bhat_shape: tuple[int, int],
+                 card: Card, table_window: int = ROW_TABLE_WINDOW) -> dict:
+    """The sparse model's E-step floor (saberjax.pallas.sparse_sampler) over chunks in their
+    states, for V x padded K (bhat_shape) with dense rows for words 0 .. num_dense_rows - 1:
+    floor's dict with its B-hat row term replaced by the lookups of term 1, and the share of
+    tokens on dense rows and the mean nonzeros of A a token beside it.
+
+    A dense row of K bfloat16 values outgrows an SM's L1 beside the SM's other programs at
+    the K that take the sparse model, so each 32 B sector a block's gathers span (floor's L1
+    count) comes from L2: term 1 of a dense-row token costs SECTOR bytes of L2 a sector.  A
+    sparse-row token's nonzero loads a float32 denominator (D_k, the same span at 4 bytes)
+    and a window of table_window int32 slots (1 + (window - 1) * 4 / SECTOR sectors: a
+    window starting at a uniform slot of a sector), both from L2 (the tables are far
+    larger than an L1).  Rows without a table (a bucket search, about 2 entries) count as
+    tabled; the HBM bytes of the lookups are floor's B-hat term (a row, or its gathered
+    sectors, once a chunk)."""
+    base = floor(chunks, chunk_states, bhat_shape, card)
+    window_sectors = 1.0 + (table_window - 1) * 4 / SECTOR
+    tokens = dense_tokens = dense_sectors = sparse_sectors = 0.0
+    for chunk, chunk_state in zip(chunks, chunk_states):
+        dense, bhat, denominators, nonzeros = map(float, jax.device_get(_lookup_sectors(
+            chunk, chunk_state, num_dense_rows, bhat_shape[1])))
+        tokens += float(chunk.num_tokens)
+        dense_tokens += dense
+        dense_sectors += bhat
+        sparse_sectors += denominators + window_sectors * nonzeros
+    tokens = max(tokens, 1.0)
+    arrays = {name: levels for name, levels in base["arrays"].items() if name != "bhat_rows"}
+    bhat_hbm = base["arrays"]["bhat_rows"]["hbm"]
+    for name, sectors, hbm in (
+            ("dense_lookups", dense_sectors, bhat_hbm * dense_tokens / tokens),
+            ("sparse_lookups", sparse_sectors, bhat_hbm * (1 - dense_tokens / tokens))):
+        arrays[name] = dict(hbm=hbm, l2=SECTOR * sectors / tokens, l1=sectors / tokens)
+    per_token = {level: sum(levels[level] for levels in arrays.values()) for level in LEVELS}
+    seconds = dict(hbm=per_token["hbm"] * tokens / card.hbm_bytes_per_s,
+                   l2=per_token["l2"] * tokens / card.l2_bytes_per_s,
+                   l1=per_token["l1"] * tokens / (L1_SECTORS_PER_CYCLE * card.num_sms
+                                                  * card.clock_hz))
+    bound = max(seconds, key=seconds.get)
+    return {**base, "floor_seconds": seconds[bound], "floor_bound": bound,
+            "hbm_seconds": seconds["hbm"], "l2_seconds": seconds["l2"],
+            "l1_seconds": seconds["l1"], "hbm_bytes_per_token": per_token["hbm"],
+            "l2_bytes_per_token": per_token["l2"], "l1_sectors_per_token": per_token["l1"],
+            "dense_share": dense_tokens / tokens, "arrays": arrays}

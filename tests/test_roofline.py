@@ -90,3 +90,38 @@ def test_smaller_chunks_shrink_the_footprint_and_keep_the_token_count():
     many = roofline.floor(cut.chunks, cut_state.chunks, cut_state.model.bhat.shape, card)
     assert len(cut.chunks) > 1
     assert many["chunk_a_footprint_bytes"] < one["chunk_a_footprint_bytes"]
+
+
+def test_sparse_floor_counts_term_one_lookups_token_by_token():
+    layout, state = _state(chunk_tokens=400)
+    shape = state.model.bhat.shape
+    num_dense = layout.num_words // 3
+    card = roofline.Card(2e12, 6e12, 1 << 30, 132, 2e9)
+    base = roofline.floor(layout.chunks, state.chunks, shape, card)
+    result = roofline.sparse_floor(layout.chunks, state.chunks, num_dense, shape, card)
+    tokens = dense_tokens = dense_sectors = sparse_sectors = 0
+    for chunk, chunk_state in zip(layout.chunks, state.chunks):
+        real = int(chunk.num_tokens)
+        nnz = np.asarray(chunk_state.a_nnz)[np.asarray(chunk.doc)[:real]]
+        for word, count in zip(np.asarray(chunk.word)[:real], nnz):
+            blocks = -(-int(count) // 32)
+            tokens += 1
+            if word < num_dense:  # a sector a bfloat16 span, 16 topics to a sector
+                dense_tokens += 1
+                dense_sectors += blocks * min(32, 32 * shape[1] / count * 2 / 32 + 1)
+            else:  # a float32 denominator span and a 4-slot window (1 + 12/32 sectors)
+                sparse_sectors += blocks * min(32, 32 * shape[1] / count * 4 / 32 + 1)
+                sparse_sectors += 1.375 * count
+    assert 0 < dense_tokens < tokens
+    assert result["dense_share"] == pytest.approx(dense_tokens / tokens)
+    arrays = result["arrays"]
+    assert arrays["dense_lookups"]["l1"] == pytest.approx(dense_sectors / tokens, rel=1e-5)
+    assert arrays["sparse_lookups"]["l1"] == pytest.approx(sparse_sectors / tokens, rel=1e-5)
+    for name in ("dense_lookups", "sparse_lookups"):  # each gathered sector from L2
+        assert arrays[name]["l2"] == pytest.approx(32 * arrays[name]["l1"])
+    assert "bhat_rows" not in arrays and arrays["a_rows"] == base["arrays"]["a_rows"]
+    assert result["l2_bytes_per_token"] == pytest.approx(
+        sum(a["l2"] for a in arrays.values()))
+    assert result["floor_seconds"] == max(result["hbm_seconds"], result["l2_seconds"],
+                                          result["l1_seconds"])
+    assert result["nnz_per_token"] == base["nnz_per_token"]

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import benchmark, esca, rng, sparse_rows, synth, trainer
+from saberjax import benchmark, esca, rng, roofline, sparse_rows, synth, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -234,6 +234,7 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         ("sample", sample), ("rebuild_a", rebuild), ("count_rows", count),
         ("build_model", build))}
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
+    phases["sample_floor"] = sample_floor(share, chunk_state, model, placement.num_words)
     if rebuild_variants:
         phases.update(rebuild_settings(chunk, doc_major, hyper.num_topics, rebuild_variants,
                                        repeats))
@@ -249,6 +250,16 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         phases.update(dense_row_types(placement, share, chunk_state, rows, model.alpha, key,
                                       repeats))
     return phases
+
+
+def sample_floor(share, chunk_state, model, num_words: int) -> dict:
+    """The E-step's floor on the device's tokens (roofline.sparse_floor, at the card's
+    measured copy rate): its levels' seconds and bytes a token, the bound, the share of
+    tokens on dense rows, A's nonzeros a token and each array's bytes a token by level."""
+    card = roofline.Card.of_device(
+        jax.devices()[0], benchmark.copy_bandwidth(1 << 30)["copy_GB_per_s"] * 1e9)
+    return roofline.sparse_floor((share,), (chunk_state,), int(model.dense_bhat.shape[0]),
+                                 (num_words, int(model.topic_totals.shape[0])), card)
 
 
 def estep_settings(share, chunk_state, model, key, topics, settings: str,
