@@ -123,11 +123,11 @@ def chunk_traffic(chunk: Chunk, chunk_state: ChunkState, num_words: int) -> dict
         doc_nnz=nnz, doc_lengths=lengths)
 
 
-def _span_sectors(nnz, padded_topics: int, value_bytes: int, xp=np):
-    """The sectors a 32-lane block's gathers span in a row of padded_topics values of
-    value_bytes, for a document of nnz nonzeros: its 32 sorted topics span 32 K / nnz
-    columns (at most 32 sectors).  xp: numpy, or jax.numpy under jit."""
-    return xp.minimum(32.0, 32.0 * padded_topics / xp.maximum(nnz, 1.0)
+def _span_sectors(nnz, padded_topics: int, value_bytes: int, xp=np, lanes=32.0):
+    """The sectors a block's gathers at `lanes` lanes span in a row of padded_topics values of
+    value_bytes, for a document of nnz nonzeros: its sorted topics lie K / nnz columns apart
+    (at most a sector a lane).  xp: numpy, or jax.numpy under jit."""
+    return xp.minimum(lanes, lanes * padded_topics / xp.maximum(nnz, 1.0)
                       * value_bytes / SECTOR + 1.0)
 
 
@@ -206,19 +206,25 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
 def _lookup_sectors(chunk: Chunk, chunk_state: ChunkState, num_dense_rows,
                     padded_topics: int):
     """Term 1's gathers summed over the chunk's real tokens (device arrays): the tokens on
-    dense rows, their blocks' B-hat sectors (bfloat16 spans), the other tokens' blocks'
-    denominator sectors (float32 spans) and their nonzeros."""
+    dense rows, the B-hat sectors their blocks span (bfloat16), the denominator sectors the
+    other tokens' blocks span (float32) and those tokens' nonzeros."""
     real = jnp.arange(chunk.padded_tokens) < chunk.num_tokens
     nnz = chunk_state.a_nnz[jnp.minimum(chunk.doc, chunk_state.a_nnz.shape[0] - 1)]
     nnz = jnp.where(real, nnz, 0).astype(jnp.float32)
-    blocks = jnp.ceil(nnz / 32)
+    full = jnp.floor(nnz / 32)
+    tail = nnz - 32 * full
     dense = real & (chunk.word < num_dense_rows)
     sparse = real & ~dense
 
     def spans(value_bytes):
-        return blocks * _span_sectors(nnz, padded_topics, value_bytes, jnp)
+        """Full blocks, then the last block's lanes inside the row."""
+        return (full * _span_sectors(nnz, padded_topics, value_bytes, jnp)
+                + jnp.where(tail > 0, _span_sectors(nnz, padded_topics, value_bytes, jnp,
+                                                    tail), 0.0))
+    # the lanes past the row gather one column of a dense row (sparse_lanes): one sector more
+    bhat = spans(np.dtype(BHAT_DTYPE).itemsize) + (tail > 0)
     return (jnp.sum(dense.astype(jnp.float32)),
-            jnp.sum(jnp.where(dense, spans(np.dtype(BHAT_DTYPE).itemsize), 0.0)),
+            jnp.sum(jnp.where(dense, bhat, 0.0)),
             jnp.sum(jnp.where(sparse, spans(4), 0.0)), jnp.sum(jnp.where(sparse, nnz, 0.0)))
 
 
@@ -230,8 +236,9 @@ def sparse_floor(chunks, chunk_states, num_dense_rows: int, bhat_shape: tuple[in
     tokens on dense rows and the mean nonzeros of A a token beside it.
 
     A dense row of K bfloat16 values outgrows an SM's L1 beside the SM's other programs at
-    the K that take the sparse model, so each 32 B sector a block's gathers span (floor's L1
-    count) comes from L2: term 1 of a dense-row token costs SECTOR bytes of L2 a sector.  A
+    the K that take the sparse model, so each 32 B sector a block's gathers span (floor's
+    count, with a row's last block spanning its own lanes, and one sector more for the lanes
+    past the row) comes from L2: term 1 of a dense-row token costs SECTOR bytes of L2 a sector.  A
     sparse-row token's nonzero loads a float32 denominator (D_k, the same span at 4 bytes)
     and a window of table_window int32 slots (1 + (window - 1) * 4 / SECTOR sectors: a
     window starting at a uniform slot of a sector), both from L2 (the tables are far

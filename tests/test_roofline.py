@@ -104,13 +104,19 @@ def test_sparse_floor_counts_term_one_lookups_token_by_token():
         real = int(chunk.num_tokens)
         nnz = np.asarray(chunk_state.a_nnz)[np.asarray(chunk.doc)[:real]]
         for word, count in zip(np.asarray(chunk.word)[:real], nnz):
-            blocks = -(-int(count) // 32)
             tokens += 1
-            if word < num_dense:  # a sector a bfloat16 span, 16 topics to a sector
+            value_bytes = 2 if word < num_dense else 4  # a bfloat16 B-hat, a float32 D_k
+            # each block's lanes: sorted topics shape[1] / count columns apart, 32 B sectors
+            for block in range(-(-int(count) // 32)):
+                lanes = min(32, int(count) - 32 * block)
+                span = min(lanes, lanes * shape[1] / count * value_bytes / 32 + 1)
+                if word < num_dense:
+                    dense_sectors += span + (lanes < 32)  # the lanes past the row: a sector
+                else:
+                    sparse_sectors += span
+            if word < num_dense:
                 dense_tokens += 1
-                dense_sectors += blocks * min(32, 32 * shape[1] / count * 2 / 32 + 1)
-            else:  # a float32 denominator span and a 4-slot window (1 + 12/32 sectors)
-                sparse_sectors += blocks * min(32, 32 * shape[1] / count * 4 / 32 + 1)
+            else:  # a 4-slot window of int32 a nonzero: 1 + 12/32 sectors
                 sparse_sectors += 1.375 * count
     assert 0 < dense_tokens < tokens
     assert result["dense_share"] == pytest.approx(dense_tokens / tokens)
