@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import functools
 import resource
+import statistics
 import time
 
 import jax
@@ -29,6 +30,14 @@ def timed(fn):
     start = time.perf_counter()
     result = jax.block_until_ready(fn())
     return result, time.perf_counter() - start
+
+
+def median_seconds(program, repeats: int) -> float:
+    """Median wall seconds of program() (its result ready on the device) over `repeats` calls
+    after one that compiles; nan for none."""
+    jax.block_until_ready(program())
+    times = [timed(program)[1] for _ in range(repeats)]
+    return statistics.median(times) if times else float("nan")
 
 
 def copy_seconds(num_bytes: int, repeats: int, reduce=min) -> tuple[int, float]:

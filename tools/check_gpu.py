@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from saberjax import esca, mstep, rng, sampler, segmented_count
+from saberjax import esca, mstep, rng, sampler, segmented_count, timing
 from saberjax.config import Hyperparams, TrainConfig
 from saberjax.corpus import Corpus, load_corpus
 from saberjax.layout import build_layout, with_tile_tokens
@@ -42,7 +42,7 @@ from saberjax.pallas import bhat_tree as pallas_bhat_tree
 from saberjax.pallas import sampler as pallas_sampler
 from saberjax.pallas import segmented_count as pallas_ssc
 from saberjax.pallas import word_topic_count as pallas_word_count
-from saberjax.timing import copy_seconds, timed
+from saberjax.timing import copy_seconds
 from saberjax.tree import tree_totals
 
 FLAGS = flags.FLAGS
@@ -74,9 +74,7 @@ def report(**result) -> None:
 
 def median_seconds(function, *args, repeats: int) -> float:
     """Median wall time of function(*args) after one warm-up call (which compiles)."""
-    jax.block_until_ready(function(*args))
-    times = [timed(lambda: function(*args))[1] for _ in range(repeats)]
-    return statistics.median(times) if times else float("nan")
+    return timing.median_seconds(lambda: function(*args), repeats)
 
 
 def guarded(name: str):

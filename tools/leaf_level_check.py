@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 
 import jax
 import jax.numpy as jnp
 from absl import app, flags
 
 import knob_args  # tools/, beside this script
+from saberjax import timing
 from saberjax.pallas.bhat_tree import leaf_level as kernel
 from saberjax.tree import leaf_level
 
@@ -34,14 +34,8 @@ flags.DEFINE_integer("repeats", 5, "Timed calls of each (the median is reported)
 
 
 def milliseconds(program, repeats: int) -> float:
-    """Median milliseconds of program() after a compiling call."""
-    jax.block_until_ready(program())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(program())
-        times.append(time.perf_counter() - start)
-    return round(1e3 * sorted(times)[len(times) // 2], 3)
+    """Median milliseconds of program() after a compiling call (timing.median_seconds)."""
+    return round(1e3 * timing.median_seconds(program, repeats), 3)
 
 
 def main(argv):

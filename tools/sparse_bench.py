@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from saberjax import benchmark, esca, rng, roofline, sparse_rows, synth, trainer
+from saberjax import benchmark, esca, rng, roofline, sparse_rows, synth, timing, trainer
 from saberjax import corpus as corpus_io
 from saberjax.config import Hyperparams
 from saberjax.execution import memory
@@ -189,14 +189,8 @@ def split_long_documents(corpus, limit: int):
 
 
 def timed(program, repeats: int) -> float:
-    """Seconds of program() (median of `repeats` after a compiling pass)."""
-    jax.block_until_ready(program())
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(program())
-        seconds.append(time.perf_counter() - start)
-    return round(sorted(seconds)[len(seconds) // 2], 4)
+    """Seconds of program() (timing.median_seconds), to 0.1 ms."""
+    return round(timing.median_seconds(program, repeats), 4)
 
 
 def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
