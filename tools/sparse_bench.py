@@ -41,6 +41,7 @@ from saberjax.state import check_document_lengths, max_pair_count
 
 import kernel_timeline  # tools/, beside this script
 import knob_args
+from tile_sectors import tile_sectors
 
 try:  # the model's build; a baseline tree of tools/sparse_ab.sh may predate its module
     from saberjax import sparse_build
@@ -229,6 +230,8 @@ def sparse_phases(placement, state, repeats: int = 3, variants: bool = False,
         ("build_model", build))}
     phases["iteration"] = timed(functools.partial(placement.compile(state), state), repeats)
     phases["sample_floor"] = sample_floor(share, chunk_state, model, placement.num_words)
+    phases["tile_sectors"] = tile_sectors(share, chunk_state, int(model.dense_bhat.shape[0]),
+                                          int(model.topic_totals.shape[0]))
     if rebuild_variants:
         phases.update(rebuild_settings(chunk, doc_major, hyper.num_topics, rebuild_variants,
                                        repeats))
