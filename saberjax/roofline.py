@@ -131,6 +131,20 @@ def _span_sectors(nnz, padded_topics: int, value_bytes: int, xp=np, lanes=32.0):
                       * value_bytes / SECTOR + 1.0)
 
 
+def row_lookup_sectors(nnz, padded_topics: int, value_bytes: int, xp=np, past_row=False):
+    """The sectors a token's blocks of gathers span in a row of padded_topics values of
+    value_bytes, for a document of nnz (float) nonzeros: its full blocks', then the last
+    block's lanes inside the row; past_row: one sector more where that block has lanes past
+    the row (a dense row's, which gather one column: sparse_lanes).  xp: numpy, or jax.numpy
+    under jit."""
+    full = xp.floor(nnz / 32)
+    tail = nnz - 32 * full
+    sectors = (full * _span_sectors(nnz, padded_topics, value_bytes, xp)
+               + xp.where(tail > 0, _span_sectors(nnz, padded_topics, value_bytes, xp, tail),
+                          0.0))
+    return sectors + (tail > 0) if past_row else sectors
+
+
 ARRAYS = ("token_lists", "doc_metadata", "doc_major_copy", "a_rows", "bhat_rows")
 LEVELS = ("hbm", "l2", "l1")
 
@@ -201,7 +215,6 @@ def floor(chunks, chunk_states, bhat_shape: tuple[int, int], card: Card) -> dict
                                for level, value in moved[name].items()} for name in ARRAYS})
 
 
-
 @functools.partial(compilation.jit, static_argnames=("padded_topics",))
 def _lookup_sectors(chunk: Chunk, chunk_state: ChunkState, num_dense_rows,
                     padded_topics: int):
@@ -211,21 +224,15 @@ def _lookup_sectors(chunk: Chunk, chunk_state: ChunkState, num_dense_rows,
     real = jnp.arange(chunk.padded_tokens) < chunk.num_tokens
     nnz = chunk_state.a_nnz[jnp.minimum(chunk.doc, chunk_state.a_nnz.shape[0] - 1)]
     nnz = jnp.where(real, nnz, 0).astype(jnp.float32)
-    full = jnp.floor(nnz / 32)
-    tail = nnz - 32 * full
     dense = real & (chunk.word < num_dense_rows)
     sparse = real & ~dense
-
-    def spans(value_bytes):
-        """Full blocks, then the last block's lanes inside the row."""
-        return (full * _span_sectors(nnz, padded_topics, value_bytes, jnp)
-                + jnp.where(tail > 0, _span_sectors(nnz, padded_topics, value_bytes, jnp,
-                                                    tail), 0.0))
-    # the lanes past the row gather one column of a dense row (sparse_lanes): one sector more
-    bhat = spans(np.dtype(BHAT_DTYPE).itemsize) + (tail > 0)
+    bhat = row_lookup_sectors(nnz, padded_topics, np.dtype(BHAT_DTYPE).itemsize, jnp,
+                              past_row=True)
+    denominators = row_lookup_sectors(nnz, padded_topics, 4, jnp)
     return (jnp.sum(dense.astype(jnp.float32)),
             jnp.sum(jnp.where(dense, bhat, 0.0)),
-            jnp.sum(jnp.where(sparse, spans(4), 0.0)), jnp.sum(jnp.where(sparse, nnz, 0.0)))
+            jnp.sum(jnp.where(sparse, denominators, 0.0)),
+            jnp.sum(jnp.where(sparse, nnz, 0.0)))
 
 
 def sparse_floor(chunks, chunk_states, num_dense_rows: int, bhat_shape: tuple[int, int],

@@ -17,18 +17,6 @@ from saberjax import roofline
 from saberjax.state import unpack_pairs
 
 
-def _model_sectors(nnz: np.ndarray, padded_topics: int, value_bytes: int) -> np.ndarray:
-    """Each token's sectors as roofline._lookup_sectors counts them: its full blocks' spans,
-    the last block's lanes' span and one sector for the lanes past the row."""
-    nnz = nnz.astype(np.float64)
-    full = np.floor(nnz / 32)
-    tail = nnz - 32 * full
-    return (full * roofline._span_sectors(nnz, padded_topics, value_bytes)
-            + np.where(tail > 0, roofline._span_sectors(nnz, padded_topics, value_bytes,
-                                                        lanes=tail), 0.0)
-            + (tail > 0))
-
-
 def tile_sectors(chunk, chunk_state, num_dense_rows: int, padded_topics: int,
                  sample_tiles: int = 20000, seed: int = 0) -> dict:
     """On up to sample_tiles random tiles of chunk whose word has a dense row (word <
@@ -57,7 +45,8 @@ def tile_sectors(chunk, chunk_state, num_dense_rows: int, padded_topics: int,
         sectors = [topics[doc_start[d]:doc_start[d] + n] * value_bytes // roofline.SECTOR
                    for d, n in zip(docs, nnz)]
         tokens += len(docs)
-        model += float(np.sum(_model_sectors(nnz, padded_topics, value_bytes)))
+        model += float(np.sum(roofline.row_lookup_sectors(
+            nnz.astype(np.float64), padded_topics, value_bytes, past_row=True)))
         distinct += len(np.unique(np.concatenate(sectors))) if len(sectors) else 0
     per_token = max(tokens, 1.0)
     return dict(tiles=len(tiles), dense_tiles=int(np.sum(dense)), tokens=int(tokens),
